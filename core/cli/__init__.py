@@ -1,0 +1,70 @@
+"""The `python -m core` command line.
+
+Each module in this package registers one command group (or top-level command) through a
+`register(subparsers)` function; `main()` discovers them, so adding a group is adding a file.
+Every command handler returns a `Result`; `--json` prints its data as one JSON object on stdout,
+otherwise its text. Exit codes: 0 success, 2 bad input (InputError), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import pkgutil
+import sys
+import traceback
+from typing import Sequence
+
+from core.cli.common import Result
+from core.errors import LinguaForgeError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level parser with every command group found in `core.cli` registered."""
+    parser = argparse.ArgumentParser(
+        prog="python -m core",
+        description="LinguaForge: teach a pretrained TTS model or GPT LM a new language.",
+    )
+    subparsers = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == "common" or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
+
+
+def _emit(result: Result, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(result.data, ensure_ascii=False, default=str) + "\n")
+    elif result.text:
+        sys.stdout.write(result.text.rstrip("\n") + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one CLI command and return its exit code (0 ok, 1 internal error, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
+    try:
+        result = args.handler(args)
+    except LinguaForgeError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        if as_json:
+            _emit(Result({"ok": False, "error": str(exc)}), True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Exception as exc:  # the CLI edge: report, never hide
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.write(f"internal error: {exc}\n")
+        if as_json:
+            _emit(Result({"ok": False, "error": f"internal error: {exc}"}), True)
+        return 1
+    _emit(result, as_json)
+    return result.exit_code

@@ -1,0 +1,236 @@
+"""The run configuration (`runs/<run>/config.yaml`, what `train --config` reads).
+
+`load_run_config(path)` returns a validated `RunConfig`. A config may start with
+`preset: NAME` to inherit `config/presets/NAME.yaml`; its own keys override the preset.
+Unknown keys and wrong types are InputErrors naming the key, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import REPO_ROOT, merge_dicts, read_yaml
+from core.errors import InputError
+
+PRESETS_DIR = REPO_ROOT / "config" / "presets"
+TASKS = ("tts", "lm")
+FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+@dataclass
+class DataConfig:
+    """Training data: a manifest (tts) or text corpus files (lm)."""
+
+    manifest: str | None = None
+    corpus: list[str] = field(default_factory=list)
+    val_ratio: float = 0.05
+    prompts_per_target: int = 1
+
+
+@dataclass
+class FreezeConfig:
+    """Which text rows stay fixed. `until` is `auto` (base size from checkpoint metadata) or an int."""
+
+    mode: str = "base-rows"
+    until: int | str = "auto"
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and learning-rate schedule settings."""
+
+    lr: float = 5.0e-4
+    weight_decay: float = 0.1
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    warmup_steps: int = 100
+    new_row_warmup_steps: int = 50
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0
+
+
+@dataclass
+class LossConfig:
+    """Loss weights of the TTS objective."""
+
+    text_weight: float = 0.2
+    mel_weight: float = 0.8
+
+
+@dataclass
+class BatchConfig:
+    """Batch size and gradient accumulation."""
+
+    size: int = 16
+    accumulate: int = 1
+
+
+@dataclass
+class ScheduleConfig:
+    """Step counts and intervals."""
+
+    max_steps: int = 2000
+    val_every: int = 200
+    save_every: int = 200
+    keep_last: int = 3
+    eval_every: int = 0
+    log_every: int = 10
+
+
+@dataclass
+class RunConfig:
+    """A whole run configuration, as in DESIGN.md."""
+
+    name: str = "run"
+    task: str = "tts"
+    tokenizer: str | None = None
+    base_checkpoint: str | None = None
+    codec: str | None = None
+    data: DataConfig = field(default_factory=DataConfig)
+    model: dict[str, Any] = field(default_factory=lambda: {"preset": "tiny"})
+    freeze: FreezeConfig = field(default_factory=FreezeConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    precision: str = "auto"
+    seed: int = 0
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as plain data (what is written to `runs/<run>/config.yaml`)."""
+        data = dataclasses.asdict(self)
+        data.pop("source", None)
+        return data
+
+
+def _check_type(value: Any, annotation: Any, where: str) -> Any:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        for option in args:
+            try:
+                return _check_type(value, option, where)
+            except InputError:
+                continue
+        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+        raise InputError(f"{where}: expected {names}, got {value!r}.")
+    if annotation is type(None):
+        if value is None:
+            return None
+        raise InputError(f"{where}: expected nothing (null), got {value!r}.")
+    if origin is list:
+        if not isinstance(value, list):
+            raise InputError(f"{where}: expected a list, got {value!r}.")
+        return [_check_type(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)] if args else value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected a mapping, got {value!r}.")
+        return value
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected a mapping, got {value!r}.")
+        return _build(annotation, value, where)
+    if annotation is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if annotation is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if annotation is str and isinstance(value, str):
+        return value
+    if annotation is bool and isinstance(value, bool):
+        return value
+    name = getattr(annotation, "__name__", str(annotation))
+    raise InputError(f"{where}: expected {name}, got {value!r}.")
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed keys are {', '.join(sorted(names))}."
+        )
+    kwargs = {key: _check_type(value, hints[key], f"{where}.{key}") for key, value in data.items()}
+    return cls(**kwargs)
+
+
+def _validate(config: RunConfig, where: str) -> None:
+    if config.task not in TASKS:
+        raise InputError(f"{where}.task: {config.task!r} is not one of {', '.join(TASKS)}.")
+    if config.freeze.mode not in FREEZE_MODES:
+        raise InputError(f"{where}.freeze.mode: {config.freeze.mode!r} is not one of {', '.join(FREEZE_MODES)}.")
+    until = config.freeze.until
+    if isinstance(until, str) and until != "auto":
+        raise InputError(f"{where}.freeze.until: {until!r} must be `auto` or a row index.")
+    if isinstance(until, int) and until < 0:
+        raise InputError(f"{where}.freeze.until: {until} is negative; use a row index ≥ 0 or `auto`.")
+    if config.precision not in PRECISIONS:
+        raise InputError(f"{where}.precision: {config.precision!r} is not one of {', '.join(PRECISIONS)}.")
+    if not 0.0 <= config.data.val_ratio < 1.0:
+        raise InputError(f"{where}.data.val_ratio: {config.data.val_ratio} must be in [0, 1).")
+    positives = {
+        "batch.size": config.batch.size,
+        "batch.accumulate": config.batch.accumulate,
+        "schedule.max_steps": config.schedule.max_steps,
+        "schedule.val_every": config.schedule.val_every,
+        "schedule.save_every": config.schedule.save_every,
+        "schedule.keep_last": config.schedule.keep_last,
+        "schedule.log_every": config.schedule.log_every,
+    }
+    for key, value in positives.items():
+        if value <= 0:
+            raise InputError(f"{where}.{key}: {value} must be a positive integer.")
+    if config.optim.lr <= 0:
+        raise InputError(f"{where}.optim.lr: {config.optim.lr} must be positive.")
+
+
+def preset_path(name: str) -> Path:
+    """Return the file of the preset `name`; raises InputError listing the presets when unknown."""
+    path = PRESETS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+        raise InputError(f"preset {name!r} does not exist; known presets: {', '.join(known) or 'none'}.")
+    return path
+
+
+def resolve_preset_chain(data: dict[str, Any], seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Return `data` merged over the preset it names (recursively), without the `preset` key.
+
+    Raises InputError on an unknown preset or a preset cycle.
+    """
+    name = data.get("preset")
+    body = {k: v for k, v in data.items() if k != "preset"}
+    if name is None:
+        return body
+    if name in seen:
+        raise InputError(f"preset cycle: {' -> '.join((*seen, name))}.")
+    base = resolve_preset_chain(read_yaml(preset_path(name)), (*seen, name))
+    return merge_dicts(base, body)
+
+
+def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    """Return a validated RunConfig from a mapping (presets resolved).
+
+    Raises InputError naming the key at fault.
+    """
+    config = _build(RunConfig, resolve_preset_chain(data), source)
+    config.source = source
+    _validate(config, source)
+    return config
+
+
+def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
+    """Return the validated RunConfig stored in the YAML file `path`.
+
+    Raises InputError when the file is missing, malformed, names an unknown key or a bad value.
+    """
+    return run_config_from_dict(read_yaml(Path(path)), str(path))

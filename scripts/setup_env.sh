@@ -1,0 +1,36 @@
+# Shared set-up for ./test.sh and ./run.sh: a Python virtual environment in .venv with the
+# pinned requirements, and Debian packages installed when missing (root only).
+
+ensure_venv() {
+    local python="${PYTHON:-python3}"
+    if [ ! -x .venv/bin/python ]; then
+        echo "setup: creating .venv" >&2
+        "$python" -m venv .venv
+    fi
+    local stamp=.venv/.requirements.sha256
+    local want
+    want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "setup: installing requirements.txt into .venv" >&2
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+        echo "$want" > "$stamp"
+    fi
+}
+
+# ensure_system_packages COMMAND:PACKAGE ... — install the Debian package of each missing command.
+ensure_system_packages() {
+    local missing=()
+    local pair
+    for pair in "$@"; do
+        command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup: missing ${missing[*]}; install them (tests that need them will skip)" >&2
+        return 0
+    fi
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

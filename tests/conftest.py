@@ -1,0 +1,81 @@
+"""Shared pytest fixtures: a temporary workspace, copies of the real fixture tokenizers, a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh workspace folder, set through LINGUAFORGE_WORKSPACE for the test."""
+    root = tmp_path / "workspace"
+    root.mkdir()
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(root))
+    return root
+
+
+def _copy_fixture(relative: str, dest_dir: Path) -> Path:
+    source = SHARED_FIXTURES / relative
+    if not source.is_file():
+        pytest.fail(f"missing shared fixture {source}; the shared/ folder must sit beside the checkout")
+    dest = dest_dir / source.name
+    shutil.copyfile(source, dest)
+    return dest
+
+
+@pytest.fixture
+def indextts_bpe(tmp_path: Path) -> Path:
+    """A writable copy of the real IndexTTS2 SentencePiece model (12,000 pieces)."""
+    return _copy_fixture("indextts2/bpe.model", tmp_path)
+
+
+@pytest.fixture
+def indextts_config(tmp_path: Path) -> Path:
+    """A writable copy of the real IndexTTS2 model config.yaml."""
+    return _copy_fixture("indextts2/config.yaml", tmp_path)
+
+
+@pytest.fixture
+def chatterbox_tokenizer(tmp_path: Path) -> Path:
+    """A writable copy of the real Chatterbox multilingual tokenizer JSON (2,454 ids)."""
+    return _copy_fixture("chatterbox/tokenizer_mtl_2454.json", tmp_path)
+
+
+@dataclass
+class CliRun:
+    """The outcome of one `python -m core …` run."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict:
+        """Return stdout parsed as the single JSON object `--json` prints."""
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def cli(workspace: Path):
+    """Run `python -m core ARGS…` in a real subprocess and return a CliRun."""
+
+    def run(*args: str, timeout: float = 600) -> CliRun:
+        proc = subprocess.run(
+            [sys.executable, "-m", "core", *map(str, args)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+    return run

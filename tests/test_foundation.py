@@ -1,0 +1,84 @@
+"""The skeleton: settings, the tokenizer interface on the real fixtures, CLI exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import load_settings
+from core.errors import InputError
+from core.run_config import run_config_from_dict
+from core.tokenizer import load_tokenizer
+
+
+def test_workspace_comes_from_environment(workspace: Path) -> None:
+    settings = load_settings()
+    assert settings.workspace == workspace.resolve()
+    assert settings.resolve("tokenizers/a.model") == workspace.resolve() / "tokenizers" / "a.model"
+
+
+def test_paths_outside_roots_are_refused(workspace: Path, tmp_path: Path) -> None:
+    settings = load_settings()
+    assert settings.check_inside_roots("datasets/x") == workspace.resolve() / "datasets" / "x"
+    with pytest.raises(InputError, match="outside the allowed folders"):
+        settings.check_inside_roots(tmp_path / "elsewhere.txt")
+    with pytest.raises(InputError, match="outside the allowed folders"):
+        settings.check_inside_roots("../escape.txt")
+
+
+def test_indextts_sentencepiece_fixture(indextts_bpe: Path) -> None:
+    tok = load_tokenizer(indextts_bpe)
+    assert tok.kind == "sentencepiece"
+    assert tok.size == 12000
+    assert (tok.bos_id, tok.eos_id, tok.unk_id) == (0, 1, 2)
+    ids = tok.encode("HELLO WORLD")
+    assert tok.decode(ids) == "HELLO WORLD"
+    assert tok.piece(3) == "▁[ZH]"
+    assert tok.unk_id in tok.encode("ሰላም"), "Ethiopic is not in the IndexTTS2 base"
+    assert len(tok.fingerprint) == 64
+
+
+def test_chatterbox_hf_fixture(chatterbox_tokenizer: Path) -> None:
+    tok = load_tokenizer(chatterbox_tokenizer)
+    assert tok.kind == "hf"
+    assert tok.size == 2454
+    assert (tok.eos_id, tok.unk_id, tok.bos_id) == (0, 1, 255)
+    assert tok.piece(708) == "[en]"
+    assert set(tok.encode("ሰላም")) == {tok.unk_id}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "empty"),
+        (b"hello, this is plain text\n", "neither a SentencePiece model nor an HF tokenizer"),
+        (b'{"version": "1.0"}', "not an HF tokenizer"),
+    ],
+)
+def test_bad_tokenizer_files(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.model"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        load_tokenizer(path)
+
+
+def test_truncated_sentencepiece_model(indextts_bpe: Path) -> None:
+    data = indextts_bpe.read_bytes()
+    indextts_bpe.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=str(indextts_bpe.name)):
+        load_tokenizer(indextts_bpe)
+
+
+def test_run_config_rejects_unknown_keys() -> None:
+    with pytest.raises(InputError, match="unknown key"):
+        run_config_from_dict({"task": "tts", "optim": {"learning_rate": 1e-3}})
+    with pytest.raises(InputError, match="freeze.until"):
+        run_config_from_dict({"freeze": {"until": -3}})
+    config = run_config_from_dict({"task": "lm", "optim": {"lr": 1}})
+    assert config.optim.lr == 1.0 and config.task == "lm"
+
+
+def test_cli_help_and_bad_command(cli) -> None:
+    assert cli("--help").code == 0
+    assert cli("no-such-command").code == 2
