@@ -1,0 +1,179 @@
+"""A decoder-only transformer backbone you can read top to bottom.
+
+Pre-norm blocks (LayerNorm → causal self-attention → residual, LayerNorm → MLP → residual),
+attention through `scaled_dot_product_attention` (or an explicit, unfused softmax for the
+reference benchmark), and a `KVCache` for generation. The backbone maps input embeddings
+[B, T, D] to hidden states [B, T, D]; token tables, position tables and heads live in the
+task models (`models/lm.py`, `models/tts.py`) because their layouts differ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTENTION_IMPLS = ("sdpa", "naive")
+
+
+@dataclass
+class GPTConfig:
+    """Backbone shape. `d_model` must divide by `n_heads`."""
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    dropout: float = 0.0
+    attention: str = "sdpa"
+
+
+class KVCache:
+    """Keys and values of every layer seen so far, grown by concatenation along time."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.keys: list[torch.Tensor | None] = [None] * n_layers
+        self.values: list[torch.Tensor | None] = [None] * n_layers
+
+    @property
+    def length(self) -> int:
+        """Return how many positions the cache holds."""
+        return 0 if self.keys[0] is None else self.keys[0].shape[2]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's k, v [B, H, T, hd] for `layer`; return the full k, v so far."""
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=2)
+            v = torch.cat([self.values[layer], v], dim=2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with an optional KV cache."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        if config.d_model % config.n_heads:
+            raise ValueError(f"d_model {config.d_model} is not divisible by n_heads {config.n_heads}")
+        if config.attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention {config.attention!r} is not one of {ATTENTION_IMPLS}")
+        self.n_heads = config.n_heads
+        self.attention = config.attention
+        self.dropout = config.dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
+        self.proj = nn.Linear(config.d_model, config.d_model)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=2)
+        q, k, v = (t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        if cache is not None:
+            k, v = cache.update(layer, k, v)
+        S = k.shape[2]
+        # Query i (absolute position S - T + i) sees keys 0 .. S - T + i.
+        mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+        dropout = self.dropout if self.training else 0.0
+        if self.attention == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            y = F.dropout(scores.softmax(dim=-1), dropout, self.training) @ v
+        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward layer, 4× wide, GELU."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(config.d_model, 4 * config.d_model)
+        self.proj = nn.Linear(4 * config.d_model, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """One pre-norm transformer block."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.d_model)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.d_model)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """The stack of blocks plus a final LayerNorm: embeddings [B, T, D] → hidden [B, T, D]."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(config.d_model)
+
+    def new_cache(self) -> KVCache:
+        """Return an empty KV cache sized for this backbone."""
+        return KVCache(self.config.n_layers)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Return the hidden states of `x`; with `cache`, `x` continues the cached sequence."""
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache, i)
+        return self.ln_f(x)
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 style initialisation: normal(0, 0.02) weights, zero biases, unit LayerNorm."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Return one sampled id per row of `logits` [B, V] as a [B] tensor.
+
+    `temperature` 0 means greedy (argmax). `top_k` keeps the k most likely ids, `top_p` the
+    smallest set whose probability reaches p. Raises ValueError on a negative temperature or
+    a top_p outside (0, 1].
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature {temperature} must be ≥ 0")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p {top_p} must be in (0, 1]")
+    logits = logits.float()
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None and top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p  # keep the first id always
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

@@ -1,0 +1,113 @@
+"""A text-only causal language model on the GPT backbone (family `linguaforge`, task `lm`).
+
+Sequence: `[bos, ids…, eos]`; the model predicts each next id. The text table and head are
+`SplitEmbedding` / `SplitHead`, saved as `text_embedding.weight`, `text_head.weight`,
+`text_head.bias` with one row per tokenizer id.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.gpt import GPT, GPTConfig, init_weights, sample_next
+from models.rows import SplitEmbedding, SplitHead
+
+IGNORE = -100
+
+
+@dataclass
+class LMConfig:
+    """Shape of a language model. `text_rows` equals the tokenizer size."""
+
+    text_rows: int
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    max_text_tokens: int = 128
+    bos_id: int = 0
+    eos_id: int = 1
+    dropout: float = 0.0
+    attention: str = "sdpa"
+
+    def to_dict(self) -> dict:
+        """Return the config as plain data (checkpoint metadata `model_config`)."""
+        return asdict(self)
+
+
+class GPTLM(nn.Module):
+    """Token table + learned positions + GPT backbone + text head."""
+
+    def __init__(self, config: LMConfig, frozen_rows: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        gpt = GPTConfig(config.d_model, config.n_layers, config.n_heads, config.dropout, config.attention)
+        self.text_pos = nn.Embedding(config.max_text_tokens + 2, config.d_model)
+        self.gpt = GPT(gpt)
+        self.apply(init_weights)
+        self.text_embedding = SplitEmbedding(config.text_rows, config.d_model, frozen_rows)
+        self.text_head = SplitHead(config.text_rows, config.d_model, frozen_rows)
+
+    def forward(self, ids: torch.Tensor, targets: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Return `logits` [B, T, rows] and, with `targets` (IGNORE where padded), `loss` (nats/token)."""
+        hidden = self._hidden(ids)
+        logits = self.text_head(hidden)
+        out = {"logits": logits}
+        if targets is not None:
+            out["loss"] = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+            out["tokens"] = (targets != IGNORE).sum()
+        return out
+
+    def _hidden(self, ids: torch.Tensor, cache=None, offset: int = 0) -> torch.Tensor:  # noqa: ANN001
+        positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)
+        return self.gpt(self.text_embedding(ids) + self.text_pos(positions), cache)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> list[int]:
+        """Return the ids sampled after `[bos] + prompt`, stopping at eos or the position limit.
+
+        Raises ValueError when the prompt alone exceeds `max_text_tokens`.
+        """
+        limit = self.config.max_text_tokens + 2
+        seq = [self.config.bos_id, *prompt]
+        if len(seq) >= limit:
+            raise ValueError(f"prompt of {len(prompt)} tokens leaves no room under max_text_tokens")
+        device = self.text_pos.weight.device
+        cache = self.gpt.new_cache() if use_cache else None
+        new: list[int] = []
+        step_input = torch.tensor([seq], device=device)
+        while len(seq) < limit and len(new) < max_new_tokens:
+            if cache is not None:
+                hidden = self._hidden(step_input, cache, offset=cache.length)
+            else:
+                hidden = self._hidden(torch.tensor([seq], device=device))
+            token = int(sample_next(self.text_head(hidden[:, -1]), temperature, top_k, top_p, generator))
+            if token == self.config.eos_id:
+                break
+            seq.append(token)
+            new.append(token)
+            step_input = torch.tensor([[token]], device=device)
+        return new
+
+
+def bits_per_byte(loss_nats_per_token: float, tokens: int, n_bytes: int) -> float:
+    """Return bits per UTF-8 byte from a mean loss in nats per token over `tokens` tokens.
+
+    Raises ValueError when `n_bytes` is not positive.
+    """
+    if n_bytes <= 0:
+        raise ValueError("bits per byte needs a positive byte count")
+    return loss_nats_per_token * tokens / (math.log(2) * n_bytes)

@@ -1,0 +1,119 @@
+"""Model tests: exact freezing of base rows, full-matrix state dicts, KV-cache generation."""
+
+from __future__ import annotations
+
+import torch
+
+from models.gpt import sample_next
+from models.lm import GPTLM, LMConfig
+from models.tts import GPTTTS, TTSConfig
+
+torch.set_num_threads(1)
+
+
+def _tts(frozen: int = 0, attention: str = "sdpa") -> GPTTTS:
+    torch.manual_seed(0)
+    config = TTSConfig(text_rows=40, codebook_size=16, n_mels=8, d_model=32, n_layers=2, n_heads=4,
+                       max_text_tokens=20, max_speech_tokens=30, attention=attention)
+    return GPTTTS(config, frozen_rows=frozen)
+
+
+def _tts_batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return {
+        "text_ids": torch.randint(2, 40, (3, 6), generator=g),
+        "text_lengths": torch.tensor([6, 4, 2]),
+        "codes": torch.randint(0, 16, (3, 9), generator=g),
+        "code_lengths": torch.tensor([9, 5, 7]),
+        "ref_mel": torch.randn(3, 11, 8, generator=g),
+        "ref_lengths": torch.tensor([11, 7, 3]),
+    }
+
+
+def test_frozen_rows_stay_bit_identical_under_adamw_weight_decay() -> None:
+    model = _tts(frozen=30)
+    before = model.state_dict()
+    sha = model.text_embedding.base_sha256(), model.text_head.base_sha256()
+    names = {n for n, _ in model.named_parameters()}
+    assert "text_embedding.weight_new" in names and "text_embedding.weight_base" not in names
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    for _ in range(5):
+        out = model(_tts_batch())
+        (0.2 * out["text_loss"] + 0.8 * out["mel_loss"]).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    after = model.state_dict()
+    for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+        assert after[key].shape[0] == 40
+        assert torch.equal(after[key][:30], before[key][:30]), key
+        assert not torch.equal(after[key][30:], before[key][30:]), key
+    assert (model.text_embedding.base_sha256(), model.text_head.base_sha256()) == sha
+
+
+def test_state_dict_has_full_family_keys_and_reloads_across_splits() -> None:
+    model = _tts(frozen=30)
+    state = model.state_dict()
+    text_keys = sorted(k for k in state if k.startswith("text_"))
+    assert text_keys == ["text_embedding.weight", "text_head.bias", "text_head.weight", "text_pos.weight"]
+    assert tuple(state["text_head.weight"].shape) == (40, 32)
+    other = _tts(frozen=0)
+    other.load_state_dict(state)
+    batch = _tts_batch()
+    torch.testing.assert_close(other(batch)["mel_loss"], model(batch)["mel_loss"], rtol=0, atol=0)
+    bad = dict(state)
+    bad["text_embedding.weight"] = bad["text_embedding.weight"][:39]
+    try:
+        other.load_state_dict(bad)
+    except RuntimeError as exc:
+        assert "text_embedding.weight" in str(exc)
+    else:
+        raise AssertionError("a wrong row count must not load")
+
+
+def test_tts_losses_are_finite_and_start_near_uniform() -> None:
+    out = _tts()(_tts_batch())
+    assert abs(out["mel_loss"].item() - torch.log(torch.tensor(18.0)).item()) < 0.3
+    assert abs(out["text_loss"].item() - torch.log(torch.tensor(40.0)).item()) < 0.3
+    assert 0.0 <= out["mel_top1"].item() <= 1.0
+    assert out["tokens"].item() == (7 + 5 + 3) + (10 + 6 + 8)
+
+
+def test_tts_kv_cache_generation_equals_uncached() -> None:
+    model = _tts().eval()
+    with torch.no_grad():
+        model.mel_head.bias[model.config.stop_speech] = -10.0  # run to max_codes
+    ref = torch.randn(12, 8)
+    greedy = [model.generate([3, 4, 5], ref, temperature=0, use_cache=c, max_codes=25) for c in (True, False)]
+    assert greedy[0] == greedy[1] and len(greedy[0]) == 25
+    sampled = [
+        model.generate([3, 4, 5], ref, temperature=1.0, top_k=8, use_cache=c, max_codes=25,
+                       generator=torch.Generator().manual_seed(7))
+        for c in (True, False)
+    ]
+    assert sampled[0] == sampled[1]
+
+
+def test_naive_attention_matches_sdpa() -> None:
+    batch = _tts_batch()
+    fused, naive = _tts(attention="sdpa"), _tts(attention="naive")
+    torch.testing.assert_close(fused(batch)["mel_loss"], naive(batch)["mel_loss"], rtol=1e-5, atol=1e-5)
+
+
+def test_lm_generation_with_and_without_cache_agree_and_stop_at_limit() -> None:
+    torch.manual_seed(0)
+    model = GPTLM(LMConfig(text_rows=50, d_model=32, n_layers=2, n_heads=4, max_text_tokens=16, eos_id=1)).eval()
+    runs = [model.generate([5, 6], 100, temperature=0, use_cache=c) for c in (True, False)]
+    assert runs[0] == runs[1]
+    assert len(runs[0]) <= 16 + 2 - 3
+    ids = torch.randint(0, 50, (2, 9))
+    out = model(ids[:, :-1], ids[:, 1:])
+    assert abs(out["loss"].item() - torch.log(torch.tensor(50.0)).item()) < 0.3
+
+
+def test_sample_next_filters() -> None:
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.9]])
+    assert int(sample_next(logits, temperature=0)) == 1
+    g = torch.Generator().manual_seed(0)
+    assert {int(sample_next(logits, 1.0, top_k=1, generator=g)) for _ in range(20)} == {1}
+    assert {int(sample_next(logits, 1.0, top_p=0.01, generator=g)) for _ in range(20)} == {1}
+    assert {int(sample_next(logits, 1.0, top_k=2, generator=g)) for _ in range(50)} == {1, 3}
