@@ -1,0 +1,253 @@
+"""Checkpoint files: safe loading of foreign layouts and atomic saving with LinguaForge metadata.
+
+`.pt`/`.pth` files load with `torch.load(weights_only=True)`: a pickle that needs code execution
+is refused, never run. Wrapped layouts (`{"model": …}`, `{"state_dict": …}`) are unwrapped and
+known alias keys dropped. `.safetensors` files keep the metadata as JSON under `linguaforge`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from core.errors import InputError, InternalError
+from core.fsutil import atomic_write, sha256_file
+
+META_KEY = "linguaforge"
+SAFETENSORS_SUFFIXES = (".safetensors",)
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+WRAPPER_KEYS = ("model", "state_dict", "model_state_dict", "module")
+DROPPED_KEYS = ("gpt.wte.weight",)
+DROPPED_PREFIXES = ("inference_model.",)
+_PLAIN_TYPES = (str, int, float, bool, type(None), torch.Tensor, torch.Size)
+
+
+@dataclass
+class CheckpointMeta:
+    """The `linguaforge` record every checkpoint LinguaForge writes carries (DESIGN.md)."""
+
+    family: str | None = None
+    task: str | None = None
+    tokenizer_fingerprint: str | None = None
+    tokenizer_size: int | None = None
+    rows: int | None = None
+    base_size: int | None = None
+    init: str | None = None
+    parent: str | None = None
+    codec_fingerprint: str | None = None
+    model_config: dict[str, Any] | None = None
+    step: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the record as a JSON-ready mapping (every field, None where unknown)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CheckpointMeta":
+        """Return a CheckpointMeta from a mapping; keys that are not fields are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class LoadedCheckpoint:
+    """A loaded checkpoint: its tensors, metadata (None for foreign files) and the rest of the file."""
+
+    state_dict: dict[str, torch.Tensor]
+    meta: dict[str, Any] | None
+    extra: dict[str, Any]
+    path: Path
+    sha256: str
+    dropped: list[str] = field(default_factory=list)
+
+
+def _meta_dict(meta: CheckpointMeta | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if meta is None:
+        return None
+    if isinstance(meta, CheckpointMeta):
+        return meta.to_dict()
+    return dict(meta)
+
+
+def _check_plain(value: Any, where: str) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_plain(key, where)
+            _check_plain(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+    elif not isinstance(value, _PLAIN_TYPES):
+        raise InternalError(
+            f"checkpoint extra {where} is a {type(value).__name__}; only tensors, containers and "
+            "plain values load with weights_only=True."
+        )
+
+
+def _unshare(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Return contiguous tensors, cloning any that share storage with an earlier one (safetensors needs this)."""
+    seen: set[int] = set()
+    result = {}
+    for key, tensor in state_dict.items():
+        tensor = tensor.detach().contiguous()
+        ptr = tensor.untyped_storage().data_ptr() if tensor.numel() else None
+        if ptr is not None and ptr in seen:
+            tensor = tensor.clone()
+        elif ptr is not None:
+            seen.add(ptr)
+        result[key] = tensor
+    return result
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    state_dict: Mapping[str, torch.Tensor],
+    meta: CheckpointMeta | Mapping[str, Any] | None,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write `state_dict` and its metadata to `path` atomically and return the Path written.
+
+    `.safetensors`: tensors plus metadata JSON under `linguaforge` (no `extra` allowed).
+    `.pt`/`.pth`: `{"model": state_dict, "linguaforge": meta, **extra}`.
+    Raises InputError for an unsupported suffix, InternalError for extras that would not load
+    with weights_only=True or that use the reserved keys.
+    """
+    path = Path(path)
+    meta_dict = _meta_dict(meta)
+    suffix = path.suffix.lower()
+    if suffix in SAFETENSORS_SUFFIXES:
+        if extra:
+            raise InternalError(f"{path}: safetensors files hold tensors only; save extras in a .pt file.")
+        from safetensors.torch import save_file
+
+        metadata = {META_KEY: json.dumps(meta_dict)} if meta_dict is not None else None
+        tensors = _unshare(state_dict)
+        with atomic_write(path) as tmp:
+            save_file(tensors, str(tmp), metadata=metadata)
+        return path
+    if suffix in TORCH_SUFFIXES:
+        extra = dict(extra or {})
+        reserved = {"model", META_KEY} & set(extra)
+        if reserved:
+            raise InternalError(f"checkpoint extra uses reserved key(s) {', '.join(sorted(reserved))}.")
+        _check_plain(extra, "extra")
+        payload = {"model": dict(state_dict), META_KEY: meta_dict, **extra}
+        with atomic_write(path) as tmp:
+            torch.save(payload, tmp)
+        return path
+    raise InputError(
+        f"{path}: unsupported checkpoint suffix {path.suffix!r}; use .safetensors, .pt or .pth."
+    )
+
+
+def _is_safetensors(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        head = handle.read(9)
+    if len(head) < 9:
+        return False
+    (header_len,) = struct.unpack("<Q", head[:8])
+    return head[8:9] == b"{" and 0 < header_len < path.stat().st_size
+
+
+def _load_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            header = handle.metadata() or {}
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
+        raise InputError(
+            f"{path}: not a readable safetensors file ({exc}). The file may be truncated; re-copy or re-save it."
+        ) from exc
+    meta = None
+    if META_KEY in header:
+        try:
+            meta = json.loads(header[META_KEY])
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: the `{META_KEY}` metadata is not valid JSON ({exc}).") from exc
+    return tensors, meta
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _torch_load(path: Path, map_location: str) -> Any:
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        lines = str(exc).strip().splitlines()
+        detail = next((line for line in lines if "GLOBAL" in line), _first_line(exc))
+        raise InputError(
+            f"{path}: refused to load: the file needs code execution to unpickle ({detail.strip()}). "
+            "It was not executed. Only load checkpoints from sources you trust, converted to "
+            "safetensors or a plain state dict."
+        ) from exc
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError, struct.error) as exc:
+        raise InputError(
+            f"{path}: not a readable PyTorch checkpoint ({_first_line(exc)}). "
+            "The file may be truncated or of another format; re-copy or re-save it."
+        ) from exc
+
+
+def _is_state_dict(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and bool(obj) and any(isinstance(v, torch.Tensor) for v in obj.values())
+
+
+def _unwrap(path: Path, obj: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None, dict[str, Any]]:
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{path}: holds a {type(obj).__name__}, not a state dict. Save model.state_dict().")
+    meta = obj.get(META_KEY) if isinstance(obj.get(META_KEY), Mapping) else None
+    for key in WRAPPER_KEYS:
+        if _is_state_dict(obj.get(key)):
+            extra = {k: v for k, v in obj.items() if k not in (key, META_KEY)}
+            return dict(obj[key]), meta, extra
+    if _is_state_dict(obj):
+        tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+        return tensors, meta, {k: v for k, v in obj.items() if k not in tensors and k != META_KEY}
+    raise InputError(
+        f"{path}: no state dict found (top-level keys: {', '.join(map(str, list(obj)[:20])) or 'none'}). "
+        "Expected tensors at the top level or under `model` / `state_dict`."
+    )
+
+
+def _clean_keys(state_dict: dict[str, Any]) -> tuple[dict[str, torch.Tensor], list[str]]:
+    tensors = {k: v for k, v in state_dict.items() if isinstance(v, torch.Tensor)}
+    if tensors and all(k.startswith("module.") for k in tensors):
+        tensors = {k[len("module."):]: v for k, v in tensors.items()}
+    dropped = sorted(k for k in tensors if k in DROPPED_KEYS or k.startswith(DROPPED_PREFIXES))
+    return {k: v for k, v in tensors.items() if k not in dropped}, dropped
+
+
+def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> LoadedCheckpoint:
+    """Return the checkpoint at `path` with its state dict, metadata, extras and sha256.
+
+    Recognises safetensors by content; everything else loads with torch.load(weights_only=True).
+    Raises InputError when the file is missing, truncated, not a checkpoint, or needs code
+    execution to load (the payload is never run).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: checkpoint file not found. Check the path.")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: the checkpoint file is empty. Re-copy or re-save it.")
+    if _is_safetensors(path):
+        raw, meta = _load_safetensors(path)
+        extra: dict[str, Any] = {}
+    else:
+        raw, meta, extra = _unwrap(path, _torch_load(path, map_location))
+    state_dict, dropped = _clean_keys(raw)
+    if not state_dict:
+        raise InputError(f"{path}: the checkpoint holds no tensors.")
+    return LoadedCheckpoint(state_dict, meta, extra, path, sha256_file(path), dropped)

@@ -1,0 +1,128 @@
+"""Model families: where a checkpoint keeps its text vocabulary and how many rows it needs.
+
+A `Family` names the embedding, head weight and head bias keys of a state dict and the number of
+rows beyond the tokenizer size (`row_offset`; those extra rows sit at the end and are never
+indexed). Adding a family is one entry in `FAMILIES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from core.errors import InputError
+
+
+@dataclass(frozen=True)
+class Family:
+    """One checkpoint layout: its text keys, row offset and the keys that identify it."""
+
+    name: str
+    embedding_key: str
+    head_weight_key: str
+    head_bias_key: str | None
+    row_offset: int
+    task: str | None = None
+    marker_prefixes: tuple[str, ...] = field(default_factory=tuple)
+    description: str = ""
+
+    @property
+    def text_keys(self) -> tuple[str, ...]:
+        """Return the keys whose first dimension is the text row count."""
+        keys = (self.embedding_key, self.head_weight_key, self.head_bias_key)
+        return tuple(k for k in keys if k is not None)
+
+    def matches_keys(self, keys: set[str]) -> bool:
+        """Return True when every text key of this family is among `keys`."""
+        return all(k in keys for k in self.text_keys)
+
+    def has_markers(self, keys: set[str]) -> bool:
+        """Return True when some key starts with one of this family's marker prefixes."""
+        return any(k.startswith(p) for k in keys for p in self.marker_prefixes)
+
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family(
+            name="linguaforge",
+            embedding_key="text_embedding.weight",
+            head_weight_key="text_head.weight",
+            head_bias_key="text_head.bias",
+            row_offset=0,
+            description="LinguaForge's own models: rows = tokenizer size",
+        ),
+        Family(
+            name="indextts",
+            embedding_key="text_embedding.weight",
+            head_weight_key="text_head.weight",
+            head_bias_key="text_head.bias",
+            row_offset=1,
+            task="tts",
+            marker_prefixes=("mel_embedding.", "mel_head.", "gpt.", "mel_pos_embedding.", "conditioning_encoder."),
+            description="IndexTTS / IndexTTS2 GPT: rows = tokenizer size + 1 (extra row at the end)",
+        ),
+        Family(
+            name="chatterbox",
+            embedding_key="text_emb.weight",
+            head_weight_key="text_head.weight",
+            head_bias_key=None,
+            row_offset=0,
+            task="tts",
+            description="Chatterbox T3: rows = tokenizer size, head without bias",
+        ),
+    )
+}
+
+_EMBEDDING_HINTS = ("emb", "wte", "head", "lm_", "vocab", "token")
+
+
+def get_family(name: str) -> Family:
+    """Return the registered family `name`; raises InputError listing the known families."""
+    family = FAMILIES.get(name)
+    if family is None:
+        raise InputError(f"unknown model family {name!r}; known families: {', '.join(FAMILIES)}.")
+    return family
+
+
+def rows_for(family: Family, tokenizer_size: int) -> int:
+    """Return how many text rows a checkpoint of `family` needs for a tokenizer of `tokenizer_size` ids."""
+    return tokenizer_size + family.row_offset
+
+
+def families_with_rows(rows: int, tokenizer_size: int) -> list[Family]:
+    """Return the families whose row count for `tokenizer_size` equals `rows`."""
+    return [f for f in FAMILIES.values() if rows_for(f, tokenizer_size) == rows]
+
+
+def embedding_like_keys(keys: set[str]) -> list[str]:
+    """Return the keys that look like vocabulary tensors (embeddings, heads), sorted."""
+    return sorted(k for k in keys if any(h in k.lower() for h in _EMBEDDING_HINTS))
+
+
+def detect_family(state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> Family:
+    """Return the family of a checkpoint from its recorded metadata or, failing that, its keys.
+
+    Metadata naming a family wins. Among key-compatible families, one whose marker keys are
+    present (IndexTTS's `mel_embedding.*`, `gpt.*`) is preferred over one without markers.
+    Raises InputError when the metadata names an unknown family or no family fits, listing the
+    embedding-like keys seen.
+    """
+    if metadata and metadata.get("family"):
+        return get_family(str(metadata["family"]))
+    keys = set(state_dict)
+    candidates = [f for f in FAMILIES.values() if f.matches_keys(keys)]
+    marked = [f for f in candidates if f.marker_prefixes and f.has_markers(keys)]
+    if marked:
+        return marked[0]
+    unmarked = [f for f in candidates if not f.marker_prefixes]
+    if unmarked:
+        return unmarked[0]
+    if candidates:
+        return candidates[0]
+    seen = embedding_like_keys(keys) or sorted(keys)[:20]
+    expected = "; ".join(f"{f.name}: {', '.join(f.text_keys)}" for f in FAMILIES.values())
+    raise InputError(
+        f"unknown checkpoint layout: no family's text keys are present. Embedding-like keys seen: "
+        f"{', '.join(seen) or 'none'}. Expected ({expected}). Pass --family or add a family to core/families.py."
+    )

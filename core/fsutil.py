@@ -1,0 +1,75 @@
+"""Crash-safe file writes and file hashing.
+
+`atomic_write(path)` yields a temporary path in the destination folder; on success the file is
+flushed, fsynced and renamed onto `path`, so a crash never leaves a half-written file under the
+final name. On error the temporary file is removed and `path` is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from core.tokenizer import file_fingerprint
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary Path beside `path`; on success fsync it and os.replace it onto `path`.
+
+    The parent folder is created when missing. Any exception inside the block removes the
+    temporary file, leaves `path` as it was, and propagates.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically and return the Path written."""
+    with atomic_write(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Write `obj` as indented UTF-8 JSON to `path` atomically and return the Path written."""
+    return atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Return the sha256 hex digest of the file's bytes."""
+    return file_fingerprint(path)
