@@ -1,0 +1,192 @@
+"""`python -m core jobs submit|list|show|logs|cancel|resume` and the top-level `worker` command.
+
+The `jobs` package (and Huey) is imported inside the handlers only, so `core` stays importable
+without the queue dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from core.cli.common import Result, add_command, add_group, render_mapping, render_table
+from core.config import Settings, load_settings
+from core.errors import InputError
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """Return `k=v` items as a mapping; a key given several times collects a list.
+
+    Dashes in keys become underscores (`vocab-size=8000` is `vocab_size`).
+    Raises InputError for an item without `=`.
+    """
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key:
+            raise InputError(f"--param {item!r}: expected KEY=VALUE, e.g. --param vocab_size=8000.")
+        if key in params:
+            previous = params[key]
+            params[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            params[key] = value
+    return params
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(args.settings)
+
+
+def _runner(args: argparse.Namespace) -> Any:
+    from jobs.runner import JobRunner
+
+    return JobRunner(_settings(args))
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+
+
+def _progress_text(progress: dict[str, Any]) -> str:
+    if not progress:
+        return "-"
+    done, total, fraction = progress.get("done"), progress.get("total"), progress.get("fraction")
+    text = f"{done}/{total}" if total else str(done if done is not None else "-")
+    if fraction is not None:
+        text += f" ({fraction:.0%})"
+    if progress.get("eta_s") is not None:
+        text += f" eta {progress['eta_s']:.0f}s"
+    return text
+
+
+def _show_text(job: dict[str, Any]) -> str:
+    fields = {
+        "id": job["id"],
+        "kind": job["kind"],
+        "status": job["status"],
+        "progress": _progress_text(job["progress"]),
+        "metrics": job["progress"].get("metrics") or "-",
+        "params": job["params"],
+        "created": _when(job["created_at"]),
+        "started": _when(job["started_at"]),
+        "finished": _when(job["finished_at"]),
+        "attempts": job["attempts"],
+        "log": job["log_path"],
+        "artifacts": job["artifacts"] or "-",
+        "error": job["error"] or "-",
+    }
+    return render_mapping(fields)
+
+
+def cmd_submit(args: argparse.Namespace) -> Result:
+    """Validate and enqueue one job; print its id."""
+    params = parse_params(args.param or [])
+    if args.config is not None:
+        params["config"] = args.config
+    runner = _runner(args)
+    job_id = runner.submit(args.kind, params)
+    return Result({"ok": True, "id": job_id, "job": runner.get_job(job_id)}, f"submitted {args.kind} as job {job_id}")
+
+
+def cmd_list(args: argparse.Namespace) -> Result:
+    """List jobs newest first."""
+    jobs = _runner(args).list_jobs(status=args.status, limit=args.limit)
+    rows = [
+        (j["id"], j["kind"], j["status"], _progress_text(j["progress"]), _when(j["created_at"]), (j["error"] or "")[:60])
+        for j in jobs
+    ]
+    text = render_table(["id", "kind", "status", "progress", "created", "error"], rows) if rows else "no jobs"
+    return Result({"ok": True, "jobs": jobs}, text)
+
+
+def cmd_show(args: argparse.Namespace) -> Result:
+    """Show one job's record."""
+    job = _runner(args).get_job(args.id)
+    return Result({"ok": True, "job": job}, _show_text(job))
+
+
+def cmd_logs(args: argparse.Namespace) -> Result:
+    """Print a job's log, or follow it until the job finishes."""
+    runner = _runner(args)
+    if args.follow and not args.json:
+        for chunk in runner.follow_log(args.id):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+        job = runner.get_job(args.id)
+        return Result({"ok": True, "status": job["status"]}, f"[job {args.id} {job['status']}]")
+    if args.follow:
+        runner.wait(args.id, timeout_s=float("inf"))
+    log = runner.read_log(args.id, tail=args.tail)
+    return Result({"ok": True, "id": args.id, "log": log}, log)
+
+
+def cmd_cancel(args: argparse.Namespace) -> Result:
+    """Cancel a queued or running job."""
+    job = _runner(args).cancel(args.id)
+    note = "cancelled" if job["status"] == "cancelled" else "cancel requested; the worker is stopping it"
+    return Result({"ok": True, "job": job}, f"job {args.id}: {note}")
+
+
+def cmd_resume(args: argparse.Namespace) -> Result:
+    """Queue an interrupted, failed or cancelled job again."""
+    job = _runner(args).resume(args.id)
+    return Result({"ok": True, "job": job}, f"job {args.id} queued again")
+
+
+def cmd_worker(args: argparse.Namespace) -> Result:
+    """Run a job consumer in the foreground until SIGINT or SIGTERM."""
+    import logging
+
+    from jobs.worker import Worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    worker = Worker(_settings(args), workers=args.workers)
+    sys.stderr.write(f"worker: {worker.describe()}\n")
+    sys.stderr.flush()
+    report = worker.run()
+    return Result({"ok": True, "recovery": report}, "worker stopped")
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--settings", metavar="FILE", help="YAML applied over config/default.yaml")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `jobs` group and the `worker` command."""
+    group = add_group(subparsers, "jobs", "submit and watch background jobs")
+
+    p = add_command(group, "submit", cmd_submit, "validate and enqueue a job (KIND is a dotted command)")
+    p.add_argument("kind", help="the command to run, dotted: tokenizer.train, train, dataset.import …")
+    p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
+    _add_settings(p)
+
+    p = add_command(group, "list", cmd_list, "list jobs, newest first")
+    p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "cancelled", "interrupted"])
+    p.add_argument("--limit", type=int, default=None)
+    _add_settings(p)
+
+    p = add_command(group, "show", cmd_show, "show one job: status, progress, artifacts, error")
+    p.add_argument("id")
+    _add_settings(p)
+
+    p = add_command(group, "logs", cmd_logs, "print a job's log")
+    p.add_argument("id")
+    p.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    p.add_argument("--follow", action="store_true", help="keep printing until the job finishes")
+    _add_settings(p)
+
+    p = add_command(group, "cancel", cmd_cancel, "cancel a queued or running job")
+    p.add_argument("id")
+    _add_settings(p)
+
+    p = add_command(group, "resume", cmd_resume, "queue an interrupted, failed or cancelled job again")
+    p.add_argument("id")
+    _add_settings(p)
+
+    p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
+    p.add_argument("--workers", type=int, default=None, help="worker threads (default queue.workers)")
+    _add_settings(p)

@@ -1,0 +1,196 @@
+"""The jobs table: one row per job in the workspace's `jobs.sqlite`.
+
+Every access opens a short-lived connection in WAL mode with a busy timeout, and every
+statement is retried with backoff while SQLite reports "database is locked" or "busy", so
+that error never escapes to a caller even with many submitters and workers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+from core.errors import InputError, InternalError
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
+FINAL_STATUSES = ("succeeded", "failed", "cancelled")
+JSON_FIELDS = ("params", "argv", "progress", "artifacts")
+BUSY_TIMEOUT_S = 30.0
+RETRY_DEADLINE_S = 120.0
+
+SCHEMA = """
+create table if not exists jobs (
+    id text primary key,
+    kind text not null,
+    params text not null,
+    argv text not null,
+    status text not null,
+    resume text not null default 'never',
+    gpu integer not null default 0,
+    run_dir text,
+    progress text not null default '{}',
+    artifacts text not null default '{}',
+    error text,
+    log_path text not null,
+    progress_path text not null,
+    created_at real not null,
+    started_at real,
+    finished_at real,
+    worker text,
+    pid integer,
+    pid_start text,
+    exit_code integer,
+    attempts integer not null default 0,
+    interruptions integer not null default 0,
+    cancel_requested integer not null default 0
+);
+create index if not exists jobs_status on jobs (status);
+create index if not exists jobs_created on jobs (created_at);
+"""
+
+T = TypeVar("T")
+
+
+def with_busy_retry(action: Callable[[], T], what: str, deadline_s: float = RETRY_DEADLINE_S) -> T:
+    """Run `action`, retrying with backoff while SQLite reports a locked or busy database.
+
+    Returns what `action` returns. Raises InternalError naming `what` when the database stays
+    locked past `deadline_s`; other errors propagate unchanged.
+    """
+    deadline = time.monotonic() + deadline_s
+    delay = 0.05
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if "locked" not in text and "busy" not in text:
+                raise
+            if time.monotonic() > deadline:
+                raise InternalError(
+                    f"{what}: the jobs database stayed locked for {deadline_s:.0f}s. "
+                    "Check for a stuck process holding it open."
+                ) from exc
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 1.0)
+
+
+def new_job_id() -> str:
+    """Return a fresh 12-hex-digit job id."""
+    return uuid.uuid4().hex[:12]
+
+
+class JobStore:
+    """The jobs table in one SQLite file; safe to use from many threads and processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._retry(self._create)
+
+    def _create(self) -> None:
+        with self._connect() as conn:
+            conn.executescript(SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute(f"pragma busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("pragma journal_mode=wal")
+            conn.row_factory = sqlite3.Row
+            yield conn
+        finally:
+            conn.close()
+
+    def _retry(self, action: Callable[[], T]) -> T:
+        return with_busy_retry(action, str(self.path))
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> int:
+        def run() -> int:
+            with self._connect() as conn:
+                conn.execute("begin immediate")
+                try:
+                    count = conn.execute(sql, args).rowcount
+                    conn.execute("commit")
+                except BaseException:
+                    conn.execute("rollback")
+                    raise
+                return count
+
+        return self._retry(run)
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            with self._connect() as conn:
+                return [_decode(row) for row in conn.execute(sql, args).fetchall()]
+
+        return self._retry(run)
+
+    def insert(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Insert a new job (fields of the jobs table) with status `queued`; return the stored row."""
+        row = dict(job)
+        row.setdefault("id", new_job_id())
+        row.setdefault("status", "queued")
+        row.setdefault("created_at", time.time())
+        for key in JSON_FIELDS:
+            if key in row:
+                row[key] = json.dumps(row[key], default=str)
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        self._write(f"insert into jobs ({columns}) values ({marks})", tuple(row.values()))
+        return self.get(row["id"])
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        """Return the job `job_id` as a mapping.
+
+        Raises InputError when no such job exists.
+        """
+        rows = self._read("select * from jobs where id = ?", (job_id,))
+        if not rows:
+            raise InputError(f"no job with id {job_id!r}. Run `python -m core jobs list` to see the ids.")
+        return rows[0]
+
+    def list(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return jobs newest first, optionally only those with `status`, at most `limit`."""
+        sql = "select * from jobs"
+        args: tuple[Any, ...] = ()
+        if status is not None:
+            sql += " where status = ?"
+            args = (status,)
+        sql += " order by created_at desc, rowid desc"
+        if limit is not None:
+            sql += f" limit {int(limit)}"
+        return self._read(sql, args)
+
+    def update(self, job_id: str, when_status: tuple[str, ...] | None = None, **fields: Any) -> bool:
+        """Set `fields` on job `job_id`, only while its status is in `when_status` when given.
+
+        Returns True when the row changed (the compare-and-set succeeded).
+        """
+        for key in JSON_FIELDS:
+            if key in fields:
+                fields[key] = json.dumps(fields[key], default=str)
+        assignments = ", ".join(f"{key} = ?" for key in fields)
+        sql = f"update jobs set {assignments} where id = ?"
+        args: tuple[Any, ...] = (*fields.values(), job_id)
+        if when_status:
+            sql += f" and status in ({', '.join('?' for _ in when_status)})"
+            args = (*args, *when_status)
+        return self._write(sql, args) > 0
+
+
+def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    data = dict(row)
+    for key in JSON_FIELDS:
+        if data.get(key) is not None:
+            data[key] = json.loads(data[key])
+    data["cancel_requested"] = bool(data.get("cancel_requested"))
+    data["gpu"] = bool(data.get("gpu"))
+    return data

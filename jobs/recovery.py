@@ -1,0 +1,78 @@
+"""Crash recovery when a worker starts, and the requeue step that resume shares.
+
+Jobs left `running` by a worker of this host that is gone become `interrupted` (their orphaned
+process group, if any, is stopped first: STOP file, SIGTERM, SIGKILL); interrupted jobs that
+asked for `resume: auto` are queued again; queued jobs whose queue message was lost are
+enqueued again. Huey itself keeps no locks or results for us, so nothing stale can block.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from huey.api import TaskWrapper
+
+from jobs.records import JobStore, with_busy_retry
+from jobs.supervise import is_alive, stop_process_group, worker_alive
+
+
+def enqueue(task: TaskWrapper, job_id: str) -> None:
+    """Put one `run_job(job_id)` message on the queue (retrying while SQLite is busy)."""
+    with_busy_retry(lambda: task(job_id), f"enqueue job {job_id}")
+
+
+def requeue(store: JobStore, task: TaskWrapper, job_id: str, from_statuses: tuple[str, ...]) -> bool:
+    """Move job `job_id` from one of `from_statuses` back to `queued` and enqueue it.
+
+    Returns False when the job was not in one of those statuses (someone else moved it).
+    """
+    moved = store.update(
+        job_id, when_status=from_statuses, status="queued", cancel_requested=0, finished_at=None, pid=None
+    )
+    if moved:
+        enqueue(task, job_id)
+    return moved
+
+
+def stop_orphan(job: dict[str, Any], grace_s: float, term_grace_s: float) -> str | None:
+    """Stop the process group of a job whose worker is gone; return how it ended, None if none ran."""
+    pid, start = job.get("pid"), job.get("pid_start")
+    if not is_alive(pid, start):
+        return None
+    stop_file = Path(job["run_dir"]) / "STOP" if job.get("run_dir") else None
+    return stop_process_group(pid, lambda: not is_alive(pid, start), grace_s, stop_file, term_grace_s=term_grace_s)
+
+
+def recover(store: JobStore, task: TaskWrapper, queued_ids: set[str], grace_s: float, term_grace_s: float) -> dict[str, list[str]]:
+    """Recover after a crash; return the ids that became `interrupted`, `cancelled` and `requeued`.
+
+    `queued_ids` are the job ids that still have a message in the queue.
+    """
+    report: dict[str, list[str]] = {"interrupted": [], "cancelled": [], "requeued": []}
+    for job in store.list(status="running"):
+        if worker_alive(job["worker"]) is not False:
+            continue
+        stop_orphan(job, grace_s, term_grace_s)
+        if job["cancel_requested"]:
+            status, error = "cancelled", "cancelled by request (its worker had stopped)"
+        else:
+            status, error = "interrupted", f"worker {job['worker']} stopped while the job ran"
+        if store.update(
+            job["id"],
+            when_status=("running",),
+            status=status,
+            error=error,
+            finished_at=time.time(),
+            interruptions=job["interruptions"] + (status == "interrupted"),
+        ):
+            report[status].append(job["id"])
+    for job in store.list(status="interrupted"):
+        if job["resume"] == "auto" and requeue(store, task, job["id"], ("interrupted",)):
+            report["requeued"].append(job["id"])
+    for job in store.list(status="queued"):
+        if job["id"] not in queued_ids:
+            enqueue(task, job["id"])
+            report["requeued"].append(job["id"])
+    return report

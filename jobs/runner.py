@@ -1,0 +1,209 @@
+"""The job runner's public API, used by `python -m core jobs …` and the dashboard.
+
+    runner = JobRunner(settings)          # or the module functions below with settings=None
+    job_id = runner.submit("tokenizer.train", {"corpus": ["text/am.txt"], "vocab_size": 800})
+    runner.get_job(job_id)["status"]      # queued | running | succeeded | failed | cancelled | interrupted
+    runner.read_log(job_id, tail=50)
+    runner.cancel(job_id); runner.resume(job_id)
+    worker = start_worker(settings); …; worker.stop()
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from core.config import Settings, load_settings, read_yaml
+from core.errors import InputError
+from jobs import kinds
+from jobs.queue import build_huey
+from jobs.records import FINAL_STATUSES, JobStore, new_job_id
+from jobs.recovery import enqueue, requeue, stop_orphan
+from jobs.supervise import tail_text, worker_alive
+from jobs.tasks import register_tasks
+from jobs.worker import Worker
+
+RESUMABLE = ("interrupted", "failed", "cancelled")
+
+
+class JobRunner:
+    """Submit, inspect, cancel and resume jobs in one workspace's queue."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.huey = build_huey(self.settings)
+        self.task = register_tasks(self.huey)
+        self.store = JobStore(self.settings.workspace / "jobs.sqlite")
+
+    def submit(self, kind: str, params: dict[str, Any] | None = None) -> str:
+        """Validate `params` for `kind` exactly like the CLI, record the job and enqueue it; return its id.
+
+        Raises InputError with the command's own message when the kind or a parameter is wrong.
+        """
+        params = dict(params or {})
+        if kind == "train" and "resume" not in params and kinds.accepts(kind, "resume"):
+            params["resume"] = "auto"
+        argv = kinds.build_argv(kind, params)
+        run_dir = self._run_dir(kind, params)
+        resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
+        logs = self.settings.workspace / "logs" / "jobs"
+        logs.mkdir(parents=True, exist_ok=True)
+        job_id = new_job_id()
+        self.store.insert(
+            {
+                "id": job_id,
+                "kind": kind,
+                "params": params,
+                "argv": argv,
+                "resume": resume,
+                "gpu": int(kinds.is_gpu_kind(kind)),
+                "run_dir": str(run_dir) if run_dir else None,
+                "log_path": str(logs / f"{job_id}.log"),
+                "progress_path": str(logs / f"{job_id}.progress.json"),
+            }
+        )
+        enqueue(self.task, job_id)
+        return job_id
+
+    def _run_dir(self, kind: str, params: dict[str, Any]) -> Path | None:
+        if kind != "train" or params.get("config") is None:
+            return None
+        config_path = self.settings.resolve(str(params["config"]))
+        name = read_yaml(config_path).get("name") or config_path.stem
+        return self.settings.workspace / "runs" / str(name)
+
+    def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return job records newest first, optionally filtered by `status`, at most `limit`."""
+        return self.store.list(status=status, limit=limit)
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """Return the record of `job_id`. Raises InputError when there is no such job."""
+        return self.store.get(job_id)
+
+    def read_log(self, job_id: str, tail: int | None = None) -> str:
+        """Return the job's log text (only its last `tail` lines when given).
+
+        Raises InputError when there is no such job.
+        """
+        path = Path(self.store.get(job_id)["log_path"])
+        if tail is not None:
+            return tail_text(path, tail)
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+    def follow_log(self, job_id: str, poll_s: float = 0.5) -> Iterator[str]:
+        """Yield chunks of the job's log as they are written, until the job reaches a final state."""
+        path = Path(self.store.get(job_id)["log_path"])
+        offset = 0
+        while True:
+            done = self.store.get(job_id)["status"] in FINAL_STATUSES
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    chunk = handle.read()
+                offset += len(chunk)
+                if chunk:
+                    yield chunk.decode("utf-8", "replace")
+            if done:
+                return
+            time.sleep(poll_s)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel `job_id`: a queued or interrupted job never runs; a running one is stopped by its worker.
+
+        Returns the record. Raises InputError when the job already finished or does not exist.
+        """
+        job = self.store.get(job_id)
+        if self.store.update(job_id, when_status=("queued", "interrupted"), status="cancelled",
+                             error="cancelled by request", finished_at=time.time()):
+            return self.store.get(job_id)
+        if self.store.update(job_id, when_status=("running",), cancel_requested=1):
+            job = self.store.get(job_id)
+            if worker_alive(job["worker"]) is False:
+                self._cancel_orphan(job)
+            return self.store.get(job_id)
+        raise InputError(f"job {job_id} is already {job['status']}; there is nothing to cancel.")
+
+    def _cancel_orphan(self, job: dict[str, Any]) -> None:
+        grace = float(self.settings.get("queue.cancel_grace_s", 60))
+        stop_orphan(job, grace, float(self.settings.get("queue.term_grace_s", 10)))
+        self.store.update(job["id"], when_status=("running",), status="cancelled",
+                          error="cancelled by request (its worker had stopped)", finished_at=time.time())
+
+    def resume(self, job_id: str) -> dict[str, Any]:
+        """Queue an interrupted, failed or cancelled job again (training continues from its checkpoint).
+
+        Returns the record. Raises InputError when the job is queued, running or succeeded.
+        """
+        job = self.store.get(job_id)
+        if not requeue(self.store, self.task, job_id, RESUMABLE):
+            raise InputError(
+                f"job {job_id} is {job['status']}; only {', '.join(RESUMABLE)} jobs can be resumed."
+            )
+        return self.store.get(job_id)
+
+    def wait(self, job_id: str, timeout_s: float, statuses: tuple[str, ...] = FINAL_STATUSES) -> dict[str, Any]:
+        """Return the record once `job_id` reaches one of `statuses`.
+
+        Raises TimeoutError when it does not within `timeout_s` seconds.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.store.get(job_id)
+            if job["status"] in statuses:
+                return job
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['status']} after {timeout_s:.0f}s")
+            time.sleep(0.2)
+
+
+_RUNNERS: dict[tuple[str, str], JobRunner] = {}
+
+
+def get_runner(settings: Settings | None = None) -> JobRunner:
+    """Return a cached JobRunner for `settings` (loaded from the defaults when None)."""
+    settings = settings or load_settings()
+    key = (str(settings.workspace), str(settings.get("queue.url")))
+    if key not in _RUNNERS:
+        _RUNNERS[key] = JobRunner(settings)
+    return _RUNNERS[key]
+
+
+def submit(kind: str, params: dict[str, Any] | None = None, settings: Settings | None = None) -> str:
+    """Submit a job; return its id. Raises InputError for a bad kind or parameter (see JobRunner.submit)."""
+    return get_runner(settings).submit(kind, params)
+
+
+def list_jobs(status: str | None = None, limit: int | None = None, settings: Settings | None = None) -> list[dict[str, Any]]:
+    """Return job records newest first (see JobRunner.list_jobs)."""
+    return get_runner(settings).list_jobs(status, limit)
+
+
+def get_job(job_id: str, settings: Settings | None = None) -> dict[str, Any]:
+    """Return one job record. Raises InputError when there is no such job."""
+    return get_runner(settings).get_job(job_id)
+
+
+def read_log(job_id: str, tail: int | None = None, settings: Settings | None = None) -> str:
+    """Return a job's log text, or its last `tail` lines. Raises InputError when there is no such job."""
+    return get_runner(settings).read_log(job_id, tail)
+
+
+def cancel(job_id: str, settings: Settings | None = None) -> dict[str, Any]:
+    """Cancel a job; return its record. Raises InputError when it already finished (see JobRunner.cancel)."""
+    return get_runner(settings).cancel(job_id)
+
+
+def resume(job_id: str, settings: Settings | None = None) -> dict[str, Any]:
+    """Queue a stopped job again; return its record. Raises InputError when it cannot be resumed."""
+    return get_runner(settings).resume(job_id)
+
+
+def start_worker(settings: Settings | None = None, workers: int | None = None) -> Worker:
+    """Start a consumer in background threads of this process (the dashboard's); return it.
+
+    Call `.stop()` on the result to stop it. Raises InputError for an unsupported queue.url.
+    """
+    worker = Worker(settings or load_settings(), workers)
+    worker.start()
+    return worker

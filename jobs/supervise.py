@@ -1,0 +1,208 @@
+"""Child-process supervision: launch a command in its own session, watch it, stop it.
+
+A job's command runs as `python -m core …` with cwd = the workspace, stdout and stderr
+appended to the job's log file (never a pipe), and LINGUAFORGE_PROGRESS_FILE set. Processes are
+identified by PID plus their kernel start time, so a recycled PID is never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from core.config import REPO_ROOT, WORKSPACE_ENV
+from core.progress import PROGRESS_FILE_ENV
+
+TERM_GRACE_S = 10.0
+
+
+def process_start_time(pid: int) -> str | None:
+    """Return the kernel start time of process `pid` (from /proc), or None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def is_alive(pid: int | None, start: str | None) -> bool:
+    """Return True when process `pid` exists and (when `start` is given) started at `start`."""
+    if not pid:
+        return False
+    current = process_start_time(pid)
+    return current is not None and (start is None or current == start)
+
+
+def worker_identity() -> str:
+    """Return this process's identity as `host:pid:start-time`."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{process_start_time(pid)}"
+
+
+def worker_alive(identity: str | None) -> bool | None:
+    """Return whether the worker `identity` still runs; None when it runs on another host."""
+    if not identity:
+        return False
+    host, pid, start = identity.rsplit(":", 2)
+    if host != socket.gethostname():
+        return None
+    return is_alive(int(pid), start)
+
+
+def child_env(workspace: Path, progress_path: Path | None = None) -> dict[str, str]:
+    """Return the environment for a job's command: this one plus the workspace, progress file and repo."""
+    env = dict(os.environ)
+    env[WORKSPACE_ENV] = str(workspace)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    if progress_path is not None:
+        env[PROGRESS_FILE_ENV] = str(progress_path)
+    return env
+
+
+def launch(argv: list[str], cwd: Path, log_path: Path, progress_path: Path) -> subprocess.Popen[bytes]:
+    """Start `python -m core ARGV` in a new session (cwd = the workspace `cwd`) logging to `log_path`.
+
+    Returns the Popen; raises OSError when the process cannot start.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = child_env(cwd, progress_path)
+    with open(log_path, "ab") as log:
+        log.write(f"$ python -m core {' '.join(argv)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            [sys.executable, "-m", "core", *argv],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def run_to_log(argv: list[str], cwd: Path, log_path: Path) -> tuple[int, str]:
+    """Run `python -m core ARGV` to completion, appending its stderr to the log; return (code, stdout)."""
+    env = child_env(cwd)
+    with open(log_path, "ab") as log:
+        log.write(f"$ python -m core {' '.join(argv)}\n".encode())
+        log.flush()
+        proc = subprocess.run(
+            [sys.executable, "-m", "core", *argv],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
+        log.write(proc.stdout)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+
+def _wait(exited: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if exited():
+            return True
+        time.sleep(0.2)
+    return exited()
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def stop_process_group(
+    pid: int,
+    exited: Callable[[], bool],
+    grace_s: float,
+    stop_file: Path | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    term_grace_s: float = TERM_GRACE_S,
+) -> str:
+    """Stop the process group led by `pid`: STOP file, then SIGTERM, then SIGKILL.
+
+    With `stop_file`, touches it and waits up to `grace_s` for a clean exit first. Then sends
+    SIGTERM to the group and waits up to `term_grace_s`; then SIGKILL. Returns how it ended:
+    `stop-file`, `sigterm` or `sigkill`.
+    """
+    if stop_file is not None:
+        stop_file.parent.mkdir(parents=True, exist_ok=True)
+        stop_file.touch()
+        log(f"cancel: touched {stop_file}; waiting up to {grace_s:.0f}s for a clean exit")
+        if _wait(exited, grace_s):
+            return "stop-file"
+    log("cancel: sending SIGTERM to the process group")
+    _signal_group(pid, signal.SIGTERM)
+    if _wait(exited, term_grace_s):
+        return "sigterm"
+    log("cancel: sending SIGKILL to the process group")
+    _signal_group(pid, signal.SIGKILL)
+    _wait(exited, 5.0)
+    return "sigkill"
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Return the JSON object in `path`, or None when it is missing, partial or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | None:
+    """Return the last line of `path` that is a JSON object, or None (reads at most the last MiB)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                return data
+    return None
+
+
+def tail_text(path: Path, lines: int) -> str:
+    """Return the last `lines` lines of the text file `path` ("" when it does not exist)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max(lines, 1) * 400))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def error_summary(path: Path) -> str:
+    """Return the most useful failure text from a job log: its last `error:` line, else its tail."""
+    tail = tail_text(path, 40)
+    for line in reversed(tail.splitlines()):
+        if line.startswith(("error:", "internal error:")):
+            return line.split(":", 1)[1].strip()
+    return tail_text(path, 5) or "the command failed without output"

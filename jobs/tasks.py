@@ -1,0 +1,222 @@
+"""The Huey task that runs one job: claim it, take a GPU slot if needed, supervise its process.
+
+`register_tasks(huey, settings)` returns the `run_job` task wrapper bound to a `JobContext`.
+Submitters register it too (to enqueue); only a consumer executes it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from huey import Huey
+from huey.api import TaskWrapper
+from huey.exceptions import RetryTask
+
+from core.config import Settings
+from core.errors import InputError
+from jobs import kinds
+from jobs.progress import TrainProgress, file_progress
+from jobs.queue import jobs_db_path
+from jobs.records import JobStore
+from jobs.supervise import (
+    error_summary,
+    last_json_line,
+    launch,
+    process_start_time,
+    run_to_log,
+    stop_process_group,
+    worker_identity,
+)
+
+POLL_S = 0.5
+PROGRESS_EVERY_S = 1.0
+GPU_RETRY_DELAY_S = 1.0
+
+
+@dataclass
+class JobContext:
+    """What running jobs in one consumer process share: settings, records, GPU slots, children."""
+
+    settings: Settings
+    store: JobStore
+    gpu_slots: threading.BoundedSemaphore
+    worker_id: str = field(default_factory=worker_identity)
+    active: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    shutting_down: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def cancel_grace_s(self) -> float:
+        """Seconds a cancelled training run gets to save and exit after its STOP file."""
+        return float(self.settings.get("queue.cancel_grace_s", 60))
+
+    @property
+    def term_grace_s(self) -> float:
+        """Seconds between SIGTERM and SIGKILL when stopping a job's process group."""
+        return float(self.settings.get("queue.term_grace_s", 10))
+
+
+def make_context(settings: Settings) -> JobContext:
+    """Return a JobContext for `settings` with `queue.gpu_slots` GPU slots (default 1)."""
+    slots = int(settings.get("queue.gpu_slots", 1) or 1)
+    return JobContext(settings, JobStore(jobs_db_path(settings)), threading.BoundedSemaphore(slots))
+
+
+def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper:
+    """Register and return the `run_job(job_id)` task on `huey`; `context` is needed to execute it."""
+
+    @huey.task(name="linguaforge.run_job")
+    def run_job(job_id: str) -> None:
+        if context is None:
+            raise RuntimeError("run_job executed without a JobContext; start it through jobs.worker")
+        execute(context, job_id)
+
+    return run_job
+
+
+def execute(ctx: JobContext, job_id: str) -> None:
+    """Run job `job_id` unless it is no longer queued; retry later while no GPU slot is free."""
+    try:
+        job = ctx.store.get(job_id)
+    except InputError:
+        return
+    if job["status"] != "queued":
+        return
+    slot = ctx.gpu_slots if job["gpu"] else None
+    if slot is not None and not slot.acquire(blocking=False):
+        raise RetryTask(delay=GPU_RETRY_DELAY_S)
+    try:
+        claimed = ctx.store.update(
+            job_id,
+            when_status=("queued",),
+            status="running",
+            started_at=time.time(),
+            finished_at=None,
+            worker=ctx.worker_id,
+            attempts=job["attempts"] + 1,
+            error=None,
+            exit_code=None,
+        )
+        if claimed:
+            Supervisor(ctx, ctx.store.get(job_id)).run()
+    finally:
+        if slot is not None:
+            slot.release()
+
+
+def doctor_argv(job: dict[str, Any]) -> list[str] | None:
+    """Return the `doctor` argv to run before a training job, or None when there is no doctor."""
+    config = job["params"].get("config")
+    if job["kind"] != "train" or config is None:
+        return None
+    try:
+        if not kinds.accepts("doctor", "config"):
+            return None
+    except InputError:
+        return None
+    return ["doctor", "--config", str(config)]
+
+
+class Supervisor:
+    """Runs one claimed job's process to the end and records progress and outcome."""
+
+    def __init__(self, ctx: JobContext, job: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.id = job["id"]
+        self.log_path = Path(job["log_path"])
+        self.progress_path = Path(job["progress_path"])
+        self.run_dir = Path(job["run_dir"]) if job["run_dir"] else None
+        self.train = TrainProgress(self.run_dir) if self.run_dir else None
+
+    def log(self, line: str) -> None:
+        """Append one line from the runner to the job log."""
+        with open(self.log_path, "a", encoding="utf-8") as handle:
+            handle.write(f"[jobs] {line}\n")
+
+    def run(self) -> None:
+        """Run the doctor (training), then the command; record the final status."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
+        try:
+            if not self._doctor_passes():
+                return
+            self._prepare_run_dir()
+            proc = launch(self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path)
+        except OSError as exc:
+            self._finish("failed", error=f"could not start the command: {exc}")
+            return
+        self.ctx.active[self.id] = proc
+        try:
+            self.ctx.store.update(self.id, pid=proc.pid, pid_start=process_start_time(proc.pid))
+            cancelled = self._watch(proc)
+        finally:
+            self.ctx.active.pop(self.id, None)
+        if self.ctx.shutting_down.is_set() and not cancelled:
+            return
+        self._record_outcome(proc.returncode, cancelled)
+
+    def _doctor_passes(self) -> bool:
+        argv = doctor_argv(self.job)
+        if argv is None:
+            return True
+        code, table = run_to_log(argv, self.ctx.settings.workspace, self.log_path)
+        if code == 0:
+            return True
+        self._finish("failed", error=f"doctor found problems:\n{table.strip()}", exit_code=code)
+        return False
+
+    def _prepare_run_dir(self) -> None:
+        if self.run_dir is not None:
+            (self.run_dir / "STOP").unlink(missing_ok=True)
+
+    def _watch(self, proc: subprocess.Popen[bytes]) -> bool:
+        last = 0.0
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            if time.monotonic() - last < PROGRESS_EVERY_S:
+                continue
+            last = time.monotonic()
+            self._save_progress()
+            if self.ctx.store.get(self.id)["cancel_requested"]:
+                self.cancel(proc)
+                return True
+        self._save_progress()
+        return bool(self.ctx.store.get(self.id)["cancel_requested"])
+
+    def cancel(self, proc: subprocess.Popen[bytes]) -> str:
+        """Stop the job's process group (STOP file first for training); return how it ended."""
+        stop_file = self.run_dir / "STOP" if self.run_dir is not None else None
+        how = stop_process_group(
+            proc.pid,
+            lambda: proc.poll() is not None,
+            self.ctx.cancel_grace_s,
+            stop_file,
+            self.log,
+            self.ctx.term_grace_s,
+        )
+        self.log(f"cancelled ({how})")
+        return how
+
+    def _save_progress(self) -> None:
+        state = self.train.read() if self.train is not None else file_progress(self.progress_path)
+        if state:
+            self.ctx.store.update(self.id, progress=state)
+
+    def _record_outcome(self, code: int | None, cancelled: bool) -> None:
+        if cancelled:
+            self._finish("cancelled", exit_code=code, error="cancelled by request")
+            return
+        if code == 0:
+            result = last_json_line(self.log_path) or {}
+            self._finish("succeeded", exit_code=code, artifacts=result)
+            return
+        self._finish("failed", exit_code=code, error=error_summary(self.log_path))
+
+    def _finish(self, status: str, **fields: Any) -> None:
+        self.log(f"finished: {status}")
+        self.ctx.store.update(self.id, when_status=("running",), status=status, finished_at=time.time(), **fields)
