@@ -59,7 +59,7 @@ FAMILIES: dict[str, Family] = {
             head_bias_key="text_head.bias",
             row_offset=1,
             task="tts",
-            marker_prefixes=("mel_embedding.", "mel_head.", "gpt.", "mel_pos_embedding.", "conditioning_encoder."),
+            marker_prefixes=("mel_pos_embedding.", "text_pos_embedding.", "conditioning_encoder.", "perceiver_encoder."),
             description="IndexTTS / IndexTTS2 GPT: rows = tokenizer size + 1 (extra row at the end)",
         ),
         Family(
@@ -104,7 +104,8 @@ def detect_family(state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | N
     """Return the family of a checkpoint from its recorded metadata or, failing that, its keys.
 
     Metadata naming a family wins. Among key-compatible families, one whose marker keys are
-    present (IndexTTS's `mel_embedding.*`, `gpt.*`) is preferred over one without markers.
+    present (IndexTTS's `mel_pos_embedding.*`, `conditioning_encoder.*`, …) is preferred over one
+    without markers; LinguaForge's own layout shares IndexTTS's text keys but not those markers.
     Raises InputError when the metadata names an unknown family or no family fits, listing the
     embedding-like keys seen.
     """

@@ -1,0 +1,60 @@
+"""`doctor`: the preflight checks, from a run config or from explicit files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.cli.common import Result, add_command
+from core.config import load_settings
+from core.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
+from core.errors import InputError
+from core.families import FAMILIES
+from core.run_config import load_run_config
+
+
+def _context(args: argparse.Namespace) -> DoctorContext:
+    settings = load_settings()
+    if args.config:
+        config_path = Path(args.config).resolve()
+        ctx = doctor_context_from_run_config(load_run_config(config_path), config_path, settings)
+    elif args.tokenizer or args.checkpoint:
+        ctx = DoctorContext(settings=settings)
+    else:
+        raise InputError("doctor needs --config RUN.yaml, or --tokenizer and/or --checkpoint. See --help.")
+    if args.tokenizer:
+        ctx.tokenizer_path = Path(args.tokenizer).resolve()
+    if args.checkpoint:
+        ctx.checkpoint_path = Path(args.checkpoint).resolve()
+    if args.family:
+        ctx.family = args.family
+    if args.freeze_until is not None:
+        ctx.freeze_until = args.freeze_until
+    if args.declared_vocab is not None:
+        ctx.declared_vocab = args.declared_vocab
+    return ctx
+
+
+def _doctor(args: argparse.Namespace) -> Result:
+    report = run_doctor(_context(args))
+    return Result(report.to_dict(), report.render(), 0 if report.ok else 2)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the top-level `doctor` command."""
+    parser = add_command(
+        subparsers,
+        "doctor",
+        _doctor,
+        "check that tokenizer, checkpoint, config and freeze range agree before anything starts",
+        description=(
+            "Run every preflight check and print pass / warn / fail with the numbers and the fix.\n"
+            "Exit 0 when nothing fails, 2 otherwise. Options given with --config override it."
+        ),
+    )
+    parser.add_argument("--config", help="run config YAML (its paths resolve against the workspace)")
+    parser.add_argument("--tokenizer", help="tokenizer .model or .json")
+    parser.add_argument("--checkpoint", help="checkpoint .safetensors / .pt / .pth")
+    parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
+    parser.add_argument("--freeze-until", type=int, help="first trainable text row (rows below stay frozen)")
+    parser.add_argument("--declared-vocab", type=int, help="a vocab size some config declares (n_vocab, number_text_tokens)")

@@ -1,0 +1,64 @@
+"""`embeddings extend`: resize a checkpoint's text rows for an extended tokenizer."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.cli.common import Result, add_command, add_group, render_mapping
+from core.embeddings import INIT_METHODS, extend_checkpoint
+from core.families import FAMILIES
+
+
+def _extend(args: argparse.Namespace) -> Result:
+    report = extend_checkpoint(
+        Path(args.checkpoint),
+        Path(args.base_tokenizer),
+        Path(args.tokenizer),
+        Path(args.output),
+        family=args.family,
+        init=args.init,
+        allow_truncate=args.allow_truncate,
+        seed=args.seed,
+    )
+    init = ", ".join(f"{m} {n}" for m, n in report["init"].items() if n) or "none (no new rows)"
+    text = render_mapping(
+        {
+            "output": report["output"],
+            "family": report["family"],
+            "tokenizer": f"{report['base_size']} -> {report['size']} ids",
+            "rows": f"{report['rows_before']} -> {report['rows_after']}",
+            "base rows copied": report["base_rows_copied"],
+            "new rows": init,
+            "extra rows moved": (
+                f"{report['extra_rows_moved']['from']} -> {report['extra_rows_moved']['to']}"
+                if report["extra_rows_moved"] else "none"
+            ),
+        }
+    )
+    return Result(report, text)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `embeddings` group with its `extend` command."""
+    group = add_group(subparsers, "embeddings", "resize checkpoint text rows to a tokenizer")
+    parser = add_command(
+        group,
+        "extend",
+        _extend,
+        "resize a checkpoint's text embedding and head from a base tokenizer to its extension",
+        description=(
+            "Copy base rows bit for bit and initialise the rows of new pieces.\n"
+            "fvt: mean of the base rows of the pieces the base tokenizer splits a new piece into\n"
+            "     (falls back to mean when the base knows none of them); mean: mean of the base rows;\n"
+            "normal: N(mean, per-dimension std of the base rows). New head-bias entries start at the base mean."
+        ),
+    )
+    parser.add_argument("--checkpoint", required=True, help="input checkpoint (.safetensors, .pt, .pth)")
+    parser.add_argument("--base-tokenizer", required=True, help="the tokenizer the checkpoint was made for")
+    parser.add_argument("--tokenizer", required=True, help="the extended tokenizer (a prefix extension of the base)")
+    parser.add_argument("--output", required=True, help="output checkpoint (.safetensors or .pt), written atomically")
+    parser.add_argument("--family", default="auto", choices=["auto", *FAMILIES], help="checkpoint family (default: detect)")
+    parser.add_argument("--init", default="fvt", choices=INIT_METHODS, help="how new rows start (default: fvt)")
+    parser.add_argument("--allow-truncate", action="store_true", help="allow the result to have fewer rows")
+    parser.add_argument("--seed", type=int, default=0, help="random seed for --init normal")
