@@ -1,0 +1,77 @@
+"""The dashboard's only door to the job runner (`jobs.runner`): submit, watch, cancel, resume.
+
+Everything the UI shows about a job comes from its record in the jobs database and the files
+it writes, so a page reload or a second browser sees the same jobs; nothing here keeps state
+that a closed tab could lose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.config import Settings
+from core.errors import InternalError
+from jobs import runner as jobs_runner
+from jobs.worker import Worker
+
+
+class JobRunner:
+    """Submits and inspects jobs for one workspace; optionally owns the in-process worker."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._jobs = jobs_runner.JobRunner(settings)
+        self._worker: Worker | None = None
+
+    def start_worker(self) -> None:
+        """Start the embedded Huey consumer (thread workers), recovering jobs a crash left running."""
+        if self._worker is None:
+            self._worker = jobs_runner.start_worker(self.settings)
+
+    def stop_worker(self) -> None:
+        """Stop the embedded consumer; its running jobs are stopped and marked interrupted."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    def submit(self, kind: str, params: dict[str, Any]) -> str:
+        """Validate and enqueue a job of `kind` (a dotted CLI command) with CLI-named `params`; return its id.
+
+        Empty form values are dropped. Raises InputError with the CLI's message for bad parameters.
+        """
+        clean = {k: v for k, v in params.items() if v not in (None, "", [])}
+        return self._jobs.submit(kind, clean)
+
+    def list(self, limit: int = 200) -> list[dict[str, Any]]:
+        """Return the newest `limit` job records, newest first."""
+        return self._jobs.list_jobs(limit=limit)
+
+    def latest(self, kind: str) -> dict[str, Any] | None:
+        """Return the newest job record of `kind`, or None."""
+        return next((job for job in self.list() if job.get("kind") == kind), None)
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        """Return the record of `job_id`; raises InputError for an unknown id."""
+        return self._jobs.get_job(job_id)
+
+    def log_tail(self, job_id: str, lines: int = 200) -> str:
+        """Return the last `lines` lines of the job's log file."""
+        return self._jobs.read_log(job_id, tail=lines)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel a queued or running job (a running trainer saves a checkpoint first); return its record."""
+        return self._jobs.cancel(job_id)
+
+    def resume(self, job_id: str) -> dict[str, Any]:
+        """Queue an interrupted, failed or cancelled job again (training resumes); return its record."""
+        return self._jobs.resume(job_id)
+
+    def wait(self, job_id: str, timeout: float = 900.0) -> dict[str, Any]:
+        """Return the record once `job_id` reaches a final status.
+
+        Raises InternalError when it has not after `timeout` seconds (the job keeps running).
+        """
+        try:
+            return self._jobs.wait(job_id, timeout)
+        except TimeoutError as exc:
+            raise InternalError(f"{exc}; follow it in the Jobs tab.") from exc

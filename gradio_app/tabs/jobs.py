@@ -1,0 +1,99 @@
+"""Jobs tab: every job with status, progress and duration; its log; cancel and resume."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import gradio as gr
+
+from core.errors import InputError
+from gradio_app.common import UIContext, format_seconds, job_duration, ui_action
+
+HEADERS = ["id", "kind", "status", "progress", "duration", "created", "error"]
+REFRESH_S = 3.0
+
+
+def progress_text(job: dict[str, Any]) -> str:
+    """Return a job's progress as `45% · 90/200 · ETA 1m10s` from its record's progress mapping."""
+    progress = job.get("progress") or {}
+    parts = []
+    fraction = progress.get("fraction")
+    if fraction is None and job.get("status") == "succeeded":
+        fraction = 1.0
+    if fraction is not None:
+        parts.append(f"{float(fraction):.0%}")
+    done = progress.get("step", progress.get("done"))
+    total = progress.get("total", progress.get("max_steps"))
+    if done is not None and total:
+        parts.append(f"{done}/{total}")
+    if job.get("status") == "running" and progress.get("eta_s") is not None:
+        parts.append(f"ETA {format_seconds(progress['eta_s'])}")
+    return " · ".join(parts) or "—"
+
+
+def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Return the table rows of the Jobs tab for `jobs`."""
+    rows = []
+    for job in jobs:
+        created = job.get("created_at")
+        rows.append([
+            job.get("id"),
+            job.get("kind"),
+            job.get("status"),
+            progress_text(job),
+            format_seconds(job_duration(job)),
+            dt.datetime.fromtimestamp(created).strftime("%H:%M:%S") if created else "—",
+            (job.get("error") or "")[:120],
+        ])
+    return rows
+
+
+def build(ctx: UIContext, demo: gr.Blocks) -> None:
+    """Lay out the Jobs tab."""
+    runner = ctx.runner
+
+    def refresh(selected: str | None) -> tuple[Any, Any]:
+        jobs = runner.list()
+        ids = [j["id"] for j in jobs]
+        value = selected if selected in ids else (ids[0] if ids else None)
+        return gr.update(value=job_rows(jobs)), gr.update(choices=ids, value=value)
+
+    def selected(job_id: str | None) -> str:
+        if not job_id:
+            raise InputError("select a job in the list first.")
+        return job_id
+
+    @ui_action
+    def show_log(job_id: str | None) -> str:
+        return runner.log_tail(selected(job_id), 300) or "(the log is empty so far)"
+
+    @ui_action
+    def cancel(job_id: str | None) -> str:
+        job = runner.cancel(selected(job_id))
+        return f"Cancel requested for {job['id']}: now {job['status']}."
+
+    @ui_action
+    def resume(job_id: str | None) -> str:
+        job = runner.resume(selected(job_id))
+        return f"Resumed {job['id']}: now {job['status']}."
+
+    with gr.Tab("Jobs", id="jobs"):
+        gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
+        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table")
+        with gr.Row():
+            job_id = gr.Dropdown(label="Job", choices=[], allow_custom_value=True, elem_id="jobs-select")
+            refresh_btn = gr.Button("Refresh", size="sm")
+            log_btn = gr.Button("Open log", size="sm", elem_id="jobs-log-btn")
+            cancel_btn = gr.Button("Cancel", size="sm", variant="stop", elem_id="jobs-cancel-btn")
+            resume_btn = gr.Button("Resume", size="sm", elem_id="jobs-resume-btn")
+        message = gr.Markdown(elem_id="jobs-message")
+        log = gr.Textbox(label="Log", lines=16, max_lines=30, interactive=False, elem_id="jobs-log")
+        timer = gr.Timer(REFRESH_S)
+
+    timer.tick(refresh, inputs=job_id, outputs=[table, job_id], show_progress="hidden")
+    refresh_btn.click(refresh, inputs=job_id, outputs=[table, job_id])
+    log_btn.click(show_log, inputs=job_id, outputs=log)
+    cancel_btn.click(cancel, inputs=job_id, outputs=message)
+    resume_btn.click(resume, inputs=job_id, outputs=message)
+    demo.load(refresh, inputs=job_id, outputs=[table, job_id])

@@ -1,0 +1,13 @@
+"""tokenizer tab (placeholder while the stage lands)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from gradio_app.common import UIContext
+
+
+def build(ctx: UIContext, demo: gr.Blocks) -> None:
+    """Lay out the tokenizer tab."""
+    with gr.Tab("Tokenizer", id="tokenizer"):
+        gr.Markdown("")

@@ -1,0 +1,351 @@
+"""Training tab: the run config form and YAML presets, a live Preflight (the doctor), the equivalent
+CLI line, Start / Stop / Resume, live progress and plots from the run's files, and the job log."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+import yaml
+
+from core.config import merge_dicts, read_yaml
+from core.doctor import doctor_context_from_run_config, run_doctor
+from core.errors import InputError
+from core.fsutil import atomic_write_text
+from core.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
+from jobs.supervise import read_json
+from gradio_app.common import (
+    UIContext,
+    format_seconds,
+    inside_workspace,
+    read_jsonl,
+    relative,
+    ui_action,
+    workspace_files,
+)
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
+LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
+TOP1_METRICS = ("mel_top1",)
+LIVE_S = 2.0
+BUILTIN = "preset:"
+STATUS_ICONS = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}
+
+
+def run_config_path(name: str) -> str:
+    """Return the workspace-relative config path of run `name`; raises InputError for a bad name."""
+    if not RUN_NAME.match(name or ""):
+        raise InputError(
+            f"run name {name!r}: use letters, digits, '.', '_' or '-' (up to 64), starting with a letter or digit."
+        )
+    return f"runs/{name}/config.yaml"
+
+
+def preview_command(name: str) -> str:
+    """Return the CLI line equivalent to pressing Start for run `name`."""
+    try:
+        return f"python -m core train --config {run_config_path(name)}"
+    except InputError as exc:
+        return f"# {exc}"
+
+
+def preset_choices(ctx: UIContext) -> list[str]:
+    """Return the loadable configs: built-in presets, workspace presets and existing run configs."""
+    builtin = [f"{BUILTIN}{p.stem}" for p in sorted(PRESETS_DIR.glob("*.yaml"))]
+    return builtin + workspace_files(ctx.settings, ["presets/*.yaml", "runs/*/config.yaml"])
+
+
+def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
+    """Return the mapping stored in a preset choice (built-in name or workspace file), presets resolved."""
+    if not choice:
+        raise InputError("choose a preset or a saved config to load.")
+    if choice.startswith(BUILTIN):
+        return resolve_preset_chain({"preset": choice[len(BUILTIN):]})
+    return resolve_preset_chain(read_yaml(inside_workspace(ctx.settings, choice, "preset")))
+
+
+def _opt(value: str | None) -> str | None:
+    text = (value or "").strip()
+    return text or None
+
+
+def _int(value: Any, where: str) -> int:
+    if value is None or float(value) != int(float(value)):
+        raise InputError(f"{where}: {value!r} must be a whole number.")
+    return int(float(value))
+
+
+def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
+    """Return the run config mapping: the loaded `base` with the form's `values` (FORM_KEYS order) on top."""
+    form = dict(zip(FORM_KEYS, values))
+    corpus = [c.strip() for c in (form["corpus"] or "").split(",") if c.strip()]
+    return merge_dicts(base, {
+        "name": (form["name"] or "").strip(),
+        "task": form["task"],
+        "tokenizer": _opt(form["tokenizer"]),
+        "base_checkpoint": _opt(form["base_checkpoint"]),
+        "codec": _opt(form["codec"]),
+        "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
+        "model": {"preset": form["model_preset"]},
+        "freeze": {"mode": form["freeze_mode"]},
+        "optim": {"lr": float(form["lr"] or 0)},
+        "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
+        "schedule": {
+            "max_steps": _int(form["max_steps"], "schedule.max_steps"),
+            "val_every": _int(form["val_every"], "schedule.val_every"),
+            "save_every": _int(form["save_every"], "schedule.save_every"),
+        },
+        "precision": form["precision"],
+        "seed": _int(form["seed"], "seed"),
+    })
+
+
+def dict_to_form(data: dict[str, Any]) -> list[Any]:
+    """Return the form values (FORM_KEYS order) for a run config mapping."""
+    config = run_config_from_dict(data, "preset")
+    return [
+        config.name, config.task, config.tokenizer or "", config.base_checkpoint or "", config.codec or "",
+        config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
+        config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
+        config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
+        config.precision, config.seed,
+    ]
+
+
+FORM_KEYS = (
+    "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
+    "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
+)
+
+
+def _check_paths(ctx: UIContext, data: dict[str, Any]) -> None:
+    named = {"tokenizer": data.get("tokenizer"), "base_checkpoint": data.get("base_checkpoint"),
+             "codec": data.get("codec"), "data.manifest": data["data"].get("manifest")}
+    for i, corpus in enumerate(data["data"].get("corpus") or []):
+        named[f"data.corpus[{i}]"] = corpus
+    for key, value in named.items():
+        if value:
+            ctx.settings.check_inside_roots(value)
+
+
+def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
+    """Run the doctor on the form's config; return (table rows, ok, summary).
+
+    A config the validator refuses (or a path outside the workspace) is one failing `config` row.
+    """
+    try:
+        data = form_to_dict(base, values)
+        _check_paths(ctx, data)
+        config = run_config_from_dict(data, "form")
+        config_path = ctx.settings.resolve(run_config_path(config.name))
+    except (InputError, ValueError, TypeError) as exc:
+        return [["config", STATUS_ICONS["fail"], str(exc), "Correct the field named in the message."]], False, \
+            "❌ The form does not make a valid run config."
+    report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
+    rows = [[c["id"], STATUS_ICONS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
+            for c in report["checks"]]
+    failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
+    if failing:
+        return rows, False, f"❌ Start is disabled: {', '.join(failing)} failed. Apply the fix shown, then Start."
+    warns = sum(1 for c in report["checks"] if c["status"] == "warn")
+    return rows, True, f"✅ Ready to start ({len(rows)} checks, {warns} warnings)."
+
+
+def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
+    """Return the progress bar (an HTML <progress>) with step, ETA and tokens/s for the watched run."""
+    status = status or {}
+    progress = (job or {}).get("progress") or {}
+    step = status.get("step", progress.get("step", progress.get("done", 0))) or 0
+    total = status.get("max_steps", progress.get("total")) or 0
+    state = status.get("state") or (job or {}).get("status") or "not started"
+    parts = [f"step {step}/{total or '?'}", state]
+    if total:
+        parts.insert(1, f"{min(step / total, 1.0):.0%}")
+    if state == "running" and progress.get("eta_s") is not None:
+        parts.append(f"ETA {format_seconds(progress['eta_s'])}")
+    tokens = (last or {}).get("tokens_per_s") or (progress.get("metrics") or {}).get("tokens_per_s")
+    if tokens:
+        parts.append(f"{float(tokens):,.0f} tokens/s")
+    return (
+        f'<div class="lf-progress"><progress id="train-progress" value="{int(step)}" max="{int(total) or 1}"'
+        f' style="width:100%;height:18px"></progress>'
+        f'<div id="train-progress-text">{html.escape(" · ".join(parts))}</div></div>'
+    )
+
+
+def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pd.DataFrame:
+    """Return a long DataFrame (step, value, series) of the metrics `names` in metrics.jsonl rows."""
+    records = []
+    for row in rows:
+        for name in names:
+            value = row.get(name)
+            if isinstance(value, (int, float)) and "step" in row:
+                records.append({"step": row["step"], "value": float(value), "series": f"{row.get('split', 'train')} {name}"})
+    return pd.DataFrame(records, columns=["step", "value", "series"])
+
+
+def build(ctx: UIContext, demo: gr.Blocks) -> None:
+    """Lay out the Training tab."""
+    settings, runner = ctx.settings, ctx.runner
+    tokenizers = workspace_files(settings, ["tokenizers/*.model", "tokenizers/*.json"])
+
+    with gr.Tab("Training", id="training"):
+        base = gr.State({})
+        with gr.Row():
+            preset = gr.Dropdown(label="Load preset or saved config", choices=preset_choices(ctx), allow_custom_value=True,
+                                 scale=3, elem_id="train-preset")
+            load_btn = gr.Button("Load", size="sm", scale=1, elem_id="train-load")
+            save_name = gr.Textbox(label="Save form as workspace preset", placeholder="presets/NAME.yaml name", scale=2)
+            save_btn = gr.Button("Save preset", size="sm", scale=1)
+        with gr.Row():
+            with gr.Column(scale=3):
+                with gr.Row():
+                    name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
+                    task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
+                    model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
+                with gr.Row():
+                    tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
+                    base_checkpoint = gr.Dropdown(
+                        workspace_files(settings, ["checkpoints/*.safetensors", "checkpoints/*.pt"]),
+                        label="Base checkpoint (optional)", allow_custom_value=True, elem_id="train-checkpoint")
+                    codec = gr.Dropdown(workspace_files(settings, ["codecs/*.pt"]), label="Codec (tts)",
+                                        allow_custom_value=True, elem_id="train-codec")
+                with gr.Row():
+                    manifest = gr.Dropdown(workspace_files(settings, ["datasets/*/manifest.jsonl"]),
+                                           label="Data manifest (tts)", allow_custom_value=True, elem_id="train-manifest")
+                    corpus = gr.Textbox(label="Corpus files (lm, comma-separated)", elem_id="train-corpus")
+                    val_ratio = gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99)
+                with gr.Row():
+                    freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
+                    lr = gr.Number(5.0e-4, label="Learning rate")
+                    batch_size = gr.Number(16, label="Batch size", precision=0)
+                    accumulate = gr.Number(1, label="Accumulate", precision=0)
+                with gr.Row():
+                    max_steps = gr.Number(2000, label="Max steps", precision=0, elem_id="train-max-steps")
+                    val_every = gr.Number(200, label="Validate every", precision=0)
+                    save_every = gr.Number(200, label="Save every", precision=0)
+                    precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
+                    seed = gr.Number(0, label="Seed", precision=0)
+                command = gr.Textbox(label="Preview command", value=preview_command("run"), interactive=False,
+                                     elem_id="train-command", buttons=["copy"])
+            with gr.Column(scale=2):
+                gr.Markdown("### Preflight")
+                summary = gr.Markdown(elem_id="preflight-summary")
+                table = gr.Dataframe(headers=PREFLIGHT_HEADERS, value=[], interactive=False, wrap=True,
+                                     elem_id="preflight-table")
+        with gr.Row():
+            start_btn = gr.Button("Start", variant="primary", interactive=False, elem_id="train-start")
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="train-stop")
+            resume_btn = gr.Button("Resume", elem_id="train-resume")
+            job_id = gr.Textbox(label="Watching job", interactive=False, elem_id="train-job")
+        message = gr.Markdown(elem_id="train-message")
+        bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
+        with gr.Row():
+            loss_plot = gr.LinePlot(metric_frame([], LOSS_METRICS), x="step", y="value", color="series",
+                                    title="Loss", height=260, elem_id="train-loss-plot")
+            top1_plot = gr.LinePlot(metric_frame([], TOP1_METRICS), x="step", y="value", color="series",
+                                    title="mel_top1", height=260, elem_id="train-top1-plot")
+        log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
+        gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
+        timer = gr.Timer(LIVE_S)
+
+    fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
+              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed]
+
+    def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
+        rows, ok, text = preflight(ctx, base_value, list(values))
+        return rows, text, gr.update(interactive=ok), preview_command(values[0])
+
+    @ui_action
+    def load(choice: str) -> list[Any]:
+        data = load_config_source(ctx, choice)
+        return [data, *dict_to_form(data)]
+
+    @ui_action
+    def save(preset_name: str, base_value: dict[str, Any], *values: Any) -> tuple[str, Any]:
+        if not RUN_NAME.match(preset_name or ""):
+            raise InputError(f"preset name {preset_name!r}: use letters, digits, '.', '_' or '-'.")
+        config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
+        path = settings.workspace / "presets" / f"{preset_name}.yaml"
+        atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
+
+    @ui_action
+    def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
+        rows, ok, text = preflight(ctx, base_value, list(values))
+        if not ok:
+            raise InputError(text)
+        config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
+        rel = run_config_path(config.name)
+        status = read_json(settings.resolve(f"runs/{config.name}/status.json")) or {}
+        if status.get("state") == "running":
+            raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
+        atomic_write_text(settings.resolve(rel), yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        new_id = runner.submit("train", {"config": rel})
+        return new_id, f"Started job {new_id}: `{preview_command(config.name)}`."
+
+    @ui_action
+    def stop(current: str) -> str:
+        if not current:
+            raise InputError("no training job to stop; Start one first.")
+        job = runner.cancel(current)
+        return f"Stop requested for {current} (now {job['status']}); the trainer saves a checkpoint and exits."
+
+    @ui_action
+    def resume(current: str) -> tuple[str, str]:
+        if not current:
+            raise InputError("no training job to resume; Start one first.")
+        job = runner.resume(current)
+        return str(job["id"]), f"Resuming {job['id']} from its last checkpoint (now {job['status']})."
+
+    def live(current: str, run_name: str) -> tuple[Any, ...]:
+        job = None
+        if current:
+            try:
+                job = runner.get(current)
+            except InputError:
+                job = None
+        folder = _run_folder(ctx, job, run_name)
+        rows = read_jsonl(folder / "metrics.jsonl") if folder else []
+        last = next((r for r in reversed(rows) if r.get("split") == "train"), None)
+        status = read_json(folder / "status.json") if folder else None
+        tail = runner.log_tail(current, 40) if job else ""
+        return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
+                metric_frame(rows, TOP1_METRICS), tail)
+
+    def on_load() -> tuple[Any, ...]:
+        job = runner.latest("train")
+        if job is None:
+            return "", gr.update(), gr.update(choices=preset_choices(ctx))
+        folder = _run_folder(ctx, job, "")
+        return str(job["id"]), folder.name if folder else gr.update(), gr.update(choices=preset_choices(ctx))
+
+    for field in fields:
+        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command],
+                     trigger_mode="always_last", show_progress="hidden")
+    load_btn.click(load, inputs=preset, outputs=[base, *fields])
+    save_btn.click(save, inputs=[save_name, base, *fields], outputs=[message, preset])
+    start_btn.click(start, inputs=[base, *fields], outputs=[job_id, message])
+    stop_btn.click(stop, inputs=job_id, outputs=message)
+    resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
+    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log], show_progress="hidden")
+    demo.load(on_load, outputs=[job_id, name, preset]).then(
+        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command])
+
+
+def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> Path | None:
+    """Return the run folder of a train job (from its record or config), else of the form's run name."""
+    if job:
+        if job.get("run_dir"):
+            return Path(job["run_dir"])
+        config = (job.get("params") or {}).get("config")
+        if config:
+            return ctx.settings.resolve(config).parent
+    if run_name and RUN_NAME.match(run_name):
+        return ctx.settings.resolve(f"runs/{run_name}")
+    return None

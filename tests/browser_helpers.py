@@ -1,0 +1,105 @@
+"""Helpers for the dashboard tests: start the real app.py in a subprocess, drive Debian chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+]
+
+
+def free_port() -> int:
+    """Return a free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def chromium_path() -> str:
+    """Return the Debian chromium binary, or skip the test with the reason when it is missing."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("Debian chromium is not installed (./test.sh installs it when run as root)")
+    return path
+
+
+class AppProcess:
+    """A running `app.py` subprocess: its URL, log file and workspace."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path, workspace: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log = log
+        self.workspace = workspace
+
+    def log_text(self) -> str:
+        """Return what the app printed so far."""
+        return self.log.read_text(encoding="utf-8", errors="replace") if self.log.is_file() else ""
+
+
+@contextmanager
+def running_app(workspace: Path, log: Path, auth: str | None = None, timeout: float = 120.0) -> Iterator[AppProcess]:
+    """Start app.py on a free port for `workspace`; yield once it printed its address; stop it after."""
+    port = free_port()
+    command = [sys.executable, str(REPO_ROOT / "app.py"), "--port", str(port), "--workspace", str(workspace)]
+    if auth:
+        command += ["--auth", auth]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("LINGUAFORGE_UI_AUTH", None)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    app = AppProcess(proc, f"http://127.0.0.1:{port}", log, workspace)
+    try:
+        deadline = time.monotonic() + timeout
+        while f"running on {app.url}" not in app.log_text():
+            if proc.poll() is not None:
+                raise AssertionError(f"app.py exited with {proc.returncode}:\n{app.log_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"app.py did not start within {timeout:.0f}s:\n{app.log_text()[-3000:]}")
+            time.sleep(0.3)
+        yield app
+    finally:
+        stop_app(proc)
+
+
+def stop_app(proc: subprocess.Popen[bytes]) -> None:
+    """Stop app.py with SIGTERM (it stops its worker and TensorBoard), SIGKILL of its group if it hangs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def wait_http(url: str, timeout: float = 60.0, auth: tuple[str, str] | None = None) -> httpx.Response:
+    """Return the first 200 response of GET `url`, retrying until `timeout`; fail with the last status."""
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, auth=auth, timeout=10.0, follow_redirects=True)
+            if response.status_code == 200:
+                return response
+            last = f"HTTP {response.status_code}: {response.text[:200]}"
+        except httpx.HTTPError as exc:
+            last = str(exc)
+        time.sleep(0.5)
+    raise AssertionError(f"{url} did not answer 200 within {timeout:.0f}s ({last})")
