@@ -1,0 +1,45 @@
+"""`python -m core train --config RUN.yaml [--resume auto|PATH] [--max-steps N] [--reset-optimizer]`."""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import Result, add_command, render_mapping
+from core.config import load_settings
+from core.run_config import load_run_config
+
+
+def _train(args: argparse.Namespace) -> Result:
+    from core.trainer import train
+
+    settings = load_settings()
+    config_path = settings.resolve(args.config)
+    config = load_run_config(config_path)
+    result = train(config, config_path, settings, args.resume, args.max_steps, args.reset_optimizer)
+    data = result.to_dict()
+    shown = {k: data[k] for k in ("state", "step", "run_dir", "last_checkpoint", "best_val_loss")}
+    shown.update({f"val_{k}": round(v, 4) for k, v in result.val.items()})
+    return Result(data, render_mapping(shown))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the top-level `train` command."""
+    parser = add_command(
+        subparsers,
+        "train",
+        _train,
+        help="train a TTS or LM run from a run config",
+        description=(
+            "Train from a run config (runs/<run>/config.yaml shape; `preset: NAME` inherits config/presets/NAME.yaml).\n"
+            "Order: resolve tokenizer → size the model → doctor (must pass) → data → train.\n"
+            "Writes runs/<name>/: config.yaml, metrics.jsonl, tb/, checkpoints/, log.txt, status.json.\n"
+            "Touch runs/<name>/STOP or send SIGTERM to save and stop (exit 0, state `stopped`).\n"
+            "Multi-GPU: torchrun --nproc_per_node N -m core train --config RUN.yaml"
+        ),
+    )
+    parser.add_argument("--config", required=True, help="run config YAML (relative paths resolve against the workspace)")
+    parser.add_argument("--resume", default=None, help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="stop at this step (the lr schedule still follows schedule.max_steps)")
+    parser.add_argument("--reset-optimizer", action="store_true",
+                        help="when resuming, start a fresh AdamW state on purpose (never done silently)")

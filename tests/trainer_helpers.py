@@ -1,0 +1,73 @@
+"""Real small inputs for trainer tests: word-level HF tokenizers and an LM run config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core.sample_text import ENGLISH_SENTENCES
+
+SPECIALS = ["<s>", "</s>", "<unk>", "<pad>"]
+
+
+def english_words() -> list[str]:
+    """Return the distinct words of the built-in English sentences, in first-seen order."""
+    from tokenizers.pre_tokenizers import Whitespace
+
+    seen: dict[str, None] = {}
+    for sentence in ENGLISH_SENTENCES:
+        for word, _ in Whitespace().pre_tokenize_str(sentence):
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+def write_word_tokenizer(path: Path, words: list[str]) -> Path:
+    """Write an HF WordLevel tokenizer with `<s> </s> <unk> <pad>` then `words` at consecutive ids."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    vocab = {piece: i for i, piece in enumerate([*SPECIALS, *words])}
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = Whitespace()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(path))
+    return path
+
+
+def write_corpus(path: Path, repeats: int = 4) -> Path:
+    """Write the English sample sentences `repeats` times (one per line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(list(ENGLISH_SENTENCES) * repeats) + "\n", encoding="utf-8")
+    return path
+
+
+def lm_config(workspace: Path, name: str, **overrides: Any) -> Path:
+    """Write `runs_cfg/<name>.yaml`: a tiny LM run on the English corpus; return its path."""
+    data: dict[str, Any] = {
+        "preset": "tiny-lm",
+        "name": name,
+        "tokenizer": "tokenizers/en_words.json",
+        "data": {"corpus": ["corpus/en.txt"], "val_ratio": 0.1},
+        "model": {"d_model": 32, "n_layers": 2, "n_heads": 4, "max_text_tokens": 32},
+        "batch": {"size": 8},
+        "schedule": {"max_steps": 6, "val_every": 3, "save_every": 3, "keep_last": 2, "log_every": 1},
+        "optim": {"lr": 3.0e-3, "warmup_steps": 2},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path = workspace / "runs_cfg" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def lm_workspace(workspace: Path) -> None:
+    """Put the English word tokenizer and corpus into `workspace`."""
+    write_word_tokenizer(workspace / "tokenizers" / "en_words.json", english_words())
+    write_corpus(workspace / "corpus" / "en.txt")
