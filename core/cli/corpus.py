@@ -1,0 +1,25 @@
+"""`python -m core corpus …`: build text corpora for tokenizer training."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.cli.common import Result, add_command, add_group, render_mapping
+from core.corpus import collect_corpus
+
+
+def _collect(args: argparse.Namespace) -> Result:
+    summary = collect_corpus(args.manifest, args.output, args.language).as_dict()
+    return Result(summary, render_mapping(summary))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `corpus` group and its `collect` command."""
+    commands = add_group(subparsers, "corpus", "build text corpora for tokenizer training")
+    parser = add_command(commands, "collect", _collect, "write the normalised text of a manifest to a corpus file",
+                         "Write the `text` field of each manifest row (optionally only one language),\n"
+                         "normalised (Unicode NFC, collapsed whitespace, Ethiopic punctuation kept), one per line.")
+    parser.add_argument("--manifest", type=lambda v: Path(v).expanduser().absolute(), required=True, metavar="M.jsonl")
+    parser.add_argument("--language", metavar="CODE", help="keep only rows of this language (e.g. am)")
+    parser.add_argument("--output", type=lambda v: Path(v).expanduser().absolute(), required=True, metavar="corpus.txt")

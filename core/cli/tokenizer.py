@@ -1,0 +1,212 @@
+"""`python -m core tokenizer …`: train, extend, merge, inspect, sweep and encode tokenizers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from core.cli.common import Result, add_command, add_group, csv_list, int_list, render_mapping, render_table
+from core.corpus import read_corpus_lines
+from core.errors import InputError
+from core.hf_merge import merge_hf_tokenizer
+from core.sp_extend import extend_sentencepiece
+from core.tokenizer import load_tokenizer
+from core.tokenizer_report import inspect_tokenizer
+from core.tokenizer_sweep import sweep_vocabulary_sizes
+from core.tokenizer_train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
+
+
+def _path(value: str) -> Path:
+    return Path(value).expanduser().absolute()
+
+
+def _coverage(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
+    if not 0.9 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} must lie between 0.9 and 1.0")
+    return number
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2%}"
+
+
+def _drift_text(drift: dict[str, Any] | None) -> str:
+    if drift is None:
+        return "not measured (pass --protect-corpus)"
+    return (f"{drift['lines_changed']} of {drift['lines_checked']} protected lines changed "
+            f"({drift['lines_skipped_unk']} skipped: the base encodes them with unk)")
+
+
+def _grow_text(report: dict[str, Any], action: str) -> str:
+    summary = {
+        "output": report["output"],
+        "base size": report["base_size"],
+        "new size": report["new_size"],
+        f"pieces {action}": report["pieces_added"],
+        "characters forced in": report["characters_forced"],
+        "candidates available": report["candidates_available"],
+        "candidates pruned": report["candidates_pruned"],
+        "unk rate on corpus": _percent(report["unk_rate"]),
+        "added pieces the corpus uses": report["added_pieces_used"],
+        "base drift": _drift_text(report["base_drift"]),
+    }
+    return render_mapping(summary)
+
+
+def _train(args: argparse.Namespace) -> Result:
+    lines = read_corpus_lines(args.corpus)
+    options = SentencePieceOptions(
+        model_type=args.model_type,
+        character_coverage=args.character_coverage,
+        user_defined_symbols=tuple(args.user_defined_symbols),
+    )
+    if args.kind != SENTENCEPIECE_KIND and (args.user_defined_symbols or args.model_type != "bpe"):
+        raise InputError("--model-type and --user-defined-symbols apply to --kind sentencepiece only.")
+    summary = train_tokenizer(lines, args.kind, args.vocab_size, args.output, options)
+    return Result(summary, render_mapping({k: v for k, v in summary.items() if k != "special_ids"})
+                  + f"\nspecial ids  {summary['special_ids']}")
+
+
+def _extend(args: argparse.Namespace) -> Result:
+    lines = read_corpus_lines(args.corpus)
+    protect = read_corpus_lines(args.protect_corpus, check_variety=False) if args.protect_corpus else None
+    report = extend_sentencepiece(args.base, lines, args.target_size, args.output, protect, args.character_coverage)
+    text = _grow_text(report, "added")
+    if not report["reached_target"]:
+        text += (f"\nstopped short of --target-size {report['target_size']}: only "
+                 f"{report['candidates_available']} candidate pieces existed in this corpus "
+                 f"(plus {report['characters_forced']} characters). Add more text to reach the target.")
+    return Result(report, text)
+
+
+def _merge(args: argparse.Namespace) -> Result:
+    lines = read_corpus_lines(args.corpus) if args.corpus else None
+    protect = read_corpus_lines(args.protect_corpus, check_variety=False) if args.protect_corpus else None
+    report = merge_hf_tokenizer(args.base, args.output, args.add, lines, args.vocab_size, args.language_tag, protect)
+    text = _grow_text(report, "added") + f"\nmerges added  {report['merges_added']}"
+    if report["language_tag"]:
+        text += f"\nlanguage tag  {report['language_tag']} = id {report['language_tag_id']}"
+    return Result(report, text)
+
+
+def _inspect(args: argparse.Namespace) -> Result:
+    lines = read_corpus_lines(args.corpus, check_variety=False) if args.corpus else None
+    report = inspect_tokenizer(args.tokenizer, lines, args.base_size)
+    head = {k: report[k] for k in ("path", "kind", "size", "fingerprint", "special_ids")}
+    text = render_mapping(head)
+    stats = report.get("corpus")
+    if stats:
+        rows = {
+            "lines / tokens": f"{stats['lines']} / {stats['tokens']}",
+            "unk rate": _percent(stats["unk_rate"]),
+            "unknown characters": " ".join(f"{u['char']}({u['codepoint']})×{u['count']}"
+                                           for u in stats["unknown_characters"]) or "none",
+            "characters per token": f"{stats['chars_per_token']:.3f}",
+            "bytes per token": f"{stats['bytes_per_token']:.3f}",
+            "vocabulary never used": f"{_percent(stats['unused_share'])} "
+                                     f"({report['size'] - stats['ids_used']} of {report['size']} ids)",
+        }
+        if args.base_size is not None:
+            rows[f"tokens with id >= {args.base_size}"] = (
+                f"{stats['tokens_at_or_above_base']} ({_percent(stats['share_at_or_above_base'])}); "
+                f"{stats['added_pieces_used']} of {stats['added_pieces']} added ids used")
+        text += "\n\n" + render_mapping(rows)
+    return Result(report, text)
+
+
+def _sweep(args: argparse.Namespace) -> Result:
+    lines = read_corpus_lines(args.corpus)
+    options = SentencePieceOptions(model_type=args.model_type)
+    result = sweep_vocabulary_sizes(lines, args.sizes, args.kind, options)
+    table = render_table(
+        ("size", "chars/token", "bytes/token", "unused", "note"),
+        [(r["size"], f"{r['chars_per_token']:.3f}", f"{r['bytes_per_token']:.3f}", _percent(r["unused_share"]), "")
+         if r["error"] is None else (r["size"], "-", "-", "-", r["error"]) for r in result["rows"]],
+    )
+    text = f"{table}\n\nrecommended: {result['recommended']}\nreason: {result['reason']}"
+    return Result(result, text)
+
+
+def _encode(args: argparse.Namespace) -> Result:
+    tokenizer = load_tokenizer(args.tokenizer)
+    ids = tokenizer.encode(args.text)
+    pieces = [tokenizer.piece(i) for i in ids]
+    unk = sum(1 for i in ids if i == tokenizer.unk_id)
+    data = {"tokenizer": str(args.tokenizer), "text": args.text, "ids": ids, "pieces": pieces,
+            "count": len(ids), "unk_count": unk}
+    text = f"ids     {' '.join(map(str, ids))}\npieces  {' '.join(pieces)}\ncount   {len(ids)} ({unk} unk)"
+    return Result(data, text)
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "train", _train, "train a SentencePiece or HF BPE tokenizer on a corpus",
+                         "Train a tokenizer. SentencePiece ids follow IndexTTS: <s>=0, </s>=1, <unk>=2, no pad.\n"
+                         "A vocabulary size larger than the corpus supports is refused with the maximum.")
+    parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE", help="UTF-8 text files")
+    parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
+    parser.add_argument("--vocab-size", type=int, required=True, metavar="N")
+    parser.add_argument("--output", type=_path, required=True, metavar="PATH", help=".model or tokenizer .json")
+    parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe", help="SentencePiece model type")
+    parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
+    parser.add_argument("--user-defined-symbols", type=csv_list, default=[], metavar="A,B,…",
+                        help='pieces kept whole, e.g. "፡,።,፣"')
+
+
+def _add_extend(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "extend", _extend, "extend a SentencePiece model with a new language",
+                         "Append new-language pieces to a SentencePiece model. Base ids are unchanged; every\n"
+                         "corpus character is added; --protect-corpus lines keep their exact base encoding.")
+    parser.add_argument("--base", type=_path, required=True, metavar="BASE.model")
+    parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE")
+    parser.add_argument("--target-size", type=int, required=True, metavar="N")
+    parser.add_argument("--output", type=_path, required=True, metavar="OUT.model")
+    parser.add_argument("--protect-corpus", nargs="+", type=_path, metavar="FILE",
+                        help="base-language lines whose encoding must not change")
+    parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
+
+
+def _add_merge(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "merge", _merge, "merge a new language into an HF BPE tokenizer.json",
+                         "Merge new-language tokens into an HF tokenizer. Base ids are unchanged; new ids sit\n"
+                         "above every existing id; the language tag becomes one special token.")
+    parser.add_argument("--base", type=_path, required=True, metavar="BASE.json")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--add", type=_path, metavar="NEW.json", help="tokenizer.json to merge in")
+    source.add_argument("--corpus", nargs="+", type=_path, metavar="FILE", help="train the addition on these")
+    parser.add_argument("--vocab-size", type=int, metavar="N", help="size of the addition trained on --corpus")
+    parser.add_argument("--output", type=_path, required=True, metavar="OUT.json")
+    parser.add_argument("--language-tag", metavar="TAG", help="e.g. am, added as the special token [am]")
+    parser.add_argument("--protect-corpus", nargs="+", type=_path, metavar="FILE")
+
+
+def _add_inspect(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "inspect", _inspect, "describe a tokenizer and how it encodes a corpus")
+    parser.add_argument("--tokenizer", type=_path, required=True, metavar="PATH")
+    parser.add_argument("--corpus", nargs="+", type=_path, metavar="FILE")
+    parser.add_argument("--base-size", type=int, metavar="N", help="count tokens with ids at or above N")
+
+
+def _add_sweep(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "sweep", _sweep, "train several vocabulary sizes and recommend one")
+    parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE")
+    parser.add_argument("--sizes", type=int_list, required=True, metavar="N,N,…")
+    parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
+    parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe")
+
+
+def _add_encode(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "encode", _encode, "show the ids and pieces of a text")
+    parser.add_argument("--tokenizer", type=_path, required=True, metavar="PATH")
+    parser.add_argument("--text", required=True)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `tokenizer` group and its commands."""
+    commands = add_group(subparsers, "tokenizer", "train, extend, merge and inspect tokenizers")
+    for add in (_add_train, _add_extend, _add_merge, _add_inspect, _add_sweep, _add_encode):
+        add(commands)
