@@ -74,9 +74,9 @@ def command_parser(kind: str) -> tuple[argparse.ArgumentParser, argparse.Argumen
     return top, parser, words
 
 
-def is_gpu_kind(kind: str) -> bool:
-    """Return True when jobs of `kind` need the accelerator and so take a GPU slot."""
-    return kind in GPU_KINDS
+def is_gpu_kind(kind: str, gpu_kinds: list[str] | None = None) -> bool:
+    """Return True when jobs of `kind` take a GPU slot: it is in `gpu_kinds` (default GPU_KINDS)."""
+    return kind in (GPU_KINDS if gpu_kinds is None else gpu_kinds)
 
 
 def _option_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

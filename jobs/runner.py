@@ -57,7 +57,7 @@ class JobRunner:
                 "params": params,
                 "argv": argv,
                 "resume": resume,
-                "gpu": int(kinds.is_gpu_kind(kind)),
+                "gpu": int(kinds.is_gpu_kind(kind, self.settings.get("queue.gpu_kinds"))),
                 "run_dir": str(run_dir) if run_dir else None,
                 "log_path": str(logs / f"{job_id}.log"),
                 "progress_path": str(logs / f"{job_id}.progress.json"),

@@ -1,0 +1,172 @@
+"""Helpers for the job-runner tests: a real `python -m core worker` subprocess and a real redis-server.
+
+Every process started here is stopped in the fixture teardown, including job process groups a
+killed worker left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from core.config import Settings, load_settings
+from jobs.runner import JobRunner
+from jobs.supervise import is_alive
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_BPE = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "bpe.model"
+
+
+class WorkerProcess:
+    """A real `python -m core worker --settings FILE` in its own session, output to a file."""
+
+    def __init__(self, settings_file: Path, workspace: Path, log: Path) -> None:
+        self.settings_file = settings_file
+        self.workspace = workspace
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "WorkerProcess":
+        """Start the worker and wait until its consumer is up; return self."""
+        env = dict(os.environ, LINGUAFORGE_WORKSPACE=str(self.workspace), PYTHONUNBUFFERED="1")
+        handle = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "core", "worker", "--settings", str(self.settings_file)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
+        deadline = time.monotonic() + 60
+        while "Huey consumer started" not in self.output():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"worker did not start:\n{self.output()}")
+            time.sleep(0.2)
+        return self
+
+    def output(self) -> str:
+        """Return everything the worker printed so far."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        """SIGTERM the worker and wait; SIGKILL it when it does not exit within 60 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def kill9(self) -> None:
+        """Kill the worker with SIGKILL (its job processes, in their own sessions, survive)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+class JobsEnv:
+    """A workspace with a settings file, a JobRunner and the workers started for one test."""
+
+    def __init__(self, workspace: Path, tmp: Path, overrides: dict[str, Any]) -> None:
+        self.workspace = workspace
+        self.tmp = tmp
+        self.settings_file = tmp / "settings.yaml"
+        queue = {"workers": 2, "gpu_slots": 1, "cancel_grace_s": 30, "term_grace_s": 3}
+        queue.update(overrides)
+        self.settings_file.write_text(yaml.safe_dump({"queue": queue}))
+        self.settings: Settings = load_settings(self.settings_file)
+        self.runner = JobRunner(self.settings)
+        self.workers: list[WorkerProcess] = []
+
+    def start_worker(self) -> WorkerProcess:
+        """Start one more worker process on this workspace; return it."""
+        worker = WorkerProcess(self.settings_file, self.workspace, self.tmp / f"worker{len(self.workers)}.log")
+        self.workers.append(worker)
+        return worker.start()
+
+    def worker_output(self) -> str:
+        """Return the output of every worker started so far."""
+        return "\n".join(w.output() for w in self.workers)
+
+    def close(self) -> None:
+        """Stop every worker and kill any job process still alive."""
+        for worker in self.workers:
+            worker.stop()
+        for job in self.runner.list_jobs():
+            if job["pid"] and is_alive(job["pid"], job["pid_start"]):
+                try:
+                    os.killpg(job["pid"], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def make_jobs_env(workspace: Path, tmp: Path, **overrides: Any) -> Iterator[JobsEnv]:
+    """Yield a JobsEnv whose workers and job processes are stopped afterwards."""
+    env = JobsEnv(workspace, tmp, overrides)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_server(tmp: Path) -> Iterator[str]:
+    """Start a real redis-server on a free loopback port; yield its URL; stop it afterwards."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (./test.sh installs it where apt is available)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("redis-server did not start")
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def has_kind(kind: str) -> bool:
+    """Return True when the CLI has the command `kind` (stages land from other issues)."""
+    from core.errors import InputError
+    from jobs import kinds
+
+    try:
+        kinds.command_parser(kind)
+    except InputError:
+        return False
+    return True

@@ -1,0 +1,79 @@
+"""Job parameters are validated by the real CLI parser, with the CLI's messages, before enqueueing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.cli.jobs import parse_params
+from core.config import load_settings
+from core.errors import InputError
+from jobs import kinds
+from jobs.queue import build_huey
+from jobs.runner import JobRunner
+from test_jobs_support import FIXTURE_BPE
+
+
+def test_unknown_kind_lists_the_available_kinds(workspace: Path) -> None:
+    with pytest.raises(InputError) as err:
+        JobRunner().submit("no.such", {})
+    assert "unknown job kind 'no.such'" in str(err.value)
+    assert "doctor" in str(err.value)
+
+
+def test_runner_commands_are_not_job_kinds(workspace: Path) -> None:
+    for kind in ("worker", "jobs.submit"):
+        with pytest.raises(InputError, match="unknown job kind"):
+            kinds.build_argv(kind, {})
+
+
+def test_unknown_parameter_names_the_known_ones(workspace: Path) -> None:
+    with pytest.raises(InputError) as err:
+        JobRunner().submit("doctor", {"tokeniser": "x.model"})
+    assert "unknown parameter(s) tokeniser" in str(err.value)
+    assert "tokenizer" in str(err.value)
+
+
+def test_parser_error_comes_back_with_the_cli_message(workspace: Path) -> None:
+    with pytest.raises(InputError) as err:
+        JobRunner().submit("doctor", {"family": "bogus"})
+    assert "invalid choice: 'bogus'" in str(err.value)
+    assert JobRunner().list_jobs() == []
+
+
+def test_params_become_the_commands_argv(workspace: Path) -> None:
+    argv = kinds.build_argv("doctor", {"tokenizer": str(FIXTURE_BPE), "freeze_until": 12000})
+    assert argv == ["doctor", "--tokenizer", str(FIXTURE_BPE), "--freeze-until", "12000", "--json"]
+    assert kinds.build_argv("checkpoint.inspect", {"path": "a.pt"}) == ["checkpoint", "inspect", "a.pt", "--json"]
+
+
+def test_submit_records_a_queued_job(workspace: Path) -> None:
+    runner = JobRunner()
+    job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    job = runner.get_job(job_id)
+    assert job["status"] == "queued"
+    assert job["argv"][0] == "doctor"
+    assert job["log_path"].endswith(f"logs/jobs/{job_id}.log")
+    assert [j["id"] for j in runner.list_jobs()] == [job_id]
+    assert len(runner.huey.pending()) == 1
+
+
+def test_cli_submit_rejects_bad_params_with_exit_2(cli) -> None:
+    run = cli("jobs", "submit", "doctor", "--param", "family=bogus", "--json")
+    assert run.code == 2
+    assert "invalid choice: 'bogus'" in run.json()["error"]
+
+
+def test_cli_params_parse_to_a_mapping() -> None:
+    params = parse_params(["vocab-size=8000", "corpus=a.txt", "corpus=b.txt", "note=x=y"])
+    assert params == {"vocab_size": "8000", "corpus": ["a.txt", "b.txt"], "note": "x=y"}
+    with pytest.raises(InputError, match="KEY=VALUE"):
+        parse_params(["novalue"])
+
+
+def test_bad_queue_url_is_an_input_error(tmp_path: Path, workspace: Path) -> None:
+    override = tmp_path / "s.yaml"
+    override.write_text("queue: {url: 'amqp://x'}\n")
+    with pytest.raises(InputError, match="queue.url"):
+        build_huey(load_settings(override))
