@@ -21,9 +21,8 @@ from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.errors import InputError
 from core.families import Family, detect_family, get_family, rows_for
 from core.tokenizer import SENTENCEPIECE, Tokenizer, load_tokenizer
-from core.vocab import first_difference, require_prefix_extension
+from core.vocab import INIT_METHODS, first_difference, require_prefix_extension
 
-INIT_METHODS = ("fvt", "mean", "normal")
 WORD_BOUNDARY = "▁"
 
 

@@ -9,6 +9,7 @@ from core.errors import InputError
 from core.tokenizer import Tokenizer, file_fingerprint
 
 TOKENIZER_SUFFIXES = (".model", ".json")
+INIT_METHODS = ("fvt", "mean", "normal")  # how rows of new pieces are made (core.embeddings)
 
 
 def first_difference(base: Tokenizer, new: Tokenizer, limit: int | None = None) -> int | None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.checkpoint import inspect_checkpoint
 from core.cli.common import Result, add_command, add_group, render_mapping, render_table
 
 
 def _inspect(args: argparse.Namespace) -> Result:
+    from core.checkpoint import inspect_checkpoint  # torch loads only when the command runs
+
     info = inspect_checkpoint(Path(args.path))
     lines = [
         render_mapping(

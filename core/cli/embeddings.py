@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 
 from core.cli.common import Result, add_command, add_group, render_mapping
-from core.embeddings import INIT_METHODS, extend_checkpoint
 from core.families import FAMILIES
+from core.vocab import INIT_METHODS
 
 
 def _extend(args: argparse.Namespace) -> Result:
+    from core.embeddings import extend_checkpoint  # torch loads only when the command runs
+
     report = extend_checkpoint(
         Path(args.checkpoint),
         Path(args.base_tokenizer),
