@@ -48,7 +48,7 @@ from core.train_state import (
     step_checkpoint_path,
 )
 from core.train_tasks import TaskData, build_task_data
-from models.registry import build_model, model_config, model_shape
+from models.registry import build_model, model_config, model_shape, shape_of
 
 GROWTH_INIT = "fvt"
 
@@ -199,7 +199,8 @@ class Trainer:
 
     def _model_config(self, base_meta: dict[str, Any]) -> Any:
         try:
-            shape = model_shape(base_meta.get("model_config") or self.config.model)
+            saved = base_meta.get("model_config")
+            shape = shape_of(saved) if saved else model_shape(self.config.model)
         except ValueError as exc:
             raise InputError(f"{self.config.source}: {exc}.") from exc
         start, stop = special_ids(self.tokenizer)

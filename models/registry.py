@@ -44,6 +44,11 @@ def model_shape(entry: dict[str, Any]) -> dict[str, Any]:
     return shape
 
 
+def shape_of(config: dict[str, Any]) -> dict[str, Any]:
+    """Return the shape numbers of a saved `model_config` (vocabulary and codec sizes left out)."""
+    return {k: v for k, v in config.items() if k in SHAPE_KEYS}
+
+
 def model_config(task: str, shape: dict[str, Any], **sizes: Any) -> LMConfig | TTSConfig:
     """Return the LMConfig or TTSConfig for `task` from a shape plus vocabulary/codec sizes.
 
