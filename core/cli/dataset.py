@@ -1,0 +1,115 @@
+"""`dataset import`, `dataset sample` and `dataset split`: validated manifests from audio datasets."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.cli.common import Result, add_command, add_group, csv_list, render_mapping
+from core.config import load_settings
+from core.dataset_import import FORMATS, ImportSummary, import_dataset
+from core.dataset_sample import sample_dataset
+from core.errors import InputError
+from core.importers import ImportOptions
+from core.manifest import load_manifest_rows
+from core.splits import split_of
+from core.tokenizer import load_tokenizer
+
+SHOWN_REJECTS = 20
+
+
+def _sample_rate() -> int:
+    return int(load_settings().get("audio.sample_rate", 16000))
+
+
+def _summary_result(summary: ImportSummary, strict: bool) -> Result:
+    data = summary.to_dict()
+    shown = {k: data[k] for k in ("output", "kept", "rejected", "hours")}
+    lines = [render_mapping(shown)]
+    for name, totals in summary.per_speaker.items():
+        lines.append(f"  speaker {name}: {totals['clips']} clips, {totals['hours'] * 60:.1f} min")
+    for name, totals in summary.per_language.items():
+        lines.append(f"  language {name}: {totals['clips']} clips, {totals['hours'] * 60:.1f} min")
+    lines.extend(f"  reject {r.message()}" for r in summary.rejects[:SHOWN_REJECTS])
+    if summary.rejected > SHOWN_REJECTS:
+        lines.append(f"  … {summary.rejected - SHOWN_REJECTS} more in {summary.rejects_path}")
+    if strict and summary.rejected:
+        first = "; ".join(r.message() for r in summary.rejects[:3])
+        raise InputError(f"--strict: {summary.rejected} row(s) rejected (see {summary.rejects_path}): {first}")
+    return Result(data, "\n".join(lines))
+
+
+def _import(args: argparse.Namespace) -> Result:
+    if args.min_duration is not None or args.max_duration is not None:
+        low, high = args.min_duration or 0.0, args.max_duration or float("inf")
+        if low >= high:
+            raise InputError(f"--min-duration {low} must be below --max-duration {high}.")
+        duration = (low, high)
+    else:
+        duration = None
+    summary = import_dataset(
+        args.format,
+        Path(args.input).resolve(),
+        Path(args.output).resolve(),
+        _sample_rate(),
+        ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding),
+        tokenizer=load_tokenizer(Path(args.tokenizer).resolve()) if args.tokenizer else None,
+        duration_range=duration,
+        uppercase=args.uppercase,
+        workers=args.workers,
+    )
+    return _summary_result(summary, args.strict)
+
+
+def _sample(args: argparse.Namespace) -> Result:
+    summary = sample_dataset(Path(args.output).resolve(), _sample_rate(), args.languages, args.per_language, args.workers)
+    return _summary_result(summary, strict=True)
+
+
+def _split(args: argparse.Namespace) -> Result:
+    rows = load_manifest_rows(Path(args.manifest).resolve())
+    val = [row.id for row in rows if split_of(row.id, args.val_ratio) == "val"]
+    data = {"train": len(rows) - len(val), "val": len(val), "val_ratio": args.val_ratio, "val_ids": val}
+    return Result(data, render_mapping({k: data[k] for k in ("train", "val", "val_ratio")}))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `dataset` group: import, sample, split."""
+    group = add_group(subparsers, "dataset", "import, validate and sample speech datasets")
+    imp = add_command(
+        group,
+        "import",
+        _import,
+        "import a dataset into OUTPUT/manifest.jsonl (+ rejects.jsonl, summary.json, audio/)",
+        description=(
+            "Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),\n"
+            "srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl).\n"
+            "Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.\n"
+            "Audio is converted to mono wav at audio.sample_rate from the config."
+        ),
+    )
+    imp.add_argument("--format", required=True, choices=list(FORMATS), help="input layout")
+    imp.add_argument("--input", required=True, help="input folder or file")
+    imp.add_argument("--output", required=True, help="output dataset folder")
+    imp.add_argument("--language", help="language code of the clips (required for folder and srt)")
+    imp.add_argument("--speaker", help="speaker name (default: per format)")
+    imp.add_argument("--tokenizer", help="reject text with characters this tokenizer cannot encode")
+    imp.add_argument("--uppercase", action="store_true", help="upper-case text (for tokenizers trained upper-case)")
+    imp.add_argument("--min-duration", type=float, help="shortest clip kept in seconds (default 1 for srt, else 0.3)")
+    imp.add_argument("--max-duration", type=float, help="longest clip kept in seconds (default 15 for srt, else 30)")
+    imp.add_argument("--padding", type=float, default=0.1, help="srt: seconds added on each side of a subtitle (default 0.1)")
+    imp.add_argument("--strict", action="store_true", help="exit 2 when any row is rejected")
+    imp.add_argument("--workers", type=int, default=2, help="audio conversion threads (default 2)")
+    sample = add_command(
+        group,
+        "sample",
+        _sample,
+        "render the built-in sentences with espeak-ng (two voices per language) into a dataset",
+    )
+    sample.add_argument("--output", required=True, help="output dataset folder")
+    sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
+    sample.add_argument("--per-language", type=int, default=24, help="clips per language (default 24)")
+    sample.add_argument("--workers", type=int, default=2, help="parallel espeak-ng processes (default 2)")
+    split = add_command(group, "split", _split, "show the deterministic train/val split of a manifest (hash of the id)")
+    split.add_argument("--manifest", required=True, help="manifest.jsonl")
+    split.add_argument("--val-ratio", type=float, default=0.05, help="share of clips in val (default 0.05)")

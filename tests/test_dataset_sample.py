@@ -1,0 +1,67 @@
+"""The espeak-ng sample dataset and the hash split, on real rendered audio."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from core.dataset_sample import plan_clips, sample_dataset
+from core.errors import InputError
+
+from core.manifest import read_manifest
+from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.splits import split_of
+from tests.data_helpers import require_espeak
+
+
+def test_sample_cli_renders_two_speakers_per_language(cli, tmp_path: Path) -> None:
+    require_espeak()
+    out = tmp_path / "sample"
+    run = cli("dataset", "sample", "--output", out, "--languages", "en,am", "--per-language", "6", "--json")
+    assert run.code == 0, run.stderr
+    summary = run.json()
+    assert summary["kept"] == 12 and summary["rejected"] == 0
+    assert set(summary["per_language"]) == {"en", "am"}
+    assert len(summary["per_speaker"]) == 4
+    assert all(v["clips"] == 3 for v in summary["per_speaker"].values())
+    rows, rejects = read_manifest(out / "manifest.jsonl")
+    assert rejects == [] and len(rows) == 12
+    am = [r for r in rows if r.language == "am"]
+    assert am[0].text == AMHARIC_SENTENCES[0] and any(ch in am[0].text for ch in "ሰላም")
+    info = sf.info(str(rows[0].path))
+    assert (info.samplerate, info.channels) == (16000, 1)
+    assert 1.0 < rows[0].duration < 8.0
+    assert abs(rows[0].duration - info.frames / info.samplerate) < 1e-3
+    assert json.loads((out / "summary.json").read_text())["kept"] == 12
+
+
+def test_sample_without_espeak_names_the_install_command(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(InputError, match="apt-get install espeak-ng") as caught:
+        sample_dataset(tmp_path / "s", 16000, ["en"], 2)
+    assert caught.value.exit_code == 2
+    assert not (tmp_path / "s").exists()
+
+
+def test_sample_refuses_unknown_languages_and_too_many_clips() -> None:
+    with pytest.raises(InputError, match="--per-language"):
+        plan_clips(["en"], 2 * len(ENGLISH_SENTENCES) + 1)
+    with pytest.raises(InputError, match="'xx'"):
+        plan_clips(["xx"], 2)
+    clips = plan_clips(["en", "am"], 4)
+    assert [c["id"] for c in clips[:2]] == ["en_0000", "en_0001"]
+    assert len({c["speaker"] for c in clips if c["language"] == "am"}) == 2
+
+
+def test_split_is_deterministic_and_stable_when_data_grows() -> None:
+    ids = [f"clip_{i:05d}" for i in range(4000)]
+    first = {i: split_of(i, 0.1) for i in ids}
+    assert first == {i: split_of(i, 0.1) for i in ids}
+    val_share = sum(s == "val" for s in first.values()) / len(ids)
+    assert 0.08 < val_share < 0.12
+    grown = ids + [f"new_{i}" for i in range(1000)]
+    assert all(split_of(i, 0.1) == first[i] for i in grown[:4000])
+    assert all(split_of(i, 0.0) == "train" for i in ids[:100])
