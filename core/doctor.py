@@ -220,7 +220,8 @@ def doctor_context_from_run_config(
         if isinstance(config.model.get(key), int):
             declared = config.model[key]
             break
-    until = config.freeze.until if isinstance(config.freeze.until, int) else None
+    frozen = config.freeze.mode != "none"
+    until = config.freeze.until if frozen and isinstance(config.freeze.until, int) else None
     return DoctorContext(
         checkpoint_path=_optional_path(settings, config.base_checkpoint),
         freeze_until=until,

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import torch
 
-from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from core.checkpoint import SAFETENSORS_SUFFIXES, TORCH_SUFFIXES, CheckpointMeta, load_checkpoint, save_checkpoint
 from core.errors import InputError
 from core.families import Family, detect_family, get_family, rows_for
 from core.tokenizer import SENTENCEPIECE, Tokenizer, load_tokenizer
@@ -205,6 +205,8 @@ def extend_checkpoint(
     Raises InputError on unreadable inputs, a non-extension tokenizer, or the output equal to the input.
     """
     output = Path(output_path)
+    if output.suffix.lower() not in SAFETENSORS_SUFFIXES + TORCH_SUFFIXES:
+        raise InputError(f"{output}: unsupported output suffix {output.suffix!r}; use .safetensors, .pt or .pth.")
     if output.resolve() == Path(checkpoint_path).resolve():
         raise InputError(f"{output}: the output would overwrite the input checkpoint; choose another --output.")
     base = load_tokenizer(base_tokenizer_path)

@@ -147,7 +147,11 @@ def test_checkpoint_for_another_tokenizer_of_the_same_size_fails(tmp_path: Path,
     result = _by_id(report)["checkpoint.fingerprint"]
     assert result.status == "fail" and not report.ok
     assert tok_a.fingerprint[:16] in result.message and tok_b.fingerprint[:16] in result.message
-    assert run_doctor(DoctorContext(tokenizer_path=indextts_bpe, checkpoint_path=ckpt)).ok
+    same = run_doctor(DoctorContext(tokenizer_path=indextts_bpe, checkpoint_path=ckpt))
+    assert same.ok
+    assert _by_id(same)["embeddings.provenance"].message == (
+        "written by LinguaForge: rows from 12000 on were made by `fvt` (recorded in the metadata)."
+    )
 
 
 def test_refused_pickle_checkpoint_is_a_failure_not_a_traceback(tmp_path: Path, indextts_bpe: Path) -> None:

@@ -200,12 +200,12 @@ def check_provenance(ctx: DoctorContext) -> CheckResult | None:
         family = _family(ctx, checkpoint)
     except InputError:
         return None
-    meta = checkpoint.meta or {}
-    if meta.get("init"):
-        return CheckResult(
-            "embeddings.provenance", "pass",
-            f"rows from {meta.get('base_size')} on were made by `{meta['init']}` (recorded in the metadata).",
-        )
+    meta = checkpoint.meta
+    if meta is not None:
+        made = "no rows added by extension"
+        if meta.get("init"):
+            made = f"rows from {meta.get('base_size')} on were made by `{meta['init']}`"
+        return CheckResult("embeddings.provenance", "pass", f"written by LinguaForge: {made} (recorded in the metadata).")
     emb = checkpoint.state_dict.get(family.embedding_key)
     if emb is None or emb.dim() != 2:
         return None

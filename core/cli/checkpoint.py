@@ -25,7 +25,7 @@ def _inspect(args: argparse.Namespace) -> Result:
             }
         ),
         "",
-        "metadata: " + ("none (foreign checkpoint)" if info["meta"] is None else ""),
+        "metadata: none (foreign checkpoint)" if info["meta"] is None else "metadata:",
     ]
     if info["meta"] is not None:
         lines.append(render_mapping({k: v for k, v in info["meta"].items() if v is not None}))
