@@ -112,9 +112,9 @@ class DoctorContext:
     device: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     settings: Settings | None = None
-    _tokenizer: Any = field(default=_UNSET, repr=False)
-    _tokenizer_source: str | None = field(default=None, repr=False)
-    _checkpoint: Any = field(default=_UNSET, repr=False)
+    _tokenizer: Any = field(default=_UNSET, init=False, repr=False)
+    _tokenizer_source: str | None = field(default=None, init=False, repr=False)
+    _checkpoint: Any = field(default=_UNSET, init=False, repr=False)
 
     def get_settings(self) -> Settings:
         """Return the settings in use (loaded from the defaults when none were given)."""
