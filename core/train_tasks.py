@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -74,9 +75,9 @@ def _lm_data(config: RunConfig, settings: Settings, tokenizer: Tokenizer, model_
 
 
 def build_task_data(
-    config: RunConfig, settings: Settings, tokenizer: Tokenizer, codec: Any, model_config: Any
+    config: RunConfig, settings: Settings, tokenizer: Tokenizer, codec: Any, model_config: Any, cache_dir: Path | None
 ) -> TaskData:
-    """Return the TaskData of the run's task.
+    """Return the TaskData of the run's task (tts reads the preprocessing cache at `cache_dir`).
 
     Raises InputError when the data section does not fit the task or the data cannot be read.
     """
@@ -84,6 +85,6 @@ def build_task_data(
         return _lm_data(config, settings, tokenizer, model_config)
     from core.train_tts_data import tts_samples
 
-    splits = tts_samples(config, settings, tokenizer, codec, model_config)
+    splits = tts_samples(config, settings, tokenizer, codec, model_config, cache_dir)
     forward = partial(tts_forward, text_weight=config.loss.text_weight, mel_weight=config.loss.mel_weight)
     return TaskData(splits["train"], splits["val"], collate_tts, forward)

@@ -145,18 +145,23 @@ class Trainer:
         self.base_size = base_meta.get("base_size") if self.base else None
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
-        # 3. doctor
+        # 3. doctor (tts: on the preprocessing cache too, built or reused first)
         resume_path = resolve_resume(self.run_dir, resume, self.settings)
+        cache_dir = self._prepare_cache()
         ctx = doctor_context_from_run_config(config, config_path, self.settings)
         ctx.resume_checkpoint = resume_path
+        ctx.cache_dir = cache_dir
         ctx.device = str(self.device)
-        ctx.extras["model_config"] = self.model_cfg.to_dict()
+        ctx.extras.update(
+            {k: v for k, v in self.model_cfg.to_dict().items() if k in ("max_text_tokens", "max_speech_tokens")},
+            model_config=self.model_cfg.to_dict(), task=config.task, batch_size=config.batch.size,
+        )
         report = run_doctor(ctx)
         self.log.line("doctor:\n" + report.render())
         report.raise_for_failures()
 
         # 4. data
-        self.data: TaskData = build_task_data(config, self.settings, self.tokenizer, self.codec, self.model_cfg)
+        self.data: TaskData = build_task_data(config, self.settings, self.tokenizer, self.codec, self.model_cfg, cache_dir)
         self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
 
         # 5. model, optimiser, state
@@ -196,6 +201,19 @@ class Trainer:
         from core.codec import load_codec
 
         return load_codec(self.settings.resolve(self.config.codec))
+
+    def _prepare_cache(self) -> Path | None:
+        if self.config.task != "tts":
+            return None
+        from core.train_tts_data import prepare_cache
+
+        # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
+        if self.rank != 0:
+            dist.barrier()
+        cache_dir = prepare_cache(self.config, self.settings, self.tokenizer)
+        if self.rank == 0 and self.world > 1:
+            dist.barrier()
+        return cache_dir
 
     def _model_config(self, base_meta: dict[str, Any]) -> Any:
         try:
