@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from core.checkpoint import CheckpointMeta, inspect_checkpoint, load_checkpoint, save_checkpoint
 from core.errors import InputError, InternalError
 from core.fsutil import atomic_write, atomic_write_json, sha256_file
 
@@ -148,3 +148,11 @@ def test_cli_inspect_foreign_and_refused(tmp_path: Path, cli) -> None:
     assert run.code == 2
     assert "refused" in run.stderr and "Traceback" not in run.stderr
     assert not marker.exists()
+
+
+def test_inspect_reports_unknown_layouts_without_failing(tmp_path: Path) -> None:
+    path = save_checkpoint(tmp_path / "lm.safetensors", {"transformer.wte.weight": torch.zeros(5, 3), "ln.bias": torch.zeros(3)}, None)
+    info = inspect_checkpoint(path)
+    assert (info["family"], info["rows"], info["meta"], info["parameters"]) == (None, None, None, 18)
+    assert "Embedding-like keys seen: transformer.wte.weight" in info["family_error"]
+    assert info["groups"] == [["ln", 1, 3], ["transformer", 1, 15]]

@@ -186,6 +186,10 @@ def test_tokenizer_resolution_order(workspace: Path, indextts_bpe: Path, chatter
     result = _by_id(report)["tokenizer"]
     assert result.status == "fail" and "no tokenizer" in result.message and "--tokenizer" in result.fix
     assert [c.id for c in report.checks if c.id in ("checkpoint.rows", "freeze.range")] == []
+    broken = workspace / "broken.model"
+    broken.write_bytes(indextts_bpe.read_bytes()[:1000])
+    result = _by_id(run_doctor(DoctorContext(tokenizer_path=broken, settings=settings)))["tokenizer"]
+    assert result.status == "fail" and str(broken) in result.message
 
 
 def test_random_looking_new_rows_warn(tmp_path: Path, chatterbox_tokenizer: Path) -> None:
