@@ -1,0 +1,110 @@
+"""The speech codec on real espeak speech: shapes, quality figures, save/load and damaged files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.audio import read_audio
+from core.codec import SpeechCodec, load_codec, train_codec
+from core.codec_eval import evaluate_codec, mcd, mel_l1
+from core.errors import InputError
+from core.manifest import read_manifest
+from tests.data_helpers import make_espeak_dataset
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_espeak_dataset(tmp_path_factory.mktemp("espeak"), per_language=12)
+
+
+@pytest.fixture(scope="module")
+def codec(manifest: Path) -> SpeechCodec:
+    return train_codec(manifest, codebook_size=64, iterations=40)
+
+
+@pytest.fixture(scope="module")
+def wav(manifest: Path) -> torch.Tensor:
+    rows, _ = read_manifest(manifest)
+    return read_audio(rows[0].path, 16000)[0]
+
+
+def test_encode_decode_shapes_and_rates(codec: SpeechCodec, wav: torch.Tensor) -> None:
+    assert (codec.sample_rate, codec.hop_length, codec.n_mels, codec.codebook_size) == (16000, 256, 80, 64)
+    assert codec.frame_rate == 62.5
+    mel = codec.mel(wav)
+    codes = codec.encode(wav)
+    assert mel.shape == (wav.numel() // 256 + 1, 80)
+    assert codes.dtype == torch.long and codes.shape == (mel.shape[0],)
+    assert int(codes.min()) >= 0 and int(codes.max()) < 64
+    assert len(set(codes.tolist())) > 10, "speech uses many codes"
+    out = codec.decode(codes)
+    assert abs(out.numel() - wav.numel()) <= 256 and torch.isfinite(out).all()
+    assert float(out.abs().max()) > 0.01
+    with pytest.raises(InputError, match="0..63"):
+        codec.decode(torch.tensor([0, 64]))
+
+
+def test_codebook_beats_the_mean_frame_and_grows_better_with_k(manifest: Path, codec: SpeechCodec, wav: torch.Tensor) -> None:
+    mel = codec.mel(wav)
+    mean_frame_l1 = mel_l1(mel, mel.mean(0, keepdim=True).expand_as(mel))
+    k64 = mel_l1(mel, codec.codes_to_mel(codec.encode(wav)))
+    k8 = train_codec(manifest, codebook_size=8, iterations=40)
+    k8_l1 = mel_l1(mel, k8.codes_to_mel(k8.encode(wav)))
+    assert k64 < k8_l1 < mean_frame_l1
+    assert k64 < 0.6 * mean_frame_l1
+    assert codec.meta["train_frames"] > 2000 and codec.meta["dead_codes"] == 0
+    assert codec.meta["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_eval_reports_codebook_roundtrip_and_vocoder_figures(manifest: Path, codec: SpeechCodec) -> None:
+    report = evaluate_codec(codec, manifest, val_ratio=0.2, max_clips=1)
+    assert report["clips"] == 1 and report["split"] == "val"
+    assert 0 < report["quant_l1"] < report["roundtrip_l1"]
+    assert report["vocoder_l1"] < report["roundtrip_l1"]
+    assert 0 < report["vocoder_mcd"] < min(report["quant_mcd"], report["roundtrip_mcd"])
+    assert 1 < report["perplexity"] <= report["codes_used"] <= 64
+    assert report["fingerprint"] == codec.fingerprint
+
+
+def test_mcd_is_zero_for_identical_and_grows_with_noise(codec: SpeechCodec, wav: torch.Tensor) -> None:
+    mel = codec.mel(wav)
+    assert mcd(mel, mel) == 0.0
+    small = mcd(mel, mel + 0.1 * torch.randn_like(mel))
+    large = mcd(mel, mel + 1.0 * torch.randn_like(mel))
+    assert 0 < small < large
+
+
+def test_save_load_roundtrip_and_damaged_files(codec: SpeechCodec, wav: torch.Tensor, tmp_path: Path) -> None:
+    path = codec.save(tmp_path / "codec.pt")
+    loaded = load_codec(path)
+    assert loaded.fingerprint == codec.fingerprint and len(codec.fingerprint) == 64
+    assert torch.equal(loaded.encode(wav), codec.encode(wav))
+    assert loaded.meta["train_clips"] == codec.meta["train_clips"]
+    payload = torch.load(path, weights_only=True)
+    payload["codebook"] = payload["codebook"] + 0.01
+    torch.save(payload, tmp_path / "tampered.pt")
+    with pytest.raises(InputError, match="fingerprint"):
+        load_codec(tmp_path / "tampered.pt")
+    (tmp_path / "truncated.pt").write_bytes(path.read_bytes()[:200])
+    with pytest.raises(InputError, match="not a readable codec file"):
+        load_codec(tmp_path / "truncated.pt")
+    with pytest.raises(InputError, match="not found"):
+        load_codec(tmp_path / "missing.pt")
+
+
+def test_too_few_frames_is_an_input_error(manifest: Path) -> None:
+    with pytest.raises(InputError, match="smaller --codebook-size"):
+        train_codec(manifest, codebook_size=100_000, iterations=1)
+
+
+def test_codec_train_cli_writes_a_loadable_codec(cli, manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli_codec.pt"
+    run = cli("codec", "train", "--manifest", manifest, "--codebook-size", "32", "--iterations", "20",
+              "--output", out, "--json")
+    assert run.code == 0, run.stderr
+    data = run.json()
+    assert data["fingerprint"] == load_codec(out).fingerprint
+    assert data["train_clips"] == 23 and data["frame_rate"] == 62.5
