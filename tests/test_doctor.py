@@ -81,6 +81,7 @@ def test_field_three_way_mismatch_fails_and_declared_vocab_is_overridden(
     assert declared["status"] == "warn"
     assert "887" in declared["message"] and "stale" in declared["message"] and "Overridden" in declared["message"]
     assert "sized from the tokenizer (2535)" in declared["message"]
+    assert checks["freeze.range"]["status"] == "warn" and "records no base size" in checks["freeze.range"]["message"]
 
     settings = load_settings()
     ctx = doctor_context_from_run_config(load_run_config(config), config, settings)

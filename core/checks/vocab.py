@@ -127,7 +127,15 @@ def check_freeze_range(ctx: DoctorContext) -> CheckResult | None:
     """Return whether 0 ≤ freeze_until ≤ tokenizer size; larger fails (never clamped), equal warns."""
     tok = ctx.tokenizer_or_none()
     until, source = _freeze_until(ctx)
-    if tok is None or until is None:
+    if tok is None:
+        return None
+    if until is None:
+        if source and ctx.checkpoint_or_none() is not None:
+            return CheckResult(
+                "freeze.range", "warn",
+                f"freeze.until is auto but {ctx.checkpoint_path} records no base size, so no text row is frozen.",
+                "Set freeze.until in the run config to the base tokenizer's size.",
+            )
         return None
     if until < 0 or until > tok.size:
         return CheckResult(
