@@ -210,6 +210,7 @@ def test_random_looking_new_rows_warn(tmp_path: Path, chatterbox_tokenizer: Path
 
 
 def test_checks_are_discovered_and_raising_checks_become_failures(monkeypatch: pytest.MonkeyPatch, indextts_bpe: Path) -> None:
+    doctor.discover_checks()  # register the real checks in the real registry before copying it
     monkeypatch.setattr(doctor, "_REGISTRY", dict(doctor._REGISTRY))
 
     @register_check("test.raises", order=1)
