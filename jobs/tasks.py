@@ -213,6 +213,10 @@ class Supervisor:
             return
         if code == 0:
             result = last_json_line(self.log_path) or {}
+            if result.get("state") == "stopped":
+                self._finish("cancelled", exit_code=code, artifacts=result,
+                             error="the run was stopped outside the job runner (STOP file or SIGTERM)")
+                return
             self._finish("succeeded", exit_code=code, artifacts=result)
             return
         self._finish("failed", exit_code=code, error=error_summary(self.log_path))

@@ -108,15 +108,23 @@ def test_kill9_worker_interrupts_then_resume_finishes(env: JobsEnv) -> None:
     assert done["attempts"] == 2
 
 
-@pytest.mark.skipif(not has_kind("tokenizer.train"), reason="tokenizer train lands from issue 2")
-def test_tokenizer_training_job_records_progress_and_artifacts(env: JobsEnv) -> None:
+@pytest.mark.skipif(not has_kind("tokenizer.sweep"), reason="the tokenizer commands land from issue 2")
+def test_tokenizer_jobs_record_progress_and_artifacts(env: JobsEnv) -> None:
     corpus = env.workspace / "text" / "corpus.txt"
     corpus.parent.mkdir(parents=True, exist_ok=True)
     words = ["selam", "ameseginalehu", "bet", "wuha", "dabo", "gize", "hager", "tena", "lij", "nigus"]
     corpus.write_text("\n".join(" ".join(words[(i + j) % 10] for j in range(8)) for i in range(400)))
     runner = env.runner
-    job_id = runner.submit("tokenizer.train", {"corpus": "text/corpus.txt", "vocab_size": 60, "name": "tiny"})
-    job = runner.wait(job_id, 180)
-    assert job["status"] == "succeeded", runner.read_log(job_id)
-    assert job["artifacts"].get("ok", True)
-    assert list(env.workspace.glob("tokenizers/tiny*"))
+    trained = runner.submit(
+        "tokenizer.train", {"corpus": ["text/corpus.txt"], "vocab_size": 40, "output": "tokenizers/tiny.model"}
+    )
+    swept = runner.submit("tokenizer.sweep", {"corpus": ["text/corpus.txt"], "sizes": [30, 40]})
+    job = runner.wait(trained, 180)
+    assert job["status"] == "succeeded", runner.read_log(trained)
+    assert (env.workspace / "tokenizers" / "tiny.model").is_file()
+    assert job["artifacts"]["output"].endswith("tokenizers/tiny.model")
+    sweep = runner.wait(swept, 180)
+    assert sweep["status"] == "succeeded", runner.read_log(swept)
+    assert sweep["progress"]["label"] == "tokenizer sweep"
+    assert sweep["progress"]["done"] == sweep["progress"]["total"] == 2
+    assert sweep["progress"]["fraction"] == 1.0

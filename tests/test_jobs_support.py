@@ -38,7 +38,7 @@ class WorkerProcess:
 
     def start(self) -> "WorkerProcess":
         """Start the worker and wait until its consumer is up; return self."""
-        env = dict(os.environ, LINGUAFORGE_WORKSPACE=str(self.workspace), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, LINGUAFORGE_WORKSPACE=str(self.workspace), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
         handle = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "core", "worker", "--settings", str(self.settings_file)],

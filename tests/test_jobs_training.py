@@ -1,0 +1,104 @@
+"""Training as a supervised job: a tiny real LM run to completion, cancel while running, kill -9 + resume.
+
+Only DESIGN.md's trainer contract is used: runs/<run>/status.json, metrics.jsonl, checkpoints/, STOP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from core.checkpoint import load_checkpoint
+from jobs.runner import JobRunner
+from test_jobs_support import JobsEnv, has_kind, make_jobs_env
+
+pytestmark = pytest.mark.skipif(not has_kind("train"), reason="the trainer (`python -m core train`) is not present")
+
+SCHEDULE = {"val_every": 1000, "keep_last": 2, "log_every": 1}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsEnv]:
+    from trainer_helpers import lm_workspace
+
+    tmp = tmp_path_factory.mktemp("train_jobs")
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    lm_workspace(workspace)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
+        for env in make_jobs_env(workspace, tmp, cancel_grace_s=60, term_grace_s=5):
+            env.start_worker()
+            yield env
+
+
+def submit_run(env: JobsEnv, name: str, max_steps: int, save_every: int) -> str:
+    """Write a tiny LM run config and submit it as a `train` job; return the job id."""
+    from trainer_helpers import lm_config
+
+    config = lm_config(env.workspace, name, schedule={**SCHEDULE, "max_steps": max_steps, "save_every": save_every})
+    return env.runner.submit("train", {"config": str(config.relative_to(env.workspace))})
+
+
+def run_status(env: JobsEnv, name: str) -> dict[str, Any]:
+    """Return runs/<name>/status.json ({} before the trainer wrote it)."""
+    path = env.workspace / "runs" / name / "status.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_tiny_training_job_finishes_with_progress(env: JobsEnv) -> None:
+    job_id = submit_run(env, "tiny", max_steps=6, save_every=3)
+    job = env.runner.wait(job_id, 240)
+    assert job["status"] == "succeeded", env.runner.read_log(job_id)
+    assert job["params"]["resume"] == "auto" and job["resume"] == "auto"
+    assert job["argv"][-3:] == ["--resume", "auto", "--json"]
+    assert job["progress"]["done"] == 6 and job["progress"]["total"] == 6
+    assert job["progress"]["fraction"] == 1.0
+    assert "loss" in job["progress"]["metrics"]
+    assert job["artifacts"]["state"] == "finished"
+    assert "$ python -m core doctor --config" in env.runner.read_log(job_id)
+
+
+def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> None:
+    job_id = submit_run(env, "long", max_steps=100000, save_every=1000)
+    wait_for(lambda: run_status(env, "long").get("step", 0) >= 2, 240, "training steps")
+    env.runner.cancel(job_id)
+    job = env.runner.wait(job_id, 120)
+    assert job["status"] == "cancelled"
+    assert "cancelled (stop-file)" in env.runner.read_log(job_id)
+    status = run_status(env, "long")
+    assert status["state"] == "stopped"
+    checkpoint = load_checkpoint(status["last_checkpoint"])
+    assert checkpoint.meta["step"] == status["step"] >= 2
+
+
+def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -> None:
+    job_id = submit_run(env, "crash", max_steps=40, save_every=2)
+    wait_for(lambda: run_status(env, "crash").get("last_checkpoint"), 240, "the first checkpoint")
+    env.workers[-1].kill9()
+    killed_at = run_status(env, "crash")["step"]
+    assert killed_at < 40, "training finished before the worker could be killed"
+    env.start_worker()
+    job = env.runner.wait(job_id, 300)
+    assert job["status"] == "succeeded", env.runner.read_log(job_id)
+    assert job["interruptions"] == 1 and job["attempts"] == 2
+    status = run_status(env, "crash")
+    assert status["state"] == "finished" and status["step"] == 40
+    assert status["resumed_from"], status
+    log = env.runner.read_log(job_id)
+    assert log.count("--resume auto") == 2
