@@ -374,6 +374,7 @@ class Trainer:
             "data_position": self.batcher.state_dict(),
             "best_val_loss": self.best_val,
             "tokenizer_path": str(self.tokenizer.path),
+            "codec_path": str(self.settings.resolve(self.config.codec)) if self.codec is not None else None,
             "frozen_rows": self.frozen_rows,
             "base_size": self.base_size,
             "base_rows_sha256_start": self.base_sha_start,

@@ -1,0 +1,79 @@
+"""`synthesize` (TTS checkpoint → wav) and `generate` (LM checkpoint → text), top-level commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import Result, add_command, render_mapping
+from core.config import load_settings
+
+
+def _sampling(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int, default=50, help="keep the k most likely ids; 0 = off (default 50)")
+    parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold in (0, 1]")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer file; must match the checkpoint's fingerprint")
+
+
+def _check_sampling(args: argparse.Namespace) -> None:
+    from core.errors import InputError
+
+    if args.temperature < 0:
+        raise InputError(f"--temperature {args.temperature}: must be ≥ 0.")
+    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
+        raise InputError(f"--top-p {args.top_p}: must be in (0, 1].")
+
+
+def _synthesize(args: argparse.Namespace) -> Result:
+    from core.audio import write_wav
+    from core.inference import load_for_inference, synthesize
+
+    _check_sampling(args)
+    settings = load_settings()
+    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
+    reference = settings.resolve(args.reference) if args.reference else None
+    wav, report = synthesize(
+        inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
+    )
+    output = write_wav(settings.resolve(args.output), wav, report["sample_rate"])
+    report["output"] = str(output)
+    shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf")}
+    shown["sentences"] = len(report["sentences"])
+    return Result(report, render_mapping(shown))
+
+
+def _generate(args: argparse.Namespace) -> Result:
+    from core.errors import InputError
+    from core.inference import generate_text, load_for_inference
+
+    _check_sampling(args)
+    if args.max_new_tokens < 1:
+        raise InputError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1.")
+    inference = load_for_inference(args.checkpoint, load_settings(), args.tokenizer, task="lm")
+    report = generate_text(inference, args.prompt, args.max_new_tokens, args.temperature, args.top_k or None, args.top_p, args.seed)
+    return Result(report, f"{args.prompt}{report['text']}" if report["text"] else args.prompt)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the top-level `synthesize` and `generate` commands."""
+    parser = add_command(
+        subparsers, "synthesize", _synthesize, help="speak text with a TTS checkpoint and write a wav",
+        description=(
+            "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
+            "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
+            "sentence ends. Reports the real-time factor (wall seconds / audio seconds)."
+        ),
+    )
+    parser.add_argument("--checkpoint", required=True, help="TTS checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--text", required=True, help="text to speak")
+    parser.add_argument("--output", required=True, help="output .wav")
+    parser.add_argument("--reference", default=None, help="reference clip (wav) for the voice")
+    parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
+    parser.add_argument("--codec", default=None, help="codec file; must match the checkpoint's fingerprint")
+    _sampling(parser)
+    parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
+    parser.add_argument("--checkpoint", required=True, help="LM checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--prompt", required=True, help="text to continue")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="most tokens to generate (default 64)")
+    _sampling(parser)

@@ -1,0 +1,31 @@
+"""`prune --checkpoint IN --output OUT.safetensors`: keep weights and metadata only."""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import Result, add_command, render_mapping
+from core.config import load_settings
+
+
+def _prune(args: argparse.Namespace) -> Result:
+    from core.prune import prune_checkpoint
+
+    report = prune_checkpoint(args.checkpoint, args.output, load_settings(), copy_assets=not args.no_copy)
+    shown = {k: report[k] for k in ("output", "input_bytes", "output_bytes", "tensors", "step")}
+    shown.update({f"copied {k}": v for k, v in report["assets"].items()})
+    return Result(report, render_mapping(shown))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the top-level `prune` command."""
+    parser = add_command(
+        subparsers, "prune", _prune, help="strip a training checkpoint to weights and metadata (safetensors)",
+        description=(
+            "Drops optimiser, scheduler and RNG state. Copies the tokenizer (and codec) beside the output as\n"
+            "<stem>.tokenizer.<ext> and <stem>.codec.pt unless --no-copy; inference finds them by fingerprint."
+        ),
+    )
+    parser.add_argument("--checkpoint", required=True, help="training checkpoint (.pt)")
+    parser.add_argument("--output", required=True, help="output .safetensors")
+    parser.add_argument("--no-copy", action="store_true", help="do not copy the tokenizer and codec beside the output")

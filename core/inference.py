@@ -1,0 +1,227 @@
+"""Inference: load a checkpoint with the tokenizer and codec its metadata names, synthesize, generate.
+
+The tokenizer and codec are resolved from the checkpoint's `linguaforge` record, in order: an
+explicit path (refused when its fingerprint differs from the record), the files `prune` copies
+beside the checkpoint, the paths a training checkpoint recorded, then the workspace folders
+`tokenizers/` and `codecs/` searched by fingerprint. A checkpoint without the record is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from core.checkpoint import LoadedCheckpoint, load_checkpoint
+from core.config import Settings
+from core.errors import InputError
+from core.text import normalize_text
+from core.tokenizer import Tokenizer, load_tokenizer
+from core.vocab import find_tokenizer_by_fingerprint
+from models.registry import build_model
+
+SENTENCE_END = re.compile(r"(?<=[.!?።፧፨])\s+|\n+")
+SILENCE_S = 0.15
+REFERENCE_FRAMES = 256
+
+
+@dataclass
+class InferenceModel:
+    """A model ready for inference with its tokenizer, codec (tts) and checkpoint record."""
+
+    model: nn.Module
+    tokenizer: Tokenizer
+    codec: Any
+    meta: dict[str, Any]
+    checkpoint: LoadedCheckpoint
+
+
+def beside(checkpoint: Path, kind: str) -> list[Path]:
+    """Return the asset files `prune` writes beside `checkpoint` (`<stem>.tokenizer.*`, `<stem>.codec.pt`)."""
+    return sorted(checkpoint.parent.glob(f"{checkpoint.stem}.{kind}.*"))
+
+
+def resolve_tokenizer(loaded: LoadedCheckpoint, settings: Settings, explicit: str | None = None) -> Tokenizer:
+    """Return the tokenizer whose fingerprint the checkpoint records.
+
+    Raises InputError when an explicit tokenizer has another fingerprint, or none is found.
+    """
+    fingerprint = (loaded.meta or {}).get("tokenizer_fingerprint")
+    if explicit:
+        tokenizer = load_tokenizer(settings.resolve(explicit))
+        if tokenizer.fingerprint != fingerprint:
+            raise InputError(
+                f"{tokenizer.path}: fingerprint {tokenizer.fingerprint[:12]}… but {loaded.path} was trained with "
+                f"{str(fingerprint)[:12]}…; its rows would mean other tokens. Pass the checkpoint's own tokenizer."
+            )
+        return tokenizer
+    candidates = [*beside(loaded.path, "tokenizer")]
+    if loaded.extra.get("tokenizer_path"):
+        candidates.append(Path(loaded.extra["tokenizer_path"]))
+    for path in candidates:
+        if path.is_file():
+            tokenizer = load_tokenizer(path)
+            if tokenizer.fingerprint == fingerprint:
+                return tokenizer
+    found = find_tokenizer_by_fingerprint(settings.resolve("tokenizers"), fingerprint) if fingerprint else None
+    if found is None:
+        raise InputError(
+            f"{loaded.path}: tokenizer {str(fingerprint)[:12]}… not found beside it, at its recorded path or in "
+            f"{settings.resolve('tokenizers')}. Pass --tokenizer with that file."
+        )
+    return load_tokenizer(found)
+
+
+def resolve_codec(loaded: LoadedCheckpoint, settings: Settings, explicit: str | None = None) -> Any:
+    """Return the codec whose fingerprint the checkpoint records.
+
+    Raises InputError when an explicit codec has another fingerprint, or none is found.
+    """
+    from core.codec import load_codec
+
+    fingerprint = (loaded.meta or {}).get("codec_fingerprint")
+    if explicit:
+        codec = load_codec(settings.resolve(explicit))
+        if codec.fingerprint != fingerprint:
+            raise InputError(f"{explicit}: codec fingerprint differs from the one {loaded.path} was trained with.")
+        return codec
+    candidates = [*beside(loaded.path, "codec")]
+    if loaded.extra.get("codec_path"):
+        candidates.append(Path(loaded.extra["codec_path"]))
+    folder = settings.resolve("codecs")
+    candidates.extend(sorted(folder.glob("*.pt")) if folder.is_dir() else [])
+    for path in candidates:
+        if path.is_file():
+            try:
+                codec = load_codec(path)
+            except InputError:
+                continue
+            if codec.fingerprint == fingerprint:
+                return codec
+    raise InputError(
+        f"{loaded.path}: codec {str(fingerprint)[:12]}… not found beside it, at its recorded path or in {folder}. "
+        "Pass --codec with that file."
+    )
+
+
+def load_for_inference(
+    checkpoint: str | Path, settings: Settings, tokenizer: str | None = None, codec: str | None = None,
+    task: str | None = None,
+) -> InferenceModel:
+    """Return the model of `checkpoint` in eval mode with its tokenizer (and codec for tts).
+
+    Raises InputError when the checkpoint has no LinguaForge metadata, is of another task than
+    `task`, or its tokenizer or codec cannot be resolved.
+    """
+    loaded = load_checkpoint(settings.resolve(checkpoint))
+    meta = loaded.meta or {}
+    if not meta.get("model_config") or meta.get("task") not in ("tts", "lm"):
+        raise InputError(f"{loaded.path}: no LinguaForge model metadata (task, model_config); train it with `train`.")
+    if task is not None and meta["task"] != task:
+        raise InputError(f"{loaded.path}: a {meta['task']} checkpoint; this command needs a {task} checkpoint.")
+    tok = resolve_tokenizer(loaded, settings, tokenizer)
+    speech_codec = resolve_codec(loaded, settings, codec) if meta["task"] == "tts" else None
+    config = dict(meta["model_config"], text_rows=tok.size)
+    model = build_model(meta["task"], config)
+    model.load_state_dict(loaded.state_dict)
+    return InferenceModel(model.eval(), tok, speech_codec, meta, loaded)
+
+
+def split_sentences(text: str, tokenizer: Tokenizer, max_tokens: int) -> list[str]:
+    """Return `text` cut at sentence ends (. ! ? ። ፧ ፨ and line breaks), each piece ≤ `max_tokens` ids.
+
+    A sentence still too long is cut between words. Raises InputError for empty text.
+    """
+    pieces: list[str] = []
+    for sentence in SENTENCE_END.split(text.strip()):
+        words = sentence.split()
+        current: list[str] = []
+        for word in words:
+            if current and len(tokenizer.encode(" ".join([*current, word]))) > max_tokens:
+                pieces.append(" ".join(current))
+                current = []
+            current.append(word)
+        if current:
+            pieces.append(" ".join(current))
+    if not pieces:
+        raise InputError("--text is empty; pass the text to speak.")
+    return pieces
+
+
+def synthesize(
+    inference: InferenceModel,
+    text: str,
+    reference: str | Path | None = None,
+    temperature: float = 0.8,
+    top_k: int | None = 50,
+    top_p: float | None = None,
+    seed: int = 0,
+    language: str | None = None,
+    use_cache: bool = True,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Return (waveform at the codec's sample rate, report with sentences, codes, seconds and RTF).
+
+    Raises InputError for empty text or an unreadable reference.
+    """
+    from core.audio import read_audio
+    from core.cache import wants_uppercase
+
+    model, codec, tok = inference.model, inference.codec, inference.tokenizer
+    start = time.perf_counter()
+    ref_mel = None
+    if reference is not None:
+        wav, _ = read_audio(reference, codec.sample_rate)
+        ref_mel = codec.mel(wav)[:REFERENCE_FRAMES]
+    normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
+    sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
+    generator = torch.Generator().manual_seed(seed)
+    gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
+    pieces, counts = [], []
+    for sentence in sentences:
+        codes = model.generate(tok.encode(sentence), ref_mel, temperature, top_k, top_p, use_cache=use_cache, generator=generator)
+        counts.append(len(codes))
+        if codes:
+            pieces.extend([codec.decode(torch.tensor(codes)), gap])
+    wav = torch.cat(pieces[:-1]) if pieces else torch.zeros(0)
+    elapsed = time.perf_counter() - start
+    seconds = wav.numel() / codec.sample_rate
+    report = {
+        "sentences": sentences,
+        "codes": counts,
+        "audio_seconds": round(seconds, 3),
+        "wall_seconds": round(elapsed, 3),
+        "rtf": round(elapsed / seconds, 4) if seconds else None,
+        "sample_rate": codec.sample_rate,
+    }
+    return wav, report
+
+
+def generate_text(
+    inference: InferenceModel,
+    prompt: str,
+    max_new_tokens: int = 64,
+    temperature: float = 0.8,
+    top_k: int | None = 50,
+    top_p: float | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Return the LM's continuation of `prompt`: text, ids, token count and tokens per second."""
+    tok = inference.tokenizer
+    start = time.perf_counter()
+    ids = inference.model.generate(
+        tok.encode(normalize_text(prompt)), max_new_tokens, temperature, top_k, top_p,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    elapsed = time.perf_counter() - start
+    return {
+        "prompt": prompt,
+        "text": tok.decode(ids),
+        "ids": ids,
+        "tokens": len(ids),
+        "tokens_per_s": round(len(ids) / elapsed, 1) if elapsed > 0 else None,
+    }
