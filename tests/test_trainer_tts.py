@@ -1,0 +1,86 @@
+"""TTS trainer tests on the espeak sample: English base → Amharic extension → frozen fine-tune → prune → speak."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.checkpoint import load_checkpoint
+from core.cli import main
+from core.config import load_settings
+from core.embeddings import extend_checkpoint
+from core.run_config import run_config_from_dict
+from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.sp_extend import extend_sentencepiece
+from core.tokenizer_train import train_tokenizer
+from core.trainer import train
+from tests.data_helpers import make_codec, make_espeak_dataset
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tts_ws(tmp_path_factory: pytest.TempPathFactory):
+    """A workspace with the espeak sample (en + am), a 64-code codec and en / en+am SentencePiece models."""
+    root = tmp_path_factory.mktemp("tts") / "workspace"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
+        manifest = make_espeak_dataset(root / "datasets" / "sample", per_language=12)
+        english = [line for line in manifest.read_text().splitlines() if json.loads(line)["language"] == "en"]
+        (manifest.parent / "en.jsonl").write_text("\n".join(english) + "\n")
+        make_codec(manifest, root / "codecs" / "c64.pt", codebook_size=64, iterations=20)
+        train_tokenizer(list(ENGLISH_SENTENCES), "sentencepiece", 200, root / "tokenizers" / "en.model")
+        extend_sentencepiece(root / "tokenizers" / "en.model", list(AMHARIC_SENTENCES), 400,
+                             root / "tokenizers" / "en_am.model", protect_lines=list(ENGLISH_SENTENCES))
+        yield root
+
+
+def _run(name: str, manifest: str, tokenizer: str, steps: int, **extra) -> dict:  # noqa: ANN003
+    return {
+        "preset": extra.pop("preset", "tiny"), "name": name, "tokenizer": tokenizer, "codec": "codecs/c64.pt",
+        "data": {"manifest": manifest, "val_ratio": 0.2},
+        "model": {"preset": "tiny", "max_speech_tokens": 400},
+        "batch": {"size": 4},
+        "optim": {"lr": 2.0e-3, "warmup_steps": 3, "weight_decay": 0.1},
+        "schedule": {"max_steps": steps, "val_every": steps, "save_every": steps, "log_every": 5},
+        **extra,
+    }
+
+
+def _metrics(root: Path, run: str) -> list[dict]:
+    return [json.loads(line) for line in (root / "runs" / run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
+    settings = load_settings()
+    base = train(run_config_from_dict(_run("en-base", "datasets/sample/en.jsonl", "tokenizers/en.model", 30)), None, settings)
+    train_mel = [m["mel_loss"] for m in _metrics(tts_ws, "en-base") if m["split"] == "train"]
+    assert train_mel[-1] < train_mel[0] - 0.4, train_mel
+    assert 0.0 < base.val["mel_top1"] <= 1.0 and base.info["padding_share"] < 0.2
+
+    extended = tts_ws / "checkpoints" / "en_am.pt"
+    extend_checkpoint(base.last_checkpoint, tts_ws / "tokenizers/en.model", tts_ws / "tokenizers/en_am.model", extended)
+    fine = train(run_config_from_dict(_run(
+        "am-ft", "datasets/sample/manifest.jsonl", "tokenizers/en_am.model", 10,
+        preset="new-language", base_checkpoint="checkpoints/en_am.pt",
+    )), None, settings)
+    assert fine.info["frozen_rows"] == 200
+    before, after = load_checkpoint(extended).state_dict, load_checkpoint(fine.last_checkpoint).state_dict
+    for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+        assert after[key].shape[0] == 400
+        assert torch.equal(after[key][:200], before[key][:200]), key
+        assert not torch.equal(after[key][200:], before[key][200:]), key
+    assert fine.base_rows_sha256["start"] == fine.base_rows_sha256["now"] is not None
+    meta = load_checkpoint(fine.last_checkpoint).meta
+    assert meta["base_size"] == 200 and meta["rows"] == 400 and meta["parent"] == load_checkpoint(extended).sha256
+
+    assert main(["prune", "--checkpoint", fine.last_checkpoint, "--output", "pruned/am.safetensors"]) == 0
+    assert (tts_ws / "pruned" / "am.tokenizer.model").is_file() and (tts_ws / "pruned" / "am.codec.pt").is_file()
+    reference = sorted((tts_ws / "datasets" / "sample" / "audio").glob("am_*.wav"))[0]
+    code = main(["synthesize", "--checkpoint", "pruned/am.safetensors", "--text", AMHARIC_SENTENCES[0],
+                 "--reference", str(reference), "--output", "out/am.wav", "--language", "am", "--json"])
+    assert code == 0 and (tts_ws / "out" / "am.wav").stat().st_size > 44
