@@ -1,0 +1,104 @@
+"""Inference tests: synthesized length grows with the text, fingerprints are enforced, LM generation, prune."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+import torch
+
+from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from core.cli import main
+from core.codec import CodecConfig, SpeechCodec
+from core.config import load_settings
+from core.errors import InputError
+from core.inference import load_for_inference, split_sentences
+from core.tokenizer import load_tokenizer
+from models.lm import GPTLM, LMConfig
+from models.tts import GPTTTS, TTSConfig
+from tests.trainer_helpers import english_words, write_word_tokenizer
+
+torch.set_num_threads(1)
+CODES_PER_SENTENCE = 24
+
+
+def _tts_checkpoint(workspace: Path) -> Path:
+    """A real TTS checkpoint whose stop logit is suppressed, so each sentence yields exactly the max codes."""
+    tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
+    codec = SpeechCodec(CodecConfig(codebook_size=16, n_mels=80, griffin_lim_iters=4), torch.randn(16, 80) - 4.0)
+    codec.save(workspace / "codecs" / "c16.pt")
+    torch.manual_seed(0)
+    config = TTSConfig(text_rows=tokenizer.size, codebook_size=16, n_mels=80, d_model=32, n_layers=1, n_heads=2,
+                       max_text_tokens=24, max_speech_tokens=CODES_PER_SENTENCE)
+    model = GPTTTS(config)
+    with torch.no_grad():
+        model.mel_head.bias[config.stop_speech] = -1e4
+    meta = CheckpointMeta(family="linguaforge", task="tts", tokenizer_fingerprint=tokenizer.fingerprint,
+                          tokenizer_size=tokenizer.size, rows=tokenizer.size, base_size=tokenizer.size, init="trained",
+                          codec_fingerprint=codec.fingerprint, model_config=config.to_dict(), step=0)
+    return save_checkpoint(workspace / "checkpoints" / "tts.pt", model.state_dict(), meta, {"step": 0})
+
+
+def _samples(path: Path) -> int:
+    return sf.info(str(path)).frames
+
+
+def test_synthesized_length_grows_with_the_text(workspace: Path, capsys: pytest.CaptureFixture) -> None:
+    _tts_checkpoint(workspace)
+    lengths = []
+    for i, text in enumerate(["The cat sleeps.", "The cat sleeps. We walked home.", "The cat sleeps. We walked home. The river rose!"]):
+        assert main(["synthesize", "--checkpoint", "checkpoints/tts.pt", "--text", text, "--output", f"out/{i}.wav", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["codes"] == [CODES_PER_SENTENCE] * (i + 1) and report["rtf"] > 0
+        lengths.append(_samples(workspace / "out" / f"{i}.wav"))
+    assert lengths[0] < lengths[1] < lengths[2]
+    per_sentence = lengths[0]
+    assert lengths[2] == pytest.approx(3 * per_sentence + 2 * 0.15 * 16000, abs=3)
+
+
+def test_a_tokenizer_with_another_fingerprint_is_refused(workspace: Path) -> None:
+    _tts_checkpoint(workspace)
+    write_word_tokenizer(workspace / "tokenizers" / "other.json", english_words()[::-1])
+    with pytest.raises(InputError, match="rows would mean other tokens"):
+        load_for_inference("checkpoints/tts.pt", load_settings(), tokenizer="tokenizers/other.json")
+    (workspace / "tokenizers" / "words.json").unlink()
+    with pytest.raises(InputError, match="not found"):
+        load_for_inference("checkpoints/tts.pt", load_settings())
+
+
+def test_prune_keeps_weights_and_metadata_only(workspace: Path) -> None:
+    source = _tts_checkpoint(workspace)
+    assert main(["prune", "--checkpoint", str(source), "--output", "pruned/tts.safetensors"]) == 0
+    pruned = load_checkpoint(workspace / "pruned" / "tts.safetensors")
+    original = load_checkpoint(source)
+    assert pruned.extra == {} and pruned.meta == original.meta
+    assert all(torch.equal(pruned.state_dict[k], v) for k, v in original.state_dict.items())
+    (workspace / "tokenizers" / "words.json").unlink()  # the copy beside the pruned file must suffice
+    inference = load_for_inference("pruned/tts.safetensors", load_settings())
+    assert inference.tokenizer.path.name == "tts.tokenizer.json"
+    assert main(["prune", "--checkpoint", str(source), "--output", "pruned/tts.pt"]) == 2
+
+
+def test_generate_with_an_lm_checkpoint(workspace: Path, capsys: pytest.CaptureFixture) -> None:
+    tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
+    config = LMConfig(text_rows=tokenizer.size, d_model=32, n_layers=1, n_heads=2, max_text_tokens=20)
+    meta = CheckpointMeta(family="linguaforge", task="lm", tokenizer_fingerprint=tokenizer.fingerprint,
+                          tokenizer_size=tokenizer.size, rows=tokenizer.size, model_config=config.to_dict())
+    save_checkpoint(workspace / "checkpoints" / "lm.safetensors", GPTLM(config).state_dict(), meta)
+    assert main(["generate", "--checkpoint", "checkpoints/lm.safetensors", "--prompt", "The cat", "--max-new-tokens", "5",
+                 "--temperature", "0", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 0 < report["tokens"] <= 5 and len(report["ids"]) == report["tokens"]
+    assert main(["synthesize", "--checkpoint", "checkpoints/lm.safetensors", "--text", "x", "--output", "o.wav"]) == 2
+
+
+def test_split_sentences_at_ends_and_long_runs(workspace: Path) -> None:
+    tokenizer = load_tokenizer(write_word_tokenizer(workspace / "t.json", english_words()))
+    assert split_sentences("The cat sleeps. We walked!  Where is it?", tokenizer, 50) == ["The cat sleeps.", "We walked!", "Where is it?"]
+    assert split_sentences("ሰላም ነው። እንዴት ነህ፧", tokenizer, 50) == ["ሰላም ነው።", "እንዴት ነህ፧"]
+    long = " ".join(["cat"] * 12)
+    assert [len(p.split()) for p in split_sentences(long, tokenizer, 5)] == [5, 5, 2]
+    with pytest.raises(InputError):
+        split_sentences("   ", tokenizer, 5)
