@@ -34,6 +34,15 @@ class Candidate:
     end: float | None = None
 
 
+def find_sibling(path: Path, extensions: tuple[str, ...]) -> Path | None:
+    """Return the first existing file with `path`'s stem and one of `extensions`, or None."""
+    for ext in extensions:
+        candidate = path.with_suffix(ext)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def read_text_lines(path: Path) -> list[tuple[int, str | None, str | None]]:
     """Return (line number, text or None, decode error or None) for each line of `path`."""
     lines = []

@@ -6,18 +6,10 @@ from pathlib import Path
 
 from core.audio import AUDIO_EXTENSIONS
 from core.errors import InputError
-from core.importers import Candidate, ImportOptions
+from core.importers import Candidate, ImportOptions, find_sibling
 from core.manifest import Reject
 
 TRANSCRIPT_EXTENSIONS = (".txt", ".lab")
-
-
-def _transcript(audio: Path) -> Path | None:
-    for ext in TRANSCRIPT_EXTENSIONS:
-        candidate = audio.with_suffix(ext)
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list[Reject]]:
@@ -39,7 +31,7 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
             continue
         if suffix not in AUDIO_EXTENSIONS:
             continue
-        transcript = _transcript(path)
+        transcript = find_sibling(path, TRANSCRIPT_EXTENSIONS)
         relative = path.relative_to(source).with_suffix("")
         clip_id = "_".join(relative.parts)
         if transcript is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core.audio import AUDIO_EXTENSIONS, audio_duration
 from core.errors import InputError
-from core.importers import Candidate, ImportOptions, read_text_lines
+from core.importers import Candidate, ImportOptions, find_sibling, read_text_lines
 from core.manifest import Reject
 
 _TIMING = re.compile(
@@ -17,14 +17,6 @@ _TIMING = re.compile(
 
 def _seconds(h: str, m: str, s: str, ms: str) -> float:
     return int(h) * 3600 + int(m) * 60 + int(s) + int(ms.ljust(3, "0")) / 1000.0
-
-
-def _recording_for(srt: Path) -> Path | None:
-    for ext in AUDIO_EXTENSIONS:
-        candidate = srt.with_suffix(ext)
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _blocks(srt: Path) -> tuple[list[tuple[int, list[tuple[int, str]]]], list[Reject]]:
@@ -97,7 +89,7 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
     candidates: list[Candidate] = []
     rejects: list[Reject] = []
     for srt in srts:
-        recording = _recording_for(srt)
+        recording = find_sibling(srt, AUDIO_EXTENSIONS)
         if recording is None:
             rejects.append(Reject(str(srt), None, "no recording with the same stem (.wav, .flac, .ogg or .mp3)"))
             continue
