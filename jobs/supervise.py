@@ -91,24 +91,6 @@ def launch(argv: list[str], cwd: Path, log_path: Path, progress_path: Path) -> s
         )
 
 
-def run_to_log(argv: list[str], cwd: Path, log_path: Path) -> tuple[int, str]:
-    """Run `python -m core ARGV` to completion, appending its stderr to the log; return (code, stdout)."""
-    env = child_env(cwd)
-    with open(log_path, "ab") as log:
-        log.write(f"$ python -m core {' '.join(argv)}\n".encode())
-        log.flush()
-        proc = subprocess.run(
-            [sys.executable, "-m", "core", *argv],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )
-        log.write(proc.stdout)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-
 def _wait(exited: Callable[[], bool], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

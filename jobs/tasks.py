@@ -18,7 +18,7 @@ from huey.api import TaskWrapper
 from huey.exceptions import RetryTask
 
 from core.config import Settings
-from core.errors import InputError
+from core.errors import InputError, LinguaForgeError
 from jobs import kinds
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
@@ -28,7 +28,6 @@ from jobs.supervise import (
     last_json_line,
     launch,
     process_start_time,
-    run_to_log,
     stop_process_group,
     worker_identity,
 )
@@ -108,7 +107,7 @@ def execute(ctx: JobContext, job_id: str) -> None:
             slot.release()
 
 
-def doctor_argv(job: dict[str, Any]) -> list[str] | None:
+def doctor_argv(job: dict[str, Any], settings: Settings) -> list[str] | None:
     """Return the `doctor` argv to run before a training job, or None when there is no doctor."""
     config = job["params"].get("config")
     if job["kind"] != "train" or config is None:
@@ -118,7 +117,19 @@ def doctor_argv(job: dict[str, Any]) -> list[str] | None:
             return None
     except InputError:
         return None
-    return ["doctor", "--config", str(config)]
+    return ["doctor", "--config", str(settings.resolve(str(config)))]
+
+
+def run_doctor(argv: list[str]) -> tuple[int, str]:
+    """Run the doctor command in this process; return (exit code, its table or error text)."""
+    from core.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.handler(args)
+    except LinguaForgeError as exc:
+        return exc.exit_code, f"error: {exc}"
+    return result.exit_code, result.text
 
 
 class Supervisor:
@@ -161,10 +172,12 @@ class Supervisor:
         self._record_outcome(proc.returncode, cancelled)
 
     def _doctor_passes(self) -> bool:
-        argv = doctor_argv(self.job)
+        argv = doctor_argv(self.job, self.ctx.settings)
         if argv is None:
             return True
-        code, table = run_to_log(argv, self.ctx.settings.workspace, self.log_path)
+        self.log(f"$ python -m core {' '.join(argv)}")
+        code, table = run_doctor(argv)
+        self.log(table.strip())
         if code == 0:
             return True
         self._finish("failed", error=f"doctor found problems:\n{table.strip()}", exit_code=code)

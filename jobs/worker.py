@@ -9,6 +9,7 @@ SIGTERM/SIGKILL) and the jobs marked `interrupted`, to be resumed by the next wo
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from huey.consumer import Consumer
 
-from core.config import Settings
+from core.config import WORKSPACE_ENV, Settings
 from jobs.queue import build_huey, describe
 from jobs.records import with_busy_retry
 from jobs.recovery import recover
@@ -39,6 +40,7 @@ class Worker:
 
     def __init__(self, settings: Settings, workers: int | None = None) -> None:
         self.settings = settings
+        os.environ[WORKSPACE_ENV] = str(settings.workspace)
         self.huey = build_huey(settings)
         self.context = make_context(settings)
         self.task = register_tasks(self.huey, self.context)

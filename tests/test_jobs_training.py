@@ -74,6 +74,19 @@ def test_tiny_training_job_finishes_with_progress(env: JobsEnv) -> None:
     assert "$ python -m core doctor --config" in env.runner.read_log(job_id)
 
 
+def test_failing_doctor_fails_the_job_before_the_trainer_starts(env: JobsEnv) -> None:
+    from trainer_helpers import lm_config
+
+    config = lm_config(env.workspace, "broken", tokenizer="tokenizers/missing.json")
+    job_id = env.runner.submit("train", {"config": "runs_cfg/broken.yaml"})
+    job = env.runner.wait(job_id, 120)
+    assert job["status"] == "failed"
+    assert job["error"].startswith("doctor found problems")
+    assert "missing.json" in job["error"]
+    assert job["pid"] is None and config.is_file()
+    assert not (env.workspace / "runs" / "broken").exists()
+
+
 def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> None:
     job_id = submit_run(env, "long", max_steps=100000, save_every=1000)
     wait_for(lambda: run_status(env, "long").get("step", 0) >= 2, 240, "training steps")
@@ -88,17 +101,17 @@ def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> No
 
 
 def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -> None:
-    job_id = submit_run(env, "crash", max_steps=40, save_every=2)
+    job_id = submit_run(env, "crash", max_steps=16, save_every=2)
     wait_for(lambda: run_status(env, "crash").get("last_checkpoint"), 240, "the first checkpoint")
     env.workers[-1].kill9()
     killed_at = run_status(env, "crash")["step"]
-    assert killed_at < 40, "training finished before the worker could be killed"
+    assert killed_at < 16, "training finished before the worker could be killed"
     env.start_worker()
     job = env.runner.wait(job_id, 300)
     assert job["status"] == "succeeded", env.runner.read_log(job_id)
     assert job["interruptions"] == 1 and job["attempts"] == 2
     status = run_status(env, "crash")
-    assert status["state"] == "finished" and status["step"] == 40
+    assert status["state"] == "finished" and status["step"] == 16
     assert status["resumed_from"], status
     log = env.runner.read_log(job_id)
     assert log.count("--resume auto") == 2

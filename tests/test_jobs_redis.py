@@ -1,0 +1,44 @@
+"""The job lifecycle against a real redis-server on a free loopback port (queue.url: redis://…)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from jobs.supervise import is_alive
+from test_jobs_support import FIXTURE_BPE, JobsEnv, make_jobs_env, redis_server
+
+
+@pytest.fixture
+def env(workspace: Path, tmp_path: Path) -> Iterator[JobsEnv]:
+    for url in redis_server(tmp_path):
+        yield from make_jobs_env(workspace, tmp_path, url=url)
+
+
+def test_redis_queue_runs_cancels_and_recovers_jobs(env: JobsEnv) -> None:
+    runner = env.runner
+    assert runner.huey.__class__.__name__ == "RedisHuey"
+    skipped = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    runner.cancel(skipped)
+    ok = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    env.start_worker()
+    assert runner.wait(ok, 120)["status"] == "succeeded", runner.read_log(ok)
+    assert runner.get_job(skipped)["started_at"] is None
+
+    crashed = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    deadline = time.monotonic() + 60
+    while not runner.get_job(crashed)["pid"]:
+        assert time.monotonic() < deadline, "job never started"
+        time.sleep(0.1)
+    running = runner.get_job(crashed)
+    env.workers[-1].kill9()
+    env.start_worker()
+    assert runner.get_job(crashed)["status"] == "interrupted"
+    assert not is_alive(running["pid"], running["pid_start"])
+    runner.resume(crashed)
+    done = runner.wait(crashed, 120)
+    assert done["status"] == "succeeded" and done["attempts"] == 2
+    assert "locked" not in env.worker_output().lower()
