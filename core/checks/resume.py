@@ -1,0 +1,38 @@
+"""Doctor check `resume.tokenizer`: may this run resume from its checkpoint with its tokenizer?
+
+Same tokenizer → pass; a prefix extension → pass, rows will be extended and the Adam state
+remapped row by row; anything else → fail naming the first differing id.
+"""
+
+from __future__ import annotations
+
+from core.doctor import CheckResult, DoctorContext, register_check
+from core.errors import InputError
+
+
+@register_check("resume.tokenizer", order=70)
+def check_resume(ctx: DoctorContext) -> CheckResult | None:
+    """Return how the resume checkpoint relates to the run's tokenizer (None when not resuming)."""
+    if ctx.resume_checkpoint is None:
+        return None
+    tokenizer = ctx.tokenizer_or_none()
+    if tokenizer is None:
+        return None
+    from core.checkpoint import load_checkpoint
+    from core.train_state import resume_plan
+
+    loaded = load_checkpoint(ctx.resume_checkpoint)
+    task = (loaded.meta or {}).get("task")
+    if ctx.run_config is not None and task != ctx.run_config.task:
+        return CheckResult("resume.tokenizer", "fail", f"{loaded.path} is a {task} checkpoint; this run is {ctx.run_config.task}.",
+                           "Resume from a checkpoint of this run's task.")
+    try:
+        plan = resume_plan(loaded, tokenizer, ctx.get_settings())
+    except InputError as exc:
+        return CheckResult("resume.tokenizer", "fail", str(exc), "Resume with the checkpoint's tokenizer or a `tokenizer extend` of it.")
+    if plan.kind == "same":
+        return CheckResult("resume.tokenizer", "pass", f"same tokenizer as {loaded.path.name} ({plan.new_size} ids).")
+    return CheckResult(
+        "resume.tokenizer", "pass",
+        f"prefix extension {plan.old_size} → {plan.new_size} ids: rows extended, Adam state remapped row by row.",
+    )

@@ -1,0 +1,59 @@
+"""Doctor checks added by the trainer: resume compatibility and the memory estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from core.config import load_settings
+from core.doctor import DoctorContext, run_doctor
+from core.run_config import load_run_config
+from core.train_memory import estimate_bytes, largest_fitting_batch
+from core.trainer import train
+from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
+
+torch.set_num_threads(1)
+
+
+def _check(report, check_id: str):  # noqa: ANN001, ANN202
+    return next(c for c in report.checks if c.id == check_id)
+
+
+def test_resume_check_names_same_extension_and_incompatible(workspace: Path) -> None:
+    lm_workspace(workspace)
+    write_word_tokenizer(workspace / "tokenizers" / "plus.json", english_words() + ["selam", "buna"])
+    swapped = english_words()
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    write_word_tokenizer(workspace / "tokenizers" / "swapped.json", swapped)
+    path = lm_config(workspace, "resume-check")
+    result = train(load_run_config(path), path, load_settings(), max_steps=1)
+    outcomes = {}
+    for name in ("en_words", "plus", "swapped"):
+        ctx = DoctorContext(tokenizer_path=workspace / "tokenizers" / f"{name}.json",
+                            resume_checkpoint=Path(result.last_checkpoint), settings=load_settings())
+        outcomes[name] = _check(run_doctor(ctx), "resume.tokenizer")
+    assert outcomes["en_words"].status == "pass" and "same tokenizer" in outcomes["en_words"].message
+    assert outcomes["plus"].status == "pass" and "prefix extension 700 → 702" in outcomes["plus"].message
+    assert outcomes["swapped"].status == "fail" and "id 4 is" in outcomes["swapped"].message
+
+
+def test_memory_estimate_scales_and_suggests_a_batch() -> None:
+    config = {"d_model": 512, "n_layers": 8, "n_heads": 8, "max_text_tokens": 400, "max_speech_tokens": 800,
+              "text_rows": 12000, "codebook_size": 8192, "n_mels": 80, "n_latents": 4}
+    one, eight = (estimate_bytes(config, "tts", b, half_activations=True) for b in (1, 8))
+    assert one["states"] == eight["states"] == one["parameters"] * 16
+    assert 30e6 < one["parameters"] < 60e6
+    assert eight["activations"] == 8 * one["activations"]
+    budget = one["states"] + 3 * one["activations"] + 1
+    assert largest_fitting_batch(config, "tts", True, budget, 32) == 3
+    assert largest_fitting_batch(config, "tts", True, one["states"], 32) == 0
+
+
+def test_memory_check_passes_for_the_tiny_preset(workspace: Path) -> None:
+    lm_workspace(workspace)
+    path = lm_config(workspace, "mem")
+    ctx = DoctorContext(run_config=load_run_config(path), config_path=path, settings=load_settings(), device="cpu",
+                        tokenizer_path=workspace / "tokenizers" / "en_words.json")
+    check = _check(run_doctor(ctx), "memory.batch")
+    assert check.status == "pass" and "free" in check.message and "MiB" in check.message
