@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import gradio as gr
 
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
 from gradio_app.runner import JobRunner
+from jobs.records import FINAL_STATUSES
 
 LOG = logging.getLogger("linguaforge.ui")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,19 +38,75 @@ def ui_action(fn: F) -> F:
     on the server and shown as a one-line internal error.
     """
 
+    def to_message(exc: Exception) -> gr.Error:
+        if isinstance(exc, gr.Error):
+            return exc
+        if isinstance(exc, LinguaForgeError):
+            return gr.Error(str(exc), print_exception=False)
+        LOG.error("dashboard handler %s failed", fn.__name__, exc_info=exc)
+        return gr.Error(f"internal error: {exc} (details in the server log)", print_exception=False)
+
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:  # the UI edge: a message, never a stack trace
+                raise to_message(exc) from None
+
+        return generator  # type: ignore[return-value]
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except LinguaForgeError as exc:
-            raise gr.Error(str(exc), print_exception=False) from None
-        except Exception as exc:  # the UI edge: log the traceback, show one line
-            LOG.exception("dashboard handler %s failed", fn.__name__)
-            raise gr.Error(f"internal error: {exc} (details in the server log)", print_exception=False) from None
+        except Exception as exc:  # the UI edge: a message, never a stack trace
+            raise to_message(exc) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def job_line(job: dict[str, Any]) -> str:
+    """Return a one-line Markdown status of a job: id, kind, status, progress, error."""
+    progress = job.get("progress") or {}
+    parts = [f"Job `{job['id']}` ({job['kind']}): **{job['status']}**"]
+    if job.get("status") == "running" and progress.get("fraction") is not None:
+        parts.append(f"{float(progress['fraction']):.0%}")
+    if job.get("error"):
+        parts.append(f"— {job['error']}")
+    return " ".join(parts)
+
+
+def follow_job(runner: JobRunner, job_id: str, poll: float = 1.0) -> Iterator[dict[str, Any]]:
+    """Yield the job's record every `poll` seconds until it reaches a final status (the last one yielded)."""
+    while True:
+        job = runner.get(job_id)
+        yield job
+        if job["status"] in FINAL_STATUSES:
+            return
+        time.sleep(poll)
+
+
+def require_success(job: dict[str, Any]) -> dict[str, Any]:
+    """Return the job's artifacts (its command's JSON output) when it succeeded; raise InputError otherwise."""
+    if job["status"] != "succeeded":
+        raise InputError(f"job {job['id']} ({job['kind']}) {job['status']}: {job.get('error') or 'no message'}. "
+                         "Its log is in the Jobs tab.")
+    return job.get("artifacts") or {}
+
+
+def paths_param(settings: Settings, value: str | None, what: str) -> list[str]:
+    """Return the comma-separated paths of a form field, each checked inside the workspace and existing."""
+    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+    if not items:
+        raise InputError(f"{what}: empty. Give one or more paths inside the workspace, separated by commas.")
+    return [str(inside_workspace(settings, item, what)) for item in items]
+
+
+def output_param(settings: Settings, value: str | None, what: str) -> str:
+    """Return an output path typed in a form, resolved inside the workspace (it need not exist)."""
+    return str(inside_workspace(settings, value, what, must_exist=False))
 
 
 def inside_workspace(settings: Settings, value: str | None, what: str, must_exist: bool = True) -> Path:

@@ -1,13 +1,171 @@
-"""dataset tab (placeholder while the stage lands)."""
+"""Dataset tab: import (paths in the workspace or uploads), the espeak sample, kept and rejected rows,
+hours per speaker and language, a clip player, and a codec fitted on a dataset."""
 
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
 import gradio as gr
 
-from gradio_app.common import UIContext
+from core.errors import InputError
+from gradio_app.common import (
+    UIContext,
+    follow_job,
+    inside_workspace,
+    job_line,
+    output_param,
+    read_jsonl,
+    relative,
+    require_success,
+    ui_action,
+    workspace_files,
+)
+from jobs.supervise import read_json
+
+FORMATS = ["ljspeech", "folder", "srt", "manifest"]
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ROWS_SHOWN = 200
+
+
+def dataset_names(ctx: UIContext) -> list[str]:
+    """Return the datasets in the workspace (folders under datasets/ with a manifest.jsonl)."""
+    return sorted(Path(p).parent.name for p in workspace_files(ctx.settings, ["datasets/*/manifest.jsonl"]))
+
+
+def _checked_name(name: str) -> str:
+    if not NAME.match(name or ""):
+        raise InputError(f"dataset name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit.")
+    return name
+
+
+def store_uploads(ctx: UIContext, files: list[str] | None, name: str) -> Path:
+    """Copy uploaded files into `uploads/<name>/` in the workspace and return that folder."""
+    if not files:
+        raise InputError("no files uploaded; drop the dataset's files (audio, transcripts, metadata) first.")
+    folder = ctx.settings.workspace / "uploads" / _checked_name(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    for item in files:
+        shutil.copyfile(item, folder / Path(item).name)
+    return folder
+
+
+def dataset_view(ctx: UIContext, name: str | None) -> tuple[str, list[list[Any]], list[list[Any]], list[list[Any]], Any]:
+    """Return (summary, hours table, kept rows, rejected rows, clip choices) of dataset `name`."""
+    if not name:
+        return "No dataset selected.", [], [], [], gr.update(choices=[], value=None)
+    folder = inside_workspace(ctx.settings, f"datasets/{_checked_name(name)}", "dataset")
+    summary = read_json(folder / "summary.json") or {}
+    kept = read_jsonl(folder / "manifest.jsonl")
+    rejects = read_jsonl(folder / "rejects.jsonl")
+    hours = [["speaker", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_speaker") or {}).items()]
+    hours += [["language", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_language") or {}).items()]
+    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reasons") or {}).items()) or "none"
+    text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
+            f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
+    kept_rows = [[r.get("id"), r.get("speaker"), r.get("language"), r.get("duration"), r.get("text")] for r in kept[:ROWS_SHOWN]]
+    reject_rows = [[r.get("source"), r.get("line"), r.get("id"), r.get("reason")] for r in rejects[:ROWS_SHOWN]]
+    clips = [r["id"] for r in kept[:ROWS_SHOWN] if r.get("id")]
+    return text, hours, kept_rows, reject_rows, gr.update(choices=clips, value=clips[0] if clips else None)
+
+
+def clip_path(ctx: UIContext, name: str | None, clip_id: str | None) -> str | None:
+    """Return the audio file of clip `clip_id` in dataset `name`, checked inside the workspace."""
+    if not name or not clip_id:
+        return None
+    folder = inside_workspace(ctx.settings, f"datasets/{_checked_name(name)}", "dataset")
+    for row in read_jsonl(folder / "manifest.jsonl"):
+        if row.get("id") == clip_id:
+            audio = Path(row["audio"])
+            return str(inside_workspace(ctx.settings, str(audio if audio.is_absolute() else folder / audio), "clip"))
+    raise InputError(f"clip {clip_id!r} is not in dataset {name}.")
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
-    """Lay out the dataset tab."""
+    """Lay out the Dataset tab."""
+    settings, runner = ctx.settings, ctx.runner
+
+    def finish(job_id: str, name: str) -> Iterator[tuple[Any, ...]]:
+        for job in follow_job(runner, job_id):
+            yield job_line(job), gr.update()
+        require_success(job)
+        yield job_line(job), gr.update(choices=dataset_names(ctx), value=name)
+
+    @ui_action
+    def import_dataset(fmt: str, source: str, files: list[str] | None, name: str, language: str, speaker: str,
+                       tokenizer: str):
+        name = _checked_name(name)
+        folder = store_uploads(ctx, files, name) if files else inside_workspace(settings, source, "input")
+        params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
+                  "language": language.strip() or None, "speaker": speaker.strip() or None,
+                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None}
+        yield from finish(runner.submit("dataset.import", params), name)
+
+    @ui_action
+    def sample(name: str, languages: str, per_language: float):
+        name = _checked_name(name)
+        params = {"output": output_param(settings, f"datasets/{name}", "output"), "languages": languages.strip() or None,
+                  "per_language": int(per_language) if per_language else None}
+        yield from finish(runner.submit("dataset.sample", params), name)
+
+    @ui_action
+    def codec(name: str, codebook: float, iterations: float, output: str):
+        manifest = inside_workspace(settings, f"datasets/{_checked_name(name or '')}/manifest.jsonl", "manifest")
+        job_id = runner.submit("codec.train", {"manifest": str(manifest), "output": output_param(settings, output, "codec"),
+                                               "codebook_size": int(codebook), "iterations": int(iterations)})
+        for job in follow_job(runner, job_id):
+            yield job_line(job)
+        require_success(job)
+        yield job_line(job) + f" → `{output}`"
+
     with gr.Tab("Dataset", id="dataset"):
-        gr.Markdown("")
+        status = gr.Markdown(elem_id="ds-status")
+        with gr.Accordion("Import", open=True):
+            with gr.Row():
+                fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format")
+                source = gr.Textbox(label="Input folder or file (inside the workspace)", elem_id="ds-input")
+                name = gr.Textbox(label="Dataset name", value="mydata", elem_id="ds-name")
+            with gr.Row():
+                language = gr.Textbox(label="Language (folder, srt)")
+                speaker = gr.Textbox(label="Speaker (optional)")
+                tokenizer = gr.Textbox(label="Reject text this tokenizer cannot encode (optional)")
+            files = gr.File(label="…or upload the files (metadata, transcripts, audio)", file_count="multiple",
+                            type="filepath")
+            import_btn = gr.Button("Import", variant="primary", elem_id="ds-import-btn")
+        with gr.Accordion("espeak-ng sample dataset", open=True):
+            with gr.Row():
+                sample_name = gr.Textbox(label="Dataset name", value="sample", elem_id="ds-sample-name")
+                languages = gr.Textbox(label="Languages", value="en,am", elem_id="ds-sample-langs")
+                per_language = gr.Number(24, label="Clips per language", precision=0, elem_id="ds-sample-per")
+                sample_btn = gr.Button("Make sample", variant="primary", elem_id="ds-sample-btn")
+        with gr.Row():
+            chosen = gr.Dropdown(dataset_names(ctx), label="Dataset", allow_custom_value=True, elem_id="ds-select")
+            refresh = gr.Button("Refresh", size="sm")
+        summary = gr.Markdown(elem_id="ds-summary")
+        hours = gr.Dataframe(headers=["by", "name", "clips", "hours"], value=[], interactive=False)
+        with gr.Tab("Kept"):
+            kept = gr.Dataframe(headers=["id", "speaker", "language", "seconds", "text"], value=[], interactive=False,
+                                wrap=True, elem_id="ds-kept")
+        with gr.Tab("Rejected"):
+            rejected = gr.Dataframe(headers=["source", "line", "id", "reason"], value=[], interactive=False, wrap=True,
+                                    elem_id="ds-rejected")
+        with gr.Row():
+            clip = gr.Dropdown([], label="Clip", elem_id="ds-clip")
+            player = gr.Audio(label="Play", type="filepath", interactive=False, elem_id="ds-player")
+        with gr.Accordion("Codec for this dataset (TTS training needs one)", open=False):
+            with gr.Row():
+                codebook = gr.Number(256, label="Codebook size", precision=0)
+                iterations = gr.Number(100, label="k-means iterations", precision=0)
+                codec_out = gr.Textbox(label="Output", value="codecs/codec.pt", elem_id="ds-codec-out")
+                codec_btn = gr.Button("Train codec", elem_id="ds-codec-btn")
+
+    view_outputs = [summary, hours, kept, rejected, clip]
+    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer], [status, chosen])
+    sample_btn.click(sample, [sample_name, languages, per_language], [status, chosen])
+    codec_btn.click(codec, [chosen, codebook, iterations, codec_out], status)
+    chosen.change(ui_action(lambda n: dataset_view(ctx, n)), chosen, view_outputs)
+    refresh.click(lambda: gr.update(choices=dataset_names(ctx)), None, chosen)
+    clip.change(ui_action(lambda n, c: clip_path(ctx, n, c)), [chosen, clip], player)
+    demo.load(lambda: gr.update(choices=dataset_names(ctx)), None, chosen)

@@ -1,13 +1,98 @@
-"""inference tab (placeholder while the stage lands)."""
+"""Inference tab: a checkpoint whose tokenizer and codec come from its metadata (shown, not chosen);
+Generate speech (`synthesize`) with an optional reference clip, or text (`generate`) for LM checkpoints."""
 
 from __future__ import annotations
 
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
 import gradio as gr
 
-from gradio_app.common import UIContext
+from core.checkpoint import inspect_checkpoint
+from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, require_success, ui_action, workspace_files
+from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
+
+META_SHOWN = ("task", "family", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint", "rows", "base_size", "step")
+
+
+def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
+    """Return the metadata rows shown for a checkpoint (what inference resolves its tokenizer and codec from)."""
+    if not checkpoint:
+        return []
+    info = inspect_checkpoint(inside_workspace(ctx.settings, checkpoint, "checkpoint"))
+    meta = info["meta"] or {}
+    rows = [["family", info["family"] or info["family_error"]], ["rows", info["rows"]]]
+    rows += [[key, meta.get(key)] for key in META_SHOWN if meta.get(key) is not None and key not in ("family", "rows")]
+    if not meta:
+        rows.append(["metadata", "none: a foreign checkpoint; extend or train it with LinguaForge first"])
+    return rows
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
-    """Lay out the inference tab."""
+    """Lay out the Inference tab."""
+    settings, runner = ctx.settings, ctx.runner
+    outputs = settings.workspace / "outputs"
+
+    def run(kind: str, params: dict[str, Any]):
+        job_id = runner.submit(kind, params)
+        for job in follow_job(runner, job_id, poll=0.5):
+            yield job
+        require_success(job)
+
+    @ui_action
+    def synthesize(checkpoint: str, text: str, reference: str | None, temperature: float, top_k: float,
+                   top_p: float, seed: float):
+        out = outputs / f"tts-{time.strftime('%Y%m%d-%H%M%S')}.wav"
+        params: dict[str, Any] = {
+            "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "text": text,
+            "output": str(out), "temperature": temperature, "top_k": int(top_k), "top_p": top_p, "seed": int(seed),
+        }
+        if reference:
+            kept = outputs / "references" / Path(reference).name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(reference, kept)
+            params["reference"] = str(kept)
+        for job in run("synthesize", params):
+            yield job_line(job), None
+        yield job_line(job) + f" → `{out.relative_to(settings.workspace)}`", str(out)
+
+    @ui_action
+    def generate(checkpoint: str, prompt: str, max_tokens: float, temperature: float, top_k: float, seed: float):
+        params = {"checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "prompt": prompt,
+                  "max_tokens": int(max_tokens), "temperature": temperature, "top_k": int(top_k), "seed": int(seed)}
+        for job in run("generate", params):
+            yield job_line(job), ""
+        yield job_line(job), str((job.get("artifacts") or {}).get("text", ""))
+
     with gr.Tab("Inference", id="inference"):
-        gr.Markdown("")
+        with gr.Row():
+            checkpoint = gr.Dropdown(workspace_files(settings, CHECKPOINT_GLOBS), label="Checkpoint",
+                                     allow_custom_value=True, elem_id="inf-checkpoint")
+            refresh = gr.Button("Refresh", size="sm")
+        meta = gr.Dataframe(headers=["from the checkpoint's metadata", "value"], value=[], interactive=False,
+                            elem_id="inf-meta")
+        status = gr.Markdown(elem_id="inf-status")
+        with gr.Row():
+            temperature = gr.Slider(0.1, 2.0, value=0.8, step=0.05, label="Temperature")
+            top_k = gr.Slider(0, 200, value=50, step=1, label="Top-k (0 = off)")
+            top_p = gr.Slider(0.1, 1.0, value=0.95, step=0.01, label="Top-p")
+            seed = gr.Number(0, label="Seed", precision=0)
+        with gr.Tab("Speech (TTS)"):
+            text = gr.Textbox(label="Text", lines=2, elem_id="inf-text")
+            reference = gr.Audio(label="Reference clip (optional)", sources=["upload", "microphone"], type="filepath")
+            tts_btn = gr.Button("Generate speech", variant="primary", elem_id="inf-tts-btn")
+            audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id="inf-audio",
+                             buttons=["download"])
+        with gr.Tab("Text (LM)"):
+            prompt = gr.Textbox(label="Prompt", lines=2, elem_id="inf-prompt")
+            max_tokens = gr.Number(100, label="Max new tokens", precision=0)
+            lm_btn = gr.Button("Generate text", variant="primary", elem_id="inf-lm-btn")
+            generated = gr.Textbox(label="Generated text", lines=6, interactive=False, elem_id="inf-generated")
+
+    checkpoint.change(ui_action(lambda c: checkpoint_meta(ctx, c)), checkpoint, meta)
+    refresh.click(lambda: gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)), None, checkpoint)
+    tts_btn.click(synthesize, [checkpoint, text, reference, temperature, top_k, top_p, seed], [status, audio])
+    lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [status, generated])
+    demo.load(lambda: gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)), None, checkpoint)

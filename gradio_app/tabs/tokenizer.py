@@ -1,13 +1,173 @@
-"""tokenizer tab (placeholder while the stage lands)."""
+"""Tokenizer tab: train, extend, merge and sweep as jobs; the inspect report as tables and a plot."""
 
 from __future__ import annotations
 
-import gradio as gr
+from typing import Any, Iterator
 
-from gradio_app.common import UIContext
+import gradio as gr
+import pandas as pd
+
+from core.corpus import read_corpus_lines
+from core.tokenizer_report import inspect_tokenizer
+from gradio_app.common import (
+    UIContext,
+    follow_job,
+    inside_workspace,
+    job_line,
+    output_param,
+    paths_param,
+    require_success,
+    ui_action,
+    workspace_files,
+)
+
+TOKENIZER_GLOBS = ["tokenizers/*.model", "tokenizers/*.json"]
+SWEEP_HEADERS = ["size", "chars/token", "bytes/token", "unused share", "note"]
+
+
+def report_tables(report: dict[str, Any]) -> tuple[list[list[Any]], list[list[Any]], pd.DataFrame]:
+    """Return (summary rows, unknown-character rows, id-range frame) for an inspect report."""
+    size = int(report["size"])
+    summary: list[list[Any]] = [["kind", report["kind"]], ["size", size], ["fingerprint", report["fingerprint"]],
+                                ["special ids", str(report.get("special_ids"))]]
+    base = report.get("base_size")
+    ranges = [["base ids", f"0–{(base or size) - 1}"]]
+    if base is not None and base < size:
+        ranges.append(["new ids", f"{base}–{size - 1}"])
+    summary += ranges
+    stats = report.get("corpus")
+    unknown: list[list[Any]] = []
+    frame = pd.DataFrame(columns=["range", "share of tokens"])
+    if stats:
+        summary += [
+            ["corpus lines / tokens", f"{stats['lines']} / {stats['tokens']}"],
+            ["unk rate", f"{stats['unk_rate']:.2%}"],
+            ["characters per token", f"{stats['chars_per_token']:.3f}"],
+            ["bytes per token", f"{stats['bytes_per_token']:.3f}"],
+            ["vocabulary never used", f"{stats['unused_share']:.1%} ({size - stats['ids_used']} of {size} ids)"],
+        ]
+        unknown = [[u["char"], u["codepoint"], u["count"]] for u in stats.get("unknown_characters") or []]
+        if "share_at_or_above_base" in stats:
+            summary.append(["added pieces used", f"{stats['added_pieces_used']} of {stats['added_pieces']}"])
+            share = float(stats["share_at_or_above_base"])
+            frame = pd.DataFrame({"range": ["base ids", "new ids"], "share of tokens": [1.0 - share, share]})
+        else:
+            frame = pd.DataFrame({"range": ["used ids", "never used"],
+                                  "share of tokens": [1.0 - stats["unused_share"], stats["unused_share"]]})
+    return summary, unknown, frame
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
-    """Lay out the tokenizer tab."""
+    """Lay out the Tokenizer tab."""
+    settings, runner = ctx.settings, ctx.runner
+
+    def run(kind: str, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+        job_id = runner.submit(kind, params)
+        for job in follow_job(runner, job_id):
+            yield job_line(job), gr.update()
+        artifacts = require_success(job)
+        yield job_line(job) + f" → `{artifacts.get('output', '')}`", gr.update(
+            choices=workspace_files(settings, TOKENIZER_GLOBS))
+
+    @ui_action
+    def train(corpus: str, kind: str, vocab_size: float, model_type: str, coverage: float, output: str):
+        yield from run("tokenizer.train", {
+            "corpus": paths_param(settings, corpus, "corpus"), "kind": kind, "vocab_size": int(vocab_size or 0),
+            "model_type": model_type, "character_coverage": coverage, "output": output_param(settings, output, "output")})
+
+    @ui_action
+    def extend(base: str, corpus: str, target: float, protect: str, coverage: float, output: str):
+        yield from run("tokenizer.extend", {
+            "base": str(inside_workspace(settings, base, "base tokenizer")),
+            "corpus": paths_param(settings, corpus, "corpus"), "target_size": int(target or 0),
+            "protect_corpus": paths_param(settings, protect, "protect corpus") if protect.strip() else None,
+            "character_coverage": coverage, "output": output_param(settings, output, "output")})
+
+    @ui_action
+    def merge(base: str, add: str, corpus: str, vocab_size: float, tag: str, output: str):
+        yield from run("tokenizer.merge", {
+            "base": str(inside_workspace(settings, base, "base tokenizer")),
+            "add": str(inside_workspace(settings, add, "tokenizer to add")) if add.strip() else None,
+            "corpus": paths_param(settings, corpus, "corpus") if corpus.strip() else None,
+            "vocab_size": int(vocab_size) if vocab_size else None, "language_tag": tag.strip() or None,
+            "output": output_param(settings, output, "output")})
+
+    @ui_action
+    def sweep(corpus: str, sizes: str, kind: str, model_type: str):
+        job_id = runner.submit("tokenizer.sweep", {"corpus": paths_param(settings, corpus, "corpus"),
+                                                   "sizes": sizes, "kind": kind, "model_type": model_type})
+        for job in follow_job(runner, job_id):
+            yield job_line(job), gr.update()
+        result = require_success(job)
+        rows = [[r["size"], round(r["chars_per_token"], 3), round(r["bytes_per_token"], 3),
+                 round(r["unused_share"], 3), ""] if r.get("error") is None else [r["size"], None, None, None, r["error"]]
+                for r in result.get("rows", [])]
+        yield job_line(job) + f" — recommended **{result.get('recommended')}**: {result.get('reason', '')}", rows
+
+    @ui_action
+    def inspect(tokenizer: str, corpus: str, base_size: float | None):
+        path = inside_workspace(settings, tokenizer, "tokenizer")
+        lines = read_corpus_lines(paths_param(settings, corpus, "corpus"), check_variety=False) if corpus.strip() else None
+        return report_tables(inspect_tokenizer(path, lines, int(base_size) if base_size else None))
+
+    kinds = ["sentencepiece", "hf-bpe"]
     with gr.Tab("Tokenizer", id="tokenizer"):
-        gr.Markdown("")
+        status = gr.Markdown(elem_id="tok-status")
+        with gr.Tab("Train"):
+            with gr.Row():
+                t_corpus = gr.Textbox(label="Corpus files (comma-separated)", elem_id="tok-train-corpus")
+                t_output = gr.Textbox(label="Output", value="tokenizers/new.model", elem_id="tok-train-output")
+            with gr.Row():
+                t_kind = gr.Dropdown(kinds, value="sentencepiece", label="Kind")
+                t_size = gr.Number(1000, label="Vocabulary size", precision=0, elem_id="tok-train-size")
+                t_model = gr.Dropdown(["bpe", "unigram"], value="bpe", label="Model type")
+                t_cov = gr.Number(1.0, label="Character coverage")
+            t_btn = gr.Button("Train tokenizer", variant="primary", elem_id="tok-train-btn")
+        with gr.Tab("Extend"):
+            with gr.Row():
+                e_base = gr.Dropdown(workspace_files(settings, ["tokenizers/*.model"]), label="Base tokenizer",
+                                     allow_custom_value=True)
+                e_corpus = gr.Textbox(label="New-language corpus (comma-separated)")
+                e_protect = gr.Textbox(label="Protect corpus (base language, optional)")
+            with gr.Row():
+                e_target = gr.Number(2000, label="Target size", precision=0)
+                e_cov = gr.Number(1.0, label="Character coverage")
+                e_output = gr.Textbox(label="Output", value="tokenizers/extended.model")
+            e_btn = gr.Button("Extend tokenizer", variant="primary")
+        with gr.Tab("Merge (HF)"):
+            with gr.Row():
+                m_base = gr.Dropdown(workspace_files(settings, ["tokenizers/*.json"]), label="Base tokenizer.json",
+                                     allow_custom_value=True)
+                m_add = gr.Textbox(label="tokenizer.json to add (or a corpus)")
+                m_corpus = gr.Textbox(label="Corpus to train the addition on")
+            with gr.Row():
+                m_size = gr.Number(None, label="Addition size (with corpus)", precision=0)
+                m_tag = gr.Textbox(label="Language tag", placeholder="am")
+                m_output = gr.Textbox(label="Output", value="tokenizers/merged.json")
+            m_btn = gr.Button("Merge", variant="primary")
+        with gr.Tab("Sweep"):
+            with gr.Row():
+                s_corpus = gr.Textbox(label="Corpus files (comma-separated)")
+                s_sizes = gr.Textbox(label="Sizes", value="500,1000,2000")
+                s_kind = gr.Dropdown(kinds, value="sentencepiece", label="Kind")
+                s_model = gr.Dropdown(["bpe", "unigram"], value="bpe", label="Model type")
+            s_btn = gr.Button("Sweep", variant="primary")
+            s_table = gr.Dataframe(headers=SWEEP_HEADERS, value=[], interactive=False)
+        gr.Markdown("### Inspect")
+        with gr.Row():
+            i_tok = gr.Dropdown(workspace_files(settings, TOKENIZER_GLOBS), label="Tokenizer", allow_custom_value=True,
+                                elem_id="tok-inspect-tokenizer")
+            i_corpus = gr.Textbox(label="Corpus (optional, comma-separated)", elem_id="tok-inspect-corpus")
+            i_base = gr.Number(None, label="Base size (optional)", precision=0)
+            i_btn = gr.Button("Inspect", elem_id="tok-inspect-btn")
+        with gr.Row():
+            i_summary = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, elem_id="tok-report")
+            i_unknown = gr.Dataframe(headers=["unknown character", "codepoint", "count"], value=[], interactive=False)
+            i_plot = gr.BarPlot(pd.DataFrame(columns=["range", "share of tokens"]), x="range", y="share of tokens",
+                                title="Token share by id range", height=240)
+
+    t_btn.click(train, [t_corpus, t_kind, t_size, t_model, t_cov, t_output], [status, i_tok])
+    e_btn.click(extend, [e_base, e_corpus, e_target, e_protect, e_cov, e_output], [status, i_tok])
+    m_btn.click(merge, [m_base, m_add, m_corpus, m_size, m_tag, m_output], [status, i_tok])
+    s_btn.click(sweep, [s_corpus, s_sizes, s_kind, s_model], [status, s_table])
+    i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_summary, i_unknown, i_plot])

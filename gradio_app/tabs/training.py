@@ -18,6 +18,7 @@ from core.errors import InputError
 from core.fsutil import atomic_write_text
 from core.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
 from jobs.supervise import read_json
+from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from gradio_app.common import (
     UIContext,
     format_seconds,
@@ -34,7 +35,7 @@ LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
 TOP1_METRICS = ("mel_top1",)
 LIVE_S = 2.0
 BUILTIN = "preset:"
-STATUS_ICONS = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}
+STATUS_ICONS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
 
 def run_config_path(name: str) -> str:
@@ -145,15 +146,15 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
         config_path = ctx.settings.resolve(run_config_path(config.name))
     except (InputError, ValueError, TypeError) as exc:
         return [["config", STATUS_ICONS["fail"], str(exc), "Correct the field named in the message."]], False, \
-            "❌ The form does not make a valid run config."
+            "**FAIL** The form does not make a valid run config; Start is disabled."
     report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
     rows = [[c["id"], STATUS_ICONS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
     failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
     if failing:
-        return rows, False, f"❌ Start is disabled: {', '.join(failing)} failed. Apply the fix shown, then Start."
+        return rows, False, f"**FAIL** Start is disabled: {', '.join(failing)} failed. Apply the fix shown, then Start."
     warns = sum(1 for c in report["checks"] if c["status"] == "warn")
-    return rows, True, f"✅ Ready to start ({len(rows)} checks, {warns} warnings)."
+    return rows, True, f"**PASS** Ready to start ({len(rows)} checks, {warns} warnings)."
 
 
 def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
@@ -192,18 +193,19 @@ def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pd.DataF
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Training tab."""
     settings, runner = ctx.settings, ctx.runner
-    tokenizers = workspace_files(settings, ["tokenizers/*.model", "tokenizers/*.json"])
+    tokenizers = workspace_files(settings, TOKENIZER_GLOBS)
 
-    with gr.Tab("Training", id="training"):
+    with gr.Tab("Training", id="training") as tab:
         base = gr.State({})
         with gr.Row():
-            preset = gr.Dropdown(label="Load preset or saved config", choices=preset_choices(ctx), allow_custom_value=True,
+            choices = preset_choices(ctx)
+            preset = gr.Dropdown(label="Load preset or saved config", choices=choices, allow_custom_value=True,
+                                 value=f"{BUILTIN}tiny" if f"{BUILTIN}tiny" in choices else None,
                                  scale=3, elem_id="train-preset")
             load_btn = gr.Button("Load", size="sm", scale=1, elem_id="train-load")
             save_name = gr.Textbox(label="Save form as workspace preset", placeholder="presets/NAME.yaml name", scale=2)
             save_btn = gr.Button("Save preset", size="sm", scale=1)
-        with gr.Row():
-            with gr.Column(scale=3):
+        with gr.Column():
                 with gr.Row():
                     name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
                     task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
@@ -211,7 +213,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 with gr.Row():
                     tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
                     base_checkpoint = gr.Dropdown(
-                        workspace_files(settings, ["checkpoints/*.safetensors", "checkpoints/*.pt"]),
+                        workspace_files(settings, CHECKPOINT_GLOBS),
                         label="Base checkpoint (optional)", allow_custom_value=True, elem_id="train-checkpoint")
                     codec = gr.Dropdown(workspace_files(settings, ["codecs/*.pt"]), label="Codec (tts)",
                                         allow_custom_value=True, elem_id="train-codec")
@@ -223,21 +225,21 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 with gr.Row():
                     freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
                     lr = gr.Number(5.0e-4, label="Learning rate")
-                    batch_size = gr.Number(16, label="Batch size", precision=0)
+                    batch_size = gr.Number(16, label="Batch size", precision=0, elem_id="train-batch")
                     accumulate = gr.Number(1, label="Accumulate", precision=0)
                 with gr.Row():
                     max_steps = gr.Number(2000, label="Max steps", precision=0, elem_id="train-max-steps")
-                    val_every = gr.Number(200, label="Validate every", precision=0)
-                    save_every = gr.Number(200, label="Save every", precision=0)
+                    val_every = gr.Number(200, label="Validate every", precision=0, elem_id="train-val-every")
+                    save_every = gr.Number(200, label="Save every", precision=0, elem_id="train-save-every")
                     precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
                     seed = gr.Number(0, label="Seed", precision=0)
-                command = gr.Textbox(label="Preview command", value=preview_command("run"), interactive=False,
-                                     elem_id="train-command", buttons=["copy"])
-            with gr.Column(scale=2):
-                gr.Markdown("### Preflight")
-                summary = gr.Markdown(elem_id="preflight-summary")
-                table = gr.Dataframe(headers=PREFLIGHT_HEADERS, value=[], interactive=False, wrap=True,
-                                     elem_id="preflight-table")
+        command = gr.Textbox(label="Preview command", value=preview_command("run"), interactive=False,
+                             elem_id="train-command", buttons=["copy"])
+        with gr.Group():
+            gr.Markdown("### Preflight (the doctor, run live as the form changes)")
+            summary = gr.Markdown(elem_id="preflight-summary")
+            table = gr.Dataframe(headers=PREFLIGHT_HEADERS, value=[], interactive=False, wrap=True,
+                                 column_widths=["14%", "6%", "50%", "30%"], elem_id="preflight-table")
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", interactive=False, elem_id="train-start")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="train-stop")
@@ -318,12 +320,24 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
                 metric_frame(rows, TOP1_METRICS), tail)
 
+    def choices() -> tuple[Any, ...]:
+        return (gr.update(choices=preset_choices(ctx)),
+                gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
+                gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)),
+                gr.update(choices=workspace_files(settings, ["codecs/*.pt"])),
+                gr.update(choices=workspace_files(settings, ["datasets/*/manifest.jsonl"])))
+
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
-        if job is None:
-            return "", gr.update(), gr.update(choices=preset_choices(ctx))
-        folder = _run_folder(ctx, job, "")
-        return str(job["id"]), folder.name if folder else gr.update(), gr.update(choices=preset_choices(ctx))
+        folder = _run_folder(ctx, job, "") if job else None
+        if folder is None or not (folder / "config.yaml").is_file():
+            return ("", gr.update(), *[gr.update()] * len(fields), *choices())
+        try:
+            data = resolve_preset_chain(read_yaml(folder / "config.yaml"))
+            values = dict_to_form(data)
+        except InputError:
+            return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
+        return (str(job["id"]), data, *values, *choices())
 
     for field in fields:
         field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command],
@@ -334,7 +348,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     stop_btn.click(stop, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
     timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log], show_progress="hidden")
-    demo.load(on_load, outputs=[job_id, name, preset]).then(
+    choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
+    tab.select(choices, outputs=choice_fields, show_progress="hidden")
+    demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
         on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command])
 
 

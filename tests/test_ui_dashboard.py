@@ -1,0 +1,236 @@
+"""The dashboard in a real browser: the real app.py (worker, TensorBoard, Gradio) with --auth, driven
+by Debian chromium through Playwright. One app start is shared by the module's tests, in order."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+USER, PASSWORD = "tester", "s3cret-pass"
+SHARED_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
+RUN = "ui-run"
+MAX_STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+    """The real app on a free port with --auth, for a fresh workspace holding the IndexTTS2 tokenizer."""
+    chromium_path()
+    root = tmp_path_factory.mktemp("dashboard")
+    workspace = root / "workspace"
+    (workspace / "tokenizers").mkdir(parents=True)
+    shutil.copyfile(SHARED_FIXTURES / "indextts2" / "bpe.model", workspace / "tokenizers" / "indextts.model")
+    with running_app(workspace, root / "app.log", auth=f"{USER}:{PASSWORD}") as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def screens(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the screenshots of each tab are saved in."""
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def page(dashboard: AppProcess):
+    """A chromium page logged in to the dashboard through its login form."""
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab.set_default_timeout(30_000)
+            tab.goto(dashboard.url)
+            tab.get_by_label("username").fill(USER)
+            tab.get_by_label("password").fill(PASSWORD)
+            tab.get_by_role("button", name="Login").click()
+            tab.get_by_role("tab", name="Training").wait_for()
+            yield tab
+        finally:
+            browser.close()
+
+
+def fill(page, elem_id: str, value: object, commit: bool = False) -> None:
+    """Type `value` into the input of the component `elem_id`; `commit` presses Enter (dropdowns)."""
+    field = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
+    field.fill(str(value))
+    if commit:
+        field.press("Enter")
+    field.blur()
+
+
+def wait_text(page, elem_id: str, text: str, timeout_s: float) -> str:
+    """Wait until the component `elem_id` shows `text`; fail with what it showed instead."""
+    locator = page.locator(f"#{elem_id}")
+    deadline = time.monotonic() + timeout_s
+    shown = ""
+    while time.monotonic() < deadline:
+        shown = locator.inner_text()
+        if text in shown:
+            return shown
+        if "**failed**" in shown or ": failed" in shown:
+            break
+        time.sleep(0.5)
+    raise AssertionError(f"#{elem_id} did not show {text!r} within {timeout_s:.0f}s; it shows: {shown[:1500]}")
+
+
+def last_checkpoint(workspace: Path) -> str:
+    """Return the workspace-relative last checkpoint of the UI training run (from its status.json)."""
+    status = json.loads((workspace / "runs" / RUN / "status.json").read_text(encoding="utf-8"))
+    return str(Path(status["last_checkpoint"]).resolve().relative_to(workspace.resolve()))
+
+
+def open_tab(page, name: str) -> None:
+    """Click the top-level tab `name`."""
+    page.get_by_role("tab", name=name, exact=True).first.click()
+
+
+def test_auth_rejects_unauthenticated_requests(dashboard: AppProcess) -> None:
+    """Without the login, the app's config and API and the TensorBoard proxy answer 401."""
+    for path in ("/config", "/gradio_api/info", "/tensorboard/", "/tensorboard/data/runs"):
+        response = httpx.get(dashboard.url + path, timeout=10.0)
+        assert response.status_code == 401, (path, response.status_code, response.text[:200])
+    page_html = httpx.get(dashboard.url + "/", timeout=10.0).text
+    assert "Preflight" not in page_html
+    assert httpx.get(dashboard.url + "/tensorboard/", auth=(USER, "wrong"), timeout=10.0).status_code == 401
+    assert "TensorBoard" in wait_http(dashboard.url + "/tensorboard/", auth=(USER, PASSWORD)).text
+
+
+def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None:
+    """Sample dataset → codec + tokenizer → tiny training watched to the end → reload → TensorBoard."""
+    workspace = dashboard.workspace
+
+    open_tab(page, "Dataset")
+    fill(page, "ds-input", "/etc")
+    fill(page, "ds-name", "outside")
+    page.locator("#ds-import-btn").click()
+    page.get_by_text("outside the allowed folders").first.wait_for()
+
+    fill(page, "ds-sample-name", "sample")
+    fill(page, "ds-sample-per", 4)
+    page.locator("#ds-sample-btn").click()
+    wait_text(page, "ds-status", "succeeded", 180)
+    wait_text(page, "ds-summary", "8 kept", 30)
+    assert page.locator("#ds-kept").inner_text().count("espeak") >= 2
+    page.locator("#ds-player audio, #ds-player button").first.wait_for(state="attached")
+    page.screenshot(path=str(screens / "dataset.png"), full_page=True)
+
+    page.get_by_text("Codec for this dataset").click()
+    fill(page, "ds-codec-out", "codecs/sample.pt")
+    page.locator("#ds-codec-btn").click()
+
+    rows = [json.loads(line) for line in (workspace / "datasets/sample/manifest.jsonl").read_text().splitlines()]
+    (workspace / "corpus").mkdir()
+    (workspace / "corpus/sample.txt").write_text("\n".join(r["text"] for r in rows) * 4 + "\n", encoding="utf-8")
+    open_tab(page, "Tokenizer")
+    fill(page, "tok-train-corpus", "corpus/sample.txt")
+    fill(page, "tok-train-size", 100)
+    fill(page, "tok-train-output", "tokenizers/sample.model")
+    page.locator("#tok-train-btn").click()
+    wait_text(page, "tok-status", "succeeded", 180)
+    fill(page, "tok-inspect-tokenizer", "tokenizers/sample.model", commit=True)
+    fill(page, "tok-inspect-corpus", "corpus/sample.txt")
+    page.locator("#tok-inspect-btn").click()
+    wait_text(page, "tok-report", "unk rate", 60)
+    page.screenshot(path=str(screens / "tokenizer.png"), full_page=True)
+
+    open_tab(page, "Dataset")
+    wait_text(page, "ds-status", "codecs/sample.pt", 180)
+
+    open_tab(page, "Training")
+    page.locator("#train-load").click()
+    fill(page, "train-name", RUN)
+    fill(page, "train-tokenizer", "tokenizers/sample.model", commit=True)
+    fill(page, "train-codec", "codecs/sample.pt", commit=True)
+    fill(page, "train-manifest", "datasets/sample/manifest.jsonl", commit=True)
+    fill(page, "train-max-steps", MAX_STEPS)
+    fill(page, "train-val-every", 6)
+    fill(page, "train-save-every", 6)
+    fill(page, "train-batch", 4)
+    wait_text(page, "preflight-summary", "Ready to start", 90)
+    assert page.locator("#train-command input, #train-command textarea").first.input_value() == \
+        f"python -m core train --config runs/{RUN}/config.yaml"
+    page.locator("#train-start").click()
+    wait_text(page, "train-message", "Started job", 30)
+    job_id = page.locator("#train-job input, #train-job textarea").first.input_value()
+
+    seen: set[int] = set()
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline:
+        seen.add(int(page.locator("#train-progress").get_attribute("value") or 0))
+        if "finished" in page.locator("#train-progress-text").inner_text():
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"training did not finish; log:\n{page.locator('#train-log textarea').input_value()}")
+    assert MAX_STEPS in seen and any(0 < v < MAX_STEPS for v in seen), f"the bar never moved: {sorted(seen)}"
+    page.screenshot(path=str(screens / "training.png"), full_page=True)
+
+    page.reload()
+    open_tab(page, "Training")
+    page.wait_for_function(
+        "id => (document.querySelector('#train-job input, #train-job textarea') || {}).value === id", arg=job_id)
+    open_tab(page, "Jobs")
+    wait_text(page, "jobs-table", "succeeded", 30)
+    assert job_id in page.locator("#jobs-table").inner_text()
+    page.screenshot(path=str(screens / "jobs.png"), full_page=True)
+
+    open_tab(page, "TensorBoard")
+    frame = page.frame_locator("#tensorboard-frame")
+    frame.get_by_text("TensorBoard").first.wait_for(timeout=60_000)
+    frame.get_by_text(RUN).first.wait_for(timeout=60_000)
+    page.screenshot(path=str(screens / "tensorboard.png"))
+
+
+def test_doctor_failure_disables_start(dashboard: AppProcess, page, screens: Path) -> None:
+    """A checkpoint made for another tokenizer fails the doctor: Start is disabled and the fix is shown."""
+    open_tab(page, "Training")
+    fill(page, "train-name", "mismatch")
+    fill(page, "train-tokenizer", "tokenizers/indextts.model", commit=True)
+    fill(page, "train-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
+    summary = wait_text(page, "preflight-summary", "Start is disabled", 90)
+    assert "checkpoint.rows" in summary
+    assert page.locator("#train-start").is_disabled()
+    assert "embeddings extend" in page.locator("#preflight-table").inner_text()
+    page.screenshot(path=str(screens / "training-doctor-fail.png"), full_page=True)
+
+    fill(page, "train-manifest", "/etc/passwd", commit=True)
+    wait_text(page, "preflight-table", "outside the allowed folders", 60)
+    assert page.locator("#train-start").is_disabled()
+
+    open_tab(page, "Embeddings")
+    fill(page, "emb-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
+    fill(page, "emb-base", "tokenizers/sample.model", commit=True)
+    fill(page, "emb-new", "tokenizers/indextts.model", commit=True)
+    page.locator("#emb-check").click()
+    plan = wait_text(page, "emb-plan", "rows after", 60)
+    assert "12000" in plan
+    page.screenshot(path=str(screens / "embeddings.png"), full_page=True)
+
+
+def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> None:
+    """Generate speech from the trained checkpoint; the audio element gets a non-zero duration."""
+    from jobs.kinds import available_kinds
+
+    open_tab(page, "Inference")
+    page.screenshot(path=str(screens / "inference.png"), full_page=True)
+    if "synthesize" not in available_kinds():
+        pytest.skip("the `synthesize` command (issue 5) does not exist yet")
+    fill(page, "inf-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
+    wait_text(page, "inf-meta", "tokenizer", 60)
+    fill(page, "inf-text", "Hello from the dashboard.")
+    page.locator("#inf-tts-btn").click()
+    wait_text(page, "inf-status", "succeeded", 300)
+    page.wait_for_function(
+        "() => { const a = document.querySelector('#inf-audio audio'); return a && a.duration > 0; }",
+        timeout=60_000)
+    page.screenshot(path=str(screens / "inference.png"), full_page=True)
