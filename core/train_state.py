@@ -24,8 +24,8 @@ from core.checkpoint import LoadedCheckpoint
 from core.config import Settings
 from core.errors import InputError
 from core.fsutil import atomic_write
-from core.tokenizer import Tokenizer, load_tokenizer
-from core.vocab import find_tokenizer_by_fingerprint, first_difference
+from core.tokenizer import Tokenizer
+from core.vocab import first_difference
 
 STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
 BEST_FILE = "best.pt"
@@ -107,28 +107,6 @@ class ResumePlan:
     new_size: int
 
 
-def checkpoint_tokenizer(loaded: LoadedCheckpoint, settings: Settings) -> Tokenizer:
-    """Return the tokenizer a training checkpoint was made with (its recorded path, else by fingerprint).
-
-    Raises InputError when neither the recorded file (with the same fingerprint) nor a file in
-    the workspace's tokenizers/ folder with that fingerprint exists.
-    """
-    meta = loaded.meta or {}
-    fingerprint = meta.get("tokenizer_fingerprint")
-    recorded = loaded.extra.get("tokenizer_path")
-    if recorded and Path(recorded).is_file():
-        tokenizer = load_tokenizer(recorded)
-        if tokenizer.fingerprint == fingerprint:
-            return tokenizer
-    found = find_tokenizer_by_fingerprint(settings.resolve("tokenizers"), fingerprint) if fingerprint else None
-    if found is None:
-        raise InputError(
-            f"{loaded.path}: made with tokenizer {str(fingerprint)[:12]}…, which is neither at its recorded path "
-            f"({recorded}) nor in {settings.resolve('tokenizers')}. Copy that tokenizer back so the rows can be matched."
-        )
-    return load_tokenizer(found)
-
-
 def resume_plan(loaded: LoadedCheckpoint, tokenizer: Tokenizer, settings: Settings) -> ResumePlan:
     """Return how to resume `loaded` with `tokenizer`.
 
@@ -141,7 +119,9 @@ def resume_plan(loaded: LoadedCheckpoint, tokenizer: Tokenizer, settings: Settin
         raise InputError(f"{loaded.path}: no LinguaForge metadata (tokenizer fingerprint, rows); cannot resume from it.")
     if meta["tokenizer_fingerprint"] == tokenizer.fingerprint:
         return ResumePlan("same", None, int(meta["rows"]), tokenizer.size)
-    old = checkpoint_tokenizer(loaded, settings)
+    from core.inference import resolve_tokenizer
+
+    old = resolve_tokenizer(loaded, settings)
     diff = first_difference(old, tokenizer)
     if diff is not None:
         if diff >= tokenizer.size:
