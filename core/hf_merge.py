@@ -200,8 +200,8 @@ def _new_spec(
         raise InputError("pass either --add NEW.json or --corpus FILE… with --vocab-size N, not both and not neither.")
     if add_path is not None:
         return _load_hf(add_path, "--add")[1]
-    if not vocab_size or vocab_size < 8:
-        raise InputError(f"--vocab-size {vocab_size} is missing or too small; with --corpus pass --vocab-size N (N >= 8).")
+    if not vocab_size or vocab_size < 2:
+        raise InputError(f"--vocab-size {vocab_size} is missing or too small; with --corpus pass --vocab-size N (N >= 2).")
     unk = base_spec["model"].get("unk_token") or "[UNK]"
     new = train_hf_bpe_json(corpus_lines, vocab_size, special_tokens=(unk,), template=base_spec)
     if hf_vocab_size(new) < vocab_size:
