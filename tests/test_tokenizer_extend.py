@@ -133,3 +133,20 @@ def test_bad_corpus_exits_2_with_line_number(indextts_bpe, tmp_path, cli):
     assert "bad.txt line 2: not UTF-8 (byte 0xe9" in run.stderr and "Traceback" not in run.stderr
     assert run.json()["ok"] is False
     assert not (tmp_path / "o.model").exists()
+
+
+def test_extend_a_bpe_base(tmp_path):
+    from core.tokenizer_train import train_tokenizer
+
+    train_tokenizer(ENGLISH_SENTENCES, "sentencepiece", 800, tmp_path / "en.model")
+    base = load_tokenizer(tmp_path / "en.model")
+    report = extend_sentencepiece(tmp_path / "en.model", AMHARIC_SENTENCES, 1400, tmp_path / "am.model")
+    extended = load_tokenizer(tmp_path / "am.model")
+    assert report["reached_target"] and extended.size == 1400 and report["unk_rate"] == 0.0
+    assert extended.pieces()[:800] == base.pieces()
+    assert "▁ቤት" in extended.encode_pieces("ቤት")
+    assert measure_drift(base, extended, ENGLISH_SENTENCES).lines_changed == 0
+    safe = extend_sentencepiece(tmp_path / "en.model", SPANISH_SENTENCES, 1000, tmp_path / "es.model",
+                                protect_lines=ENGLISH_SENTENCES)
+    assert safe["candidates_pruned"] >= 1
+    assert measure_drift(base, load_tokenizer(tmp_path / "es.model"), ENGLISH_SENTENCES).lines_changed == 0

@@ -78,9 +78,10 @@ def _extend(args: argparse.Namespace) -> Result:
     report = extend_sentencepiece(args.base, lines, args.target_size, args.output, protect, args.character_coverage)
     text = _grow_text(report, "added")
     if not report["reached_target"]:
-        text += (f"\nstopped short of --target-size {report['target_size']}: only "
-                 f"{report['candidates_available']} candidate pieces existed in this corpus "
-                 f"(plus {report['characters_forced']} characters). Add more text to reach the target.")
+        text += (f"\nstopped short of --target-size {report['target_size']}: this corpus offered "
+                 f"{report['candidates_available']} candidate pieces (plus {report['characters_forced']} "
+                 f"characters) and {report['candidates_pruned']} were pruned to protect the base. "
+                 "Add more text to reach the target.")
     return Result(report, text)
 
 
