@@ -175,9 +175,8 @@ class GPTTTS(nn.Module):
         mel = None if ref_mel is None else ref_mel.to(device).float().unsqueeze(0)
         cond = self.reference(mel)[0]
         start = torch.tensor([c.start_speech], device=device)
-        sequence = torch.cat([cond, self._embed_text(self._text_sequence(text_ids)), self._embed_speech(start)])
         cache: KVCache | None = self.gpt.new_cache() if use_cache else None
-        step_input = sequence
+        step_input = torch.cat([cond, self._embed_text(self._text_sequence(text_ids)), self._embed_speech(start)])
         codes: list[int] = []
         allowed = torch.full((c.codebook_size + 2,), float("-inf"), device=device)
         allowed[: c.codebook_size] = 0.0
@@ -189,6 +188,5 @@ class GPTTTS(nn.Module):
                 break
             codes.append(code)
             embedded = self._embed_speech(torch.tensor([code], device=device), offset=len(codes))
-            sequence = torch.cat([sequence, embedded])
-            step_input = embedded if cache is not None else sequence
+            step_input = embedded if cache is not None else torch.cat([step_input, embedded])
         return codes

@@ -1,0 +1,77 @@
+"""Generation benchmark: speech-code generation with and without the KV cache, as a real-time factor.
+
+A TTS model of each size generates a fixed number of codes (its stop logit suppressed so every
+run has the same length) for one sentence; RTF = wall seconds / seconds of audio the codes stand
+for at the codec frame rate (16 kHz, hop 256: 62.5 codes per second). The Griffin-Lim decode of
+the codec is timed separately, since it is the same with or without the cache.
+
+    .venv/bin/python bench/generate.py --codes 250 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+
+from core.codec import CodecConfig, SpeechCodec  # noqa: E402
+from models.registry import MODEL_SIZES, model_config  # noqa: E402
+from models.tts import GPTTTS  # noqa: E402
+
+
+def time_generation(model: GPTTTS, codes: int, use_cache: bool, repeats: int) -> float:
+    """Return the best wall time of `repeats` generations of `codes` codes (greedy, 20 text tokens)."""
+    text = list(range(2, 22))
+    reference = torch.randn(120, model.config.n_mels)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = model.generate(text, reference, temperature=0, max_codes=codes, use_cache=use_cache)
+        best = min(best, time.perf_counter() - start)
+        assert len(out) == codes
+    return best
+
+
+def main() -> None:
+    """Parse options, time generation per model size with and without the cache, print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--codes", type=int, default=250, help="codes per generation (62.5 per second of audio)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    codec = SpeechCodec(CodecConfig(codebook_size=1024), torch.randn(1024, 80) - 4.0)
+    audio_seconds = args.codes / codec.frame_rate
+    rows = []
+    for size in ("tiny", "base"):
+        torch.manual_seed(0)
+        shape = {**MODEL_SIZES[size], "max_speech_tokens": max(args.codes, MODEL_SIZES[size]["max_speech_tokens"])}
+        model = GPTTTS(model_config("tts", shape, text_rows=12000, codebook_size=1024, n_mels=80)).eval()
+        with torch.no_grad():
+            model.mel_head.bias[model.config.stop_speech] = -1e4
+        cached = time_generation(model, args.codes, True, args.repeats)
+        uncached = time_generation(model, args.codes, False, args.repeats)
+        rows.append({"model": size, "codes": args.codes, "audio_seconds": round(audio_seconds, 2),
+                     "rtf_kv_cache": round(cached / audio_seconds, 4), "rtf_no_cache": round(uncached / audio_seconds, 4),
+                     "speedup": round(uncached / cached, 2)})
+    start = time.perf_counter()
+    codec.decode(torch.randint(0, 1024, (args.codes,)))
+    decode_rtf = (time.perf_counter() - start) / audio_seconds
+    report = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "threads": args.threads,
+                          "cpus": os.cpu_count(), "load": os.getloadavg()[0]},
+              "generation": rows, "griffin_lim_decode_rtf": round(decode_rtf, 4)}
+    print(json.dumps(report, indent=None if args.json else 2))
+
+
+if __name__ == "__main__":
+    main()
