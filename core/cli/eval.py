@@ -1,0 +1,57 @@
+"""`eval tts`: objective evaluation of a TTS checkpoint on held-out sentences."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from core.cli.common import Result, add_command, add_group, render_table
+
+EPILOG = """\
+SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its clips are then
+the references unless --references says otherwise). --references DIR holds <n>.wav for line n.
+Rows: model = synthesized speech; codec = references through the codec (the ceiling);
+references = the references themselves (the judges' own accuracy). Chance is 1/N.
+"""
+
+METRICS = ("mcd_db", "log_f0_ratio", "duration_ratio", "dtw_identification", "sphinx_identification", "wer")
+
+
+def _format(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _tts(args: argparse.Namespace) -> Result:
+    from core.config import load_settings
+    from core.eval_tts import ESPEAK, evaluate_checkpoint, read_sentences
+
+    settings = load_settings()
+    sentences, clips = read_sentences(settings.resolve(args.sentences))
+    references = args.references or (clips if clips is not None else ESPEAK)
+    result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
+                                 wer=not args.no_wer, seed=args.seed)
+    rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
+    text = "\n".join([
+        f"checkpoint {result['checkpoint']} (step {result['step']}), {result['sentences']} sentences, "
+        f"chance {result['chance']}, references {result['references_source']}",
+        render_table(["row", *METRICS], rows),
+        f"written to {Path(result['checkpoint']).parent / 'eval.json'} in {result['seconds']} s",
+    ])
+    return Result(result, text)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `eval` group and its `tts` command."""
+    group = add_group(subparsers, "eval", "objective evaluation of checkpoints")
+    parser = add_command(
+        group, "tts", _tts,
+        help="synthesize held-out sentences and measure MCD, F0/duration ratios and intelligibility",
+    )
+    parser.epilog = EPILOG
+    parser.add_argument("--checkpoint", required=True, help="LinguaForge TTS checkpoint (.safetensors or .pt)")
+    parser.add_argument("--sentences", required=True, help="held-out sentences: text file, one per line, or manifest.jsonl")
+    parser.add_argument("--references", help="folder of <n>.wav reference clips, or `espeak` to render them")
+    parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")
+    parser.add_argument("--no-wer", action="store_true", help="skip free decoding and its word error rate (slow on CPU)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")
