@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,10 +102,19 @@ def execute(ctx: JobContext, job_id: str) -> None:
             exit_code=None,
         )
         if claimed:
-            Supervisor(ctx, ctx.store.get(job_id)).run()
+            _supervise(ctx, job_id)
     finally:
         if slot is not None:
             slot.release()
+
+
+def _supervise(ctx: JobContext, job_id: str) -> None:
+    supervisor = Supervisor(ctx, ctx.store.get(job_id))
+    try:
+        supervisor.run()
+    except Exception as exc:  # the job edge: record the failure, never leave it `running`
+        supervisor.log(traceback.format_exc())
+        supervisor.finish("failed", error=f"internal error in the job runner: {exc}")
 
 
 def doctor_argv(job: dict[str, Any], settings: Settings) -> list[str] | None:
@@ -159,7 +169,7 @@ class Supervisor:
             self._prepare_run_dir()
             proc = launch(self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path)
         except OSError as exc:
-            self._finish("failed", error=f"could not start the command: {exc}")
+            self.finish("failed", error=f"could not start the command: {exc}")
             return
         self.ctx.active[self.id] = proc
         try:
@@ -180,7 +190,7 @@ class Supervisor:
         self.log(table.strip())
         if code == 0:
             return True
-        self._finish("failed", error=f"doctor found problems:\n{table.strip()}", exit_code=code)
+        self.finish("failed", error=f"doctor found problems:\n{table.strip()}", exit_code=code)
         return False
 
     def _prepare_run_dir(self) -> None:
@@ -222,18 +232,19 @@ class Supervisor:
 
     def _record_outcome(self, code: int | None, cancelled: bool) -> None:
         if cancelled:
-            self._finish("cancelled", exit_code=code, error="cancelled by request")
+            self.finish("cancelled", exit_code=code, error="cancelled by request")
             return
         if code == 0:
             result = last_json_line(self.log_path) or {}
             if result.get("state") == "stopped":
-                self._finish("cancelled", exit_code=code, artifacts=result,
+                self.finish("cancelled", exit_code=code, artifacts=result,
                              error="the run was stopped outside the job runner (STOP file or SIGTERM)")
                 return
-            self._finish("succeeded", exit_code=code, artifacts=result)
+            self.finish("succeeded", exit_code=code, artifacts=result)
             return
-        self._finish("failed", exit_code=code, error=error_summary(self.log_path))
+        self.finish("failed", exit_code=code, error=error_summary(self.log_path))
 
-    def _finish(self, status: str, **fields: Any) -> None:
+    def finish(self, status: str, **fields: Any) -> None:
+        """Record the final `status` (only while the job is still `running`) with `fields`."""
         self.log(f"finished: {status}")
         self.ctx.store.update(self.id, when_status=("running",), status=status, finished_at=time.time(), **fields)

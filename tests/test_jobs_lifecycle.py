@@ -39,26 +39,33 @@ def wait_running(runner: JobRunner, job_id: str, timeout_s: float = 60) -> dict:
     raise AssertionError(f"job {job_id} never started: {runner.get_job(job_id)}")
 
 
-def test_jobs_run_to_completion_and_queued_cancel_never_starts(env: JobsEnv) -> None:
+def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: JobsEnv, tmp_path: Path) -> None:
     runner = env.runner
+    override = tmp_path / "gpu.yaml"
+    override.write_text("queue: {gpu_kinds: [doctor]}\n")
+    gpu_runner = JobRunner(load_settings(override))
     skipped = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
     assert runner.cancel(skipped)["status"] == "cancelled"
-    ok = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    first = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    second = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
     bad = runner.submit("doctor", {"tokenizer": "tokenizers/missing.model"})
     env.start_worker()
 
-    done = runner.wait(ok, 120)
-    assert done["status"] == "succeeded", runner.read_log(ok)
-    assert done["exit_code"] == 0
-    assert done["artifacts"]["checks"][0]["status"] == "pass"
-    assert "12000 ids" in done["artifacts"]["checks"][0]["message"]
-    assert done["started_at"] <= done["finished_at"]
-    assert "$ python -m core doctor --tokenizer" in runner.read_log(ok)
+    a, b = (runner.wait(job, 180) for job in (first, second))
+    for done in (a, b):
+        assert done["status"] == "succeeded", runner.read_log(done["id"])
+        assert done["exit_code"] == 0 and done["gpu"]
+        assert done["artifacts"]["checks"][0]["status"] == "pass"
+        assert "12000 ids" in done["artifacts"]["checks"][0]["message"]
+    assert "$ python -m core doctor --tokenizer" in runner.read_log(first)
+    earlier, later = sorted([a, b], key=lambda j: j["started_at"])
+    assert later["started_at"] >= earlier["finished_at"], "two GPU jobs overlapped on one slot"
 
     failed = runner.wait(bad, 120)
-    assert failed["status"] == "failed"
+    assert failed["status"] == "failed" and not failed["gpu"]
     assert failed["exit_code"] == 2
     assert "missing.model" in failed["error"]
+    assert failed["started_at"] < earlier["finished_at"], "the CPU job waited behind a GPU job"
 
     never = runner.get_job(skipped)
     assert never["status"] == "cancelled" and never["started_at"] is None
@@ -76,38 +83,6 @@ def test_cancel_running_job_stops_its_process_group(env: JobsEnv) -> None:
     assert "cancelled (sigterm)" in runner.read_log(job_id)
 
 
-def test_gpu_jobs_take_turns_and_cpu_jobs_do_not_wait(env: JobsEnv, tmp_path: Path) -> None:
-    override = tmp_path / "gpu.yaml"
-    override.write_text("queue: {gpu_kinds: [doctor]}\n")
-    gpu_runner = JobRunner(load_settings(override))
-    first = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
-    second = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
-    cpu = env.runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
-    a, b, c = (env.runner.wait(job, 180) for job in (first, second, cpu))
-    assert a["gpu"] and b["gpu"] and not c["gpu"]
-    assert {a["status"], b["status"], c["status"]} == {"succeeded"}
-    gpu_jobs = sorted([a, b], key=lambda j: j["started_at"])
-    assert gpu_jobs[1]["started_at"] >= gpu_jobs[0]["finished_at"]
-    assert c["started_at"] < gpu_jobs[0]["finished_at"]
-
-
-def test_kill9_worker_interrupts_then_resume_finishes(env: JobsEnv) -> None:
-    runner = env.runner
-    job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
-    running = wait_running(runner, job_id)
-    env.workers[-1].kill9()
-    assert runner.get_job(job_id)["status"] == "running"
-    env.start_worker()
-    job = runner.get_job(job_id)
-    assert job["status"] == "interrupted"
-    assert job["interruptions"] == 1
-    assert not is_alive(running["pid"], running["pid_start"])
-    assert runner.resume(job_id)["status"] == "queued"
-    done = runner.wait(job_id, 120)
-    assert done["status"] == "succeeded"
-    assert done["attempts"] == 2
-
-
 @pytest.mark.skipif(not has_kind("tokenizer.sweep"), reason="the tokenizer commands land from issue 2")
 def test_tokenizer_jobs_record_progress_and_artifacts(env: JobsEnv) -> None:
     corpus = env.workspace / "text" / "corpus.txt"
@@ -122,7 +97,8 @@ def test_tokenizer_jobs_record_progress_and_artifacts(env: JobsEnv) -> None:
     job = runner.wait(trained, 180)
     assert job["status"] == "succeeded", runner.read_log(trained)
     assert (env.workspace / "tokenizers" / "tiny.model").is_file()
-    assert job["artifacts"]["output"].endswith("tokenizers/tiny.model")
+    assert job["artifacts"]["path"].endswith("tokenizers/tiny.model")
+    assert job["artifacts"]["size"] == 40
     sweep = runner.wait(swept, 180)
     assert sweep["status"] == "succeeded", runner.read_log(swept)
     assert sweep["progress"]["label"] == "tokenizer sweep"

@@ -25,7 +25,7 @@ PER_THREAD = 25
 
 @pytest.fixture
 def env(workspace: Path, tmp_path: Path) -> Iterator[JobsEnv]:
-    yield from make_jobs_env(workspace, tmp_path, workers=4, term_grace_s=2)
+    yield from make_jobs_env(workspace, tmp_path, workers=2, term_grace_s=2)
 
 
 def test_200_jobs_from_8_threads_all_finish_without_lock_errors(env: JobsEnv) -> None:
