@@ -118,10 +118,13 @@ def test_recommend_rule():
     assert recommend([{"size": 5, "error": "too large"}])[0] is None
 
 
-def test_encode(indextts_bpe, cli):
-    run = cli("tokenizer", "encode", "--tokenizer", indextts_bpe, "--text", "HELLO WORLD", "--json")
-    assert run.code == 0, run.stderr
-    data = run.json()
+def test_encode(indextts_bpe):
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="group"))
+    args = parser.parse_args(["tokenizer", "encode", "--tokenizer", str(indextts_bpe), "--text", "HELLO WORLD"])
+    result = args.handler(args)
+    data = result.data
+    assert result.text.startswith("ids ") and "(0 unk)" in result.text
     tokenizer = load_tokenizer(indextts_bpe)
     assert data["ids"] == tokenizer.encode("HELLO WORLD") and data["unk_count"] == 0
     assert "".join(data["pieces"]).replace("▁", " ").strip() == "HELLO WORLD"

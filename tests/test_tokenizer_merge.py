@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
+from core.cli.common import Result
+from core.cli.tokenizer import register
 from core.errors import InputError
 from core.hf_merge import merge_hf_tokenizer
 from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
@@ -22,13 +25,20 @@ def _write(path: Path, lines) -> Path:
     return path
 
 
-def test_amharic_merge_keeps_base_and_adds_tag(chatterbox_tokenizer, tmp_path, cli):
+def _run_command(*argv) -> Result:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="group"))
+    args = parser.parse_args([str(a) for a in argv])
+    return args.handler(args)
+
+
+def test_amharic_merge_keeps_base_and_adds_tag(chatterbox_tokenizer, tmp_path):
     corpus = _write(tmp_path / "am.txt", AMHARIC_SENTENCES)
     out = tmp_path / "merged.json"
-    run = cli("tokenizer", "merge", "--base", chatterbox_tokenizer, "--corpus", corpus, "--vocab-size", "400",
-              "--language-tag", "am", "--output", out, "--json")
-    assert run.code == 0, run.stderr
-    report = run.json()
+    result = _run_command("tokenizer", "merge", "--base", chatterbox_tokenizer, "--corpus", corpus,
+                          "--vocab-size", "400", "--language-tag", "am", "--output", out, "--json")
+    report = json.loads(json.dumps(result.data))
+    assert result.exit_code == 0 and "language tag  [am] = id" in result.text
     base_spec = json.loads(chatterbox_tokenizer.read_text(encoding="utf-8"))
     merged_spec = json.loads(out.read_text(encoding="utf-8"))
     for token, token_id in base_spec["model"]["vocab"].items():
