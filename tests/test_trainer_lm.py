@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import threading
@@ -172,3 +173,14 @@ def test_cli_train_json_help_and_bad_input(lm_ws: Path, cli, capsys) -> None:  #
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--help"])
     assert exit_info.value.code == 0 and "--resume" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bf16_autocast_on_cuda_trains_and_keeps_fp32_weights(lm_ws: Path) -> None:
+    result = _train(lm_ws, "cuda", schedule={"max_steps": 12, "val_every": 12, "save_every": 12, "log_every": 4})
+    assert result.info["device"].startswith("cuda") and result.state == "finished"
+    losses = [m["loss"] for m in _metrics(lm_ws, "cuda") if m["split"] == "train"]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    state = load_checkpoint(result.last_checkpoint).state_dict
+    assert all(t.dtype == torch.float32 for t in state.values() if t.is_floating_point())

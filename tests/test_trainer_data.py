@@ -1,0 +1,74 @@
+"""Data pipeline tests: bucketing lowers padding, positions resume exactly, ranks split batches, long lines are counted."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.errors import InputError
+from core.run_config import OptimConfig
+from core.tokenizer import load_tokenizer
+from core.train_data import IGNORE, Batcher, collate_lm, load_text_corpus
+from core.train_optim import lr_factor, parameter_groups
+from models.lm import GPTLM, LMConfig
+from tests.trainer_helpers import english_words, write_corpus, write_word_tokenizer
+
+LENGTHS = [(i * 37) % 90 + 5 for i in range(400)]
+
+
+def test_bucketing_cuts_padding_and_covers_every_sample() -> None:
+    bucketed, random = Batcher(LENGTHS, 8, seed=1), Batcher(LENGTHS, 8, seed=1, bucket=False)
+    assert bucketed.padding_share() < random.padding_share() / 3
+    for batcher in (bucketed, random):
+        assert sorted(i for b in batcher.epoch_batches(0) for i in b) == list(range(400))
+    assert bucketed.epoch_batches(0) != bucketed.epoch_batches(1)
+
+
+def test_position_resumes_the_same_batches_across_epochs() -> None:
+    straight = Batcher(LENGTHS, 8, seed=3)
+    expected = list(itertools.islice(iter(straight), 70))
+    first = Batcher(LENGTHS, 8, seed=3)
+    head = list(itertools.islice(iter(first), 55))
+    resumed = Batcher(LENGTHS, 8, seed=3)
+    resumed.load_state_dict(first.state_dict())
+    assert head + list(itertools.islice(iter(resumed), 15)) == expected
+    assert first.state_dict() == {"epoch": 1, "index": 5}
+
+
+def test_ranks_take_disjoint_batches() -> None:
+    ranks = [Batcher(LENGTHS, 8, seed=0, rank=r, world=2).epoch_batches(0) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 25
+    assert not {i for b in ranks[0] for i in b} & {i for b in ranks[1] for i in b}
+
+
+def test_corpus_filters_long_lines_with_a_count_and_counts_bytes(tmp_path: Path) -> None:
+    tokenizer = load_tokenizer(write_word_tokenizer(tmp_path / "t.json", english_words()))
+    corpus = write_corpus(tmp_path / "c.txt", repeats=1)
+    splits = load_text_corpus([corpus], tokenizer, max_text_tokens=10, val_ratio=0.0)
+    kept = len(splits["train"])
+    lines = [line for line in corpus.read_text().splitlines() if line]
+    too_long = sum(len(tokenizer.encode(line)) > 10 for line in lines)
+    assert too_long > 0 and splits["train"].filtered == too_long and kept == len(lines) - too_long
+    batch = collate_lm([splits["train"].load(i) for i in range(3)], pad_id=1)
+    assert (batch["targets"] == IGNORE).sum() == batch["ids"].numel() - sum(splits["train"].lengths[:3])
+    with pytest.raises(InputError, match="max_text_tokens 1"):
+        load_text_corpus([corpus], tokenizer, max_text_tokens=1, val_ratio=0.0)
+
+
+def test_schedule_and_parameter_groups() -> None:
+    config = OptimConfig(warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_factor(0, config, 110) == pytest.approx(0.1) and lr_factor(9, config, 110) == pytest.approx(1.0)
+    assert lr_factor(60, config, 110) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert lr_factor(110, config, 110) == pytest.approx(0.1) and lr_factor(500, config, 110) == pytest.approx(0.1)
+    model = GPTLM(LMConfig(text_rows=20, d_model=16, n_layers=1, n_heads=2), frozen_rows=12)
+    groups, names = parameter_groups(model, 0.1)
+    no_decay = set(names[len(groups[0]["params"]):])
+    assert "text_head.bias_new" in no_decay and "gpt.ln_f.weight" in no_decay
+    assert "text_embedding.weight_new" in names[: len(groups[0]["params"])]
+    assert not any("base" in n for n in names) and groups[1]["weight_decay"] == 0.0
+    assert sum(p.numel() for g in groups for p in g["params"]) == sum(p.numel() for p in model.parameters())
+    assert torch.equal(model.state_dict()["text_embedding.weight"][:12], model.text_embedding.weight_base)
