@@ -35,13 +35,14 @@ def estimate_bytes(config: dict[str, Any], task: str, batch: int, half_activatio
     """Return `{"parameters", "states", "activations", "total"}` in bytes for one optimiser step.
 
     States are fp32 weights, gradients and two AdamW moments; activations follow the
-    transformer estimate of Korthikanti et al. (34·T·D per layer and sample in 16-bit) plus
-    the fp32 logits of both heads and their gradients.
+    transformer estimate of Korthikanti et al. (34·T·D per layer and sample in 16-bit, plus
+    5·heads·T² for explicit attention scores) and the fp32 logits of both heads with their gradients.
     """
     params = parameter_count(config, task)
     T, d, heads = sequence_length(config, task), config["d_model"], config.get("n_heads", 1)
     width = 1 if half_activations else 2
-    per_sample = config["n_layers"] * (34 * T * d + 5 * heads * T * T) * width
+    scores = 5 * heads * T * T if config.get("attention") == "naive" else 0  # fused attention keeps no T×T scores
+    per_sample = config["n_layers"] * (34 * T * d + scores) * width
     vocab = config["text_rows"] + (config.get("codebook_size", 0) + 2 if task == "tts" else 0)
     logits = T * vocab * 4 * 2
     activations = batch * (per_sample + logits)
