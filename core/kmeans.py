@@ -50,7 +50,7 @@ def _plus_plus(data: torch.Tensor, k: int, generator: torch.Generator) -> torch.
 
 
 def fit_kmeans(
-    data: torch.Tensor, k: int, iterations: int = 200, batch_size: int = 8192, seed: int = 0, device: str | None = None
+    data: torch.Tensor, k: int, iterations: int = 100, batch_size: int = 4096, seed: int = 0, device: str | None = None
 ) -> KMeansResult:
     """Return k centroids of the rows of `data` [n, dim] by mini-batch k-means.
 

@@ -12,7 +12,7 @@ from core.codec import SpeechCodec, load_codec, train_codec
 from core.codec_eval import evaluate_codec, mcd, mel_l1
 from core.errors import InputError
 from core.manifest import read_manifest
-from tests.data_helpers import make_espeak_dataset
+from tests.data_helpers import make_espeak_dataset, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +100,9 @@ def test_too_few_frames_is_an_input_error(manifest: Path) -> None:
         train_codec(manifest, codebook_size=100_000, iterations=1)
 
 
-def test_codec_train_cli_writes_a_loadable_codec(cli, manifest: Path, tmp_path: Path) -> None:
+def test_codec_train_cli_writes_a_loadable_codec(manifest: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli_codec.pt"
-    run = cli("codec", "train", "--manifest", manifest, "--codebook-size", "32", "--iterations", "20",
+    run = run_cli("codec", "train", "--manifest", manifest, "--codebook-size", "32", "--iterations", "20",
               "--output", out, "--json")
     assert run.code == 0, run.stderr
     data = run.json()

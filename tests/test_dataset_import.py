@@ -16,7 +16,7 @@ from core.errors import InputError
 from core.importers import ImportOptions
 from core.manifest import read_manifest
 from core.tokenizer import load_tokenizer
-from tests.data_helpers import make_espeak_dataset
+from tests.data_helpers import make_espeak_dataset, run_cli
 
 RATE = 16000
 
@@ -208,7 +208,7 @@ def test_import_cli_strict_json_and_input_guard(cli, clips, tmp_path: Path) -> N
     run = cli("dataset", "import", "--format", "manifest", "--input", src / "manifest.jsonl", "--output", tmp_path / "o", "--json")
     assert run.code == 0, run.stderr
     assert (run.json()["kept"], run.json()["rejected"]) == (1, 1)
-    strict = cli("dataset", "import", "--format", "manifest", "--input", src, "--output", tmp_path / "o2", "--strict")
+    strict = run_cli("dataset", "import", "--format", "manifest", "--input", src, "--output", tmp_path / "o2", "--strict")
     assert strict.code == 2 and "line 2: empty text" in strict.stderr and "Traceback" not in strict.stderr
     with pytest.raises(InputError, match="never modified"):
         import_dataset("manifest", src / "manifest.jsonl", src, RATE)

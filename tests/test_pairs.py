@@ -11,7 +11,7 @@ from core.cache import build_cache, open_cache
 from core.errors import InputError
 from core.pairs import build_pairs, load_pairs
 from tests.conftest import SHARED_FIXTURES
-from tests.data_helpers import make_codec, make_espeak_dataset
+from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +47,9 @@ def test_short_speakers_are_reported_and_bad_counts_refused(cache_dir: Path) -> 
         build_pairs(cache_dir, per_target=0)
 
 
-def test_pairs_cli(cli, cache_dir: Path) -> None:
-    run = cli("pairs", "build", "--cache", cache_dir, "--per-target", "1", "--json")
+def test_pairs_cli(cache_dir: Path) -> None:
+    run = run_cli("pairs", "build", "--cache", cache_dir, "--per-target", "1", "--json")
     assert run.code == 0, run.stderr
     assert run.json()["single_clip_speakers"] == {"solo": "solo_0"}
-    missing = cli("pairs", "build", "--cache", cache_dir.parent / "nope")
+    missing = run_cli("pairs", "build", "--cache", cache_dir.parent / "nope")
     assert missing.code == 2 and "not a built cache" in missing.stderr

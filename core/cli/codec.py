@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--hop-length", type=int, default=256, help="samples per frame (default 256: 62.5 frames/s at 16 kHz)")
     train.add_argument("--n-mels", type=int, default=80, help="mel bins (default 80)")
     train.add_argument("--val-ratio", type=float, default=0.05, help="share of clips held out (default 0.05)")
-    train.add_argument("--iterations", type=int, default=200, help="k-means mini-batch steps (default 200)")
+    train.add_argument("--iterations", type=int, default=100, help="k-means mini-batch steps of 4096 frames (default 100)")
     train.add_argument("--max-frames", type=int, default=500_000, help="frames sampled for k-means (default 500000)")
     train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     train.add_argument("--device", help="cpu or cuda (default: cuda when present)")
