@@ -134,6 +134,15 @@ class Trainer:
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
         self._stop_requested = False
 
+        try:
+            self._setup(config_path, resume, reset_optimizer)
+        except BaseException as exc:
+            self.log.update_status(state="failed", error=str(exc))
+            self.log.close()
+            raise
+
+    def _setup(self, config_path: str | os.PathLike[str] | None, resume: str | None, reset_optimizer: bool) -> None:
+        config = self.config
         # 1. tokenizer, 2. model size from it
         if not config.tokenizer:
             raise InputError(f"{config.source}: `tokenizer` is not set; name the tokenizer file the model is sized from.")

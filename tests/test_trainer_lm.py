@@ -184,3 +184,10 @@ def test_bf16_autocast_on_cuda_trains_and_keeps_fp32_weights(lm_ws: Path) -> Non
     assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
     state = load_checkpoint(result.last_checkpoint).state_dict
     assert all(t.dtype == torch.float32 for t in state.values() if t.is_floating_point())
+
+
+def test_a_failing_setup_writes_a_failed_status(lm_ws: Path) -> None:
+    with pytest.raises(InputError, match="not_there.txt"):
+        _train(lm_ws, "fails", data={"corpus": ["corpus/not_there.txt"]})
+    status = json.loads((lm_ws / "runs" / "fails" / "status.json").read_text())
+    assert status["state"] == "failed" and "not_there.txt" in status["error"]
