@@ -33,6 +33,7 @@ create table if not exists jobs (
     status text not null,
     resume text not null default 'never',
     gpu integer not null default 0,
+    nproc integer not null default 1,
     run_dir text,
     progress text not null default '{}',
     artifacts text not null default '{}',

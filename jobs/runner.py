@@ -36,11 +36,15 @@ class JobRunner:
         self.task = register_tasks(self.huey)
         self.store = JobStore(self.settings.workspace / "jobs.sqlite")
 
-    def submit(self, kind: str, params: dict[str, Any] | None = None) -> str:
+    def submit(self, kind: str, params: dict[str, Any] | None = None, nproc: int = 1) -> str:
         """Validate `params` for `kind` exactly like the CLI, record the job and enqueue it; return its id.
 
-        Raises InputError with the command's own message when the kind or a parameter is wrong.
+        `nproc` > 1 runs a `train` job under torchrun with that many processes (GPUs).
+        Raises InputError with the command's own message when the kind or a parameter is wrong,
+        or when `nproc` is below 1 or above 1 for a kind other than `train`.
         """
+        if nproc < 1 or (nproc > 1 and kind != "train"):
+            raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
         params = dict(params or {})
         if kind == "train" and "resume" not in params and kinds.accepts(kind, "resume"):
             params["resume"] = "auto"
@@ -58,6 +62,7 @@ class JobRunner:
                 "argv": argv,
                 "resume": resume,
                 "gpu": int(kinds.is_gpu_kind(kind, self.settings.get("queue.gpu_kinds"))),
+                "nproc": nproc,
                 "run_dir": str(run_dir) if run_dir else None,
                 "log_path": str(logs / f"{job_id}.log"),
                 "progress_path": str(logs / f"{job_id}.progress.json"),
@@ -169,9 +174,11 @@ def get_runner(settings: Settings | None = None) -> JobRunner:
     return _RUNNERS[key]
 
 
-def submit(kind: str, params: dict[str, Any] | None = None, settings: Settings | None = None) -> str:
+def submit(
+    kind: str, params: dict[str, Any] | None = None, settings: Settings | None = None, nproc: int = 1
+) -> str:
     """Submit a job; return its id. Raises InputError for a bad kind or parameter (see JobRunner.submit)."""
-    return get_runner(settings).submit(kind, params)
+    return get_runner(settings).submit(kind, params, nproc)
 
 
 def list_jobs(status: str | None = None, limit: int | None = None, settings: Settings | None = None) -> list[dict[str, Any]]:

@@ -70,18 +70,29 @@ def child_env(workspace: Path, progress_path: Path | None = None) -> dict[str, s
     return env
 
 
-def launch(argv: list[str], cwd: Path, log_path: Path, progress_path: Path) -> subprocess.Popen[bytes]:
-    """Start `python -m core ARGV` in a new session (cwd = the workspace `cwd`) logging to `log_path`.
+def command_line(argv: list[str], nproc: int = 1) -> list[str]:
+    """Return the process command for CLI `argv`: `python -m core …`, or torchrun with `nproc` > 1."""
+    if nproc > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "core", *argv]
+    return [sys.executable, "-m", "core", *argv]
 
-    Returns the Popen; raises OSError when the process cannot start.
+
+def launch(
+    argv: list[str], cwd: Path, log_path: Path, progress_path: Path, nproc: int = 1
+) -> subprocess.Popen[bytes]:
+    """Start the command for `argv` in a new session (cwd = the workspace `cwd`) logging to `log_path`.
+
+    With `nproc` > 1 it runs under torchrun with that many processes. Returns the Popen;
+    raises OSError when the process cannot start.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = child_env(cwd, progress_path)
+    command = command_line(argv, nproc)
     with open(log_path, "ab") as log:
-        log.write(f"$ python -m core {' '.join(argv)}\n".encode())
+        log.write(f"$ {' '.join(['python', *command[1:]])}\n".encode())
         log.flush()
         return subprocess.Popen(
-            [sys.executable, "-m", "core", *argv],
+            command,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -167,7 +167,9 @@ class Supervisor:
             if not self._doctor_passes():
                 return
             self._prepare_run_dir()
-            proc = launch(self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path)
+            proc = launch(
+                self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path, self.job["nproc"]
+            )
         except OSError as exc:
             self.finish("failed", error=f"could not start the command: {exc}")
             return

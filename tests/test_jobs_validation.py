@@ -12,6 +12,7 @@ from core.errors import InputError
 from jobs import kinds
 from jobs.queue import build_huey
 from jobs.runner import JobRunner
+from jobs.supervise import command_line
 from test_jobs_support import FIXTURE_BPE
 
 
@@ -77,3 +78,12 @@ def test_bad_queue_url_is_an_input_error(tmp_path: Path, workspace: Path) -> Non
     override.write_text("queue: {url: 'amqp://x'}\n")
     with pytest.raises(InputError, match="queue.url"):
         build_huey(load_settings(override))
+
+
+def test_several_gpus_run_train_under_torchrun(workspace: Path) -> None:
+    with pytest.raises(InputError, match="for `train` only"):
+        JobRunner().submit("doctor", {"tokenizer": str(FIXTURE_BPE)}, nproc=2)
+    assert command_line(["train", "--config", "c.yaml"], nproc=2)[1:7] == [
+        "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "core"
+    ]
+    assert command_line(["doctor"])[1:] == ["-m", "core", "doctor"]

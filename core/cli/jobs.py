@@ -87,7 +87,7 @@ def cmd_submit(args: argparse.Namespace) -> Result:
     if args.config is not None:
         params["config"] = args.config
     runner = _runner(args)
-    job_id = runner.submit(args.kind, params)
+    job_id = runner.submit(args.kind, params, nproc=args.nproc)
     return Result({"ok": True, "id": job_id, "job": runner.get_job(job_id)}, f"submitted {args.kind} as job {job_id}")
 
 
@@ -162,6 +162,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kind", help="the command to run, dotted: tokenizer.train, train, dataset.import …")
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
+    p.add_argument("--nproc", type=int, default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
     _add_settings(p)
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")
