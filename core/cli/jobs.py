@@ -120,7 +120,7 @@ def cmd_logs(args: argparse.Namespace) -> Result:
     if args.follow:
         runner.wait(args.id, timeout_s=float("inf"))
     log = runner.read_log(args.id, tail=args.tail)
-    return Result({"ok": True, "id": args.id, "log": log}, log)
+    return Result({"ok": True, "id": args.id, "log": log}, log or f"(job {args.id} has no output yet)")
 
 
 def cmd_cancel(args: argparse.Namespace) -> Result:
