@@ -91,14 +91,18 @@ class TensorBoardProcess:
         self._stop_event.set()
         with self._lock:
             proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
             proc.wait(timeout=10)
+        except ProcessLookupError:
+            return
+        try:  # helpers TensorBoard started (its data server) must not outlive it
+            os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 

@@ -12,6 +12,7 @@ from typing import Iterator
 import httpx
 import pytest
 
+from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -118,24 +119,27 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     fill(page, "ds-sample-name", "sample")
     fill(page, "ds-sample-per", 4)
     page.locator("#ds-sample-btn").click()
+
+    (workspace / "corpus").mkdir()
+    corpus = "\n".join([*ENGLISH_SENTENCES, *AMHARIC_SENTENCES] * 2) + "\n"
+    (workspace / "corpus/sample.txt").write_text(corpus, encoding="utf-8")
+    open_tab(page, "Tokenizer")
+    fill(page, "tok-train-corpus", "corpus/sample.txt")
+    fill(page, "tok-train-size", 400)
+    fill(page, "tok-train-output", "tokenizers/sample.model")
+    page.locator("#tok-train-btn").click()
+
+    open_tab(page, "Dataset")
     wait_text(page, "ds-status", "succeeded", 180)
     wait_text(page, "ds-summary", "8 kept", 30)
     assert page.locator("#ds-kept").inner_text().count("espeak") >= 2
     page.locator("#ds-player audio, #ds-player button").first.wait_for(state="attached")
     page.screenshot(path=str(screens / "dataset.png"), full_page=True)
-
     page.get_by_text("Codec for this dataset").click()
     fill(page, "ds-codec-out", "codecs/sample.pt")
     page.locator("#ds-codec-btn").click()
 
-    rows = [json.loads(line) for line in (workspace / "datasets/sample/manifest.jsonl").read_text().splitlines()]
-    (workspace / "corpus").mkdir()
-    (workspace / "corpus/sample.txt").write_text("\n".join(r["text"] for r in rows) * 4 + "\n", encoding="utf-8")
     open_tab(page, "Tokenizer")
-    fill(page, "tok-train-corpus", "corpus/sample.txt")
-    fill(page, "tok-train-size", 100)
-    fill(page, "tok-train-output", "tokenizers/sample.model")
-    page.locator("#tok-train-btn").click()
     wait_text(page, "tok-status", "succeeded", 180)
     fill(page, "tok-inspect-tokenizer", "tokenizers/sample.model", commit=True)
     fill(page, "tok-inspect-corpus", "corpus/sample.txt")
@@ -227,10 +231,18 @@ def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> No
         pytest.skip("the `synthesize` command (issue 5) does not exist yet")
     fill(page, "inf-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
     wait_text(page, "inf-meta", "tokenizer", 60)
-    fill(page, "inf-text", "Hello from the dashboard.")
+    fill(page, "inf-text", "Hello.")
     page.locator("#inf-tts-btn").click()
     wait_text(page, "inf-status", "succeeded", 300)
     page.wait_for_function(
-        "() => { const a = document.querySelector('#inf-audio audio'); return a && a.duration > 0; }",
+        "() => { const d = document.querySelector('#inf-audio #duration'); return d && d.textContent.trim() !== '0:00'; }",
         timeout=60_000)
+    duration = page.evaluate(
+        """() => new Promise((resolve, reject) => {
+            const audio = new Audio(document.querySelector('#inf-audio a[download]').href);
+            audio.onloadedmetadata = () => resolve(audio.duration);
+            audio.onerror = () => reject(new Error('the audio did not load'));
+        })"""
+    )
+    assert duration > 0.1, duration
     page.screenshot(path=str(screens / "inference.png"), full_page=True)

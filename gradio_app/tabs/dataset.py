@@ -120,7 +120,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         require_success(job)
         yield job_line(job) + f" → `{output}`"
 
-    with gr.Tab("Dataset", id="dataset"):
+    with gr.Tab("Dataset", id="dataset") as tab:
         status = gr.Markdown(elem_id="ds-status")
         with gr.Accordion("Import", open=True):
             with gr.Row():
@@ -166,6 +166,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     sample_btn.click(sample, [sample_name, languages, per_language], [status, chosen])
     codec_btn.click(codec, [chosen, codebook, iterations, codec_out], status)
     chosen.change(ui_action(lambda n: dataset_view(ctx, n)), chosen, view_outputs)
-    refresh.click(lambda: gr.update(choices=dataset_names(ctx)), None, chosen)
+    def refresh_choices() -> Any:
+        return gr.update(choices=dataset_names(ctx))
+
+    refresh.click(refresh_choices, None, chosen)
+    tab.select(refresh_choices, None, chosen, show_progress="hidden")
     clip.change(ui_action(lambda n, c: clip_path(ctx, n, c)), [chosen, clip], player)
-    demo.load(lambda: gr.update(choices=dataset_names(ctx)), None, chosen)
+    demo.load(refresh_choices, None, chosen)

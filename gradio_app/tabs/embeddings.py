@@ -67,7 +67,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         require_success(job)
         yield job_line(job) + f" → `{output}`"
 
-    with gr.Tab("Embeddings", id="embeddings"):
+    with gr.Tab("Embeddings", id="embeddings") as tab:
         with gr.Row():
             checkpoint = gr.Dropdown(workspace_files(settings, CHECKPOINT_GLOBS), label="Checkpoint",
                                      allow_custom_value=True, elem_id="emb-checkpoint")
@@ -92,3 +92,4 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return gr.update(choices=checkpoints), gr.update(choices=tokenizers), gr.update(choices=tokenizers)
 
     demo.load(refresh, None, [checkpoint, base_tok, new_tok])
+    tab.select(refresh, None, [checkpoint, base_tok, new_tok], show_progress="hidden")

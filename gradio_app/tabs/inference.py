@@ -10,23 +10,43 @@ from typing import Any
 
 import gradio as gr
 
-from core.checkpoint import inspect_checkpoint
-from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, require_success, ui_action, workspace_files
+from core.checkpoint import load_checkpoint
+from core.errors import InputError
+from core.inference import resolve_codec, resolve_tokenizer
+from gradio_app.common import (
+    UIContext,
+    follow_job,
+    inside_workspace,
+    job_line,
+    relative,
+    require_success,
+    ui_action,
+    workspace_files,
+)
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
 
-META_SHOWN = ("task", "family", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint", "rows", "base_size", "step")
+META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
 
 
 def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
-    """Return the metadata rows shown for a checkpoint (what inference resolves its tokenizer and codec from)."""
+    """Return what inference will use for a checkpoint: its metadata and the tokenizer (and codec, for
+    TTS) resolved from the fingerprints it records — shown, never chosen."""
     if not checkpoint:
         return []
-    info = inspect_checkpoint(inside_workspace(ctx.settings, checkpoint, "checkpoint"))
-    meta = info["meta"] or {}
-    rows = [["family", info["family"] or info["family_error"]], ["rows", info["rows"]]]
-    rows += [[key, meta.get(key)] for key in META_SHOWN if meta.get(key) is not None and key not in ("family", "rows")]
+    loaded = load_checkpoint(inside_workspace(ctx.settings, checkpoint, "checkpoint"))
+    meta = loaded.meta or {}
     if not meta:
-        rows.append(["metadata", "none: a foreign checkpoint; extend or train it with LinguaForge first"])
+        return [["metadata", "none: a foreign checkpoint; extend or train it with LinguaForge first"]]
+    rows = [[key, meta.get(key)] for key in META_SHOWN if meta.get(key) is not None]
+    try:
+        rows.append(["tokenizer file", relative(ctx.settings, resolve_tokenizer(loaded, ctx.settings).path)])
+    except InputError as exc:
+        rows.append(["tokenizer file", f"not found: {exc}"])
+    if meta.get("task") == "tts":
+        try:
+            rows.append(["codec", f"found (fingerprint {resolve_codec(loaded, ctx.settings).fingerprint[:12]}…)"])
+        except InputError as exc:
+            rows.append(["codec", f"not found: {exc}"])
     return rows
 
 
@@ -42,12 +62,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         require_success(job)
 
     @ui_action
-    def synthesize(checkpoint: str, text: str, reference: str | None, temperature: float, top_k: float,
-                   top_p: float, seed: float):
+    def synthesize(checkpoint: str, text: str, language: str, reference: str | None, temperature: float,
+                   top_k: float, top_p: float, seed: float):
         out = outputs / f"tts-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         params: dict[str, Any] = {
             "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "text": text,
             "output": str(out), "temperature": temperature, "top_k": int(top_k), "top_p": top_p, "seed": int(seed),
+            "language": language.strip() or None,
         }
         if reference:
             kept = outputs / "references" / Path(reference).name
@@ -61,12 +82,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     @ui_action
     def generate(checkpoint: str, prompt: str, max_tokens: float, temperature: float, top_k: float, seed: float):
         params = {"checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "prompt": prompt,
-                  "max_tokens": int(max_tokens), "temperature": temperature, "top_k": int(top_k), "seed": int(seed)}
+                  "max_new_tokens": int(max_tokens), "temperature": temperature, "top_k": int(top_k), "seed": int(seed)}
         for job in run("generate", params):
             yield job_line(job), ""
-        yield job_line(job), str((job.get("artifacts") or {}).get("text", ""))
+        yield job_line(job), prompt + str((job.get("artifacts") or {}).get("text", ""))
 
-    with gr.Tab("Inference", id="inference"):
+    with gr.Tab("Inference", id="inference") as tab:
         with gr.Row():
             checkpoint = gr.Dropdown(workspace_files(settings, CHECKPOINT_GLOBS), label="Checkpoint",
                                      allow_custom_value=True, elem_id="inf-checkpoint")
@@ -80,7 +101,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             top_p = gr.Slider(0.1, 1.0, value=0.95, step=0.01, label="Top-p")
             seed = gr.Number(0, label="Seed", precision=0)
         with gr.Tab("Speech (TTS)"):
-            text = gr.Textbox(label="Text", lines=2, elem_id="inf-text")
+            with gr.Row():
+                text = gr.Textbox(label="Text", lines=2, scale=4, elem_id="inf-text")
+                language = gr.Textbox(label="Language (text normalisation, optional)", placeholder="am", scale=1)
             reference = gr.Audio(label="Reference clip (optional)", sources=["upload", "microphone"], type="filepath")
             tts_btn = gr.Button("Generate speech", variant="primary", elem_id="inf-tts-btn")
             audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id="inf-audio",
@@ -92,7 +115,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             generated = gr.Textbox(label="Generated text", lines=6, interactive=False, elem_id="inf-generated")
 
     checkpoint.change(ui_action(lambda c: checkpoint_meta(ctx, c)), checkpoint, meta)
-    refresh.click(lambda: gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)), None, checkpoint)
-    tts_btn.click(synthesize, [checkpoint, text, reference, temperature, top_k, top_p, seed], [status, audio])
+    def refresh_choices() -> Any:
+        return gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS))
+
+    refresh.click(refresh_choices, None, checkpoint)
+    tab.select(refresh_choices, None, checkpoint, show_progress="hidden")
+    tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed], [status, audio])
     lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [status, generated])
-    demo.load(lambda: gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)), None, checkpoint)
+    demo.load(refresh_choices, None, checkpoint)

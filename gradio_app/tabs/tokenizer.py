@@ -111,7 +111,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return report_tables(inspect_tokenizer(path, lines, int(base_size) if base_size else None))
 
     kinds = ["sentencepiece", "hf-bpe"]
-    with gr.Tab("Tokenizer", id="tokenizer"):
+    with gr.Tab("Tokenizer", id="tokenizer") as tab:
         status = gr.Markdown(elem_id="tok-status")
         with gr.Tab("Train"):
             with gr.Row():
@@ -171,3 +171,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     m_btn.click(merge, [m_base, m_add, m_corpus, m_size, m_tag, m_output], [status, i_tok])
     s_btn.click(sweep, [s_corpus, s_sizes, s_kind, s_model], [status, s_table])
     i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_summary, i_unknown, i_plot])
+
+    def refresh() -> tuple[Any, ...]:
+        return (gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
+                gr.update(choices=workspace_files(settings, ["tokenizers/*.model"])),
+                gr.update(choices=workspace_files(settings, ["tokenizers/*.json"])))
+
+    tab.select(refresh, None, [i_tok, e_base, m_base], show_progress="hidden")

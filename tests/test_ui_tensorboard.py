@@ -1,0 +1,51 @@
+"""The TensorBoard child process app.py runs: loopback port, path prefix, restarted when it dies, stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.tensorboard_proc import TensorBoardProcess
+
+pytestmark = pytest.mark.slow
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Return the pids in process group `pgid` that are not zombies (read from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_tensorboard_serves_prefix_restarts_after_kill_and_stops(tmp_path: Path) -> None:
+    """A killed TensorBoard is restarted by the watchdog; stop() ends its process group."""
+    board = TensorBoardProcess(tmp_path / "runs", "/tensorboard", log_file=tmp_path / "tb.log")
+    board.start()
+    try:
+        board.wait_ready(timeout=120)
+        assert board.base_url.startswith("http://127.0.0.1:") and board.base_url.endswith("/tensorboard")
+        assert "TensorBoard" in httpx.get(board.base_url + "/", timeout=10).text
+        first_pid = board._proc.pid
+        os.killpg(first_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while board.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert board.restarts == 1, "the watchdog did not restart TensorBoard"
+        board.wait_ready(timeout=120)
+        pid = board._proc.pid
+        assert pid != first_pid
+    finally:
+        board.stop()
+    assert not board.is_alive()
+    assert live_group_members(pid) == [], "TensorBoard's process group outlived stop()"
