@@ -160,13 +160,11 @@ def test_stop_file_and_sigterm_save_a_clean_checkpoint(lm_ws: Path, how: str) ->
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
-def test_cli_train_json_help_and_bad_input(lm_ws: Path, cli, capsys) -> None:  # noqa: ANN001
+def test_cli_train_json_help_and_bad_input(lm_ws: Path, capsys: pytest.CaptureFixture) -> None:
     path = lm_config(lm_ws, "cli")
-    run = cli("train", "--config", str(path), "--max-steps", "2", "--json")
-    assert run.code == 0, run.stderr
-    data = run.json()
-    assert data["state"] == "finished" and data["step"] == 2
-    capsys.readouterr()
+    assert main(["train", "--config", str(path), "--max-steps", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["state"] == "finished" and data["step"] == 2 and data["run_dir"].endswith("runs/cli")
     bad = lm_config(lm_ws, "cli-bad", tokenizer="tokenizers/missing.json")
     assert main(["train", "--config", str(bad), "--json"]) == 2
     assert "missing.json" in json.loads(capsys.readouterr().out)["error"]

@@ -31,6 +31,7 @@ def tts_ws(tmp_path_factory: pytest.TempPathFactory):
         manifest = make_espeak_dataset(root / "datasets" / "sample", per_language=12)
         english = [line for line in manifest.read_text().splitlines() if json.loads(line)["language"] == "en"]
         (manifest.parent / "en.jsonl").write_text("\n".join(english) + "\n")
+        (root / "codecs").mkdir()
         make_codec(manifest, root / "codecs" / "c64.pt", codebook_size=64, iterations=20)
         train_tokenizer(list(ENGLISH_SENTENCES), "sentencepiece", 200, root / "tokenizers" / "en.model")
         extend_sentencepiece(root / "tokenizers" / "en.model", list(AMHARIC_SENTENCES), 400,
