@@ -125,13 +125,18 @@ def convergence(base_steps: int, finetune_steps: int) -> dict:
         path = settings.resolve(f"checkpoints/en_am_{init}.pt")
         report = extend_checkpoint(base.last_checkpoint, settings.resolve("tokenizers/en.model"),
                                    settings.resolve("tokenizers/en_am.model"), path, init=init)
-        fine = train(run_config(f"conv-am-{init}", "datasets/sample/am.jsonl", "tokenizers/en_am.model", finetune_steps,
-                                "tiny", preset="new-language", base_checkpoint=str(path),
-                                optim={"lr": 2.0e-3, "warmup_steps": 10}), settings=settings)
-        first = fine.run_dir / "metrics.jsonl"
-        train_rows = [json.loads(line) for line in first.read_text().splitlines() if '"train"' in line]
-        results["init"][init] = {"rows_made": report["init"], "val": {k: round(v, 4) for k, v in fine.val.items()},
-                                 "first_logged_train": {k: round(train_rows[0][k], 4) for k in ("text_loss", "mel_loss")}}
+        config = run_config(f"conv-am-{init}", "datasets/sample/am.jsonl", "tokenizers/en_am.model", finetune_steps,
+                            "tiny", preset="new-language", base_checkpoint=str(path), optim={"lr": 2.0e-3, "warmup_steps": 10})
+        config.schedule.val_every = max(1, finetune_steps // 4)
+        fine = train(config, settings=settings)
+        rows = [json.loads(line) for line in (fine.run_dir / "metrics.jsonl").read_text().splitlines()]
+        results["init"][init] = {
+            "rows_made": report["init"],
+            "val_mel_loss_curve": {r["step"]: round(r["mel_loss"], 4) for r in rows if r["split"] == "val"},
+            "val_text_loss_curve": {r["step"]: round(r["text_loss"], 4) for r in rows if r["split"] == "val"},
+            "train_at_end": {k: round(v, 4) for k, v in [r for r in rows if r["split"] == "train"][-1].items()
+                             if k in ("text_loss", "mel_loss")},
+        }
     return results
 
 
@@ -141,6 +146,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps for the tiny model (base: a quarter)")
     parser.add_argument("--per-language", type=int, default=24, help="espeak clips per language")
     parser.add_argument("--convergence", action="store_true", help="also run the fvt/mean/normal convergence study")
+    parser.add_argument("--no-throughput", action="store_true", help="skip the throughput comparison")
     parser.add_argument("--base-steps", type=int, default=200)
     parser.add_argument("--finetune-steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
@@ -153,7 +159,7 @@ def main() -> None:
         prepare(root, args.per_language)
         report = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "threads": args.threads,
                               "cpus": os.cpu_count(), "load": os.getloadavg()[0]},
-                  "throughput": throughput(args.steps)}
+                  "throughput": None if args.no_throughput else throughput(args.steps)}
         if args.convergence:
             report["convergence"] = convergence(args.base_steps, args.finetune_steps)
     print(json.dumps(report, indent=None if args.json else 2))
