@@ -18,7 +18,7 @@ from typing import Any
 from huey.consumer import Consumer
 
 from core.config import WORKSPACE_ENV, Settings
-from jobs.queue import build_huey, describe
+from jobs.queue import build_huey, describe as describe_queue
 from jobs.records import with_busy_retry
 from jobs.recovery import recover
 from jobs.supervise import stop_process_group
@@ -36,7 +36,11 @@ class _Consumer(Consumer):
 
 
 class Worker:
-    """One consumer process's job runner: `queue.workers` threads, `queue.gpu_slots` GPU slots."""
+    """One consumer process's job runner: `queue.workers` threads, `queue.gpu_slots` GPU slots.
+
+    Creating it sets LINGUAFORGE_WORKSPACE in this process to the settings' workspace, so the
+    doctor (run in-process) and job commands see the same workspace as the worker.
+    """
 
     def __init__(self, settings: Settings, workers: int | None = None) -> None:
         self.settings = settings
@@ -69,7 +73,7 @@ class Worker:
     def describe(self) -> dict[str, Any]:
         """Return what this worker serves: queue backend and location, threads, GPU slots, identity."""
         return {
-            **describe(self.settings),
+            **describe_queue(self.settings),
             "workers": self.workers,
             "gpu_slots": int(self.settings.get("queue.gpu_slots", 1) or 1),
             "worker": self.context.worker_id,
