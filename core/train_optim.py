@@ -64,17 +64,19 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig, max_s
 
 
 class RowWarmup:
-    """Scale the optimiser's update of selected rows of some parameters by a ramp 1/n … 1.
+    """Scale the optimiser's update of fresh rows of some parameters by a ramp 1/n … 1.
 
-    `rows` maps a parameter to the first row index that is fresh; `steps` is the ramp length.
-    Call `before()` ahead of `optimizer.step()` and `after()` right after it.
+    `rows` maps a parameter name to its first fresh row; `steps` is the ramp length and `done`
+    how much of it has run (saved in checkpoints, so a resume continues the ramp). Call
+    `before()` ahead of `optimizer.step()` and `after()` right after it.
     """
 
-    def __init__(self, rows: dict[nn.Parameter, int], steps: int) -> None:
-        self.rows = {p: start for p, start in rows.items() if start < p.shape[0]}
+    def __init__(self, params: dict[str, nn.Parameter], rows: dict[str, int], steps: int, done: int = 0) -> None:
+        self.rows = {name: start for name, start in rows.items() if start < params[name].shape[0]}
+        self.params = {name: params[name] for name in self.rows}
         self.steps = steps
-        self.done = 0
-        self._saved: dict[nn.Parameter, torch.Tensor] = {}
+        self.done = done
+        self._saved: dict[str, torch.Tensor] = {}
 
     @property
     def active(self) -> bool:
@@ -84,7 +86,7 @@ class RowWarmup:
     def before(self) -> None:
         """Remember the fresh rows' values before the update."""
         if self.active:
-            self._saved = {p: p.detach()[start:].clone() for p, start in self.rows.items()}
+            self._saved = {n: self.params[n].detach()[start:].clone() for n, start in self.rows.items()}
 
     def after(self) -> None:
         """Blend the fresh rows between their old and updated values by the ramp factor."""
@@ -93,15 +95,11 @@ class RowWarmup:
         self.done += 1
         factor = self.done / self.steps
         with torch.no_grad():
-            for param, start in self.rows.items():
-                old = self._saved[param]
+            for name, start in self.rows.items():
+                param, old = self.params[name], self._saved[name]
                 param[start:].copy_(old + factor * (param[start:] - old))
         self._saved = {}
 
     def state_dict(self) -> dict:
-        """Return the ramp position and fresh-row starts by parameter order (for checkpoints)."""
-        return {"done": self.done, "steps": self.steps}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore the ramp position."""
-        self.done, self.steps = int(state["done"]), int(state["steps"])
+        """Return the fresh rows by parameter name, the ramp length and its progress."""
+        return {"rows": dict(self.rows), "steps": self.steps, "done": self.done}

@@ -192,7 +192,7 @@ class Trainer:
         self.optimizer, self.param_names = build_optimizer(self.model, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, config.schedule.max_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
-        self.row_warmup = RowWarmup({}, config.optim.new_row_warmup_steps)
+        self.row_warmup = RowWarmup({}, {}, config.optim.new_row_warmup_steps)
         self.base_sha_start = base_rows_sha256(self.model)
         if resume_loaded is not None:
             self._resume(resume_loaded, reset_optimizer)
@@ -273,10 +273,11 @@ class Trainer:
             )
             self.optimizer.load_state_dict(state)
             if self.grown_rows:
-                self.row_warmup = RowWarmup(
-                    {shapes[n]: start for n, start in self.grown_rows.items()}, self.config.optim.new_row_warmup_steps
-                )
+                self.row_warmup = RowWarmup(shapes, self.grown_rows, self.config.optim.new_row_warmup_steps)
                 self.log.line(f"Adam state remapped row by row: {self.grown_rows}")
+            elif extra.get("row_warmup"):
+                saved = extra["row_warmup"]
+                self.row_warmup = RowWarmup(shapes, saved["rows"], saved["steps"], saved["done"])
         self.scheduler.load_state_dict(extra["scheduler"])
         if extra.get("scaler"):
             self.scaler.load_state_dict(extra["scaler"])
@@ -387,6 +388,7 @@ class Trainer:
             "frozen_rows": self.frozen_rows,
             "base_size": self.base_size,
             "base_rows_sha256_start": self.base_sha_start,
+            "row_warmup": self.row_warmup.state_dict(),
         }
         path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
         if val_loss is not None and (self.best_val is None or val_loss <= self.best_val):

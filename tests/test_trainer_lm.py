@@ -115,7 +115,9 @@ def test_vocabulary_growth_resume_remaps_adam_rows(lm_ws: Path) -> None:
     assert trainer.step == 3 and trainer.scheduler.last_epoch == 3
     result = trainer.run()
     assert result.state == "finished" and result.step == 6
-    assert load_checkpoint(result.last_checkpoint).meta["rows"] == n_old + len(NEW_WORDS)
+    final = load_checkpoint(result.last_checkpoint)
+    assert final.meta["rows"] == n_old + len(NEW_WORDS) and final.meta["init"] == "fvt"
+    assert final.extra["row_warmup"] == {"rows": trainer.grown_rows, "steps": 50, "done": 3}
 
 
 def test_non_prefix_tokenizer_is_refused_with_the_first_differing_id(lm_ws: Path) -> None:
