@@ -279,6 +279,8 @@ class Trainer:
                 saved = extra["row_warmup"]
                 self.row_warmup = RowWarmup(shapes, saved["rows"], saved["steps"], saved["done"])
         self.scheduler.load_state_dict(extra["scheduler"])
+        for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+            group["lr"] = lr  # a fresh optimiser (--reset-optimizer) starts at the schedule's position too
         if extra.get("scaler"):
             self.scaler.load_state_dict(extra["scaler"])
         restore_rng(extra["rng"])

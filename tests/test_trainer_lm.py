@@ -191,3 +191,14 @@ def test_a_failing_setup_writes_a_failed_status(lm_ws: Path) -> None:
         _train(lm_ws, "fails", data={"corpus": ["corpus/not_there.txt"]})
     status = json.loads((lm_ws / "runs" / "fails" / "status.json").read_text())
     assert status["state"] == "failed" and "not_there.txt" in status["error"]
+
+
+def test_reset_optimizer_is_explicit_and_keeps_the_schedule(lm_ws: Path) -> None:
+    _train(lm_ws, "reset", max_steps=3)
+    path = lm_config(lm_ws, "reset")
+    kept = Trainer(load_run_config(path), path, load_settings(), resume="auto")
+    fresh = Trainer(load_run_config(path), path, load_settings(), resume="auto", reset_optimizer=True)
+    assert len(kept.optimizer.state) == len(kept.param_names) and len(fresh.optimizer.state) == 0
+    assert fresh.step == kept.step == 3 and fresh.scheduler.last_epoch == 3
+    assert fresh.scheduler.get_last_lr() == kept.scheduler.get_last_lr()
+    assert [g["lr"] for g in fresh.optimizer.param_groups] == [g["lr"] for g in kept.optimizer.param_groups]
