@@ -40,7 +40,7 @@ def require_espeak() -> None:
 
 
 def make_espeak_dataset(dest: Path, per_language: int = 12, languages: tuple[str, ...] = ("en", "am")) -> Path:
-    """Put `per_language` espeak clips per language into the new folder `dest`; return its manifest.jsonl.
+    """Put `per_language` espeak clips per language into the folder `dest`; return its manifest.jsonl.
 
     Two espeak voices per language are the speakers. Skips the test when espeak-ng is missing.
     """
@@ -48,7 +48,7 @@ def make_espeak_dataset(dest: Path, per_language: int = 12, languages: tuple[str
     rendered = _session_dir() / f"espeak-{'-'.join(languages)}-{per_language}"
     if not (rendered / "manifest.jsonl").is_file():
         sample_dataset(rendered, SAMPLE_RATE, list(languages), per_language)
-    shutil.copytree(rendered, dest)
+    shutil.copytree(rendered, dest, dirs_exist_ok=True)
     return dest / "manifest.jsonl"
 
 
