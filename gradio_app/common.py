@@ -143,14 +143,12 @@ def workspace_files(settings: Settings, patterns: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def read_jsonl(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Return the JSON objects of a JSON-lines file (the last `limit` when given), skipping bad lines."""
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Return the JSON objects of a JSON-lines file, skipping lines that are not (yet) complete JSON."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
-    if limit is not None:
-        lines = lines[-limit:]
     rows = []
     for line in lines:
         try:

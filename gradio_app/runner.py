@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from core.config import Settings
-from core.errors import InternalError
 from jobs import runner as jobs_runner
 from jobs.worker import Worker
 
@@ -65,13 +64,3 @@ class JobRunner:
     def resume(self, job_id: str) -> dict[str, Any]:
         """Queue an interrupted, failed or cancelled job again (training resumes); return its record."""
         return self._jobs.resume(job_id)
-
-    def wait(self, job_id: str, timeout: float = 900.0) -> dict[str, Any]:
-        """Return the record once `job_id` reaches a final status.
-
-        Raises InternalError when it has not after `timeout` seconds (the job keeps running).
-        """
-        try:
-            return self._jobs.wait(job_id, timeout)
-        except TimeoutError as exc:
-            raise InternalError(f"{exc}; follow it in the Jobs tab.") from exc

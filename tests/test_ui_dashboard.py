@@ -152,6 +152,7 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
 
     open_tab(page, "Training")
     page.locator("#train-load").click()
+    page.wait_for_function("() => document.querySelector('#train-batch input').value === '8'")  # preset:tiny
     fill(page, "train-name", RUN)
     fill(page, "train-tokenizer", "tokenizers/sample.model", commit=True)
     fill(page, "train-codec", "codecs/sample.pt", commit=True)

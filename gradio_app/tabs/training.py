@@ -35,7 +35,7 @@ LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
 TOP1_METRICS = ("mel_top1",)
 LIVE_S = 2.0
 BUILTIN = "preset:"
-STATUS_ICONS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
 
 def run_config_path(name: str) -> str:
@@ -145,10 +145,10 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
         config = run_config_from_dict(data, "form")
         config_path = ctx.settings.resolve(run_config_path(config.name))
     except (InputError, ValueError, TypeError) as exc:
-        return [["config", STATUS_ICONS["fail"], str(exc), "Correct the field named in the message."]], False, \
+        return [["config", STATUS_LABELS["fail"], str(exc), "Correct the field named in the message."]], False, \
             "**FAIL** The form does not make a valid run config; Start is disabled."
     report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
-    rows = [[c["id"], STATUS_ICONS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
+    rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
     failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
     if failing:
@@ -264,8 +264,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return rows, text, gr.update(interactive=ok), preview_command(values[0])
 
     @ui_action
-    def load(choice: str) -> list[Any]:
+    def load(choice: str, current_name: str) -> list[Any]:
         data = load_config_source(ctx, choice)
+        data.setdefault("name", current_name)
         return [data, *dict_to_form(data)]
 
     @ui_action
@@ -342,7 +343,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     for field in fields:
         field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command],
                      trigger_mode="always_last", show_progress="hidden")
-    load_btn.click(load, inputs=preset, outputs=[base, *fields])
+    load_btn.click(load, inputs=[preset, name], outputs=[base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[message, preset])
     start_btn.click(start, inputs=[base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=message)
