@@ -1,0 +1,106 @@
+"""The quickstart report: `report.json` (DESIGN.md's contract) and a readable `report.md` beside it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from core.fsutil import atomic_write_json, atomic_write_text
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_fmt(cell) for cell in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _link(run_dir: Path, path: str) -> str:
+    return os.path.relpath(path, run_dir)
+
+
+def _stages(report: dict[str, Any]) -> list[str]:
+    rows = [[s["name"], s["kind"], s["seconds"], s["job_id"] or "inline"] for s in report["stages"]]
+    return ["## Stages", "", *_table(["stage", "command", "seconds", "job"], rows)]
+
+
+def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
+    tok, freeze, training = report["tokenizer"], report["freeze"], report["training"]
+    drift = tok.get("base_drift") or {}
+    same = freeze["base_rows_sha256_before"] == freeze["base_rows_sha256_after"]
+    lines = [
+        "## Tokenizer", "",
+        *_table(["base size", "extended size", "Amharic unk rate", "added pieces used", "English lines checked",
+                 "English lines changed"],
+                [[tok["base_size"], tok["size"], tok["unk_rate_new_language"], tok.get("added_pieces_used"),
+                  drift.get("lines_checked"), drift.get("lines_changed")]]),
+        "## Frozen base rows", "",
+        f"Rows 0–{freeze['base_rows'] - 1} of the text embedding and head, English base checkpoint vs the final "
+        f"Amharic checkpoint: **{'unchanged' if same else 'CHANGED'}**.", "",
+        f"- before: `{freeze['base_rows_sha256_before']}`",
+        f"- after:  `{freeze['base_rows_sha256_after']}`", "",
+        "## Training", "",
+        *_table(["", "steps", "val mel_loss", "val text_loss"], [
+            ["English base (end)", training["base_steps"], (training.get("base_val") or {}).get("mel_loss"),
+             (training.get("base_val") or {}).get("text_loss")],
+            ["Amharic fine-tune, start", 0, training["val_mel_loss_start"], training["val_text_loss_start"]],
+            ["Amharic fine-tune, end", training["finetune_steps"], training["val_mel_loss_end"],
+             training["val_text_loss_end"]]]),
+    ]
+    codec_eval = (report.get("codec") or {}).get("eval")
+    if report.get("eval"):
+        rows = [[name, values.get("mcd_db"), values.get("duration_ratio"), values.get("dtw_identification")]
+                for name, values in report["eval"]["rows"].items()]
+        lines += ["## Evaluation (held-out Amharic, `eval tts`)", "",
+                  "The `codec` row is the ceiling: references through the codec.", "",
+                  *_table(["row", "MCD dB", "duration ratio", "DTW identification"], rows)]
+    elif codec_eval:
+        lines += ["## Codec", "", *_table(list(codec_eval), [list(codec_eval.values())])]
+    lines += ["## Audio (sentences not in training)", "",
+              *_table(["language", "text", "file", "real-time factor"],
+                      [[a["language"], a["text"], f"[{Path(a['path']).name}]({_link(run_dir, a['path'])})", a["rtf"]]
+                       for a in report["audio"]])]
+    return lines
+
+
+def _lm_markdown(report: dict[str, Any]) -> list[str]:
+    sweep = report["sweep"]
+    lines = ["## Vocabulary sweep", "", f"Recommended: **{sweep['recommended']}** — {sweep['reason']}", "",
+             *_table(["size", "chars/token", "unused share", "error"],
+                     [[r["size"], r.get("chars_per_token"), r.get("unused_share"), r.get("error")] for r in sweep["rows"]]),
+             "## Language models (validation bits per byte; lower is better)", "",
+             *_table(["vocab size", "steps", "val bpb start", "val bpb end", "val loss end", "checkpoint"],
+                     [[m["vocab_size"], m["steps"], m["val_bpb_start"], m["val_bpb_end"], m["val_loss_end"],
+                       m["checkpoint"]] for m in report["models"]]),
+             f"Best by validation bits per byte: **{report['best_vocab_size']}**.", "",
+             "## Samples", ""]
+    for sample in report["samples"]:
+        lines += [f"- temperature {sample['temperature']} (vocab {sample['vocab_size']}): "
+                  f"“{sample['prompt']}**{sample['text']}**”"]
+    return lines + [""]
+
+
+def render_markdown(report: dict[str, Any], run_dir: Path) -> str:
+    """Return report.md's text for a tts or lm quickstart report."""
+    lines = [f"# Quickstart {report['journey']}: {report['name']}", "",
+             f"Preset `{report['preset']}`, stages run {'as jobs' if report['mode'] == 'queue' else 'inline'}, "
+             f"{report['seconds']} s in all. Command: `{report['command']}`.", ""]
+    lines += _tts_markdown(report, run_dir) if report["journey"] == "tts" else _lm_markdown(report)
+    return "\n".join(lines + _stages(report))
+
+
+def write_report(run_dir: Path, report: dict[str, Any]) -> dict[str, str]:
+    """Write `report.json` and `report.md` into `run_dir`; return their paths (also added to `report`)."""
+    paths = {"json": str(run_dir / "report.json"), "markdown": str(run_dir / "report.md")}
+    report["report"] = paths
+    atomic_write_json(run_dir / "report.json", report)
+    atomic_write_text(run_dir / "report.md", render_markdown(report, run_dir))
+    return paths

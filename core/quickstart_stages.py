@@ -1,0 +1,142 @@
+"""Running a quickstart journey's stages: each one CLI command, as a job on the queue or inline.
+
+Queued (the default), each stage is submitted through `jobs.runner` with its DESIGN.md kind and
+waited for, so it shows in the Jobs tab with its log; the journey either starts a worker in this
+process or relies on one that is already consuming (the dashboard's, or `python -m core worker`).
+Inline, the same argv (built and checked by `jobs.kinds.build_argv`) runs through `core.cli.main`
+in this process: no job records, no per-stage process start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.config import Settings
+from core.errors import InputError, LinguaForgeError
+from core.progress import Progress
+
+MODES = ("queue", "inline")
+QUEUE_PICKUP_S = 300.0
+
+
+class StageFailed(LinguaForgeError):
+    """A stage's command failed; the message names the stage, its job and how to read its log."""
+
+    exit_code = 1
+
+
+@dataclass
+class StageRecord:
+    """One finished stage: its name, job kind, wall seconds, job id (None inline) and JSON result."""
+
+    name: str
+    kind: str
+    seconds: float
+    job_id: str | None
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """Return the report's stage entry: name, kind, seconds, job_id."""
+        return {"name": self.name, "kind": self.kind, "seconds": round(self.seconds, 2), "job_id": self.job_id}
+
+
+class StageRunner:
+    """Runs stages one after another and remembers them; use as a context manager.
+
+    `mode` is `queue` or `inline`; `embedded_worker` (queue mode) starts a job worker in this
+    process for the journey's lifetime. `timeout_s` bounds each stage.
+    Raises InputError for an unknown mode.
+    """
+
+    def __init__(self, settings: Settings, mode: str = "queue", embedded_worker: bool = True,
+                 timeout_s: float = 3600.0, total: int | None = None) -> None:
+        if mode not in MODES:
+            raise InputError(f"stage mode {mode!r}: choose one of {', '.join(MODES)}.")
+        self.settings = settings
+        self.mode = mode
+        self.embedded_worker = embedded_worker and mode == "queue"
+        self.timeout_s = timeout_s
+        self.records: list[StageRecord] = []
+        self.progress = Progress("quickstart", total=total, interval=0.0)
+        self._runner: Any = None
+        self._worker: Any = None
+        self._current: str | None = None
+
+    def __enter__(self) -> "StageRunner":
+        if self.mode == "queue":
+            from jobs.runner import JobRunner, start_worker
+
+            self._runner = JobRunner(self.settings)
+            if self.embedded_worker:
+                self._worker = start_worker(self.settings)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._current is not None and self._runner is not None:
+            with contextlib.suppress(LinguaForgeError):
+                self._runner.cancel(self._current)
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    def run(self, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run stage `name` as command `kind` with CLI-named `params`; return the command's JSON result.
+
+        Raises InputError when the parameters are invalid and StageFailed when the command fails
+        or does not finish within the stage timeout.
+        """
+        start = time.monotonic()
+        if self.mode == "queue":
+            job_id, result = self._queued(name, kind, params)
+        else:
+            job_id, result = None, self._inline(name, kind, params)
+        record = StageRecord(name, kind, time.monotonic() - start, job_id, result)
+        self.records.append(record)
+        self.progress.update(1, stage=name, seconds=round(record.seconds, 1))
+        return result
+
+    def timed(self, name: str, seconds: float) -> None:
+        """Record an in-process step (no command) of `seconds` under `name`."""
+        self.records.append(StageRecord(name, "in-process", seconds, None))
+
+    def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        job_id = self._runner.submit(kind, params)
+        self._current = job_id
+        try:
+            job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=("running", "succeeded", "failed",
+                                                                       "cancelled", "interrupted"))
+        except TimeoutError:
+            raise StageFailed(
+                f"stage {name}: job {job_id} ({kind}) was not picked up within {QUEUE_PICKUP_S:.0f} s. "
+                "Start a worker (`python -m core worker`) or run the quickstart without --external-worker."
+            ) from None
+        try:
+            job = self._runner.wait(job_id, self.timeout_s)
+        except TimeoutError:
+            raise StageFailed(f"stage {name}: job {job_id} ({kind}) still {job['status']} after "
+                              f"{self.timeout_s:.0f} s; it was cancelled. Raise stage_timeout_s in the preset.") from None
+        self._current = None
+        if job["status"] != "succeeded":
+            raise StageFailed(f"stage {name}: job {job_id} ({kind}) {job['status']}: {job.get('error') or 'no error text'}. "
+                              f"Full log: `python -m core jobs logs {job_id}`.")
+        return job_id, job.get("artifacts") or {}
+
+    def _inline(self, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+        from core.cli import main
+        from jobs.kinds import build_argv
+
+        argv = build_argv(kind, params)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        lines = [line for line in out.getvalue().splitlines() if line.startswith("{")]
+        result = json.loads(lines[-1]) if lines else {}
+        if code != 0:
+            detail = result.get("error") or (err.getvalue().strip().splitlines() or ["no error text"])[-1]
+            raise StageFailed(f"stage {name} ({kind}) failed with exit code {code}: {detail}.")
+        return result
