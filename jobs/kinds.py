@@ -22,9 +22,7 @@ GPU_KINDS = (
     "eval.tts",
     "codec.train",
     "prune",
-    "quickstart.tts",
-    "quickstart.lm",
-)
+)  # quickstart.* are not GPU kinds: they only submit and wait for their stage jobs, which take the slots
 SKIPPED_DESTS = ("help", "json", "handler")
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off", "")
