@@ -244,8 +244,15 @@ def _jobs(rows: list[ManifestRow], cache_dir: Path, val_ratio: float) -> list[di
 
 def _execute(jobs: list[dict[str, Any]], init_args: tuple[str, str, bool], workers: int) -> Iterator[dict[str, Any]]:
     if workers <= 1 or len(jobs) < 2:
-        builder = ItemBuilder(*init_args)
-        yield from (builder.build(job) for job in jobs)
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # per-clip tensors are small; intra-op threads only add overhead
+        try:
+            builder = ItemBuilder(*init_args)
+            yield from (builder.build(job) for job in jobs)
+        finally:
+            torch.set_num_threads(threads)
         return
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     chunk = max(1, min(32, len(jobs) // (workers * 8)))
