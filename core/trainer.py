@@ -163,7 +163,7 @@ class Trainer:
         ctx.device = str(self.device)
         ctx.extras.update(
             {k: v for k, v in self.model_cfg.to_dict().items() if k in ("max_text_tokens", "max_speech_tokens")},
-            model_config=self.model_cfg.to_dict(), task=config.task, batch_size=config.batch.size,
+            model_config=self.model_cfg.to_dict(),
         )
         report = run_doctor(ctx)
         self.log.line("doctor:\n" + report.render())
