@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ def test_two_gloo_ranks_end_with_identical_weights(workspace: Path) -> None:
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
          "-m", "core", "train", "--config", str(config), "--json"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     status = json.loads((workspace / "runs" / "ddp" / "status.json").read_text())
