@@ -30,6 +30,7 @@ SENTENCES = sorted(ENGLISH_SENTENCES, key=len)[:5]
 def tiny_checkpoint(workspace: Path) -> Path:
     """A tiny TTS checkpoint in runs/evalrun/checkpoints/ with its tokenizer and codec recorded."""
     manifest = make_espeak_dataset(workspace / "datasets" / "en", per_language=6, languages=("en",))
+    (workspace / "codecs").mkdir()
     codec_path = make_codec(manifest, workspace / "codecs" / "en.pt", codebook_size=32, iterations=10)
     codec = load_codec(codec_path)
     tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "en.json", english_words()))
