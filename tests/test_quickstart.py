@@ -1,0 +1,141 @@
+"""Quickstart end to end on reduced presets: real espeak speech, real jobs, real training.
+
+The TTS journey runs exactly as `python -m core quickstart tts` does (every stage a job on the
+queue, consumed by a worker started in the command's process) with a preset cut down to a few
+dozen steps; the LM journey runs inline on a small corpus. Both check the numbers the report
+promises: zero `<unk>` on Amharic, English encodings unchanged, base rows bit-identical, Amharic
+validation mel_loss lower at the end than at the start, and bits per byte for two vocabulary sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from core.checkpoint import load_checkpoint
+from core.errors import InputError
+from core.quickstart import load_preset
+from jobs.kinds import build_argv, is_gpu_kind
+from jobs.runner import JobRunner
+from tests.data_helpers import require_espeak, run_cli
+
+REDUCED_TTS = {
+    "journey": "tts",
+    "sample": {"per_language": 16},
+    "val_ratio": 0.25,
+    "codec": {"codebook_size": 64, "iterations": 20},
+    "tokenizer": {"base_size": 200, "extended_size": 400},
+    "model": {"preset": "tiny", "max_speech_tokens": 600},
+    "base": {"steps": 30, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3},
+    "finetune": {"steps": 20, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3, "val_every": 10},
+    "synthesis": {"sentences": 1, "temperature": 0.8},
+    "eval": {"sentences": 2},
+    "stage_timeout_s": 600,
+}
+REDUCED_LM = {
+    "journey": "lm",
+    "sweep_sizes": [300, 600, 5000],
+    "compare_sizes": [300, 600],
+    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "max_text_tokens": 64},
+    "train": {"steps": 40, "batch_size": 16, "lr": 3.0e-3, "warmup_steps": 5, "val_every": 20},
+    "val_ratio": 0.1,
+    "samples": {"prompt": "The ", "temperatures": [0.5, 1.2], "max_new_tokens": 12},
+}
+
+
+def _preset(tmp_path: Path, name: str, data: dict) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_tts_quickstart_as_jobs_learns_amharic_and_keeps_base_rows(workspace: Path, tmp_path: Path) -> None:
+    require_espeak()
+    run = run_cli("quickstart", "tts", "--preset", _preset(tmp_path, "reduced", REDUCED_TTS), "--name", "qs", "--json")
+    assert run.code == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    assert report == json.loads((workspace / "runs" / "qs" / "report.json").read_text())
+
+    jobs = JobRunner()
+    kinds = {stage["name"]: stage["kind"] for stage in report["stages"]}
+    assert kinds["sample"] == "dataset.sample" and kinds["train.finetune"] == "train" and kinds["prune"] == "prune"
+    for stage in report["stages"]:
+        assert stage["seconds"] >= 0
+        if stage["kind"] != "in-process":
+            job = jobs.get_job(stage["job_id"])
+            assert (job["kind"], job["status"]) == (stage["kind"], "succeeded")
+
+    tokenizer = report["tokenizer"]
+    assert (tokenizer["base_size"], tokenizer["size"]) == (200, 400)
+    assert tokenizer["unk_rate_new_language"] == 0.0
+    assert tokenizer["base_drift"]["lines_checked"] > 100 and tokenizer["base_drift"]["lines_changed"] == 0
+
+    freeze = report["freeze"]
+    assert freeze["base_rows_sha256_before"] == freeze["base_rows_sha256_after"]
+    assert freeze["trainer"]["start"] == freeze["trainer"]["now"] and freeze["frozen_rows"] == 200
+    base = load_checkpoint(report["training"]["base_run"] + "/checkpoints/step_0000030.pt").state_dict
+    final = load_checkpoint(report["checkpoint"]).state_dict
+    for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+        assert final[key].shape[0] == 400 and torch.equal(final[key][:200], base[key][:200]), key
+
+    training = report["training"]
+    assert training["val_samples"] >= 2 and training["finetune_steps"] == 20
+    assert training["val_mel_loss_end"] < training["val_mel_loss_start"] - 0.2, training
+
+    assert {a["language"] for a in report["audio"]} == {"am", "en"}
+    for clip in report["audio"]:
+        assert Path(clip["path"]).stat().st_size > 1000 and clip["rtf"] > 0
+    assert set(report["eval"]["rows"]) == {"model", "codec", "references"}
+    assert report["eval"]["rows"]["codec"]["mcd_db"] > 0
+
+    markdown = (workspace / "runs" / "qs" / "report.md").read_text()
+    assert "**unchanged**" in markdown and f"{training['val_mel_loss_start']:.4g}" in markdown
+    assert "](audio/am_1.wav)" in markdown
+
+
+def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(workspace: Path, tmp_path: Path) -> None:
+    corpus = workspace / "corpus.txt"
+    from core.sample_text import ENGLISH_SENTENCES, SPANISH_SENTENCES
+
+    corpus.write_text("\n".join(ENGLISH_SENTENCES + SPANISH_SENTENCES) + "\n", encoding="utf-8")
+    run = run_cli("quickstart", "lm", "--corpus", "corpus.txt", "--preset", _preset(tmp_path, "lm-small", REDUCED_LM),
+                  "--name", "lmqs", "--inline", "--json")
+    assert run.code == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    sweep_errors = {row["size"]: row["error"] for row in report["sweep"]["rows"]}
+    assert sweep_errors[300] is None and "too large" in sweep_errors[5000]
+    sizes = [model["vocab_size"] for model in report["models"]]
+    assert len(sizes) >= 2 and {300, 600} <= set(sizes)
+    for model in report["models"]:
+        assert 0 < model["val_bpb_end"] < model["val_bpb_start"], model
+    assert report["best_vocab_size"] == min(report["models"], key=lambda m: m["val_bpb_end"])["vocab_size"]
+    assert [s["temperature"] for s in report["samples"]] == [0.5, 1.2]
+    assert all(s["text"] for s in report["samples"])
+    assert all(stage["job_id"] is None for stage in report["stages"])
+    assert "val bpb end" in (workspace / "runs" / "lmqs" / "report.md").read_text()
+
+
+def test_bad_presets_and_existing_runs_are_refused(workspace: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="quick"):
+        load_preset("nope", "tts")
+    with pytest.raises(InputError, match="not a tts quickstart preset"):
+        load_preset("lm", "tts")
+    assert {load_preset("quick", "tts")["preset"], load_preset("full", "tts")["preset"]} == {"quick", "full"}
+    broken = _preset(tmp_path, "broken", {**REDUCED_TTS, "sample": {"per_language": 157}})
+    run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
+    assert run.code == 2 and "per_language 157" in run.stderr
+    (workspace / "runs" / "taken").mkdir(parents=True)
+    run = run_cli("quickstart", "lm", "--name", "taken", "--inline")
+    assert run.code == 2 and "runs/taken already exists" in run.stderr
+
+
+def test_quickstart_jobs_validate_like_the_cli_and_hold_no_gpu_slot() -> None:
+    assert build_argv("quickstart.tts", {"preset": "quick", "external_worker": True}) == [
+        "quickstart", "tts", "--preset", "quick", "--external-worker", "--json"]
+    with pytest.raises(InputError, match="not allowed with"):
+        build_argv("quickstart.lm", {"inline": True, "external_worker": True})
+    assert not is_gpu_kind("quickstart.tts") and not is_gpu_kind("quickstart.lm") and is_gpu_kind("train")
