@@ -51,11 +51,26 @@ create table if not exists jobs (
     interruptions integer not null default 0,
     cancel_requested integer not null default 0
 );
+"""
+INDEXES = """
 create index if not exists jobs_status on jobs (status);
 create index if not exists jobs_created on jobs (created_at);
 """
 
 T = TypeVar("T")
+
+
+def table_columns() -> dict[str, str]:
+    """Return the jobs table's columns as {name: definition}, parsed from SCHEMA.
+
+    Used to add columns that a workspace created by an older LinguaForge lacks.
+    """
+    body = SCHEMA.split("create table if not exists jobs (", 1)[1].split(");", 1)[0]
+    columns = {}
+    for line in body.strip().splitlines():
+        name, definition = line.strip().rstrip(",").split(" ", 1)
+        columns[name] = definition.replace(" primary key", "")
+    return columns
 
 
 def with_busy_retry(action: Callable[[], T], what: str, deadline_s: float = RETRY_DEADLINE_S) -> T:
@@ -98,6 +113,13 @@ class JobStore:
     def _create(self) -> None:
         with self._connect() as conn:
             conn.executescript(SCHEMA)
+            present = {row["name"] for row in conn.execute("pragma table_info(jobs)")}
+            for name, definition in table_columns().items():
+                if name not in present:
+                    if "default" not in definition:
+                        definition = definition.replace(" not null", "")
+                    conn.execute(f"alter table jobs add column {name} {definition}")
+            conn.executescript(INDEXES)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
