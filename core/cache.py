@@ -291,7 +291,10 @@ def build_cache(
     jobs = _jobs(rows, cache_dir, val_ratio)
     known = _read_journal(cache_dir / JOURNAL_NAME)
     if (cache_dir / INDEX_NAME).is_file():
-        known.update({e["id"]: e for e in open_cache(cache_dir).items})
+        try:
+            known.update({e["id"]: e for e in open_cache(cache_dir).items})
+        except InputError:
+            pass  # a damaged index: its items are built again
     done: dict[str, dict[str, Any]] = {}
     rebuilt = built = 0
     for job in jobs:

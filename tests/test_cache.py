@@ -102,6 +102,11 @@ def test_changed_manifest_gets_a_new_folder_and_bad_rows_are_skipped(data, chatt
     assert info.items == 4
     assert {s["line"] for s in info.skipped} == {5, 6}
     assert open_cache(info.path).data["skipped"][0]["line"] == 5
+    (info.path / "index.json").write_text("{torn", encoding="utf-8")
+    with pytest.raises(InputError, match="unreadable cache index"):
+        open_cache(info.path)
+    again = build_cache(manifest, chatterbox_tokenizer, data["codec"], tmp_path / "cache", workers=1)
+    assert (again.path, again.built, again.items) == (info.path, 4, 4)
 
 
 def test_cache_list_and_clean_unused(data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:

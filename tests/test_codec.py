@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from core.audio import read_audio
@@ -108,3 +110,19 @@ def test_codec_train_cli_writes_a_loadable_codec(manifest: Path, tmp_path: Path)
     data = run.json()
     assert data["fingerprint"] == load_codec(out).fingerprint
     assert data["train_clips"] == 23 and data["frame_rate"] == 62.5
+
+
+def test_codec_encode_decode_cli(manifest: Path, codec: SpeechCodec, tmp_path: Path) -> None:
+    path = codec.save(tmp_path / "codec.pt")
+    audio = read_manifest(manifest)[0][0].path
+    enc = run_cli("codec", "encode", "--codec", path, "--input", audio, "--output", tmp_path / "codes", "--json")
+    assert enc.code == 0, enc.stderr
+    codes = np.load(enc.json()["output"])
+    assert enc.json()["output"].endswith("codes.npy") and codes.dtype == np.int32 and codes.size == enc.json()["frames"]
+    dec = run_cli("codec", "decode", "--codec", path, "--codes", tmp_path / "codes.npy", "--output", tmp_path / "out.wav", "--json")
+    assert dec.code == 0, dec.stderr
+    info = sf.info(str(tmp_path / "out.wav"))
+    assert info.samplerate == 16000 and abs(info.frames - codes.size * 256) <= 256
+    np.save(tmp_path / "bad.npy", np.array([0, 999], dtype=np.int32))
+    bad = run_cli("codec", "decode", "--codec", path, "--codes", tmp_path / "bad.npy", "--output", tmp_path / "x.wav")
+    assert bad.code == 2 and "0..63" in bad.stderr and not (tmp_path / "x.wav").exists()

@@ -14,6 +14,7 @@ from core.codec import load_codec, train_codec
 from core.codec_eval import evaluate_codec
 from core.config import load_settings
 from core.errors import InputError
+from core.fsutil import atomic_write
 
 
 def _train(args: argparse.Namespace) -> Result:
@@ -50,7 +51,10 @@ def _encode(args: argparse.Namespace) -> Result:
     codec = load_codec(Path(args.codec).resolve())
     codes = codec.encode(read_audio(Path(args.input).resolve(), codec.sample_rate)[0])
     output = Path(args.output).resolve()
-    np.save(output, codes.numpy().astype(np.int32))
+    if output.suffix != ".npy":
+        output = output.with_name(output.name + ".npy")
+    with atomic_write(output) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, codes.numpy().astype(np.int32))
     data = {"output": str(output), "frames": int(codes.numel()), "seconds": round(codes.numel() / codec.frame_rate, 3)}
     return Result(data, render_mapping(data))
 
