@@ -4,7 +4,9 @@ Two questions are asked of each clip:
 - sentence identification: decode with a JSGF grammar whose alternatives are all the
   held-out sentences and map the hypothesis to the alternative with the fewest word errors
   (a search that ends before the grammar's final state still identifies its sentence; an
-  empty hypothesis identifies none). Chance is 1/N.
+  empty hypothesis identifies none). Chance is 1/N. The grammar search scores 16 Gaussians
+  per frame instead of PocketSphinx's default 4: on espeak's `en-us+m3` voice that lifted
+  identification of 16 sentences from 10 to 14 at under 2x the (small) cost.
 - free decoding with PocketSphinx's US-English language model, scored by word error rate
   (`jiwer`) against the sentence text.
 
@@ -30,6 +32,7 @@ from core.errors import InputError
 SAMPLE_RATE = 16000
 PAD_SECONDS = 0.25
 GRAMMAR_NAME = "sentences"
+GRAMMAR_TOPN = 16
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
 
 
@@ -127,7 +130,7 @@ class SphinxJudge:
         grammar = "#JSGF V1.0;\ngrammar sentences;\npublic <s> = " + " | ".join(
             f"( {a} )" for a in dict.fromkeys(usable)
         ) + " ;\n"
-        self._grammar_decoder = _decoder(lm=None)
+        self._grammar_decoder = _decoder(lm=None, topn=GRAMMAR_TOPN)
         self._grammar_decoder.add_jsgf_string(GRAMMAR_NAME, grammar)
         self._grammar_decoder.activate_search(GRAMMAR_NAME)
         self._free_decoder = None
