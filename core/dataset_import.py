@@ -21,7 +21,7 @@ import torch
 from core.audio import read_audio, resample, write_wav
 from core.errors import InputError
 from core.fsutil import atomic_write_json
-from core.importers import Candidate, ImportOptions, folder, ljspeech, manifest, srt
+from core.importers import FORMAT_NAMES, Candidate, ImportOptions, folder, ljspeech, manifest, srt
 from core.manifest import ManifestRow, Reject, write_manifest, write_rejects
 from core.progress import Progress
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION, normalize_text
@@ -33,6 +33,7 @@ FORMATS: dict[str, Callable[[Path, ImportOptions], tuple[list[Candidate], list[R
     "srt": srt.collect,
     "manifest": manifest.collect,
 }
+assert tuple(FORMATS) == FORMAT_NAMES, "core.importers.FORMAT_NAMES must list every format reader"
 DEFAULT_DURATION = {"srt": (1.0, 15.0)}
 FALLBACK_DURATION = (0.3, 30.0)
 SILENCE_PEAK = 1e-4

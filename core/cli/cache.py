@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cache_admin import clean_caches, list_caches
 from core.cli.common import Result, add_command, add_group, render_table
 from core.config import load_settings
 
@@ -15,6 +14,8 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _list(args: argparse.Namespace) -> Result:
+    from core.cache_admin import list_caches
+
     root = _root(args)
     records = list_caches(root)
     rows = [
@@ -26,6 +27,8 @@ def _list(args: argparse.Namespace) -> Result:
 
 
 def _clean(args: argparse.Namespace) -> Result:
+    from core.cache_admin import clean_caches
+
     root = _root(args)
     removed = clean_caches(root, unused_only=args.unused)
     freed = sum(r["bytes"] for r in removed)

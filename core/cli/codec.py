@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from core.audio import read_audio, write_wav
 from core.cli.common import Result, add_command, add_group, render_mapping
-from core.codec import load_codec, train_codec
-from core.codec_eval import evaluate_codec
 from core.config import load_settings
 from core.errors import InputError
-from core.fsutil import atomic_write
 
 
 def _train(args: argparse.Namespace) -> Result:
+    from core.codec import train_codec
+    from core.codec_eval import evaluate_codec
+
     codec = train_codec(
         Path(args.manifest).resolve(),
         codebook_size=args.codebook_size,
@@ -41,6 +37,9 @@ def _train(args: argparse.Namespace) -> Result:
 
 
 def _eval(args: argparse.Namespace) -> Result:
+    from core.codec import load_codec
+    from core.codec_eval import evaluate_codec
+
     report = evaluate_codec(
         load_codec(Path(args.codec).resolve()), Path(args.manifest).resolve(), args.val_ratio, args.max_clips, not args.no_vocoder
     )
@@ -48,6 +47,12 @@ def _eval(args: argparse.Namespace) -> Result:
 
 
 def _encode(args: argparse.Namespace) -> Result:
+    import numpy as np
+
+    from core.audio import read_audio
+    from core.codec import load_codec
+    from core.fsutil import atomic_write
+
     codec = load_codec(Path(args.codec).resolve())
     codes = codec.encode(read_audio(Path(args.input).resolve(), codec.sample_rate)[0])
     output = Path(args.output).resolve()
@@ -60,6 +65,12 @@ def _encode(args: argparse.Namespace) -> Result:
 
 
 def _decode(args: argparse.Namespace) -> Result:
+    import numpy as np
+    import torch
+
+    from core.audio import write_wav
+    from core.codec import load_codec
+
     codec = load_codec(Path(args.codec).resolve())
     source = Path(args.codes).resolve()
     try:

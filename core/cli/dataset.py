@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.cli.common import Result, add_command, add_group, csv_list, render_mapping
 from core.config import load_settings
-from core.dataset_import import FORMATS, ImportSummary, import_dataset
-from core.dataset_sample import sample_dataset
 from core.errors import InputError
-from core.importers import ImportOptions
-from core.manifest import load_manifest_rows
-from core.splits import split_of
-from core.tokenizer import load_tokenizer
+from core.importers import FORMAT_NAMES, ImportOptions
+
+if TYPE_CHECKING:
+    from core.dataset_import import ImportSummary
 
 SHOWN_REJECTS = 20
 
@@ -22,7 +21,7 @@ def _sample_rate() -> int:
     return int(load_settings().get("audio.sample_rate", 16000))
 
 
-def _summary_result(summary: ImportSummary, strict: bool) -> Result:
+def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
     data = summary.to_dict()
     shown = {k: data[k] for k in ("output", "kept", "rejected", "hours")}
     lines = [render_mapping(shown)]
@@ -40,6 +39,9 @@ def _summary_result(summary: ImportSummary, strict: bool) -> Result:
 
 
 def _import(args: argparse.Namespace) -> Result:
+    from core.dataset_import import import_dataset
+    from core.tokenizer import load_tokenizer
+
     if args.min_duration is not None or args.max_duration is not None:
         low, high = args.min_duration or 0.0, args.max_duration or float("inf")
         if low >= high:
@@ -62,11 +64,16 @@ def _import(args: argparse.Namespace) -> Result:
 
 
 def _sample(args: argparse.Namespace) -> Result:
+    from core.dataset_sample import sample_dataset
+
     summary = sample_dataset(Path(args.output).resolve(), _sample_rate(), args.languages, args.per_language, args.workers)
     return _summary_result(summary, strict=True)
 
 
 def _split(args: argparse.Namespace) -> Result:
+    from core.manifest import load_manifest_rows
+    from core.splits import split_of
+
     rows = load_manifest_rows(Path(args.manifest).resolve())
     val = [row.id for row in rows if split_of(row.id, args.val_ratio) == "val"]
     data = {"train": len(rows) - len(val), "val": len(val), "val_ratio": args.val_ratio, "val_ids": val}
@@ -88,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Audio is converted to mono wav at audio.sample_rate from the config."
         ),
     )
-    imp.add_argument("--format", required=True, choices=list(FORMATS), help="input layout")
+    imp.add_argument("--format", required=True, choices=list(FORMAT_NAMES), help="input layout")
     imp.add_argument("--input", required=True, help="input folder or file")
     imp.add_argument("--output", required=True, help="output dataset folder")
     imp.add_argument("--language", help="language code of the clips (required for folder and srt)")

@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from core.cli.common import Result, add_command, add_group
-from core.pairs import build_pairs
 
 
 def _build(args: argparse.Namespace) -> Result:
+    from core.pairs import build_pairs
+
     report = build_pairs(Path(args.cache).resolve(), args.per_target, args.seed)
     data = report.to_dict()
     lines = [f"wrote {report.pairs} prompt pairs for {report.targets} targets to {report.path}"]

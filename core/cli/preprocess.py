@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cache import build_cache
 from core.cli.common import Result, add_command, render_mapping
 from core.config import load_settings
 
 
 def _preprocess(args: argparse.Namespace) -> Result:
+    from core.cache import build_cache
+
     output = Path(args.output).resolve() if args.output else load_settings().resolve("cache")
     info = build_cache(
         Path(args.manifest).resolve(),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+FORMAT_NAMES = ("ljspeech", "folder", "srt", "manifest")
+
 
 @dataclass
 class ImportOptions:
