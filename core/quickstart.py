@@ -117,19 +117,31 @@ def val_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [row for row in map(json.loads, lines) if row["split"] == "val"]
 
 
-def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
-    """Return the validation metrics of a run config's model before its first step (its base checkpoint).
+def _validate_in_child(config_path: str, workspace: str) -> dict[str, float]:
+    import os
 
-    Raises InputError for the same problems `train` refuses (the doctor's failures included).
-    """
+    from core.config import WORKSPACE_ENV
     from core.run_config import load_run_config
     from core.trainer import Trainer
 
-    trainer = Trainer(load_run_config(config_path), config_path, settings)
+    os.environ[WORKSPACE_ENV] = workspace
+    trainer = Trainer(load_run_config(config_path), config_path, load_settings())
     try:
         return trainer.validate()
     finally:
         trainer.log.close()
+
+
+def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
+    """Return the validation metrics of a run config's model before its first step (its base checkpoint).
+
+    Runs in a fresh (spawned) process: this one may hold job-worker threads, and the trainer's
+    preprocessing forks. Raises InputError for what `train` refuses (the doctor's failures included).
+    """
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_validate_in_child, (config_path, str(settings.workspace)))
 
 
 def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -164,7 +176,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     8 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2)) as stages:
+                     9 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2)) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"]})
         manifests = _split_manifest(data_dir / "sample" / "manifest.jsonl")
@@ -196,6 +208,9 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
                                tokenizer=str(tok_dir / "en_am.model"), codec=codec_path, base_checkpoint=str(init_path)),
             "freeze": {"mode": "base-rows", "until": "auto"},
             "loss": spec["finetune"].get("loss", {"text_weight": 0.4, "mel_weight": 0.6})})
+        stages.run("preprocess.am", "preprocess", {
+            "manifest": manifests["am"], "tokenizer": str(tok_dir / "en_am.model"), "codec": codec_path,
+            "val_ratio": spec["val_ratio"]})
         clock = time.monotonic()
         val_start = validate_start(ft_cfg, settings)
         stages.timed("validate.start", time.monotonic() - clock)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,7 @@ from core.progress import Progress
 
 MODES = ("queue", "inline")
 QUEUE_PICKUP_S = 300.0
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class StageFailed(LinguaForgeError):
@@ -73,7 +76,11 @@ class StageRunner:
 
             self._runner = JobRunner(self.settings)
             if self.embedded_worker:
+                saved = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
                 self._worker = start_worker(self.settings)
+                for sig, handler in saved.items():  # the consumer's handlers would swallow Ctrl-C and SIGTERM
+                    if handler is not None and threading.current_thread() is threading.main_thread():
+                        signal.signal(sig, handler)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

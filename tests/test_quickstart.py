@@ -1,8 +1,8 @@
 """Quickstart end to end on reduced presets: real espeak speech, real jobs, real training.
 
-The TTS journey runs exactly as `python -m core quickstart tts` does (every stage a job on the
-queue, consumed by a worker started in the command's process) with a preset cut down to a few
-dozen steps; the LM journey runs inline on a small corpus. Both check the numbers the report
+The TTS journey runs as the dashboard's button runs it (a `quickstart.tts` job whose stages are
+jobs consumed by the same worker) with a preset cut down to a few dozen steps; the LM journey runs
+as `python -m core quickstart lm` does (stages consumed by a worker inside the command). Both check the numbers the report
 promises: zero `<unk>` on Amharic, English encodings unchanged, base rows bit-identical, Amharic
 validation mel_loss lower at the end than at the start, and bits per byte for two vocabulary sizes.
 """
@@ -20,7 +20,7 @@ from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.quickstart import load_preset
 from jobs.kinds import build_argv, is_gpu_kind
-from jobs.runner import JobRunner
+from jobs.runner import JobRunner, start_worker
 from tests.data_helpers import require_espeak, run_cli
 
 REDUCED_TTS = {
@@ -53,14 +53,21 @@ def _preset(tmp_path: Path, name: str, data: dict) -> Path:
     return path
 
 
-def test_tts_quickstart_as_jobs_learns_amharic_and_keeps_base_rows(workspace: Path, tmp_path: Path) -> None:
+def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, tmp_path: Path) -> None:
+    """What the dashboard's button does: a `quickstart.tts` job whose stages go to the same worker."""
     require_espeak()
-    run = run_cli("quickstart", "tts", "--preset", _preset(tmp_path, "reduced", REDUCED_TTS), "--name", "qs", "--json")
-    assert run.code == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout)
+    jobs = JobRunner()
+    worker = start_worker(jobs.settings)
+    try:
+        job_id = jobs.submit("quickstart.tts", {"preset": str(_preset(tmp_path, "reduced", REDUCED_TTS)), "name": "qs",
+                                                "external_worker": True})
+        job = jobs.wait(job_id, 600)
+    finally:
+        worker.stop()
+    assert (job["status"], job["gpu"]) == ("succeeded", 0), jobs.read_log(job_id, tail=40)
+    report = job["artifacts"]
     assert report == json.loads((workspace / "runs" / "qs" / "report.json").read_text())
 
-    jobs = JobRunner()
     kinds = {stage["name"]: stage["kind"] for stage in report["stages"]}
     assert kinds["sample"] == "dataset.sample" and kinds["train.finetune"] == "train" and kinds["prune"] == "prune"
     for stage in report["stages"]:
@@ -103,7 +110,7 @@ def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(works
 
     corpus.write_text("\n".join(ENGLISH_SENTENCES + SPANISH_SENTENCES) + "\n", encoding="utf-8")
     run = run_cli("quickstart", "lm", "--corpus", "corpus.txt", "--preset", _preset(tmp_path, "lm-small", REDUCED_LM),
-                  "--name", "lmqs", "--inline", "--json")
+                  "--name", "lmqs", "--json")
     assert run.code == 0, run.stderr[-3000:]
     report = json.loads(run.stdout)
     sweep_errors = {row["size"]: row["error"] for row in report["sweep"]["rows"]}
@@ -115,7 +122,7 @@ def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(works
     assert report["best_vocab_size"] == min(report["models"], key=lambda m: m["val_bpb_end"])["vocab_size"]
     assert [s["temperature"] for s in report["samples"]] == [0.5, 1.2]
     assert all(s["text"] for s in report["samples"])
-    assert all(stage["job_id"] is None for stage in report["stages"])
+    assert all(JobRunner().get_job(s["job_id"])["status"] == "succeeded" for s in report["stages"] if s["job_id"])
     assert "val bpb end" in (workspace / "runs" / "lmqs" / "report.md").read_text()
 
 
