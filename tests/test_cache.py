@@ -19,7 +19,7 @@ from core.errors import InputError
 from core.manifest import read_manifest
 from core.text import normalize_text
 from core.tokenizer import load_tokenizer
-from tests.data_helpers import make_codec, make_espeak_dataset
+from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +145,14 @@ def test_doctor_checks_cache_against_tokenizer_rows_and_limits(data, chatterbox_
     results = {r.id: r for r in run_doctor(ctx).checks}
     assert results["cache.tokenizer"].status == "fail"
     assert "preprocess" in results["cache.tokenizer"].fix
+
+
+def test_doctor_cli_checks_a_cache_folder(data, chatterbox_tokenizer: Path, indextts_bpe: Path, tmp_path: Path) -> None:
+    info = build_cache(data["manifest"], chatterbox_tokenizer, data["codec"], tmp_path / "cache", workers=1)
+    run = run_cli("doctor", "--tokenizer", indextts_bpe, "--cache", info.path, "--json")
+    checks = {c["id"]: c for c in run.json()["checks"]}
+    assert run.code == 2
+    assert checks["cache.tokenizer"]["status"] == "fail"
+    run = run_cli("doctor", "--tokenizer", chatterbox_tokenizer, "--cache", info.path, "--json")
+    assert run.code == 0, run.stdout
+    assert {c["id"]: c["status"] for c in run.json()["checks"]}["cache.tokenizer"] == "pass"

@@ -18,7 +18,7 @@ def _context(args: argparse.Namespace) -> DoctorContext:
     if args.config:
         config_path = Path(args.config).resolve()
         ctx = doctor_context_from_run_config(load_run_config(config_path), config_path, settings)
-    elif args.tokenizer or args.checkpoint:
+    elif args.tokenizer or args.checkpoint or args.cache:
         ctx = DoctorContext(settings=settings)
     else:
         raise InputError("doctor needs --config RUN.yaml, or --tokenizer and/or --checkpoint. See --help.")
@@ -26,6 +26,8 @@ def _context(args: argparse.Namespace) -> DoctorContext:
         ctx.tokenizer_path = Path(args.tokenizer).resolve()
     if args.checkpoint:
         ctx.checkpoint_path = Path(args.checkpoint).resolve()
+    if args.cache:
+        ctx.cache_dir = Path(args.cache).resolve()
     if args.family:
         ctx.family = args.family
     if args.freeze_until is not None:
@@ -55,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", help="run config YAML (its paths resolve against the workspace)")
     parser.add_argument("--tokenizer", help="tokenizer .model or .json")
     parser.add_argument("--checkpoint", help="checkpoint .safetensors / .pt / .pth")
+    parser.add_argument("--cache", help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
     parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
     parser.add_argument("--freeze-until", type=int, help="first trainable text row (rows below stay frozen)")
     parser.add_argument("--declared-vocab", type=int, help="a vocab size some config declares (n_vocab, number_text_tokens)")
