@@ -57,3 +57,15 @@ def test_sample_sets_are_large_and_in_script():
     assert len(ethiopic) == len(AMHARIC_SENTENCES)
     assert sum(any(p in s for p in ETHIOPIC_PUNCTUATION) for s in AMHARIC_SENTENCES) >= 150
     assert NORMALIZER_VERSION.startswith("lf-norm-")
+
+
+def test_sample_sets_meet_the_dataset_sample_minimum():
+    # Issue 4: `dataset sample` needs at least 300 distinct sentences per language in the repo.
+    assert len(set(ENGLISH_SENTENCES)) >= 300
+    assert len(set(AMHARIC_SENTENCES)) >= 300
+    # Amharic: Ethiopic letters, Ethiopic punctuation and spaces only. The one exception is "?",
+    # the question mark modern Amharic writes in place of the archaic `፧`.
+    for sentence in AMHARIC_SENTENCES:
+        stray = {c for c in sentence if not ("\u1200" <= c <= "\u137f" or c in " ?")}
+        assert not stray, f"non-Ethiopic characters {stray} in {sentence!r}"
+        assert sentence[-1] in "።?", sentence
