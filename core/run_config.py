@@ -21,6 +21,9 @@ PRESETS_DIR = REPO_ROOT / "config" / "presets"
 TASKS = ("tts", "lm")
 FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# How `best.pt` may be chosen: the metric and whether lower is better.
+BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False}
+EVAL_REFERENCES = ("dataset", "espeak")
 
 
 @dataclass
@@ -81,6 +84,23 @@ class ScheduleConfig:
     keep_last: int = 3
     eval_every: int = 0
     log_every: int = 10
+    best_metric: str = "val_loss"
+
+
+@dataclass
+class EvalConfig:
+    """The held-out set of periodic evaluation (`schedule.eval_every`, TTS runs).
+
+    `sentences`: a text file (one sentence per line) or a manifest.jsonl; null takes the first
+    `count` clips of the run's own val split (one language: `language`, else the first clip's).
+    `references`: `dataset` (the manifest's clips), `espeak`, or a folder of `<n>.wav` clips.
+    """
+
+    sentences: str | None = None
+    count: int = 4
+    references: str = "dataset"
+    wer: bool = False
+    language: str | None = None
 
 
 @dataclass
@@ -99,6 +119,7 @@ class RunConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     precision: str = "auto"
     seed: int = 0
     source: str | None = None
@@ -191,6 +212,15 @@ def _validate(config: RunConfig, where: str) -> None:
             raise InputError(f"{where}.{key}: {value} must be a positive integer.")
     if config.optim.lr <= 0:
         raise InputError(f"{where}.optim.lr: {config.optim.lr} must be positive.")
+    if config.schedule.eval_every < 0:
+        raise InputError(f"{where}.schedule.eval_every: {config.schedule.eval_every} must be 0 (off) or positive.")
+    best = config.schedule.best_metric
+    if best not in BEST_METRICS:
+        raise InputError(f"{where}.schedule.best_metric: {best!r} is not one of {', '.join(BEST_METRICS)}.")
+    if best != "val_loss" and (config.schedule.eval_every == 0 or config.task != "tts"):
+        raise InputError(f"{where}.schedule.best_metric: {best} needs a tts run with schedule.eval_every > 0.")
+    if config.eval.count < 2:
+        raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
 
 
 def preset_path(name: str) -> Path:

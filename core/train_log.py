@@ -39,14 +39,15 @@ class RunLog:
         sys.stderr.write(stamped + "\n")
         sys.stderr.flush()
 
-    def metrics(self, step: int, split: str, values: dict[str, float]) -> None:
-        """Append one record to metrics.jsonl and the same scalars to TensorBoard as `split/name`."""
+    def metrics(self, step: int, split: str, values: dict[str, float], tensorboard: bool = True) -> None:
+        """Append one record to metrics.jsonl and (unless `tensorboard` is False) the same scalars to
+        TensorBoard as `split/name`."""
         if not self.enabled:
             return
         record = {"step": step, "split": split, **{k: float(v) for k, v in values.items()}, "time": time.time()}
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        if self._tb is not None:
+        if self._tb is not None and tensorboard:
             for name, value in values.items():
                 self._tb.add_scalar(f"{split}/{name}", float(value), step)
 

@@ -2,7 +2,10 @@
 
 Order is fixed: resolve the tokenizer → size the model from it → run the doctor (it must pass)
 → build the data → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl,
-tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. Touching `runs/<name>/STOP`
+tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
+(tts) every N-th checkpoint saved, and the last one, is evaluated on a fixed held-out set
+(`core.train_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
+`schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only. Touching `runs/<name>/STOP`
 or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
 Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
 only rank 0 writes files.
@@ -179,6 +182,9 @@ class Trainer:
         self.grown_rows: dict[str, int] = {}
         self.step = 0
         self.best_val: float | None = None
+        self.best_eval: float | None = None
+        self.saves = 0
+        self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
         resume_loaded = load_checkpoint(resume_path) if resume_path else None
@@ -287,6 +293,10 @@ class Trainer:
         self.batcher.load_state_dict(extra["data_position"])
         self.step = int(extra["step"])
         self.best_val = extra.get("best_val_loss")
+        if self.config.schedule.best_metric != "val_loss":
+            from core.train_eval import best_recorded
+
+            self.best_eval = best_recorded(loaded.path.parent / "eval.json", self.config.schedule.best_metric, self.step)
         self.parent = (loaded.meta or {}).get("parent", self.parent)
         self.resumed_from = str(loaded.path)
         self.log.line(f"resumed from {loaded.path} at step {self.step} ({plan.kind} tokenizer)")
@@ -395,10 +405,51 @@ class Trainer:
         path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
         if val_loss is not None and (self.best_val is None or val_loss <= self.best_val):
             self.best_val = val_loss
-            copy_as_best(path)
+            if self.config.schedule.best_metric == "val_loss":
+                copy_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
         self.log.update_status(last_checkpoint=str(path), step=self.step)
         return path
+
+    def evaluate(self, checkpoint: Path) -> dict[str, float] | None:
+        """Evaluate a saved checkpoint on the run's held-out set (tts, rank 0) and log a `split: eval`
+        line; refresh `best.pt` when `schedule.best_metric` is an eval metric it beats.
+
+        Returns the logged metrics, or None when skipped or failed. An eval failure never stops
+        training: its message goes to log.txt and status.json (`eval_error`).
+        """
+        if self.rank != 0 or self.config.task != "tts":
+            return None
+        from core.eval_tts import evaluate_checkpoint
+        from core.train_eval import eval_metrics, heldout_set, is_better, metric_value
+
+        saved_rng = rng_state()
+        try:
+            if self._heldout is None:
+                self._heldout = heldout_set(self.config, self.settings)
+            held = self._heldout
+            result = evaluate_checkpoint(checkpoint, held.sentences, held.references, held.language, self.settings,
+                                         wer=self.config.eval.wer, seed=self.config.seed)
+        except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
+            self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
+            self.log.update_status(eval_error=f"step {self.step}: {exc}")
+            return None
+        finally:
+            restore_rng(saved_rng)
+        metrics = eval_metrics(result)
+        self.log.metrics(self.step, "eval", metrics, tensorboard=False)  # evaluate_checkpoint wrote eval/ scalars
+        self.log.line(f"eval at step {self.step} ({len(held.sentences)} sentences, {held.language}): "
+                      + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
+        best_metric = self.config.schedule.best_metric
+        if best_metric != "val_loss":
+            value = metric_value(best_metric, metrics)
+            if value is None:
+                self.log.line(f"best_metric {best_metric}: not computed at step {self.step}")
+            elif is_better(best_metric, value, self.best_eval):
+                self.best_eval = value
+                copy_as_best(checkpoint)
+                self.log.update_status(best={"metric": best_metric, "value": value, "step": self.step})
+        return metrics
 
     def _install_sigterm(self) -> Any:
         def request_stop(signum: int, frame: Any) -> None:  # noqa: ARG001
@@ -447,6 +498,9 @@ class Trainer:
             gathered: list[str] = [""] * self.world
             dist.all_gather_object(gathered, weights_sha256(self.model))
             info["rank_weights_sha256"] = gathered
+        if self.config.schedule.eval_every > 0:
+            info["best_metric"] = self.config.schedule.best_metric
+            info["best_eval"] = self.best_eval
         self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
         self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")
         return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
@@ -477,6 +531,9 @@ class Trainer:
             if self.step % cfg.save_every == 0 or done or stopping:
                 saved = self.save(val_now.get("loss"))
                 last = str(saved) if saved else last
+                self.saves += 1
+                if saved and cfg.eval_every > 0 and not stopping and (self.saves % cfg.eval_every == 0 or done):
+                    self.evaluate(saved)
             if stopping:
                 return "stopped", val, last
         return "finished", val, last

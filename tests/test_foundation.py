@@ -79,6 +79,18 @@ def test_run_config_rejects_unknown_keys() -> None:
     assert config.optim.lr == 1.0 and config.task == "lm"
 
 
+def test_run_config_eval_fields() -> None:
+    config = run_config_from_dict({"schedule": {"eval_every": 2, "best_metric": "eval_mcd"}, "eval": {"count": 6}})
+    assert config.eval.count == 6 and config.eval.references == "dataset" and config.eval.wer is False
+    assert run_config_from_dict({}).schedule.best_metric == "val_loss"
+    with pytest.raises(InputError, match="best_metric: eval_mcd needs a tts run with schedule.eval_every > 0"):
+        run_config_from_dict({"schedule": {"best_metric": "eval_mcd"}})
+    with pytest.raises(InputError, match="best_metric: 'bleu' is not one of"):
+        run_config_from_dict({"schedule": {"best_metric": "bleu"}})
+    with pytest.raises(InputError, match="eval.count"):
+        run_config_from_dict({"eval": {"count": 1}})
+
+
 def test_cli_help_and_bad_command(cli) -> None:
     assert cli("--help").code == 0
     assert cli("no-such-command").code == 2

@@ -12,10 +12,12 @@ from core.checkpoint import load_checkpoint
 from core.cli import main
 from core.config import load_settings
 from core.embeddings import extend_checkpoint
+from core.eval_tts import collect_evaluations
 from core.run_config import run_config_from_dict
 from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.sp_extend import extend_sentencepiece
 from core.tokenizer_train import train_tokenizer
+from core.train_eval import best_recorded
 from core.trainer import train
 from tests.data_helpers import make_codec, make_espeak_dataset
 
@@ -85,3 +87,44 @@ def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path,
     code = main(["synthesize", "--checkpoint", "pruned/am.safetensors", "--text", AMHARIC_SENTENCES[0],
                  "--reference", str(reference), "--output", "out/am.wav", "--language", "am", "--json"])
     assert code == 0 and (tts_ws / "out" / "am.wav").stat().st_size > 44
+
+
+def test_periodic_eval_logs_eval_lines_and_best_metric_picks_the_best_eval(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
+    settings = load_settings()
+    schedule = {"max_steps": 4, "val_every": 2, "save_every": 2, "log_every": 2, "keep_last": 5,
+                "eval_every": 1, "best_metric": "eval_mcd"}
+    config = _run("en-eval", "datasets/sample/en.jsonl", "tokenizers/en.model", 4, schedule=schedule,
+                  eval={"count": 3})
+    result = train(run_config_from_dict(config), None, settings)
+    assert result.state == "finished"
+    evals = [m for m in _metrics(tts_ws, "en-eval") if m["split"] == "eval"]
+    assert [m["step"] for m in evals] == [2, 4]
+    for line in evals:
+        assert 0 < line["mcd_db"] < 100 and 0 < line["codec_mcd_db"] < line["mcd_db"]
+        assert 0.0 <= line["dtw_identification"] <= 1.0 and line["chance"] == pytest.approx(1 / 3, abs=1e-3)
+    folder = tts_ws / "runs" / "en-eval" / "checkpoints"
+    stored = json.loads((folder / "eval.json").read_text())["checkpoints"]
+    assert set(stored) == {"step_0000002.pt", "step_0000004.pt"}
+    assert stored["step_0000004.pt"]["rows"]["model"]["mcd_db"] == evals[-1]["mcd_db"]
+    # best.pt is the checkpoint with the lowest recorded eval MCD (ties: the newer one)
+    best_mcd = min(m["mcd_db"] for m in evals)
+    best_step = max(m["step"] for m in evals if m["mcd_db"] == best_mcd)
+    assert load_checkpoint(folder / "best.pt").meta["step"] == best_step
+    assert result.info["best_eval"] == best_mcd
+    # what a resume reads back from eval.json, in each metric's direction
+    assert best_recorded(folder / "eval.json", "eval_mcd", 2) == evals[0]["mcd_db"]
+    assert best_recorded(folder / "eval.json", "eval_mcd", 4) == best_mcd
+    assert best_recorded(folder / "eval.json", "eval_dtw_accuracy", 4) == max(m["dtw_identification"] for m in evals)
+    summaries = collect_evaluations(tts_ws / "runs" / "en-eval")
+    assert [s["step"] for s in summaries] == [2, 4] and all(s["exists"] for s in summaries)
+    assert all(len(s["audio"]) == 3 and all(a and Path(a).is_file() for a in s["audio"]) for s in summaries)
+
+    # a failing eval (missing sentences file) is logged and training finishes anyway
+    broken = _run("en-eval-broken", "datasets/sample/en.jsonl", "tokenizers/en.model", 2,
+                  schedule={**schedule, "max_steps": 2}, eval={"sentences": "missing.txt", "references": "espeak"})
+    result = train(run_config_from_dict(broken), None, settings)
+    assert result.state == "finished"
+    log = (tts_ws / "runs" / "en-eval-broken" / "log.txt").read_text()
+    assert "eval at step 2 failed: InputError" in log and "missing.txt: sentences file not found" in log
+    assert not [m for m in _metrics(tts_ws, "en-eval-broken") if m["split"] == "eval"]
