@@ -289,3 +289,47 @@ def evaluate_checkpoint(
     write_tensorboard(tensorboard_dir(checkpoint), step, {name: {k: v for k, v in row.items() if k != "per_sentence"}
                                                           for name, row in rows.items()})
     return result
+
+
+def _eval_files(folder: Path) -> list[Path]:
+    if folder.is_file():
+        folder = folder.parent
+    candidates = [folder / "eval.json", folder / "checkpoints" / "eval.json"]
+    return [path for path in candidates if path.is_file()]
+
+
+def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Return one flat summary per checkpoint evaluated in `folder`, by step then name.
+
+    `folder` is a run folder (its `checkpoints/eval.json` is read), a folder holding `eval.json`,
+    or a file inside one. Each summary has `checkpoint` (file name), `path`, `exists`, `step`,
+    `language`, `chance`, the model row's `mcd_db`, `dtw_identification`, `sphinx_identification`,
+    `wer`, the codec ceiling as `codec_mcd_db`, `codec_dtw_identification`,
+    `codec_sphinx_identification`, `sentences` (their texts) and `audio` (one synthesized clip
+    path per sentence, None where the file is gone). Unreadable eval.json files are skipped.
+    """
+    found: list[dict[str, Any]] = []
+    for eval_json in _eval_files(Path(folder)):
+        try:
+            entries = json.loads(eval_json.read_text(encoding="utf-8")).get("checkpoints", {})
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        for name, entry in entries.items():
+            rows = entry.get("rows") or {}
+            model, codec = rows.get("model") or {}, rows.get("codec") or {}
+            path = eval_json.parent / name
+            texts = [p.get("sentence", "") for p in model.get("per_sentence", [])]
+            audio = [str(eval_json.parent / "eval_audio" / Path(name).stem / Path(a).name) for a in entry.get("audio", [])]
+            found.append({
+                "checkpoint": name,
+                "path": str(path),
+                "exists": path.is_file(),
+                "step": int(entry.get("step") or 0),
+                "language": entry.get("language"),
+                "chance": entry.get("chance"),
+                **{key: model.get(key) for key in ("mcd_db", "dtw_identification", "sphinx_identification", "wer")},
+                **{f"codec_{key}": codec.get(key) for key in ("mcd_db", "dtw_identification", "sphinx_identification")},
+                "sentences": texts,
+                "audio": [a if Path(a).is_file() else None for a in audio],
+            })
+    return sorted(found, key=lambda e: (e["step"], e["checkpoint"]))

@@ -95,3 +95,32 @@ def test_bad_inputs_name_the_file(tmp_path: Path, cli, workspace):
         evaluate_checkpoint(tmp_path / "none.pt", ["a b", "c d"])
     run = cli("eval", "tts", "--checkpoint", tmp_path / "none.pt", "--sentences", one, "--json")
     assert run.code == 2 and "one.txt" in run.json()["error"]
+
+
+def _entry(step: int, mcd: float, audio: list[str]) -> dict:
+    row = {"mcd_db": mcd, "dtw_identification": 0.5, "sphinx_identification": None, "wer": None,
+           "per_sentence": [{"sentence": "One."}, {"sentence": "Two."}]}
+    codec = {"mcd_db": 3.0, "dtw_identification": 1.0, "sphinx_identification": 1.0, "wer": None}
+    return {"step": step, "language": "en", "chance": 0.5, "rows": {"model": row, "codec": codec}, "audio": audio}
+
+
+def test_collect_evaluations_reads_a_runs_eval_json_in_step_order(tmp_path: Path) -> None:
+    from core.eval_tts import collect_evaluations, update_eval_json
+
+    folder = tmp_path / "runs" / "r" / "checkpoints"
+    (folder / "eval_audio" / "step_10").mkdir(parents=True)
+    (folder / "step_10.pt").write_bytes(b"x")
+    (folder / "eval_audio" / "step_10" / "001.wav").write_bytes(b"RIFF")
+    update_eval_json(folder / "eval.json", "step_10.pt", _entry(10, 6.5, ["/elsewhere/001.wav", "/elsewhere/002.wav"]))
+    update_eval_json(folder / "eval.json", "step_2.pt", _entry(2, 8.0, []))
+    found = collect_evaluations(tmp_path / "runs" / "r")
+    assert [(e["checkpoint"], e["step"], e["exists"]) for e in found] == [("step_2.pt", 2, False), ("step_10.pt", 10, True)]
+    latest = found[-1]
+    assert latest["mcd_db"] == 6.5 and latest["codec_mcd_db"] == 3.0 and latest["sphinx_identification"] is None
+    assert latest["sentences"] == ["One.", "Two."]
+    # clips are found beside eval.json even when the folder moved; a missing one is None
+    assert latest["audio"] == [str(folder / "eval_audio" / "step_10" / "001.wav"), None]
+    assert collect_evaluations(folder / "eval.json") == found and collect_evaluations(tmp_path) == []
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "eval.json").write_text("{not json")
+    assert collect_evaluations(tmp_path / "broken") == []

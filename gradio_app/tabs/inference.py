@@ -1,5 +1,6 @@
 """Inference tab: a checkpoint whose tokenizer and codec come from its metadata (shown, not chosen);
-Generate speech (`synthesize`) with an optional reference clip, or text (`generate`) for LM checkpoints."""
+Generate speech (`synthesize`) with an optional reference clip, or text (`generate`) for LM checkpoints;
+"Compare checkpoints" (gradio_app/tabs/compare.py) shows their eval.json numbers and clips side by side."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gradio_app.common import (
     ui_action,
     workspace_files,
 )
+from gradio_app.tabs import compare
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
 
 META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
@@ -113,6 +115,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             max_tokens = gr.Number(100, label="Max new tokens", precision=0)
             lm_btn = gr.Button("Generate text", variant="primary", elem_id="inf-lm-btn")
             generated = gr.Textbox(label="Generated text", lines=6, interactive=False, elem_id="inf-generated")
+        compare.build(ctx)
 
     checkpoint.change(ui_action(lambda c: checkpoint_meta(ctx, c)), checkpoint, meta)
     def refresh_choices() -> Any:

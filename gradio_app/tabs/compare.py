@@ -1,0 +1,124 @@
+"""Inference tab, "Compare checkpoints": the eval.json numbers of a run's (or folder's) checkpoints in
+one table, a player per checkpoint for each held-out sentence, and an `eval.tts` job for one
+checkpoint. Reading eval.json is `core.eval_tts.collect_evaluations`; nothing is computed here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from core.eval_tts import ESPEAK, collect_evaluations
+from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success, ui_action, workspace_files
+from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
+
+MAX_PLAYERS = 8  # players shown per sentence: the newest checkpoints
+HEADERS = ["checkpoint", "step", "MCD (dB)", "DTW id accuracy", "PocketSphinx id accuracy", "WER",
+           "codec MCD (dB)", "codec DTW id accuracy", "codec PocketSphinx id accuracy", "chance"]
+KEYS = ["checkpoint", "step", "mcd_db", "dtw_identification", "sphinx_identification", "wer",
+        "codec_mcd_db", "codec_dtw_identification", "codec_sphinx_identification", "chance"]
+EVAL_GLOBS = ["runs/*/checkpoints/eval.json", "checkpoints/eval.json", "*/eval.json", "*/*/eval.json"]
+
+
+def eval_folders(ctx: UIContext) -> list[str]:
+    """Return the runs and folders that hold an eval.json, workspace-relative (a run by its run folder)."""
+    folders = set()
+    for path in workspace_files(ctx.settings, EVAL_GLOBS):
+        parts = path.split("/")
+        folders.add("/".join(parts[:2]) if parts[0] == "runs" and len(parts) == 4 else "/".join(parts[:-1]) or ".")
+    return sorted(folders)
+
+
+def comparison(ctx: UIContext, folder: str | None) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+    """Return the table rows and the summaries of the checkpoints evaluated in `folder`."""
+    if not folder:
+        return [], []
+    summaries = collect_evaluations(inside_workspace(ctx.settings, folder, "run or folder"))
+    rows = [[s[k] if s[k] is not None else "-" for k in KEYS] for s in summaries]
+    for row, summary in zip(rows, summaries):
+        if not summary["exists"]:
+            row[0] = f"{row[0]} (deleted)"
+    return rows, summaries
+
+
+def build(ctx: UIContext) -> None:
+    """Lay out the "Compare checkpoints" sub-tab (call inside the Inference tab)."""
+    settings, runner = ctx.settings, ctx.runner
+
+    def folder_choices() -> Any:
+        return gr.update(choices=eval_folders(ctx))
+
+    def players(summaries: list[dict[str, Any]], sentence: int | None) -> list[Any]:
+        shown = summaries[-MAX_PLAYERS:]
+        updates = []
+        for i in range(MAX_PLAYERS):
+            if i < len(shown) and sentence is not None and sentence < len(shown[i]["audio"]):
+                s = shown[i]
+                updates.append(gr.update(value=s["audio"][sentence], visible=True,
+                                         label=f"{s['checkpoint']} (step {s['step']})"))
+            else:
+                updates.append(gr.update(value=None, visible=False))
+        return updates
+
+    def sentence_choices(summaries: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        texts = next((s["sentences"] for s in reversed(summaries) if s["sentences"]), [])
+        return [(f"{i + 1}. {text}", i) for i, text in enumerate(texts)]
+
+    @ui_action
+    def load(folder: str | None):
+        rows, summaries = comparison(ctx, folder)
+        choices = sentence_choices(summaries)
+        first = choices[0][1] if choices else None
+        note = (f"{len(summaries)} evaluated checkpoint(s) in `{folder}`" if summaries
+                else f"No eval.json in `{folder}` yet: evaluate a checkpoint below, or train with `schedule.eval_every`."
+                if folder else "")
+        checkpoints = [relative(settings, s["path"]) for s in summaries if s["exists"]]
+        return (rows, summaries, gr.update(choices=choices, value=first), note,
+                gr.update(choices=sorted(set(checkpoints) | set(workspace_files(settings, CHECKPOINT_GLOBS)))),
+                *players(summaries, first))
+
+    @ui_action
+    def evaluate(checkpoint: str, sentences: str, references: str, language: str):
+        params = {
+            "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")),
+            "sentences": str(inside_workspace(settings, sentences, "sentences file")),
+            "references": (references or "").strip() or ESPEAK, "language": (language or "").strip() or "en",
+            "no_wer": True,
+        }
+        job_id = runner.submit("eval.tts", params)
+        for job in follow_job(runner, job_id, poll=0.5):
+            yield job_line(job), gr.update()
+        require_success(job)
+        path = inside_workspace(settings, checkpoint, "checkpoint")
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" and path.parent.parent.parent.name == "runs" \
+            else path.parent
+        yield job_line(job), gr.update(value=relative(settings, run_dir))
+
+    with gr.Tab("Compare checkpoints", id="compare"):
+        with gr.Row():
+            folder = gr.Dropdown(eval_folders(ctx), label="Run or folder (with eval.json)", allow_custom_value=True,
+                                 elem_id="cmp-folder", scale=4)
+            refresh = gr.Button("Refresh", size="sm", scale=1)
+        note = gr.Markdown(elem_id="cmp-note")
+        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, elem_id="cmp-table")
+        summaries = gr.State([])
+        sentence = gr.Dropdown([], label="Sentence", elem_id="cmp-sentence")
+        audios = [gr.Audio(type="filepath", interactive=False, visible=False, elem_id=f"cmp-audio-{i}")
+                  for i in range(MAX_PLAYERS)]
+        with gr.Accordion("Evaluate a checkpoint (eval.tts job)", open=False):
+            with gr.Row():
+                checkpoint = gr.Dropdown(workspace_files(settings, CHECKPOINT_GLOBS), label="Checkpoint",
+                                         allow_custom_value=True, elem_id="cmp-checkpoint", scale=3)
+                sentences_file = gr.Textbox(label="Sentences file (text, one per line, or manifest.jsonl)",
+                                            elem_id="cmp-sentences", scale=3)
+                references = gr.Textbox(ESPEAK, label="References (`espeak` or a folder of <n>.wav)", scale=2)
+                language = gr.Textbox("en", label="Language", scale=1)
+            eval_btn = gr.Button("Evaluate checkpoint", variant="primary", elem_id="cmp-eval-btn")
+            eval_status = gr.Markdown(elem_id="cmp-eval-status")
+
+    outputs = [table, summaries, sentence, note, checkpoint, *audios]
+    folder.change(load, folder, outputs)
+    refresh.click(folder_choices, None, folder).then(load, folder, outputs)
+    sentence.change(players, [summaries, sentence], audios)
+    eval_btn.click(evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \
+        .then(load, folder, outputs)
