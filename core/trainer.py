@@ -3,10 +3,10 @@
 Order is fixed: resolve the tokenizer → size the model from it → run the doctor (it must pass)
 → build the data → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl,
 tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
-(tts) every N-th checkpoint saved, and the last one, is evaluated on a fixed held-out set
+(tts) every N-th regular checkpoint, and the last one, is evaluated on a fixed held-out set
 (`core.train_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
-`schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only. Touching `runs/<name>/STOP`
-or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
+`schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only.
+Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
 Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
 only rank 0 writes files.
 """
@@ -183,7 +183,6 @@ class Trainer:
         self.step = 0
         self.best_val: float | None = None
         self.best_eval: float | None = None
-        self.saves = 0
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
@@ -531,8 +530,9 @@ class Trainer:
             if self.step % cfg.save_every == 0 or done or stopping:
                 saved = self.save(val_now.get("loss"))
                 last = str(saved) if saved else last
-                self.saves += 1
-                if saved and cfg.eval_every > 0 and not stopping and (self.saves % cfg.eval_every == 0 or done):
+                # every eval_every-th regular save (by step, so a resume keeps the rhythm) and the last one
+                eval_period = cfg.save_every * cfg.eval_every
+                if saved and cfg.eval_every > 0 and not stopping and (self.step % eval_period == 0 or done):
                     self.evaluate(saved)
             if stopping:
                 return "stopped", val, last
