@@ -9,16 +9,8 @@ from typing import Any
 import gradio as gr
 
 from core.eval_tts import ESPEAK, collect_evaluations
-from gradio_app.common import (
-    UIContext,
-    follow_job,
-    inside_workspace,
-    job_line,
-    relative,
-    require_success,
-    ui_action,
-    workspace_files,
-)
+from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
+from gradio_app.common import ui_action, workspace_files
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
 
 MAX_PLAYERS = 8  # players shown per sentence: the newest checkpoints
