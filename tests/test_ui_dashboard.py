@@ -247,3 +247,16 @@ def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> No
     )
     assert duration > 0.1, duration
     page.screenshot(path=str(screens / "inference.png"), full_page=True)
+
+    # Compare checkpoints: an eval.tts job for the trained checkpoint, then its row and a player
+    (dashboard.workspace / "heldout.txt").write_text("Hello there.\nGood morning.\n", encoding="utf-8")
+    page.get_by_role("tab", name="Compare checkpoints").click()
+    page.get_by_text("Evaluate a checkpoint (eval.tts job)").click()
+    fill(page, "cmp-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
+    fill(page, "cmp-sentences", "heldout.txt")
+    page.locator("#cmp-eval-btn").click()
+    wait_text(page, "cmp-eval-status", "succeeded", 300)
+    wait_text(page, "cmp-table", f"step_{MAX_STEPS:07d}.pt", 60)
+    page.locator("#cmp-audio-0 audio, #cmp-audio-0 button").first.wait_for(state="attached")
+    assert "Hello there." in page.locator("#cmp-sentence").inner_text() + page.locator("#cmp-sentence input").input_value()
+    page.screenshot(path=str(screens / "compare.png"), full_page=True)
