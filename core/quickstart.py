@@ -157,6 +157,50 @@ def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
     return list(ENGLISH_SENTENCES[per_language:per_language + held]), list(AMHARIC_SENTENCES[per_language:per_language + held])
 
 
+def _speak(stages: StageRunner, spec: dict[str, Any], checkpoint: Path, run_dir: Path, sample_audio: Path,
+           held_en: list[str], held_am: list[str]) -> list[dict[str, Any]]:
+    """Synthesize the first held-out sentences of each language; return one entry per clip."""
+    count = int(spec["synthesis"]["sentences"])
+    audio = []
+    for lang, sentences in (("am", held_am[:count]), ("en", held_en[:count])):
+        reference = str(sorted(sample_audio.glob(f"{lang}_*.wav"))[0])
+        for i, sentence in enumerate(sentences):
+            out = run_dir / "audio" / f"{lang}_{i + 1}.wav"
+            result = stages.run(f"synthesize.{lang}.{i + 1}", "synthesize", {
+                "checkpoint": str(checkpoint), "text": sentence, "reference": reference, "output": str(out),
+                "language": lang, "temperature": spec["synthesis"].get("temperature", 0.8)})
+            audio.append({"language": lang, "text": sentence, "path": str(out), "rtf": result.get("rtf"),
+                          "audio_seconds": result.get("audio_seconds")})
+    return audio
+
+
+def _tts_figures(base_tok: dict[str, Any], base: dict[str, Any], extended: dict[str, Any], val_start: dict[str, float],
+                 fine: dict[str, Any], final: Path) -> dict[str, Any]:
+    """Return the report's `tokenizer`, `freeze` and `training` sections from the stages' results."""
+    base_size = int(extended["base_size"])
+    curve = val_metrics(Path(fine["run_dir"]))
+    return {
+        "tokenizer": {
+            "base_size": base_size, "size": int(extended["new_size"]), "base_trained_size": base_tok.get("size"),
+            "unk_rate_new_language": extended["unk_rate"], "added_pieces_used": extended.get("added_pieces_used"),
+            "characters_forced": extended.get("characters_forced"), "base_drift": extended.get("base_drift"),
+            "path": extended.get("output")},
+        "freeze": {
+            "base_rows": base_size,
+            "base_rows_sha256_before": rows_sha256(Path(base["last_checkpoint"]), base_size),
+            "base_rows_sha256_after": rows_sha256(final, base_size),
+            "trainer": fine.get("base_rows_sha256"), "frozen_rows": fine.get("frozen_rows")},
+        "training": {
+            "base_run": base["run_dir"], "base_steps": base["step"], "base_val": base.get("val"),
+            "finetune_run": fine["run_dir"], "finetune_steps": fine["step"],
+            "val_mel_loss_start": val_start.get("mel_loss"), "val_text_loss_start": val_start.get("text_loss"),
+            "val_mel_loss_end": fine["val"].get("mel_loss"), "val_text_loss_end": fine["val"].get("text_loss"),
+            "val_mel_loss_best": min((row["mel_loss"] for row in curve), default=None),
+            "val_curve": [{k: row.get(k) for k in ("step", "mel_loss", "text_loss", "mel_top1")} for row in curve],
+            "val_samples": fine.get("val_samples"), "train_samples": fine.get("train_samples")},
+    }
+
+
 def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings: Settings | None = None,
                        mode: str = "queue", embedded_worker: bool = True) -> dict[str, Any]:
     """Run the TTS journey with `preset`; return the report (also written to runs/<name>/report.json).
@@ -217,22 +261,12 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         fine = stages.run("train.finetune", "train", {"config": ft_cfg})
         final = ckpt_dir / "am.safetensors"
         stages.run("prune", "prune", {"checkpoint": fine["last_checkpoint"], "output": str(final)})
-        references = {lang: str(sorted((data_dir / "sample" / "audio").glob(f"{lang}_*.wav"))[0]) for lang in ("en", "am")}
-        audio = []
-        for lang, sentences in (("am", held_am[:synth_n]), ("en", held_en[:synth_n])):
-            for i, sentence in enumerate(sentences):
-                out = run_dir / "audio" / f"{lang}_{i + 1}.wav"
-                result = stages.run(f"synthesize.{lang}.{i + 1}", "synthesize", {
-                    "checkpoint": str(final), "text": sentence, "reference": references[lang], "output": str(out),
-                    "language": lang, "temperature": spec["synthesis"].get("temperature", 0.8)})
-                audio.append({"language": lang, "text": sentence, "path": str(out), "rtf": result.get("rtf"),
-                              "audio_seconds": result.get("audio_seconds")})
+        audio = _speak(stages, spec, final, run_dir, data_dir / "sample" / "audio", held_en, held_am)
         evaluation = None
         if int(spec["eval"]["sentences"]) >= 2:
             evaluation = stages.run("eval.tts", "eval.tts", {
                 "checkpoint": str(final), "sentences": heldout_am, "references": "espeak", "language": "am",
                 "no_wer": True})
-    base_size = int(extended["base_size"])
     report = {
         "name": name, "journey": "tts", "preset": spec["preset"], "mode": mode, "run_dir": str(run_dir),
         "command": f"python -m core quickstart tts --preset {spec['preset']}",
@@ -240,26 +274,8 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         "stages": [record.summary() for record in stages.records],
         "sample": {"per_language": int(spec["sample"]["per_language"]), "clips": sample.get("kept"),
                    "manifests": manifests},
-        "codec": {"codebook_size": spec["codec"]["codebook_size"], "path": codec_path,
-                  "eval": codec.get("eval")},
-        "tokenizer": {
-            "base_size": base_size, "size": int(extended["new_size"]), "base_trained_size": base_tok.get("size"),
-            "unk_rate_new_language": extended["unk_rate"], "added_pieces_used": extended.get("added_pieces_used"),
-            "characters_forced": extended.get("characters_forced"), "base_drift": extended.get("base_drift"),
-            "path": str(tok_dir / "en_am.model")},
-        "freeze": {
-            "base_rows": base_size,
-            "base_rows_sha256_before": rows_sha256(Path(base["last_checkpoint"]), base_size),
-            "base_rows_sha256_after": rows_sha256(final, base_size),
-            "trainer": fine.get("base_rows_sha256"), "frozen_rows": fine.get("frozen_rows")},
-        "training": {
-            "base_run": base["run_dir"], "base_steps": base["step"], "base_val": base.get("val"),
-            "finetune_run": fine["run_dir"], "finetune_steps": fine["step"],
-            "val_mel_loss_start": val_start.get("mel_loss"), "val_text_loss_start": val_start.get("text_loss"),
-            "val_mel_loss_end": fine["val"].get("mel_loss"), "val_text_loss_end": fine["val"].get("text_loss"),
-            "val_curve": [{k: row.get(k) for k in ("step", "mel_loss", "text_loss", "mel_top1")}
-                          for row in val_metrics(Path(fine["run_dir"]))],
-            "val_samples": fine.get("val_samples"), "train_samples": fine.get("train_samples")},
+        "codec": {"codebook_size": spec["codec"]["codebook_size"], "path": codec_path, "eval": codec.get("eval")},
+        **_tts_figures(base_tok, base, extended, val_start, fine, final),
         "checkpoint": str(final),
         "audio": audio,
         "eval": None if evaluation is None else {

@@ -28,7 +28,7 @@ def _link(run_dir: Path, path: str) -> str:
 
 
 def _stages(report: dict[str, Any]) -> list[str]:
-    rows = [[s["name"], s["kind"], s["seconds"], s["job_id"] or "inline"] for s in report["stages"]]
+    rows = [[s["name"], s["kind"], s["seconds"], s["job_id"] or "—"] for s in report["stages"]]
     return ["## Stages", "", *_table(["stage", "command", "seconds", "job"], rows)]
 
 
@@ -54,6 +54,8 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
             ["Amharic fine-tune, start", 0, training["val_mel_loss_start"], training["val_text_loss_start"]],
             ["Amharic fine-tune, end", training["finetune_steps"], training["val_mel_loss_end"],
              training["val_text_loss_end"]]]),
+        "Validation curve (mel_loss): " + ", ".join(f"step {row['step']}: {_fmt(row['mel_loss'])}"
+                                                   for row in training["val_curve"]) + ".", "",
     ]
     codec_eval = (report.get("codec") or {}).get("eval")
     if report.get("eval"):

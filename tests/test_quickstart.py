@@ -41,7 +41,7 @@ REDUCED_LM = {
     "sweep_sizes": [300, 600, 5000],
     "compare_sizes": [300, 600],
     "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "max_text_tokens": 64},
-    "train": {"steps": 40, "batch_size": 16, "lr": 3.0e-3, "warmup_steps": 5, "val_every": 20},
+    "train": {"steps": 30, "batch_size": 16, "lr": 3.0e-3, "warmup_steps": 5, "val_every": 15},
     "val_ratio": 0.1,
     "samples": {"prompt": "The ", "temperatures": [0.5, 1.2], "max_new_tokens": 12},
 }
@@ -132,9 +132,9 @@ def test_bad_presets_and_existing_runs_are_refused(workspace: Path, tmp_path: Pa
     with pytest.raises(InputError, match="not a tts quickstart preset"):
         load_preset("lm", "tts")
     assert {load_preset("quick", "tts")["preset"], load_preset("full", "tts")["preset"]} == {"quick", "full"}
-    broken = _preset(tmp_path, "broken", {**REDUCED_TTS, "sample": {"per_language": 157}})
+    broken = _preset(tmp_path, "broken", {**REDUCED_TTS, "sample": {"per_language": 10000}})
     run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
-    assert run.code == 2 and "per_language 157" in run.stderr
+    assert run.code == 2 and "per_language 10000" in run.stderr
     (workspace / "runs" / "taken").mkdir(parents=True)
     run = run_cli("quickstart", "lm", "--name", "taken", "--inline")
     assert run.code == 2 and "runs/taken already exists" in run.stderr

@@ -72,7 +72,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             "Run the whole new-language journey on this machine, no model download: the espeak sample, an "
             "English base tokenizer and model, the Amharic tokenizer extension, `fvt` embeddings, a fine-tune "
             "with frozen base rows, pruning, synthesis of held-out sentences and evaluation. `quick` finishes on "
-            "a 2-core CPU in about a quarter of an hour; `full` is for a GPU. Each stage is a job in the Jobs tab."
+            "a 2-core CPU in under 15 minutes; `full` is for a GPU. Each stage is a job in the Jobs tab."
         )
         with gr.Row():
             preset = gr.Dropdown(TTS_PRESETS, value="quick", label="Preset", elem_id="qs-preset")
