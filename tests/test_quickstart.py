@@ -10,6 +10,7 @@ validation mel_loss lower at the end than at the start, and bits per byte for tw
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,10 @@ import torch
 import yaml
 
 from core.checkpoint import load_checkpoint
+from core.config import load_settings
 from core.errors import InputError
 from core.quickstart import load_preset
+from core.quickstart_stages import HANDLED_SIGNALS, StageRunner
 from jobs.kinds import build_argv, is_gpu_kind
 from jobs.runner import JobRunner, start_worker
 from tests.data_helpers import require_espeak, run_cli
@@ -146,3 +149,11 @@ def test_quickstart_jobs_validate_like_the_cli_and_hold_no_gpu_slot() -> None:
     with pytest.raises(InputError, match="not allowed with"):
         build_argv("quickstart.lm", {"inline": True, "external_worker": True})
     assert not is_gpu_kind("quickstart.tts") and not is_gpu_kind("quickstart.lm") and is_gpu_kind("train")
+
+
+def test_embedded_worker_leaves_ctrl_c_and_sigterm_to_the_command(workspace: Path) -> None:
+    """Huey's consumer installs its own handlers, which would swallow Ctrl-C and a job's SIGTERM."""
+    before = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
+    with StageRunner(load_settings(), "queue", embedded_worker=True) as stages:
+        assert stages._worker is not None
+        assert {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS} == before
