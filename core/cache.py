@@ -242,6 +242,23 @@ def _jobs(rows: list[ManifestRow], cache_dir: Path, val_ratio: float) -> list[di
     return jobs
 
 
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Return `fork` while this process runs a single thread, else `forkserver`.
+
+    Forking a process that runs other threads (a job worker, TensorBoard writers, a web server)
+    can copy a lock that one of them holds, and the pool worker then waits on it forever; the
+    fork server forks from a clean single-threaded process instead.
+    """
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
+
+
 def _execute(jobs: list[dict[str, Any]], init_args: tuple[str, str, bool], workers: int) -> Iterator[dict[str, Any]]:
     if workers <= 1 or len(jobs) < 2:
         import torch
@@ -254,7 +271,7 @@ def _execute(jobs: list[dict[str, Any]], init_args: tuple[str, str, bool], worke
         finally:
             torch.set_num_threads(threads)
         return
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    context = _pool_context()
     chunk = max(1, min(32, len(jobs) // (workers * 8)))
     with context.Pool(workers, initializer=_init_worker, initargs=init_args) as pool:
         yield from pool.imap_unordered(_run_job, jobs, chunksize=chunk)

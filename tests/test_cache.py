@@ -156,3 +156,26 @@ def test_doctor_cli_checks_a_cache_folder(data, chatterbox_tokenizer: Path, inde
     run = run_cli("doctor", "--tokenizer", chatterbox_tokenizer, "--cache", info.path, "--json")
     assert run.code == 0, run.stdout
     assert {c["id"]: c["status"] for c in run.json()["checks"]}["cache.tokenizer"] == "pass"
+
+
+def test_pool_never_forks_a_process_that_runs_other_threads(data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:
+    import threading
+
+    from core.cache import _pool_context
+
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def hold_lock() -> None:
+        with lock:
+            stop.wait(60)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert _pool_context().get_start_method() == "forkserver"
+        info = build_cache(data["manifest"], chatterbox_tokenizer, data["codec"], tmp_path / "cache", workers=2)
+    finally:
+        stop.set()
+        holder.join()
+    assert len(open_cache(info.path).items) == 24
