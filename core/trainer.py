@@ -29,7 +29,7 @@ from torch import nn
 
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.config import Settings, load_settings
-from core.doctor import doctor_context_from_run_config, run_doctor
+from core.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.embeddings import extend_state_dict
 from core.errors import InputError
 from core.families import get_family
@@ -144,6 +144,11 @@ class Trainer:
             self.log.close()
             raise
 
+    def _run_doctor(self, ctx: DoctorContext) -> None:
+        report = run_doctor(ctx)
+        self.log.line("doctor:\n" + report.render())
+        report.raise_for_failures()
+
     def _setup(self, config_path: str | os.PathLike[str] | None, resume: str | None, reset_optimizer: bool) -> None:
         config = self.config
         # 1. tokenizer, 2. model size from it
@@ -157,20 +162,20 @@ class Trainer:
         self.base_size = base_meta.get("base_size") if self.base else None
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
-        # 3. doctor (tts: on the preprocessing cache too, built or reused first)
+        # 3. doctor before any preprocessing; then again with the preprocessing cache (tts)
         resume_path = resolve_resume(self.run_dir, resume, self.settings)
-        cache_dir = self._prepare_cache()
         ctx = doctor_context_from_run_config(config, config_path, self.settings)
         ctx.resume_checkpoint = resume_path
-        ctx.cache_dir = cache_dir
         ctx.device = str(self.device)
         ctx.extras.update(
             {k: v for k, v in self.model_cfg.to_dict().items() if k in ("max_text_tokens", "max_speech_tokens")},
             model_config=self.model_cfg.to_dict(),
         )
-        report = run_doctor(ctx)
-        self.log.line("doctor:\n" + report.render())
-        report.raise_for_failures()
+        self._run_doctor(ctx)
+        cache_dir = self._prepare_cache()
+        if cache_dir is not None:
+            ctx.cache_dir = cache_dir
+            self._run_doctor(ctx)
 
         # 4. data
         self.data: TaskData = build_task_data(config, self.settings, self.tokenizer, self.codec, self.model_cfg, cache_dir)

@@ -128,3 +128,23 @@ def test_periodic_eval_logs_eval_lines_and_best_metric_picks_the_best_eval(tts_w
     log = (tts_ws / "runs" / "en-eval-broken" / "log.txt").read_text()
     assert "eval at step 2 failed: InputError" in log and "missing.txt: sentences file not found" in log
     assert not [m for m in _metrics(tts_ws, "en-eval-broken") if m["split"] == "eval"]
+
+
+def test_doctor_fails_before_any_preprocessing(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.checkpoint import save_checkpoint
+    from core.errors import InputError
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
+    rows = 300  # the tokenizer has 400 ids: the doctor's checkpoint.rows check must fail
+    stale = {"text_embedding.weight": torch.zeros(rows, 8), "text_head.weight": torch.zeros(rows, 8),
+             "text_head.bias": torch.zeros(rows)}
+    save_checkpoint(tts_ws / "checkpoints" / "stale.pt", stale, {"family": "linguaforge", "task": "tts", "rows": rows})
+    config = _run("mismatch", "datasets/sample/manifest.jsonl", "tokenizers/en_am.model", 2,
+                  base_checkpoint="checkpoints/stale.pt")
+    config["data"]["val_ratio"] = 0.3  # a cache fingerprint no other test builds
+    caches = lambda: sorted(p.name for p in (tts_ws / "cache").glob("*"))  # noqa: E731
+    before = caches()
+    with pytest.raises(InputError, match="checkpoint.rows|300"):
+        train(run_config_from_dict(config), None, load_settings())
+    assert caches() == before, "no preprocessing may run while the doctor fails"
+    assert json.loads((tts_ws / "runs" / "mismatch" / "status.json").read_text())["state"] == "failed"
