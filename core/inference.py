@@ -27,6 +27,9 @@ from models.registry import build_model
 
 SENTENCE_END = re.compile(r"(?<=[.!?።፧፨])\s+|\n+")
 SILENCE_S = 0.15
+# A sentence never ends before this many speech codes per text token (2 codes = 32 ms at 62.5
+# codes/s): an undertrained model that predicts stop at once still yields audible output.
+MIN_CODES_PER_TEXT_TOKEN = 2
 REFERENCE_FRAMES = 256
 
 
@@ -183,7 +186,9 @@ def synthesize(
     gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
     pieces, counts = [], []
     for sentence in sentences:
-        codes = model.generate(tok.encode(sentence), ref_mel, temperature, top_k, top_p, use_cache=use_cache, generator=generator)
+        ids = tok.encode(sentence)
+        codes = model.generate(ids, ref_mel, temperature, top_k, top_p, use_cache=use_cache, generator=generator,
+                               min_codes=MIN_CODES_PER_TEXT_TOKEN * len(ids))
         counts.append(len(codes))
         if codes:
             pieces.extend([codec.decode(torch.tensor(codes)), gap])

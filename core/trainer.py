@@ -54,6 +54,7 @@ from core.train_tasks import TaskData, build_task_data
 from models.registry import build_model, model_config, model_shape, shape_of
 
 GROWTH_INIT = "fvt"
+STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
 
 
 @dataclass
@@ -515,6 +516,7 @@ class Trainer:
         val: dict[str, float] = {}
         last: str | None = None
         window_tokens, window_start = 0, time.monotonic()
+        status_written = window_start
         while self.step < self.stop_at:
             metrics = self._train_step(iterator)
             self.step += 1
@@ -525,6 +527,10 @@ class Trainer:
                 self.log.metrics(self.step, "train", self.data.train_metrics(metrics))
                 self.log.update_status(step=self.step)
                 window_tokens, window_start = 0, time.monotonic()
+                status_written = time.monotonic()
+            elif time.monotonic() - status_written >= STATUS_INTERVAL_S:
+                self.log.update_status(step=self.step)
+                status_written = time.monotonic()
             stopping = self._should_stop()
             done = self.step >= self.stop_at
             val_now: dict[str, float] = {}

@@ -161,11 +161,12 @@ class GPTTTS(nn.Module):
         max_codes: int | None = None,
         use_cache: bool = True,
         generator: torch.Generator | None = None,
+        min_codes: int = 0,
     ) -> list[int]:
         """Return speech codes for `text_ids` conditioned on `ref_mel` [F, n_mels] (or none).
 
-        Stops at `stop_speech`, at `max_codes` or at `max_speech_tokens`. Raises ValueError when
-        the text exceeds `max_text_tokens`.
+        Stops at `stop_speech` (never before `min_codes` codes), at `max_codes` or at
+        `max_speech_tokens`. Raises ValueError when the text exceeds `max_text_tokens`.
         """
         c = self.config
         if len(text_ids) > c.max_text_tokens:
@@ -180,9 +181,9 @@ class GPTTTS(nn.Module):
         codes: list[int] = []
         allowed = torch.full((c.codebook_size + 2,), float("-inf"), device=device)
         allowed[: c.codebook_size] = 0.0
-        allowed[c.stop_speech] = 0.0
         while len(codes) < limit:
             hidden = self.gpt(step_input.unsqueeze(0), cache)[0, -1]
+            allowed[c.stop_speech] = 0.0 if len(codes) >= min_codes else float("-inf")
             code = int(sample_next((self.mel_head(hidden) + allowed).unsqueeze(0), temperature, top_k, top_p, generator))
             if code == c.stop_speech:
                 break

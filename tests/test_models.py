@@ -93,6 +93,16 @@ def test_tts_kv_cache_generation_equals_uncached() -> None:
     assert sampled[0] == sampled[1]
 
 
+def test_tts_generation_never_stops_before_min_codes() -> None:
+    model = _tts().eval()
+    with torch.no_grad():
+        model.mel_head.bias[model.config.stop_speech] = 50.0  # the model wants to stop at once
+    ref = torch.randn(12, 8)
+    assert model.generate([3, 4, 5], ref, temperature=0, max_codes=25) == []
+    codes = model.generate([3, 4, 5], ref, temperature=0, max_codes=25, min_codes=6)
+    assert len(codes) == 6 and all(code < model.config.codebook_size for code in codes)
+
+
 def test_naive_attention_matches_sdpa() -> None:
     batch = _tts_batch()
     fused, naive = _tts(attention="sdpa"), _tts(attention="naive")

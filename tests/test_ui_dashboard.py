@@ -21,7 +21,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 USER, PASSWORD = "tester", "s3cret-pass"
 SHARED_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 RUN = "ui-run"
-MAX_STEPS = 12
+MAX_STEPS = 40
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +158,8 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     fill(page, "train-codec", "codecs/sample.pt", commit=True)
     fill(page, "train-manifest", "datasets/sample/manifest.jsonl", commit=True)
     fill(page, "train-max-steps", MAX_STEPS)
-    fill(page, "train-val-every", 6)
-    fill(page, "train-save-every", 6)
+    fill(page, "train-val-every", 20)
+    fill(page, "train-save-every", 20)
     fill(page, "train-batch", 4)
     wait_text(page, "preflight-summary", "Ready to start", 90)
     assert page.locator("#train-command input, #train-command textarea").first.input_value() == \
