@@ -171,8 +171,9 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     seen: set[int] = set()
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline:
-        seen.add(int(page.locator("#train-progress").get_attribute("value") or 0))
-        if "finished" in page.locator("#train-progress-text").inner_text():
+        finished = "finished" in page.locator("#train-progress-text").inner_text()
+        seen.add(int(page.locator("#train-progress").get_attribute("value") or 0))  # read after the text
+        if finished:
             break
         time.sleep(0.5)
     else:
