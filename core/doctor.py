@@ -242,14 +242,16 @@ def _as_results(check_id: str, outcome: Any) -> list[CheckResult]:
     return results
 
 
-def run_doctor(ctx: DoctorContext) -> DoctorReport:
-    """Return the report of every registered check run on `ctx`.
+def run_doctor(ctx: DoctorContext, only: str | None = None) -> DoctorReport:
+    """Return the report of every registered check run on `ctx` (only ids starting with `only`, if given).
 
     A check raising InputError becomes a `fail` with that message; other exceptions propagate
     (they are bugs in the check, not problems of the user's files).
     """
     results: list[CheckResult] = []
     for check_id, func in discover_checks():
+        if only is not None and not check_id.startswith(only):
+            continue
         try:
             results.extend(_as_results(check_id, func(ctx)))
         except InputError as exc:

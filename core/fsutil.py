@@ -7,6 +7,7 @@ final name. On error the temporary file is removed and `path` is untouched.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -14,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.tokenizer import file_fingerprint
 
 
 def _fsync_file(path: Path) -> None:
@@ -71,5 +71,9 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Return the sha256 hex digest of the file's bytes."""
-    return file_fingerprint(path)
+    """Return the sha256 hex digest of the file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

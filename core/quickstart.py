@@ -117,31 +117,19 @@ def val_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [row for row in map(json.loads, lines) if row["split"] == "val"]
 
 
-def _validate_in_child(config_path: str, workspace: str) -> dict[str, float]:
-    import os
+def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
+    """Return the validation metrics of a run config's model before its first step (its base checkpoint).
 
-    from core.config import WORKSPACE_ENV
+    Raises InputError for what `train` refuses (the doctor's failures included).
+    """
     from core.run_config import load_run_config
     from core.trainer import Trainer
 
-    os.environ[WORKSPACE_ENV] = workspace
-    trainer = Trainer(load_run_config(config_path), config_path, load_settings())
+    trainer = Trainer(load_run_config(config_path), config_path, settings)
     try:
         return trainer.validate()
     finally:
         trainer.log.close()
-
-
-def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
-    """Return the validation metrics of a run config's model before its first step (its base checkpoint).
-
-    Runs in a fresh (spawned) process: this one may hold job-worker threads, and the trainer's
-    preprocessing forks. Raises InputError for what `train` refuses (the doctor's failures included).
-    """
-    import multiprocessing
-
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_validate_in_child, (config_path, str(settings.workspace)))
 
 
 def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -23,15 +23,6 @@ _EOS_NAMES = ("</s>", "[STOP]", "<|endoftext|>", "<eos>", "[EOS]")
 _PAD_NAMES = ("<pad>", "[PAD]")
 
 
-def file_fingerprint(path: str | os.PathLike[str]) -> str:
-    """Return the sha256 hex digest of the file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class Tokenizer(ABC):
     """A loaded tokenizer. Ids run from 0 to `size - 1`."""
 

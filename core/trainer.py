@@ -145,8 +145,8 @@ class Trainer:
             self.log.close()
             raise
 
-    def _run_doctor(self, ctx: DoctorContext) -> None:
-        report = run_doctor(ctx)
+    def _run_doctor(self, ctx: DoctorContext, only: str | None = None) -> None:
+        report = run_doctor(ctx, only)
         self.log.line("doctor:\n" + report.render())
         report.raise_for_failures()
 
@@ -163,7 +163,7 @@ class Trainer:
         self.base_size = base_meta.get("base_size") if self.base else None
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
-        # 3. doctor before any preprocessing; then again with the preprocessing cache (tts)
+        # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
         resume_path = resolve_resume(self.run_dir, resume, self.settings)
         ctx = doctor_context_from_run_config(config, config_path, self.settings)
         ctx.resume_checkpoint = resume_path
@@ -176,7 +176,7 @@ class Trainer:
         cache_dir = self._prepare_cache()
         if cache_dir is not None:
             ctx.cache_dir = cache_dir
-            self._run_doctor(ctx)
+            self._run_doctor(ctx, only="cache.")
 
         # 4. data
         self.data: TaskData = build_task_data(config, self.settings, self.tokenizer, self.codec, self.model_cfg, cache_dir)

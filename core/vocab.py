@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from core.errors import InputError
-from core.tokenizer import Tokenizer, file_fingerprint
+from core.fsutil import sha256_file
+from core.tokenizer import Tokenizer
 
 TOKENIZER_SUFFIXES = (".model", ".json")
 INIT_METHODS = ("fvt", "mean", "normal")  # how rows of new pieces are made (core.embeddings)
@@ -58,6 +59,6 @@ def find_tokenizer_by_fingerprint(folder: str | os.PathLike[str], fingerprint: s
     for candidate in sorted(root.rglob("*")):
         if candidate.suffix not in TOKENIZER_SUFFIXES or candidate.name.endswith(".report.json"):
             continue
-        if candidate.is_file() and file_fingerprint(candidate) == fingerprint:
+        if candidate.is_file() and sha256_file(candidate) == fingerprint:
             return candidate
     return None
