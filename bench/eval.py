@@ -31,12 +31,12 @@ sys.path.insert(0, str(REPO_ROOT))
 import numpy as np  # noqa: E402
 
 from core.audio import read_audio, resample  # noqa: E402
-from core.codec import train_codec  # noqa: E402
-from core.dataset_sample import espeak_binary, sample_dataset  # noqa: E402
-from core.eval_asr import SphinxJudge, word_error_rate  # noqa: E402
-from core.eval_metrics import SAMPLE_RATE, identification_accuracy, identify_by_dtw, mcd_dtw  # noqa: E402
-from core.eval_tts import render_espeak_references  # noqa: E402
-from core.sample_text import ENGLISH_SENTENCES  # noqa: E402
+from core.speech.codec import train_codec  # noqa: E402
+from core.data.sample import espeak_binary, sample_dataset  # noqa: E402
+from core.eval.asr import SphinxJudge, word_error_rate  # noqa: E402
+from core.eval.metrics import SAMPLE_RATE, identification_accuracy, identify_by_dtw, mcd_dtw  # noqa: E402
+from core.eval.tts import render_espeak_references  # noqa: E402
+from core.data.sample_text import ENGLISH_SENTENCES  # noqa: E402
 
 
 def render_other_voice(sentences: list[str], folder: Path) -> list:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
-from core.codec import CodecConfig, SpeechCodec  # noqa: E402
+from core.speech.codec import CodecConfig, SpeechCodec  # noqa: E402
 from models.registry import MODEL_SIZES, model_config  # noqa: E402
 from models.tts import GPTTTS  # noqa: E402
 

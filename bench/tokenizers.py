@@ -27,11 +27,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # This file's name shadows the `tokenizers` package when its folder is first on sys.path.
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from core.sample_text import AMHARIC_SENTENCES  # noqa: E402
-from core.sp_extend import extend_sentencepiece  # noqa: E402
-from core.tokenizer import load_tokenizer  # noqa: E402
-from core.tokenizer_report import encode_many  # noqa: E402
-from core.tokenizer_train import train_tokenizer  # noqa: E402
+from core.data.sample_text import AMHARIC_SENTENCES  # noqa: E402
+from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
+from core.tokenizers.tokenizer import load_tokenizer  # noqa: E402
+from core.tokenizers.report import encode_many  # noqa: E402
+from core.tokenizers.train import train_tokenizer  # noqa: E402
 
 BASE_MODEL = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "bpe.model"
 LEXICON_SIZE = 80_000

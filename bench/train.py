@@ -28,16 +28,16 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
-from core.codec import train_codec  # noqa: E402
+from core.speech.codec import train_codec  # noqa: E402
 from core.config import load_settings  # noqa: E402
-from core.dataset_sample import sample_dataset  # noqa: E402
-from core.embeddings import extend_checkpoint  # noqa: E402
-from core.run_config import run_config_from_dict  # noqa: E402
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402
-from core.sp_extend import extend_sentencepiece  # noqa: E402
-from core.tokenizer_train import train_tokenizer  # noqa: E402
-from core.train_data import Batcher  # noqa: E402
-from core.trainer import Trainer, train  # noqa: E402
+from core.data.sample import sample_dataset  # noqa: E402
+from core.training.embeddings import extend_checkpoint  # noqa: E402
+from core.training.run_config import run_config_from_dict  # noqa: E402
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402
+from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
+from core.tokenizers.train import train_tokenizer  # noqa: E402
+from core.training.data import Batcher  # noqa: E402
+from core.training.trainer import Trainer, train  # noqa: E402
 from models.registry import build_model  # noqa: E402
 
 

@@ -21,8 +21,8 @@ from core.checkpoint import LoadedCheckpoint, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.text import normalize_text
-from core.tokenizer import Tokenizer, load_tokenizer
-from core.vocab import find_tokenizer_by_fingerprint
+from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
+from core.tokenizers.vocab import find_tokenizer_by_fingerprint
 from models.registry import build_model
 
 SENTENCE_END = re.compile(r"(?<=[.!?።፧፨])\s+|\n+")
@@ -85,7 +85,7 @@ def resolve_codec(loaded: LoadedCheckpoint, settings: Settings, explicit: str | 
 
     Raises InputError when an explicit codec has another fingerprint, or none is found.
     """
-    from core.codec import load_codec
+    from core.speech.codec import load_codec
 
     fingerprint = (loaded.meta or {}).get("codec_fingerprint")
     if explicit:
@@ -172,7 +172,7 @@ def synthesize(
     Raises InputError for empty text or an unreadable reference.
     """
     from core.audio import read_audio
-    from core.cache import wants_uppercase
+    from core.data.cache import wants_uppercase
 
     model, codec, tok = inference.model, inference.codec, inference.tokenizer
     start = time.perf_counter()

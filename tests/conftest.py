@@ -85,7 +85,7 @@ def cli(workspace: Path):
 def grow_sentencepiece(tmp_path: Path):
     """Return `grow(base, size, name)`: a copy of a SentencePiece model grown to `size` pieces by
     appending NORMAL pieces `▁QXA`, `▁QXB`, … (upper-case letters, scores below the base minimum)."""
-    from core.sp_proto import NORMAL, parse_model_proto
+    from core.tokenizers.sp_proto import NORMAL, parse_model_proto
 
     def letters(n: int) -> str:
         out = ""

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from core.cli import main as cli_main
-from core.codec import train_codec
-from core.dataset_sample import sample_dataset
+from core.speech.codec import train_codec
+from core.data.sample import sample_dataset
 from tests.conftest import CliRun
 
 SAMPLE_RATE = 16000

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from core.audio import read_audio
-from core.cache import JOURNAL_NAME, build_cache, load_item, open_cache
-from core.cache_admin import clean_caches, list_caches
-from core.codec import load_codec
-from core.doctor import DoctorContext, run_doctor
+from core.data.cache import JOURNAL_NAME, build_cache, load_item, open_cache
+from core.data.cache_admin import clean_caches, list_caches
+from core.speech.codec import load_codec
+from core.checks.doctor import DoctorContext, run_doctor
 from core.errors import InputError
-from core.manifest import read_manifest
+from core.data.manifest import read_manifest
 from core.text import normalize_text
-from core.tokenizer import load_tokenizer
+from core.tokenizers.tokenizer import load_tokenizer
 from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 
 
@@ -161,7 +161,7 @@ def test_doctor_cli_checks_a_cache_folder(data, chatterbox_tokenizer: Path, inde
 def test_pool_never_forks_a_process_that_runs_other_threads(data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:
     import threading
 
-    from core.cache import _pool_context
+    from core.data.cache import _pool_context
 
     stop = threading.Event()
     lock = threading.Lock()

@@ -10,10 +10,10 @@ import soundfile as sf
 import torch
 
 from core.audio import read_audio
-from core.codec import SpeechCodec, load_codec, train_codec
-from core.codec_eval import evaluate_codec, mcd, mel_l1
+from core.speech.codec import SpeechCodec, load_codec, train_codec
+from core.speech.codec_eval import evaluate_codec, mcd, mel_l1
 from core.errors import InputError
-from core.manifest import read_manifest
+from core.data.manifest import read_manifest
 from tests.data_helpers import make_espeak_dataset, run_cli
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.corpus import collect_corpus
+from core.tokenizers.corpus import collect_corpus
 from core.errors import InputError
 
 

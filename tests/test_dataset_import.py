@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from core.dataset_import import import_dataset
+from core.data.importing import import_dataset
 from core.errors import InputError
-from core.importers import ImportOptions
-from core.manifest import read_manifest
-from core.tokenizer import load_tokenizer
+from core.data.importers import ImportOptions
+from core.data.manifest import read_manifest
+from core.tokenizers.tokenizer import load_tokenizer
 from tests.data_helpers import make_espeak_dataset, run_cli
 
 RATE = 16000

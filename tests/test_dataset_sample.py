@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from core.dataset_sample import plan_clips, sample_dataset
+from core.data.sample import plan_clips, sample_dataset
 from core.errors import InputError
 
-from core.manifest import read_manifest
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
-from core.splits import split_of
+from core.data.manifest import read_manifest
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.data.splits import split_of
 from tests.data_helpers import require_espeak
 
 

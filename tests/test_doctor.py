@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import core.doctor as doctor
+import core.checks.doctor as doctor
 from core.checkpoint import CheckpointMeta, save_checkpoint
 from core.checks.vocab import find_random_tail
 from core.config import Settings, load_settings
-from core.doctor import CheckResult, DoctorContext, doctor_context_from_run_config, register_check, run_doctor
-from core.embeddings import extend_checkpoint
+from core.checks.doctor import CheckResult, DoctorContext, doctor_context_from_run_config, register_check, run_doctor
+from core.training.embeddings import extend_checkpoint
 from core.errors import InputError
-from core.run_config import load_run_config
-from core.sp_proto import parse_model_proto
-from core.tokenizer import load_tokenizer
+from core.training.run_config import load_run_config
+from core.tokenizers.sp_proto import parse_model_proto
+from core.tokenizers.tokenizer import load_tokenizer
 
 DIM = 8
 

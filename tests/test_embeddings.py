@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from core.checkpoint import load_checkpoint, save_checkpoint
-from core.embeddings import extend_checkpoint, extend_state_dict
+from core.training.embeddings import extend_checkpoint, extend_state_dict
 from core.errors import InputError
 from core.families import get_family
 from core.fsutil import sha256_file
-from core.sp_proto import NORMAL, parse_model_proto
-from core.tokenizer import load_tokenizer
-from core.vocab import first_difference, require_prefix_extension
+from core.tokenizers.sp_proto import NORMAL, parse_model_proto
+from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.vocab import first_difference, require_prefix_extension
 
 DIM = 8
 

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from core.audio import read_audio
-from core.dataset_sample import espeak_binary
+from core.data.sample import espeak_binary
 from core.errors import InputError
-from core.eval_asr import SphinxJudge, normalize_words, word_error_rate
-from core.eval_metrics import (
+from core.eval.asr import SphinxJudge, normalize_words, word_error_rate
+from core.eval.metrics import (
     SAMPLE_RATE,
     duration_ratio,
     dtw_cost,
@@ -27,7 +27,7 @@ from core.eval_metrics import (
     log_f0_ratio,
     mcd_dtw,
 )
-from core.sample_text import ENGLISH_SENTENCES
+from core.data.sample_text import ENGLISH_SENTENCES
 
 SENTENCES = list(ENGLISH_SENTENCES[:12])
 CHANCE = 1 / len(SENTENCES)

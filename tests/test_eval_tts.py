@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from core.checkpoint import CheckpointMeta, save_checkpoint
-from core.codec import load_codec
-from core.eval_tts import evaluate_checkpoint, folder_references, read_sentences
+from core.speech.codec import load_codec
+from core.eval.tts import evaluate_checkpoint, folder_references, read_sentences
 from core.errors import InputError
-from core.sample_text import ENGLISH_SENTENCES
-from core.tokenizer import load_tokenizer
+from core.data.sample_text import ENGLISH_SENTENCES
+from core.tokenizers.tokenizer import load_tokenizer
 from models.registry import build_model, model_config
 from tests.data_helpers import make_codec, make_espeak_dataset
 from tests.trainer_helpers import english_words, write_word_tokenizer
@@ -105,7 +105,7 @@ def _entry(step: int, mcd: float, audio: list[str]) -> dict:
 
 
 def test_collect_evaluations_reads_a_runs_eval_json_in_step_order(tmp_path: Path) -> None:
-    from core.eval_tts import collect_evaluations, update_eval_json
+    from core.eval.tts import collect_evaluations, update_eval_json
 
     folder = tmp_path / "runs" / "r" / "checkpoints"
     (folder / "eval_audio" / "step_10").mkdir(parents=True)

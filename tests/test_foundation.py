@@ -8,8 +8,8 @@ import pytest
 
 from core.config import load_settings
 from core.errors import InputError
-from core.run_config import run_config_from_dict
-from core.tokenizer import load_tokenizer
+from core.training.run_config import run_config_from_dict
+from core.tokenizers.tokenizer import load_tokenizer
 
 
 def test_workspace_comes_from_environment(workspace: Path) -> None:

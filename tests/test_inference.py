@@ -11,11 +11,11 @@ import torch
 
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.cli import main
-from core.codec import CodecConfig, SpeechCodec
+from core.speech.codec import CodecConfig, SpeechCodec
 from core.config import load_settings
 from core.errors import InputError
 from core.inference import load_for_inference, split_sentences
-from core.tokenizer import load_tokenizer
+from core.tokenizers.tokenizer import load_tokenizer
 from models.lm import GPTLM, LMConfig
 from models.tts import GPTTTS, TTSConfig
 from tests.trainer_helpers import english_words, write_word_tokenizer

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.cache import build_cache, open_cache
+from core.data.cache import build_cache, open_cache
 from core.errors import InputError
-from core.pairs import build_pairs, load_pairs
+from core.data.pairs import build_pairs, load_pairs
 from tests.conftest import SHARED_FIXTURES
 from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 

@@ -20,8 +20,8 @@ import yaml
 from core.checkpoint import load_checkpoint
 from core.config import load_settings
 from core.errors import InputError
-from core.quickstart import load_preset
-from core.quickstart_stages import HANDLED_SIGNALS, StageRunner
+from journeys.quickstart import load_preset
+from journeys.stages import HANDLED_SIGNALS, StageRunner
 from jobs.kinds import build_argv, is_gpu_kind
 from jobs.runner import JobRunner, start_worker
 from tests.data_helpers import require_espeak, run_cli
@@ -109,7 +109,7 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
 
 def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(workspace: Path, tmp_path: Path) -> None:
     corpus = workspace / "corpus.txt"
-    from core.sample_text import ENGLISH_SENTENCES, SPANISH_SENTENCES
+    from core.data.sample_text import ENGLISH_SENTENCES, SPANISH_SENTENCES
 
     corpus.write_text("\n".join(ENGLISH_SENTENCES + SPANISH_SENTENCES) + "\n", encoding="utf-8")
     run = run_cli("quickstart", "lm", "--corpus", "corpus.txt", "--preset", _preset(tmp_path, "lm-small", REDUCED_LM),

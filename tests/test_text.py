@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
 from core.text import ETHIOPIC_PUNCTUATION, NORMALIZER_VERSION, normalize_text
 
 

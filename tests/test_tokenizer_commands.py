@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from core.cli.tokenizer import register
-from core.corpus import read_corpus_lines
+from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
-from core.sp_proto import parse_model_proto
-from core.tokenizer import load_tokenizer
-from core.tokenizer_report import inspect_tokenizer
-from core.tokenizer_sweep import recommend, sweep_vocabulary_sizes
-from core.tokenizer_train import SentencePieceOptions, VocabularyTooLarge, train_tokenizer
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.tokenizers.sp_proto import parse_model_proto
+from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.report import inspect_tokenizer
+from core.tokenizers.sweep import recommend, sweep_vocabulary_sizes
+from core.tokenizers.train import SentencePieceOptions, VocabularyTooLarge, train_tokenizer
 
 
 def _write(path: Path, lines) -> Path:

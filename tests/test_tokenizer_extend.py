@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
-from core.sp_extend import extend_sentencepiece
-from core.sp_proto import NORMAL, parse_model_proto
-from core.tokenizer import load_tokenizer
-from core.tokenizer_report import measure_drift
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
+from core.tokenizers.sp_extend import extend_sentencepiece
+from core.tokenizers.sp_proto import NORMAL, parse_model_proto
+from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.report import measure_drift
 
 CHINESE = ["今天天气很好，我们去公园散步。", "他在学校学习中文和数学。", "请把门关上，外面很冷。", "我喜欢喝茶，不喜欢喝咖啡。"]
 ENGLISH_UPPER = [s.upper() for s in ENGLISH_SENTENCES]
@@ -137,7 +137,7 @@ def test_bad_corpus_exits_2_with_line_number(indextts_bpe, tmp_path, cli):
 
 
 def test_extend_a_bpe_base(tmp_path):
-    from core.tokenizer_train import train_tokenizer
+    from core.tokenizers.train import train_tokenizer
 
     train_tokenizer(ENGLISH_SENTENCES, "sentencepiece", 800, tmp_path / "en.model")
     base = load_tokenizer(tmp_path / "en.model")

@@ -11,11 +11,11 @@ import pytest
 from core.cli.common import Result
 from core.cli.tokenizer import register
 from core.errors import InputError
-from core.hf_merge import merge_hf_tokenizer
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
-from core.tokenizer import load_tokenizer
-from core.tokenizer_report import measure_drift
-from core.tokenizer_train import train_hf_bpe_json
+from core.tokenizers.hf_merge import merge_hf_tokenizer
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
+from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.report import measure_drift
+from core.tokenizers.train import train_hf_bpe_json
 
 ENGLISH_TAGGED = ["[en]" + s.lower() for s in ENGLISH_SENTENCES]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 
 from core.config import load_settings
-from core.doctor import DoctorContext, run_doctor
-from core.run_config import load_run_config
-from core.train_memory import estimate_bytes, largest_fitting_batch
-from core.trainer import train
+from core.checks.doctor import DoctorContext, run_doctor
+from core.training.run_config import load_run_config
+from core.training.memory import estimate_bytes, largest_fitting_batch
+from core.training.trainer import train
 from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from core.errors import InputError
-from core.run_config import OptimConfig
-from core.tokenizer import load_tokenizer
-from core.train_data import IGNORE, Batcher, collate_lm, load_text_corpus
-from core.train_optim import lr_factor, parameter_groups
+from core.training.run_config import OptimConfig
+from core.tokenizers.tokenizer import load_tokenizer
+from core.training.data import IGNORE, Batcher, collate_lm, load_text_corpus
+from core.training.optim import lr_factor, parameter_groups
 from models.lm import GPTLM, LMConfig
 from tests.trainer_helpers import english_words, write_corpus, write_word_tokenizer
 

@@ -16,10 +16,10 @@ import torch
 from core.checkpoint import load_checkpoint
 from core.cli import main
 from core.config import load_settings
-from core.embeddings import extend_checkpoint
+from core.training.embeddings import extend_checkpoint
 from core.errors import InputError
-from core.run_config import load_run_config
-from core.trainer import Trainer, train
+from core.training.run_config import load_run_config
+from core.training.trainer import Trainer, train
 from tests.trainer_helpers import SPECIALS, english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)

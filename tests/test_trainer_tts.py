@@ -11,14 +11,14 @@ import torch
 from core.checkpoint import load_checkpoint
 from core.cli import main
 from core.config import load_settings
-from core.embeddings import extend_checkpoint
-from core.eval_tts import collect_evaluations
-from core.run_config import run_config_from_dict
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
-from core.sp_extend import extend_sentencepiece
-from core.tokenizer_train import train_tokenizer
-from core.train_eval import best_recorded
-from core.trainer import train
+from core.training.embeddings import extend_checkpoint
+from core.eval.tts import collect_evaluations
+from core.training.run_config import run_config_from_dict
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.tokenizers.sp_extend import extend_sentencepiece
+from core.tokenizers.train import train_tokenizer
+from core.training.periodic_eval import best_recorded
+from core.training.trainer import train
 from tests.data_helpers import make_codec, make_espeak_dataset
 
 torch.set_num_threads(1)

@@ -12,7 +12,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from core.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from core.sample_text import ENGLISH_SENTENCES
+from core.data.sample_text import ENGLISH_SENTENCES
 
 SPECIALS = ["<s>", "</s>", "<unk>", "<pad>"]
 

@@ -1,2 +1,2 @@
-"""Doctor checks, one module per topic. Each module registers its checks with `core.doctor.register_check`;
-`core.doctor.discover_checks()` imports every module here, so adding a check is adding a file."""
+"""Doctor checks, one module per topic. Each module registers its checks with `core.checks.doctor.register_check`;
+`core.checks.doctor.discover_checks()` imports every module here, so adding a check is adding a file."""

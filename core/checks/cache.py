@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.cache import CacheIndex, open_cache
-from core.doctor import CheckResult, DoctorContext, register_check
+from core.data.cache import CacheIndex, open_cache
+from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.families import detect_family, get_family
 
 LISTED_IDS = 10

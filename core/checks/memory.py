@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.doctor import CheckResult, DoctorContext, register_check
-from core.train_memory import HEADROOM, estimate_bytes, free_bytes, largest_fitting_batch
+from core.checks.doctor import CheckResult, DoctorContext, register_check
+from core.training.memory import HEADROOM, estimate_bytes, free_bytes, largest_fitting_batch
 
 GIB = 1024**3
 

@@ -6,7 +6,7 @@ remapped row by row; anything else → fail naming the first differing id.
 
 from __future__ import annotations
 
-from core.doctor import CheckResult, DoctorContext, register_check
+from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
 
 
@@ -19,7 +19,7 @@ def check_resume(ctx: DoctorContext) -> CheckResult | None:
     if tokenizer is None:
         return None
     from core.checkpoint import load_checkpoint
-    from core.train_state import resume_plan
+    from core.training.state import resume_plan
 
     loaded = load_checkpoint(ctx.resume_checkpoint)
     task = (loaded.meta or {}).get("task")

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from core.doctor import CheckResult, DoctorContext, register_check
+from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
 from core.families import Family, detect_family, families_with_rows, get_family, rows_for
 

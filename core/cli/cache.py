@@ -14,7 +14,7 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _list(args: argparse.Namespace) -> Result:
-    from core.cache_admin import list_caches
+    from core.data.cache_admin import list_caches
 
     root = _root(args)
     records = list_caches(root)
@@ -27,7 +27,7 @@ def _list(args: argparse.Namespace) -> Result:
 
 
 def _clean(args: argparse.Namespace) -> Result:
-    from core.cache_admin import clean_caches
+    from core.data.cache_admin import clean_caches
 
     root = _root(args)
     removed = clean_caches(root, unused_only=args.unused)

@@ -11,8 +11,8 @@ from core.errors import InputError
 
 
 def _train(args: argparse.Namespace) -> Result:
-    from core.codec import train_codec
-    from core.codec_eval import evaluate_codec
+    from core.speech.codec import train_codec
+    from core.speech.codec_eval import evaluate_codec
 
     codec = train_codec(
         Path(args.manifest).resolve(),
@@ -37,8 +37,8 @@ def _train(args: argparse.Namespace) -> Result:
 
 
 def _eval(args: argparse.Namespace) -> Result:
-    from core.codec import load_codec
-    from core.codec_eval import evaluate_codec
+    from core.speech.codec import load_codec
+    from core.speech.codec_eval import evaluate_codec
 
     report = evaluate_codec(
         load_codec(Path(args.codec).resolve()), Path(args.manifest).resolve(), args.val_ratio, args.max_clips, not args.no_vocoder
@@ -50,7 +50,7 @@ def _encode(args: argparse.Namespace) -> Result:
     import numpy as np
 
     from core.audio import read_audio
-    from core.codec import load_codec
+    from core.speech.codec import load_codec
     from core.fsutil import atomic_write
 
     codec = load_codec(Path(args.codec).resolve())
@@ -69,7 +69,7 @@ def _decode(args: argparse.Namespace) -> Result:
     import torch
 
     from core.audio import write_wav
-    from core.codec import load_codec
+    from core.speech.codec import load_codec
 
     codec = load_codec(Path(args.codec).resolve())
     source = Path(args.codes).resolve()

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from core.cli.common import Result, add_command, add_group, render_mapping
-from core.corpus import collect_corpus
+from core.tokenizers.corpus import collect_corpus
 
 
 def _collect(args: argparse.Namespace) -> Result:

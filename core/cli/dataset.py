@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from core.cli.common import Result, add_command, add_group, csv_list, render_mapping
 from core.config import load_settings
 from core.errors import InputError
-from core.importers import FORMAT_NAMES, ImportOptions
+from core.data.importers import FORMAT_NAMES, ImportOptions
 
 if TYPE_CHECKING:
-    from core.dataset_import import ImportSummary
+    from core.data.importing import ImportSummary
 
 SHOWN_REJECTS = 20
 
@@ -39,8 +39,8 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
 
 
 def _import(args: argparse.Namespace) -> Result:
-    from core.dataset_import import import_dataset
-    from core.tokenizer import load_tokenizer
+    from core.data.importing import import_dataset
+    from core.tokenizers.tokenizer import load_tokenizer
 
     if args.min_duration is not None or args.max_duration is not None:
         low, high = args.min_duration or 0.0, args.max_duration or float("inf")
@@ -64,15 +64,15 @@ def _import(args: argparse.Namespace) -> Result:
 
 
 def _sample(args: argparse.Namespace) -> Result:
-    from core.dataset_sample import sample_dataset
+    from core.data.sample import sample_dataset
 
     summary = sample_dataset(Path(args.output).resolve(), _sample_rate(), args.languages, args.per_language, args.workers)
     return _summary_result(summary, strict=True)
 
 
 def _split(args: argparse.Namespace) -> Result:
-    from core.manifest import load_manifest_rows
-    from core.splits import split_of
+    from core.data.manifest import load_manifest_rows
+    from core.data.splits import split_of
 
     rows = load_manifest_rows(Path(args.manifest).resolve())
     val = [row.id for row in rows if split_of(row.id, args.val_ratio) == "val"]

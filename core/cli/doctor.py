@@ -7,10 +7,10 @@ from pathlib import Path
 
 from core.cli.common import Result, add_command
 from core.config import load_settings
-from core.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
+from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.errors import InputError
 from core.families import FAMILIES
-from core.run_config import load_run_config
+from core.training.run_config import load_run_config
 
 
 def _context(args: argparse.Namespace) -> DoctorContext:

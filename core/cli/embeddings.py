@@ -7,11 +7,11 @@ from pathlib import Path
 
 from core.cli.common import Result, add_command, add_group, render_mapping
 from core.families import FAMILIES
-from core.vocab import INIT_METHODS
+from core.tokenizers.vocab import INIT_METHODS
 
 
 def _extend(args: argparse.Namespace) -> Result:
-    from core.embeddings import extend_checkpoint  # torch loads only when the command runs
+    from core.training.embeddings import extend_checkpoint  # torch loads only when the command runs
 
     report = extend_checkpoint(
         Path(args.checkpoint),

@@ -24,7 +24,7 @@ def _format(value: Any) -> str:
 
 def _tts(args: argparse.Namespace) -> Result:
     from core.config import load_settings
-    from core.eval_tts import ESPEAK, evaluate_checkpoint, read_sentences
+    from core.eval.tts import ESPEAK, evaluate_checkpoint, read_sentences
 
     settings = load_settings()
     sentences, clips = read_sentences(settings.resolve(args.sentences))

@@ -9,7 +9,7 @@ from core.cli.common import Result, add_command, add_group
 
 
 def _build(args: argparse.Namespace) -> Result:
-    from core.pairs import build_pairs
+    from core.data.pairs import build_pairs
 
     report = build_pairs(Path(args.cache).resolve(), args.per_target, args.seed)
     data = report.to_dict()

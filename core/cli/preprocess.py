@@ -10,7 +10,7 @@ from core.config import load_settings
 
 
 def _preprocess(args: argparse.Namespace) -> Result:
-    from core.cache import build_cache
+    from core.data.cache import build_cache
 
     output = Path(args.output).resolve() if args.output else load_settings().resolve("cache")
     info = build_cache(

@@ -9,7 +9,7 @@ from core.config import load_settings
 
 
 def _prune(args: argparse.Namespace) -> Result:
-    from core.prune import prune_checkpoint
+    from core.training.prune import prune_checkpoint
 
     report = prune_checkpoint(args.checkpoint, args.output, load_settings(), copy_assets=not args.no_copy)
     shown = {k: report[k] for k in ("output", "input_bytes", "output_bytes", "tensors", "step")}

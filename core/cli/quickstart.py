@@ -32,7 +32,7 @@ def _mode(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _tts(args: argparse.Namespace) -> Result:
-    from core.quickstart import run_tts_quickstart
+    from journeys.quickstart import run_tts_quickstart
 
     _interrupt_on_sigterm()
     report = run_tts_quickstart(args.preset, args.name, **_mode(args))
@@ -50,7 +50,7 @@ def _tts(args: argparse.Namespace) -> Result:
 
 
 def _lm(args: argparse.Namespace) -> Result:
-    from core.quickstart_lm import run_lm_quickstart
+    from journeys.quickstart_lm import run_lm_quickstart
 
     _interrupt_on_sigterm()
     report = run_lm_quickstart(args.corpus, args.preset, args.name, **_mode(args))

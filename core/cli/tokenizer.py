@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from core.cli.common import Result, add_command, add_group, csv_list, int_list, render_mapping, render_table
-from core.corpus import read_corpus_lines
+from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
-from core.hf_merge import merge_hf_tokenizer
-from core.sp_extend import extend_sentencepiece
-from core.tokenizer import load_tokenizer
-from core.tokenizer_report import inspect_tokenizer
-from core.tokenizer_sweep import sweep_vocabulary_sizes
-from core.tokenizer_train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
+from core.tokenizers.hf_merge import merge_hf_tokenizer
+from core.tokenizers.sp_extend import extend_sentencepiece
+from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.report import inspect_tokenizer
+from core.tokenizers.sweep import sweep_vocabulary_sizes
+from core.tokenizers.train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
 
 
 def _path(value: str) -> Path:

@@ -6,11 +6,11 @@ import argparse
 
 from core.cli.common import Result, add_command, render_mapping
 from core.config import load_settings
-from core.run_config import load_run_config
+from core.training.run_config import load_run_config
 
 
 def _train(args: argparse.Namespace) -> Result:
-    from core.trainer import train
+    from core.training.trainer import train
 
     settings = load_settings()
     config_path = settings.resolve(args.config)

@@ -1,6 +1,6 @@
 """Inference tab, "Compare checkpoints": the eval.json numbers of a run's (or folder's) checkpoints in
 one table, a player per checkpoint for each held-out sentence, and an `eval.tts` job for one
-checkpoint. Reading eval.json is `core.eval_tts.collect_evaluations`; nothing is computed here."""
+checkpoint. Reading eval.json is `core.eval.tts.collect_evaluations`; nothing is computed here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from core.eval_tts import ESPEAK, collect_evaluations
+from core.eval.tts import ESPEAK, collect_evaluations
 from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
 from gradio_app.common import ui_action, workspace_files
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS

@@ -9,7 +9,7 @@ import gradio as gr
 
 from core.checkpoint import inspect_checkpoint
 from core.families import get_family, rows_for
-from core.tokenizer import load_tokenizer
+from core.tokenizers.tokenizer import load_tokenizer
 from gradio_app.common import (
     UIContext,
     follow_job,

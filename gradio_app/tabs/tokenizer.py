@@ -7,8 +7,8 @@ from typing import Any, Iterator
 import gradio as gr
 import pandas as pd
 
-from core.corpus import read_corpus_lines
-from core.tokenizer_report import inspect_tokenizer
+from core.tokenizers.corpus import read_corpus_lines
+from core.tokenizers.report import inspect_tokenizer
 from gradio_app.common import (
     UIContext,
     follow_job,

@@ -1,0 +1,270 @@
+"""Import a dataset into a validated manifest folder.
+
+`import_dataset` reads one of the layouts in `core.data.importers`, checks every candidate (text,
+tokenizer coverage, audio, duration, duplicate ids), converts kept audio to mono wav at the
+configured sample rate under `OUTPUT/audio/`, and writes `manifest.jsonl`, `rejects.jsonl` and
+`summary.json` atomically. It never stops at the first bad row and never modifies the input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import soundfile as sf
+import torch
+
+from core.audio import read_audio, resample, write_wav
+from core.errors import InputError
+from core.fsutil import atomic_write_json
+from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, folder, ljspeech, manifest, srt
+from core.data.manifest import ManifestRow, Reject, write_manifest, write_rejects
+from core.progress import Progress
+from core.text import NORMALIZER_NAME, NORMALIZER_VERSION, normalize_text
+from core.tokenizers.tokenizer import Tokenizer
+
+FORMATS: dict[str, Callable[[Path, ImportOptions], tuple[list[Candidate], list[Reject]]]] = {
+    "ljspeech": ljspeech.collect,
+    "folder": folder.collect,
+    "srt": srt.collect,
+    "manifest": manifest.collect,
+}
+assert tuple(FORMATS) == FORMAT_NAMES, "core.data.importers.FORMAT_NAMES must list every format reader"
+DEFAULT_DURATION = {"srt": (1.0, 15.0)}
+FALLBACK_DURATION = (0.3, 30.0)
+SILENCE_PEAK = 1e-4
+_UNSAFE = re.compile(r"[^\w.-]+")
+
+
+@dataclass
+class ImportSummary:
+    """What an import kept and rejected, and where it wrote its files."""
+
+    output: Path
+    manifest: Path
+    rejects_path: Path
+    kept: int
+    rejected: int
+    hours: float
+    per_speaker: dict[str, dict[str, float]]
+    per_language: dict[str, dict[str, float]]
+    reasons: dict[str, int]
+    normalizer: dict[str, Any]
+    sample_rate: int
+    rejects: list[Reject] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready summary (also written to summary.json)."""
+        return {
+            "output": str(self.output),
+            "manifest": str(self.manifest),
+            "rejects_file": str(self.rejects_path),
+            "kept": self.kept,
+            "rejected": self.rejected,
+            "hours": round(self.hours, 5),
+            "per_speaker": self.per_speaker,
+            "per_language": self.per_language,
+            "reject_reasons": self.reasons,
+            "normalizer": self.normalizer,
+            "sample_rate": self.sample_rate,
+        }
+
+
+class _UnencodableChecker:
+    """Finds characters a tokenizer can only encode as its unknown id."""
+
+    def __init__(self, tokenizer: Tokenizer | None) -> None:
+        self.tokenizer = tokenizer
+        self.cache: dict[str, bool] = {}
+
+    def bad_characters(self, text: str) -> list[str]:
+        if self.tokenizer is None or self.tokenizer.unk_id is None:
+            return []
+        bad = []
+        for char in dict.fromkeys(text):
+            if char.isspace():
+                continue
+            if char not in self.cache:
+                self.cache[char] = self.tokenizer.unk_id in self.tokenizer.encode(char)
+            if self.cache[char]:
+                bad.append(char)
+        return bad
+
+
+def safe_file_stem(clip_id: str) -> str:
+    """Return a file-name-safe stem for `clip_id`, with a short hash when characters changed."""
+    stem = _UNSAFE.sub("_", clip_id).strip("._") or "clip"
+    if stem != clip_id:
+        stem = f"{stem}-{hashlib.sha1(clip_id.encode('utf-8')).hexdigest()[:8]}"
+    return stem
+
+
+def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tensor:
+    if candidate.start is None:
+        return read_audio(candidate.audio, sample_rate)[0]
+    info = sf.info(str(candidate.audio))
+    start = int(round(candidate.start * info.samplerate))
+    stop = int(round(candidate.end * info.samplerate))
+    data, rate = sf.read(str(candidate.audio), start=start, stop=stop, dtype="float32", always_2d=True)
+    wav = torch.from_numpy(data.mean(axis=1).copy())
+    return resample(wav, rate, sample_rate)
+
+
+def _reject(candidate: Candidate, reason: str) -> Reject:
+    return Reject(candidate.source, candidate.line, reason, candidate.id)
+
+
+class _Converter:
+    """Checks one candidate's audio and writes the converted wav; returns a row or a reject."""
+
+    def __init__(self, audio_dir: Path, sample_rate: int, duration_range: tuple[float, float]) -> None:
+        self.audio_dir = audio_dir
+        self.sample_rate = sample_rate
+        self.min_s, self.max_s = duration_range
+
+    def __call__(self, item: tuple[Candidate, str, str]) -> ManifestRow | Reject:
+        candidate, text, stem = item
+        try:
+            wav = _load_candidate_audio(candidate, self.sample_rate)
+        except InputError as exc:
+            return _reject(candidate, str(exc).replace(f"{candidate.audio}: ", f"audio {candidate.audio}: "))
+        except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
+            return _reject(candidate, f"audio {candidate.audio}: unreadable ({exc})")
+        if wav.numel() == 0:
+            return _reject(candidate, f"audio {candidate.audio}: empty (no samples)")
+        if float(wav.abs().max()) < SILENCE_PEAK:
+            return _reject(candidate, f"audio {candidate.audio}: empty (silent)")
+        duration = wav.numel() / self.sample_rate
+        if not self.min_s <= duration <= self.max_s:
+            return _reject(candidate, f"duration {duration:.2f}s outside {self.min_s:g}-{self.max_s:g}s")
+        relative = f"audio/{stem}.wav"
+        write_wav(self.audio_dir.parent / relative, wav, self.sample_rate)
+        return ManifestRow(
+            id=candidate.id,
+            audio=relative,
+            text=text,
+            speaker=candidate.speaker,
+            language=candidate.language,
+            duration=duration,
+            path=self.audio_dir.parent / relative,
+            line=candidate.line or 0,
+        )
+
+
+def _check_text(
+    candidates: list[Candidate], checker: _UnencodableChecker, uppercase: bool
+) -> tuple[list[tuple[Candidate, str, str]], list[Reject]]:
+    """Return (candidate, normalised text, file stem) for candidates passing the text checks."""
+    kept: list[tuple[Candidate, str, str]] = []
+    rejects: list[Reject] = []
+    first_line: dict[str, int | None] = {}
+    stems: set[str] = set()
+    for candidate in candidates:
+        if candidate.id in first_line:
+            rejects.append(_reject(candidate, f"duplicate id (first at line {first_line[candidate.id]})"))
+            continue
+        first_line[candidate.id] = candidate.line
+        text = normalize_text(candidate.text, candidate.language, uppercase)
+        if not text:
+            rejects.append(_reject(candidate, "empty text"))
+            continue
+        bad = checker.bad_characters(text)
+        if bad:
+            rejects.append(_reject(candidate, f"text has characters the tokenizer cannot encode: {''.join(bad)!r}"))
+            continue
+        stem = safe_file_stem(candidate.id)
+        if stem in stems:
+            stem = f"{stem}-{hashlib.sha1(candidate.id.encode('utf-8')).hexdigest()[:8]}"
+        stems.add(stem)
+        kept.append((candidate, text, stem))
+    return kept, rejects
+
+
+def _totals(rows: list[ManifestRow], key: str) -> dict[str, dict[str, float]]:
+    totals: dict[str, dict[str, float]] = {}
+    for row in rows:
+        entry = totals.setdefault(getattr(row, key), {"clips": 0, "hours": 0.0})
+        entry["clips"] += 1
+        entry["hours"] += (row.duration or 0.0) / 3600.0
+    return {k: {"clips": v["clips"], "hours": round(v["hours"], 5)} for k, v in sorted(totals.items())}
+
+
+def _reason_counts(rejects: list[Reject]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for reject in rejects:
+        label = re.sub(r"(audio \S+|\d+(\.\d+)?s?|'.*'|\(.*\))", "", reject.reason).strip(" :")
+        counts[label or reject.reason] = counts.get(label or reject.reason, 0) + 1
+    return counts
+
+
+def _guard_output(source: Path, output: Path) -> None:
+    source_dir = source if source.is_dir() else source.parent
+    if output == source_dir or output in source_dir.parents:
+        raise InputError(
+            f"{output}: the output folder holds the input ({source}); the input is never modified. "
+            "Choose a separate --output folder."
+        )
+
+
+def import_dataset(
+    fmt: str,
+    source: str | Path,
+    output: str | Path,
+    sample_rate: int,
+    options: ImportOptions | None = None,
+    tokenizer: Tokenizer | None = None,
+    duration_range: tuple[float, float] | None = None,
+    uppercase: bool = False,
+    workers: int = 2,
+) -> ImportSummary:
+    """Import `source` in format `fmt` into `output`; return the ImportSummary.
+
+    Raises InputError for an unknown format, a missing input, an output folder that holds the
+    input, or a layout that cannot be read at all. Bad rows become rejects, never errors.
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"format {fmt!r}: unknown. Choose one of {', '.join(FORMATS)}.")
+    source, output = Path(source).resolve(), Path(output).resolve()
+    if not source.exists():
+        raise InputError(f"{source}: input not found.")
+    _guard_output(source, output)
+    options = options or ImportOptions()
+    if fmt in ("folder", "srt") and not options.language:
+        raise InputError(f"format {fmt!r}: pass --language (for example --language am) so clips are labelled.")
+    duration_range = duration_range or DEFAULT_DURATION.get(fmt, FALLBACK_DURATION)
+    candidates, rejects = FORMATS[fmt](source, options)
+    checked, text_rejects = _check_text(candidates, _UnencodableChecker(tokenizer), uppercase)
+    rejects.extend(text_rejects)
+    audio_dir = output / "audio"
+    audio_dir.mkdir(parents=True, exist_ok=True)
+    convert = _Converter(audio_dir, sample_rate, duration_range)
+    progress = Progress("dataset import", total=len(checked))
+    rows: list[ManifestRow] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for result in pool.map(convert, checked):
+            progress.update()
+            (rejects if isinstance(result, Reject) else rows).append(result)
+    progress.finish()
+    rejects.sort(key=lambda r: (r.source, r.line or 0))
+    manifest_path = write_manifest(output / "manifest.jsonl", rows)
+    rejects_path = write_rejects(output / "rejects.jsonl", rejects)
+    summary = ImportSummary(
+        output=output,
+        manifest=manifest_path,
+        rejects_path=rejects_path,
+        kept=len(rows),
+        rejected=len(rejects),
+        hours=sum(row.duration or 0.0 for row in rows) / 3600.0,
+        per_speaker=_totals(rows, "speaker"),
+        per_language=_totals(rows, "language"),
+        reasons=_reason_counts(rejects),
+        normalizer={"name": NORMALIZER_NAME, "version": NORMALIZER_VERSION, "uppercase": uppercase},
+        sample_rate=sample_rate,
+        rejects=rejects,
+    )
+    atomic_write_json(output / "summary.json", summary.to_dict())
+    return summary

@@ -1,0 +1,278 @@
+"""Merging a new language into an HF `tokenizers` BPE tokenizer (the Chatterbox "2454 + 81" step).
+
+`merge_hf_tokenizer` keeps every base id, normalizer and pre-tokenizer; gives new vocabulary
+entries ids above every existing id (`added_tokens` included); appends a new merge only when
+both parts and their join are in the vocabulary; and makes the language tag an added special
+token. With a protect corpus, new entries that change how the base encodes those lines are
+pruned until none do.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import InputError
+from core.fsutil import atomic_write_json, atomic_write_text
+from core.progress import Progress
+from core.tokenizers.tokenizer import HF, HFTokenizer, load_tokenizer
+from core.tokenizers.report import corpus_statistics, encode_many, lines_without_unk
+from core.tokenizers.train import VocabularyTooLarge, hf_vocab_size, train_hf_bpe_json
+
+_AFFIXES = ("continuing_subword_prefix", "end_of_word_suffix")
+
+
+@dataclass
+class Additions:
+    """What the new tokenizer offers: vocabulary entries (best first) and merges (rank order)."""
+
+    tokens: list[str]
+    merges: list[tuple[str, str]]
+
+
+def _load_hf(path: Path, option: str) -> tuple[HFTokenizer, dict[str, Any]]:
+    tokenizer = load_tokenizer(path)
+    if tokenizer.kind != HF or not isinstance(tokenizer, HFTokenizer):
+        raise InputError(
+            f"{path}: {option} is a SentencePiece model, but `tokenizer merge` works on HF tokenizer.json "
+            "files. Pass a tokenizer.json, or use `tokenizer extend` for .model files."
+        )
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    if spec["model"].get("type") != "BPE":
+        raise InputError(
+            f"{path}: {option} holds a {spec['model'].get('type')} model; merge supports BPE tokenizers only."
+        )
+    return tokenizer, spec
+
+
+def _merge_pairs(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    pairs = []
+    for merge in spec["model"].get("merges") or []:
+        a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
+        pairs.append((a, b))
+    return pairs
+
+
+def _taken(spec: dict[str, Any]) -> set[str]:
+    return set(spec["model"]["vocab"]) | {t["content"] for t in spec.get("added_tokens") or []}
+
+
+def _additions(base: dict[str, Any], new: dict[str, Any]) -> Additions:
+    for key in _AFFIXES:
+        if (base["model"].get(key) or None) != (new["model"].get(key) or None):
+            raise InputError(
+                f"the new tokenizer's {key} ({new['model'].get(key)!r}) differs from the base's "
+                f"({base['model'].get(key)!r}); its tokens cannot be merged. Train it with the base's settings."
+            )
+    skip = _taken(base) | {t["content"] for t in new.get("added_tokens") or []}
+    ordered = sorted(new["model"]["vocab"].items(), key=lambda item: item[1])
+    tokens = [token for token, _ in ordered if token not in skip]
+    return Additions(tokens, _merge_pairs(new))
+
+
+def _join(spec: dict[str, Any], a: str, b: str) -> str:
+    prefix = spec["model"].get("continuing_subword_prefix") or ""
+    return a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
+
+
+def _tag_content(tag: str) -> str:
+    return tag if tag.startswith("[") and tag.endswith("]") else f"[{tag}]"
+
+
+def _tag_entry(base: dict[str, Any], content: str, token_id: int) -> dict[str, Any]:
+    specials = [t for t in base.get("added_tokens") or [] if t.get("special")]
+    entry = dict(specials[-1]) if specials else {
+        "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True,
+    }
+    entry.update({"id": token_id, "content": content, "special": True})
+    return entry
+
+
+def build_merged_spec(
+    base: dict[str, Any], tokens: Sequence[str], merges: Sequence[tuple[str, str]], language_tag: str | None
+) -> tuple[dict[str, Any], int, int | None]:
+    """Return (merged tokenizer.json mapping, merges appended, language tag id or None).
+
+    Base ids, merges, normalizer and pre-tokenizer are kept; `tokens` get ids from one past
+    the highest existing id; a merge is appended when both parts and their join are present.
+    """
+    spec = copy.deepcopy(base)
+    vocab: dict[str, int] = spec["model"]["vocab"]
+    next_id = hf_vocab_size(base)
+    for token in tokens:
+        vocab[token] = next_id
+        next_id += 1
+    existing = set(_merge_pairs(base))
+    as_strings = any(isinstance(m, str) for m in base["model"].get("merges") or [])
+    appended = 0
+    for a, b in merges:
+        if (a, b) in existing or a not in vocab or b not in vocab or _join(spec, a, b) not in vocab:
+            continue
+        existing.add((a, b))
+        spec["model"]["merges"].append(f"{a} {b}" if as_strings else [a, b])
+        appended += 1
+    tag_id = None
+    if language_tag:
+        content = _tag_content(language_tag)
+        added = spec.setdefault("added_tokens", [])
+        present = next((t["id"] for t in added if t["content"] == content), vocab.get(content))
+        if present is not None:
+            tag_id = present
+        else:
+            tag_id = next_id
+            added.append(_tag_entry(base, content, tag_id))
+            if any(t["content"] in base["model"]["vocab"] for t in base.get("added_tokens") or []):
+                vocab[content] = tag_id
+    return spec, appended, tag_id
+
+
+def _as_tokenizer(spec: dict[str, Any], path: Path) -> HFTokenizer:
+    return HFTokenizer(path, json.dumps(spec, ensure_ascii=False).encode("utf-8"))
+
+
+def reachable_additions(base: dict[str, Any], additions: Additions) -> Additions:
+    """Return the additions without merges that cannot apply and multi-character tokens no merge builds.
+
+    Single characters are always kept (they are what makes the new text encode without unk).
+    """
+    tokens, merges = additions.tokens, additions.merges
+    base_vocab = base["model"]["vocab"]
+    while True:
+        vocab = set(base_vocab) | set(tokens)
+        usable = [(a, b) for a, b in merges if a in vocab and b in vocab and _join(base, a, b) in vocab]
+        built = {_join(base, a, b) for a, b in usable}
+        kept = [t for t in tokens if len(t) == 1 or t in built]
+        if len(kept) == len(tokens) and len(usable) == len(merges):
+            return Additions(kept, usable)
+        tokens, merges = kept, usable
+
+
+def _protect_loop(
+    base_spec: dict[str, Any], base: HFTokenizer, additions: Additions, language_tag: str | None,
+    protect: list[str], output: Path, progress: Progress,
+) -> tuple[Additions, int, int]:
+    """Return (additions kept, merges pruned, rounds) so every `protect` line encodes as with the base.
+
+    Only appended merges can change how base text encodes, so the loop prunes merges whose join
+    appears in a changed encoding (or, failing that, occurs in the changed line), then drops the
+    tokens no remaining merge builds.
+    """
+    current = reachable_additions(base_spec, additions)
+    base_ids = encode_many(base, protect)
+    pruned = 0
+    rounds = 0
+    while True:
+        rounds += 1
+        spec, _, _ = build_merged_spec(base_spec, current.tokens, current.merges, language_tag)
+        merged = _as_tokenizer(spec, output)
+        changed = [
+            (line, old, ids) for line, old, ids in zip(protect, base_ids, encode_many(merged, protect)) if old != ids
+        ]
+        progress.update(0, drifting_lines=len(changed), pruned=pruned)
+        if not changed:
+            return current, pruned, rounds
+        joins = {_join(base_spec, a, b): (a, b) for a, b in current.merges}
+        culprits: set[tuple[str, str]] = set()
+        for line, old, ids in changed:
+            appeared = {merged.piece(i) for i in ids} - {merged.piece(i) for i in old}
+            found = {joins[t] for t in appeared if t in joins}
+            culprits |= found or {pair for join, pair in joins.items() if join in line}
+        if not culprits:
+            raise InputError(
+                f"the protect corpus still drifts in {len(changed)} line(s) with no added merge to blame "
+                f"(first: {changed[0][0][:80]!r}). Remove those lines from --protect-corpus."
+            )
+        pruned += len(culprits)
+        current = reachable_additions(
+            base_spec, Additions(current.tokens, [m for m in current.merges if m not in culprits])
+        )
+
+
+def _new_spec(
+    base_spec: dict[str, Any], add_path: Path | None, corpus_lines: Sequence[str] | None, vocab_size: int | None
+) -> dict[str, Any]:
+    if (add_path is None) == (corpus_lines is None):
+        raise InputError("pass either --add NEW.json or --corpus FILE… with --vocab-size N, not both and not neither.")
+    if add_path is not None:
+        return _load_hf(add_path, "--add")[1]
+    if not vocab_size or vocab_size < 2:
+        raise InputError(f"--vocab-size {vocab_size} is missing or too small; with --corpus pass --vocab-size N (N >= 2).")
+    unk = base_spec["model"].get("unk_token") or "[UNK]"
+    new = train_hf_bpe_json(corpus_lines, vocab_size, special_tokens=(unk,), template=base_spec)
+    if hf_vocab_size(new) < vocab_size:
+        size = hf_vocab_size(new)
+        raise VocabularyTooLarge(
+            f"--vocab-size {vocab_size} is larger than this corpus supports; the maximum is {size}. "
+            f"Use --vocab-size {size} or less, or add more text.",
+            vocab_size,
+            size,
+        )
+    return new
+
+
+def merge_hf_tokenizer(
+    base_path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    add_path: str | os.PathLike[str] | None = None,
+    corpus_lines: Sequence[str] | None = None,
+    vocab_size: int | None = None,
+    language_tag: str | None = None,
+    protect_lines: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Merge a new-language tokenizer (`add_path`, or one trained on `corpus_lines`) into the base.
+
+    Writes OUTPUT (tokenizer.json) and OUTPUT's .report.json atomically; returns the report:
+    base_size, new_size, pieces_added, merges_added, language_tag and its id, characters_forced,
+    candidates_available, candidates_pruned, corpus statistics and unk_rate (corpus mode),
+    added_pieces_used, base_drift (None without a protect corpus). Raises InputError for a base
+    or addition that is not an HF BPE tokenizer, a bad option combination, or a vocabulary
+    size the corpus cannot support.
+    """
+    base_path, output = Path(base_path), Path(output)
+    base, base_spec = _load_hf(base_path, "--base")
+    base_size = hf_vocab_size(base_spec)
+    new_spec = _new_spec(base_spec, Path(add_path) if add_path else None, corpus_lines, vocab_size)
+    additions = _additions(base_spec, new_spec)
+    progress = Progress("tokenizer merge", total=2, interval=0.0)
+    progress.update(1, candidates=len(additions.tokens))
+    drift: dict[str, Any] | None = None
+    kept = reachable_additions(base_spec, additions)
+    pruned = 0
+    if protect_lines:
+        unique = list(dict.fromkeys(protect_lines))
+        protect = lines_without_unk(base, unique)
+        kept, pruned, rounds = _protect_loop(base_spec, base, additions, language_tag, protect, output, progress)
+        drift = {"lines_checked": len(protect), "lines_skipped_unk": len(unique) - len(protect),
+                 "lines_changed": 0, "rounds": rounds}
+    spec, merges_added, tag_id = build_merged_spec(base_spec, kept.tokens, kept.merges, language_tag)
+    merged = _as_tokenizer(spec, output)
+    stats = corpus_statistics(merged, corpus_lines, base_size) if corpus_lines else None
+    atomic_write_text(output, json.dumps(spec, ensure_ascii=False, indent=2) + "\n")
+    progress.update(1)
+    report = {
+        "base": str(base_path),
+        "output": str(output),
+        "base_size": base_size,
+        "new_size": merged.size,
+        "pieces_added": len(kept.tokens),
+        "merges_added": merges_added,
+        "language_tag": _tag_content(language_tag) if language_tag else None,
+        "language_tag_id": tag_id,
+        "characters_forced": sum(1 for t in kept.tokens if len(t) == 1),
+        "candidates_available": len(additions.tokens),
+        "candidates_pruned": len(additions.tokens) - len(kept.tokens),
+        "merges_pruned": pruned,
+        "unk_rate": stats["unk_rate"] if stats else None,
+        "added_pieces_used": stats["added_pieces_used"] if stats else None,
+        "corpus": stats,
+        "base_drift": drift,
+    }
+    report_path = output.with_suffix(".report.json")
+    atomic_write_json(report_path, report)
+    report["report_path"] = str(report_path)
+    return report

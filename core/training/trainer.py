@@ -1,0 +1,568 @@
+"""The training recipe: `train(config, …)` runs one run of the LM or TTS task.
+
+Order is fixed: resolve the tokenizer → size the model from it → run the doctor (it must pass)
+→ build the data → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl,
+tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
+(tts) every N-th regular checkpoint, and the last one, is evaluated on a fixed held-out set
+(`core.training.periodic_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
+`schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only.
+Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
+Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
+only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import yaml
+from torch import nn
+
+from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from core.config import Settings, load_settings
+from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
+from core.training.embeddings import extend_state_dict
+from core.errors import InputError
+from core.families import get_family
+from core.fsutil import atomic_write_text
+from core.training.run_config import RunConfig
+from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
+from core.training.data import Batcher, SampleSet, eval_batches, special_ids
+from core.training.freeze import apply_freeze, base_rows_sha256, frozen_row_count, require_unchanged
+from core.training.log import RunLog
+from core.training.optim import RowWarmup, build_optimizer, build_scheduler
+from core.training.state import (
+    copy_as_best,
+    remap_optimizer_state,
+    resolve_resume,
+    restore_rng,
+    resume_plan,
+    rng_state,
+    rotate,
+    step_checkpoint_path,
+)
+from core.training.tasks import TaskData, build_task_data
+from models.registry import build_model, model_config, model_shape, shape_of
+
+GROWTH_INIT = "fvt"
+STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
+
+
+@dataclass
+class TrainResult:
+    """What a run ended with."""
+
+    state: str
+    step: int
+    run_dir: Path
+    last_checkpoint: str | None
+    best_val_loss: float | None
+    base_rows_sha256: dict[str, str | None]
+    val: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as JSON-ready data."""
+        return {
+            "state": self.state,
+            "step": self.step,
+            "run_dir": str(self.run_dir),
+            "last_checkpoint": self.last_checkpoint,
+            "best_val_loss": self.best_val_loss,
+            "base_rows_sha256": self.base_rows_sha256,
+            "val": self.val,
+            **self.info,
+        }
+
+
+def _distributed() -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def _device(rank: int) -> torch.device:
+    if torch.cuda.is_available():
+        index = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def _autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" else None
+    if precision == "fp16" and device.type != "cuda":
+        raise InputError("precision fp16 needs a CUDA device; use fp32 or bf16 on a CPU.")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def weights_sha256(model: nn.Module) -> str:
+    """Return the sha256 over every tensor of the model's state dict, in key order."""
+    digest = hashlib.sha256()
+    for key, tensor in sorted(model.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+class Trainer:
+    """One training run; construct it (setup, doctor, data, resume) and call `run()`."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        config_path: str | os.PathLike[str] | None = None,
+        settings: Settings | None = None,
+        resume: str | None = None,
+        max_steps: int | None = None,
+        reset_optimizer: bool = False,
+    ) -> None:
+        self.config = config
+        self.settings = settings or load_settings()
+        self.rank, self.world = _distributed()
+        self.device = _device(self.rank)
+        self.amp_dtype = _autocast_dtype(config.precision, self.device)
+        self.run_dir = self.settings.resolve(Path("runs") / config.name)
+        self.stop_at = max_steps or config.schedule.max_steps
+        self.log = RunLog(self.run_dir, enabled=self.rank == 0)
+        self._stop_requested = False
+
+        try:
+            self._setup(config_path, resume, reset_optimizer)
+        except BaseException as exc:
+            self.log.update_status(state="failed", error=str(exc))
+            self.log.close()
+            raise
+
+    def _run_doctor(self, ctx: DoctorContext, only: str | None = None) -> None:
+        report = run_doctor(ctx, only)
+        self.log.line("doctor:\n" + report.render())
+        report.raise_for_failures()
+
+    def _setup(self, config_path: str | os.PathLike[str] | None, resume: str | None, reset_optimizer: bool) -> None:
+        config = self.config
+        # 1. tokenizer, 2. model size from it
+        if not config.tokenizer:
+            raise InputError(f"{config.source}: `tokenizer` is not set; name the tokenizer file the model is sized from.")
+        self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
+        self.base = load_checkpoint(self.settings.resolve(config.base_checkpoint)) if config.base_checkpoint else None
+        base_meta = (self.base.meta or {}) if self.base else {}
+        self.codec = self._load_codec()
+        self.model_cfg = self._model_config(base_meta)
+        self.base_size = base_meta.get("base_size") if self.base else None
+        self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
+
+        # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
+        resume_path = resolve_resume(self.run_dir, resume, self.settings)
+        ctx = doctor_context_from_run_config(config, config_path, self.settings)
+        ctx.resume_checkpoint = resume_path
+        ctx.device = str(self.device)
+        ctx.extras.update(
+            {k: v for k, v in self.model_cfg.to_dict().items() if k in ("max_text_tokens", "max_speech_tokens")},
+            model_config=self.model_cfg.to_dict(),
+        )
+        self._run_doctor(ctx)
+        cache_dir = self._prepare_cache()
+        if cache_dir is not None:
+            ctx.cache_dir = cache_dir
+            self._run_doctor(ctx, only="cache.")
+
+        # 4. data
+        self.data: TaskData = build_task_data(config, self.settings, self.tokenizer, self.codec, self.model_cfg, cache_dir)
+        self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
+
+        # 5. model, optimiser, state
+        torch.manual_seed(config.seed)
+        self.resumed_from: str | None = None
+        self.grown_rows: dict[str, int] = {}
+        self.step = 0
+        self.best_val: float | None = None
+        self.best_eval: float | None = None
+        self._heldout: Any = None
+        self.parent = self.base.sha256 if self.base else None
+        self.init = base_meta.get("init") if self.base else "trained"
+        resume_loaded = load_checkpoint(resume_path) if resume_path else None
+        if resume_loaded is not None:
+            self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
+            self.base_size = resume_loaded.extra.get("base_size", self.base_size)
+        self.model = build_model(config.task, self.model_cfg, self.frozen_rows).to(self.device)
+        if self.base is not None and resume_loaded is None:
+            self._load_weights(self.base.state_dict, str(self.base.path))
+        apply_freeze(self.model, config.freeze.mode)
+        self.optimizer, self.param_names = build_optimizer(self.model, config.optim)
+        self.scheduler = build_scheduler(self.optimizer, config.optim, config.schedule.max_steps)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
+        self.row_warmup = RowWarmup({}, {}, config.optim.new_row_warmup_steps)
+        self.base_sha_start = base_rows_sha256(self.model)
+        if resume_loaded is not None:
+            self._resume(resume_loaded, reset_optimizer)
+        self.ddp = (
+            nn.parallel.DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            if self.world > 1 else None
+        )
+
+    # -- setup helpers ---------------------------------------------------------------------
+    def _load_codec(self) -> Any:
+        if self.config.task != "tts":
+            return None
+        if not self.config.codec:
+            raise InputError(f"{self.config.source}: task tts needs `codec:` (a file from `codec train`).")
+        from core.speech.codec import load_codec
+
+        return load_codec(self.settings.resolve(self.config.codec))
+
+    def _prepare_cache(self) -> Path | None:
+        if self.config.task != "tts":
+            return None
+        from core.training.tts_data import prepare_cache
+
+        # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
+        if self.rank != 0:
+            dist.barrier()
+        cache_dir = prepare_cache(self.config, self.settings, self.tokenizer)
+        if self.rank == 0 and self.world > 1:
+            dist.barrier()
+        return cache_dir
+
+    def _model_config(self, base_meta: dict[str, Any]) -> Any:
+        try:
+            saved = base_meta.get("model_config")
+            shape = shape_of(saved) if saved else model_shape(self.config.model)
+        except ValueError as exc:
+            raise InputError(f"{self.config.source}: {exc}.") from exc
+        start, stop = special_ids(self.tokenizer)
+        sizes: dict[str, Any] = {"text_rows": self.tokenizer.size}
+        if self.config.task == "tts":
+            sizes.update(codebook_size=self.codec.codebook_size, n_mels=self.codec.n_mels, start_text=start, stop_text=stop)
+        else:
+            sizes.update(bos_id=start, eos_id=stop)
+        return model_config(self.config.task, {k: v for k, v in shape.items() if k not in sizes}, **sizes)
+
+    def _load_weights(self, state_dict: dict[str, torch.Tensor], source: str) -> None:
+        rows = state_dict["text_embedding.weight"].shape[0] if "text_embedding.weight" in state_dict else None
+        if rows != self.tokenizer.size:
+            raise InputError(
+                f"{source}: {rows} text rows but the tokenizer {self.tokenizer.path} has {self.tokenizer.size} ids. "
+                "Resize the checkpoint first with `embeddings extend`."
+            )
+        try:
+            self.model.load_state_dict(state_dict)
+        except RuntimeError as exc:
+            raise InputError(f"{source}: its weights do not fit this model ({str(exc).splitlines()[0]}).") from exc
+
+    def _resume(self, loaded: Any, reset_optimizer: bool) -> None:
+        plan = resume_plan(loaded, self.tokenizer, self.settings)
+        state_dict = loaded.state_dict
+        if plan.kind == "extension":
+            state_dict, report = extend_state_dict(
+                state_dict, get_family("linguaforge"), plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
+            )
+            self.init = GROWTH_INIT
+            self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
+        self._load_weights(state_dict, str(loaded.path))
+        extra = loaded.extra
+        saved_sha = extra.get("base_rows_sha256_start")
+        require_unchanged(saved_sha, base_rows_sha256(self.model), f"between {loaded.path} and this resume")
+        self.base_sha_start = saved_sha
+        if reset_optimizer:
+            self.log.line("--reset-optimizer: fresh AdamW state; the schedule continues")
+        else:
+            shapes = dict(self.model.named_parameters())
+            state, self.grown_rows = remap_optimizer_state(
+                extra["optimizer"], extra["optimizer_names"], self.param_names, {n: shapes[n].shape for n in self.param_names}
+            )
+            self.optimizer.load_state_dict(state)
+            if self.grown_rows:
+                self.row_warmup = RowWarmup(shapes, self.grown_rows, self.config.optim.new_row_warmup_steps)
+                self.log.line(f"Adam state remapped row by row: {self.grown_rows}")
+            elif extra.get("row_warmup"):
+                saved = extra["row_warmup"]
+                self.row_warmup = RowWarmup(shapes, saved["rows"], saved["steps"], saved["done"])
+        self.scheduler.load_state_dict(extra["scheduler"])
+        for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+            group["lr"] = lr  # a fresh optimiser (--reset-optimizer) starts at the schedule's position too
+        if extra.get("scaler"):
+            self.scaler.load_state_dict(extra["scaler"])
+        restore_rng(extra["rng"])
+        self.batcher.load_state_dict(extra["data_position"])
+        self.step = int(extra["step"])
+        self.best_val = extra.get("best_val_loss")
+        if self.config.schedule.best_metric != "val_loss":
+            from core.training.periodic_eval import best_recorded
+
+            self.best_eval = best_recorded(loaded.path.parent / "eval.json", self.config.schedule.best_metric, self.step)
+        self.parent = (loaded.meta or {}).get("parent", self.parent)
+        self.resumed_from = str(loaded.path)
+        self.log.line(f"resumed from {loaded.path} at step {self.step} ({plan.kind} tokenizer)")
+
+    # -- the loop --------------------------------------------------------------------------
+    def _autocast(self) -> Any:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _should_stop(self) -> bool:
+        flag = self._stop_requested or (self.run_dir / "STOP").exists()
+        if self.world > 1:
+            tensor = torch.tensor([1.0 if flag else 0.0], device=self.device)
+            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            flag = bool(tensor.item())
+        return flag
+
+    def _train_step(self, iterator: Any) -> dict[str, float]:
+        module = self.ddp or self.model
+        self.model.train()
+        totals: dict[str, float] = {}
+        tokens = 0
+        accumulate = self.config.batch.accumulate
+        for micro in range(accumulate):
+            batch = self.data.collate([self.data.train.load(i) for i in next(iterator)])
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            sync = self.ddp is None or micro == accumulate - 1
+            with (contextlib.nullcontext() if sync else self.ddp.no_sync()), self._autocast():
+                out = self.data.forward(module, batch)
+                self.scaler.scale(out["loss"] / accumulate).backward()
+            tokens += int(out.pop("tokens"))
+            for name, value in out.items():
+                totals[name] = totals.get(name, 0.0) + float(value.detach()) / accumulate
+        self.scaler.unscale_(self.optimizer)
+        trainable = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if self.config.optim.grad_clip > 0:
+            totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, self.config.optim.grad_clip))
+        totals["lr"] = self.scheduler.get_last_lr()[0]
+        self.row_warmup.before()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.row_warmup.after()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        totals["tokens"] = tokens
+        return totals
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Return the validation metrics over the whole val split (empty when it has no samples)."""
+        val: SampleSet = self.data.val
+        if len(val) == 0:
+            return {}
+        self.model.eval()
+        sums: dict[str, float] = {}
+        weight = 0
+        for indices in eval_batches(len(val), self.config.batch.size):
+            batch = self.data.collate([val.load(i) for i in indices])
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            with self._autocast():
+                out = self.data.forward(self.model, batch)
+            tokens = int(out.pop("tokens"))
+            weight += tokens
+            for name, value in out.items():
+                sums[name] = sums.get(name, 0.0) + float(value) * tokens
+        metrics = {name: total / weight for name, total in sums.items()}
+        return self.data.finish_val(metrics, weight)
+
+    def _meta(self) -> CheckpointMeta:
+        return CheckpointMeta(
+            family="linguaforge",
+            task=self.config.task,
+            tokenizer_fingerprint=self.tokenizer.fingerprint,
+            tokenizer_size=self.tokenizer.size,
+            rows=self.tokenizer.size,
+            base_size=self.base_size if self.base_size is not None else self.tokenizer.size,
+            init=self.init,
+            parent=self.parent,
+            codec_fingerprint=self.codec.fingerprint if self.codec is not None else None,
+            model_config=self.model_cfg.to_dict(),
+            step=self.step,
+        )
+
+    def save(self, val_loss: float | None) -> Path | None:
+        """Save a checkpoint of the current step (rank 0), rotate, refresh `best`; return its path."""
+        require_unchanged(self.base_sha_start, base_rows_sha256(self.model), f"at step {self.step}")
+        if self.rank != 0:
+            return None
+        extra = {
+            "optimizer": self.optimizer.state_dict(),
+            "optimizer_names": self.param_names,
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            "rng": rng_state(),
+            "step": self.step,
+            "data_position": self.batcher.state_dict(),
+            "best_val_loss": self.best_val,
+            "tokenizer_path": str(self.tokenizer.path),
+            "codec_path": str(self.settings.resolve(self.config.codec)) if self.codec is not None else None,
+            "frozen_rows": self.frozen_rows,
+            "base_size": self.base_size,
+            "base_rows_sha256_start": self.base_sha_start,
+            "row_warmup": self.row_warmup.state_dict(),
+        }
+        path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
+        if val_loss is not None and (self.best_val is None or val_loss <= self.best_val):
+            self.best_val = val_loss
+            if self.config.schedule.best_metric == "val_loss":
+                copy_as_best(path)
+        rotate(self.run_dir, self.config.schedule.keep_last)
+        self.log.update_status(last_checkpoint=str(path), step=self.step)
+        return path
+
+    def evaluate(self, checkpoint: Path) -> dict[str, float] | None:
+        """Evaluate a saved checkpoint on the run's held-out set (tts, rank 0) and log a `split: eval`
+        line; refresh `best.pt` when `schedule.best_metric` is an eval metric it beats.
+
+        Returns the logged metrics, or None when skipped or failed. An eval failure never stops
+        training: its message goes to log.txt and status.json (`eval_error`).
+        """
+        if self.rank != 0 or self.config.task != "tts":
+            return None
+        from core.eval.tts import evaluate_checkpoint
+        from core.training.periodic_eval import eval_metrics, heldout_set, is_better, metric_value
+
+        saved_rng = rng_state()
+        try:
+            if self._heldout is None:
+                self._heldout = heldout_set(self.config, self.settings)
+            held = self._heldout
+            result = evaluate_checkpoint(checkpoint, held.sentences, held.references, held.language, self.settings,
+                                         wer=self.config.eval.wer, seed=self.config.seed)
+        except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
+            self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
+            self.log.update_status(eval_error=f"step {self.step}: {exc}")
+            return None
+        finally:
+            restore_rng(saved_rng)
+        metrics = eval_metrics(result)
+        self.log.metrics(self.step, "eval", metrics, tensorboard=False)  # evaluate_checkpoint wrote eval/ scalars
+        self.log.line(f"eval at step {self.step} ({len(held.sentences)} sentences, {held.language}): "
+                      + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
+        best_metric = self.config.schedule.best_metric
+        if best_metric != "val_loss":
+            value = metric_value(best_metric, metrics)
+            if value is None:
+                self.log.line(f"best_metric {best_metric}: not computed at step {self.step}")
+            elif is_better(best_metric, value, self.best_eval):
+                self.best_eval = value
+                copy_as_best(checkpoint)
+                self.log.update_status(best={"metric": best_metric, "value": value, "step": self.step})
+        return metrics
+
+    def _install_sigterm(self) -> Any:
+        def request_stop(signum: int, frame: Any) -> None:  # noqa: ARG001
+            self._stop_requested = True
+
+        try:
+            return signal.signal(signal.SIGTERM, request_stop)
+        except ValueError:  # not the main thread: only the STOP file works
+            return None
+
+    def run(self) -> TrainResult:
+        """Train until the stop step, a STOP file or SIGTERM; return the outcome.
+
+        Raises InternalError when the frozen base rows changed (checked at start, at every
+        checkpoint and at the end).
+        """
+        cfg = self.config
+        if self.rank == 0:
+            (self.run_dir / "STOP").unlink(missing_ok=True)
+            atomic_write_text(self.run_dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+        if self.world > 1:
+            dist.barrier()
+        sha = {"start": self.base_sha_start, "now": base_rows_sha256(self.model)}
+        require_unchanged(sha["start"], sha["now"], "at start")
+        padding = self.batcher.padding_share(self.batcher.epoch)
+        info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
+                "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
+                "device": str(self.device), "resumed_from": self.resumed_from}
+        self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
+        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=None,
+                               base_rows_sha256=sha, pid=os.getpid(), **info)
+        previous = self._install_sigterm()
+        state, val, last = "failed", {}, None
+        try:
+            state, val, last = self._loop()
+        except BaseException as exc:
+            self.log.update_status(state="failed", error=str(exc))
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            self.log.close()
+        sha["now"] = base_rows_sha256(self.model)
+        require_unchanged(sha["start"], sha["now"], "at the end")
+        if self.world > 1:
+            gathered: list[str] = [""] * self.world
+            dist.all_gather_object(gathered, weights_sha256(self.model))
+            info["rank_weights_sha256"] = gathered
+        if self.config.schedule.eval_every > 0:
+            info["best_metric"] = self.config.schedule.best_metric
+            info["best_eval"] = self.best_eval
+        self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
+        self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")
+        return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
+
+    def _loop(self) -> tuple[str, dict[str, float], str | None]:
+        cfg = self.config.schedule
+        iterator = iter(self.batcher)
+        val: dict[str, float] = {}
+        last: str | None = None
+        window_tokens, window_start = 0, time.monotonic()
+        status_written = window_start
+        while self.step < self.stop_at:
+            metrics = self._train_step(iterator)
+            self.step += 1
+            window_tokens += metrics.pop("tokens")
+            if self.step % cfg.log_every == 0 or self.step == self.stop_at:
+                elapsed = max(time.monotonic() - window_start, 1e-9)
+                metrics["tokens_per_s"] = window_tokens * self.world / elapsed
+                self.log.metrics(self.step, "train", self.data.train_metrics(metrics))
+                self.log.update_status(step=self.step)
+                window_tokens, window_start = 0, time.monotonic()
+                status_written = time.monotonic()
+            elif time.monotonic() - status_written >= STATUS_INTERVAL_S:
+                self.log.update_status(step=self.step)
+                status_written = time.monotonic()
+            stopping = self._should_stop()
+            done = self.step >= self.stop_at
+            val_now: dict[str, float] = {}
+            if self.step % cfg.val_every == 0 or done or stopping:
+                val = val_now = self.validate()
+                if val:
+                    self.log.metrics(self.step, "val", val)
+            if self.step % cfg.save_every == 0 or done or stopping:
+                saved = self.save(val_now.get("loss"))
+                last = str(saved) if saved else last
+                # every eval_every-th regular save (by step, so a resume keeps the rhythm) and the last one
+                eval_period = cfg.save_every * cfg.eval_every
+                if saved and cfg.eval_every > 0 and not stopping and (self.step % eval_period == 0 or done):
+                    self.evaluate(saved)
+            if stopping:
+                return "stopped", val, last
+        return "finished", val, last
+
+
+def train(
+    config: RunConfig,
+    config_path: str | os.PathLike[str] | None = None,
+    settings: Settings | None = None,
+    resume: str | None = None,
+    max_steps: int | None = None,
+    reset_optimizer: bool = False,
+) -> TrainResult:
+    """Run one training run and return its TrainResult.
+
+    `max_steps` stops this invocation at that step while the learning-rate schedule follows
+    `schedule.max_steps`, so a run paused with `--max-steps k` and resumed continues exactly.
+    Raises InputError on bad config, data, tokenizer or checkpoint (the doctor's failures
+    included) and InternalError when frozen rows changed.
+    """
+    return Trainer(config, config_path, settings, resume, max_steps, reset_optimizer).run()
