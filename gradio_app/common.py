@@ -6,6 +6,7 @@ import functools
 import inspect
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,40 +32,77 @@ class UIContext:
     tensorboard_path: str = "/tensorboard/"
 
 
-def ui_action(fn: F) -> F:
-    """Wrap a Gradio handler so errors reach the user as a message, never as a stack trace.
+CLI_HELP = re.compile(r"\s*Run `python -m core[^`]*`\.?")
+CLI_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
 
-    LinguaForgeError messages are shown as they are; anything else is logged with its traceback
-    on the server and shown as a one-line internal error.
+
+def form_message(text: str, labels: dict[str, str] | None = None) -> str:
+    """Return an error message in the dashboard's words: `--flag` becomes the field's label (from `labels`,
+    keyed by parameter name) and the CLI's `Run python -m core … --help` hint is dropped."""
+    labels = labels or {}
+    text = CLI_HELP.sub("", text)
+    text = text.replace("the following arguments are required:", "fill in")
+
+    def label(match: re.Match[str]) -> str:
+        key = match.group(1).replace("-", "_")
+        return f"“{labels.get(key, key.replace('_', ' '))}”"
+
+    return CLI_FLAG.sub(label, text).strip()
+
+
+def error_text(exc: Exception, labels: dict[str, str] | None = None) -> str:
+    """Return the one-line Markdown shown next to an action that raised `exc` (logged when unexpected)."""
+    if isinstance(exc, LinguaForgeError):
+        message = str(exc)
+    else:
+        LOG.error("dashboard handler failed", exc_info=exc)
+        message = f"internal error: {exc} (details in the server log)"
+    return f"**Error:** {form_message(message, labels)}"
+
+
+def ui_action(outputs: int = 1, message: int = 0, labels: dict[str, str] | None = None) -> Callable[[F], F]:
+    """Return a decorator for a Gradio handler with `outputs` output components.
+
+    When the handler raises, the output at position `message` (a Markdown next to the action's
+    button) shows the error in the dashboard's words (see `form_message`) and every other output is
+    left untouched, so no other component shows an error badge. Generators yield the same.
     """
 
-    def to_message(exc: Exception) -> gr.Error:
-        if isinstance(exc, gr.Error):
-            return exc
-        if isinstance(exc, LinguaForgeError):
-            return gr.Error(str(exc), print_exception=False)
-        LOG.error("dashboard handler %s failed", fn.__name__, exc_info=exc)
-        return gr.Error(f"internal error: {exc} (details in the server log)", print_exception=False)
+    def failed(exc: Exception) -> Any:
+        updates = [gr.update() for _ in range(outputs)]
+        updates[message] = gr.update(value=error_text(exc, labels), visible=True)
+        return updates[0] if outputs == 1 else tuple(updates)
 
-    if inspect.isgeneratorfunction(fn):
+    def decorate(fn: F) -> F:
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+                try:
+                    yield from fn(*args, **kwargs)
+                except Exception as exc:  # the UI edge: a message, never a stack trace
+                    yield failed(exc)
+
+            return generator  # type: ignore[return-value]
 
         @functools.wraps(fn)
-        def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                yield from fn(*args, **kwargs)
+                return fn(*args, **kwargs)
             except Exception as exc:  # the UI edge: a message, never a stack trace
-                raise to_message(exc) from None
+                return failed(exc)
 
-        return generator  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # the UI edge: a message, never a stack trace
-            raise to_message(exc) from None
+    return decorate
 
-    return wrapper  # type: ignore[return-value]
+
+def require_text(value: str | None, message: str) -> str:
+    """Return `value` stripped; raise InputError(`message`) (e.g. "Enter the text to speak.") when it is empty."""
+    text = (value or "").strip()
+    if not text:
+        raise InputError(message)
+    return text
 
 
 def job_line(job: dict[str, Any]) -> str:

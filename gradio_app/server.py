@@ -17,11 +17,13 @@ import gradio as gr
 import httpx
 from fastapi import Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from gradio.routes import App as GradioApp
 from starlette.routing import Mount
 
 from core.errors import InputError
 from core.tensorboard_proc import TensorBoardProcess
+from gradio_app.style import CSS, STATIC_DIR, STATIC_ROUTE
 
 TENSORBOARD_PREFIX = "/tensorboard"
 UPLOAD_LIMIT = "200mb"
@@ -84,8 +86,10 @@ def build_server(
     auth: tuple[str, str] | None,
     allowed_paths: list[Path],
 ) -> fastapi.FastAPI:
-    """Return the FastAPI app: `/tensorboard/…` proxied to `tensorboard`, Gradio at `/`, one shared login."""
+    """Return the FastAPI app: `/tensorboard/…` proxied to `tensorboard`, the dashboard's static files (its
+    webfont, public) at `/lf-static/`, Gradio at `/`, one shared login."""
     app = fastapi.FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.mount(STATIC_ROUTE, StaticFiles(directory=STATIC_DIR), name="lf-static")
     client = httpx.AsyncClient(timeout=60.0)
 
     @app.api_route(TENSORBOARD_PREFIX, methods=["GET"])
@@ -126,4 +130,5 @@ def build_server(
         footer_links=[],
         run_history=False,
         ssr_mode=False,
+        css=CSS,
     )

@@ -104,7 +104,7 @@ class StageRunner:
             job_id, result = None, self._inline(name, kind, params)
         record = StageRecord(name, kind, time.monotonic() - start, job_id, result)
         self.records.append(record)
-        self.progress.update(1, stage=name, seconds=round(record.seconds, 1))
+        self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_job=None)
         return result
 
     def timed(self, name: str, seconds: float) -> None:
@@ -114,6 +114,7 @@ class StageRunner:
     def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         job_id = self._runner.submit(kind, params)
         self._current = job_id
+        self.progress.update(0, current=name, current_job=job_id)  # the dashboard shows this job's own progress
         try:
             job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=("running", "succeeded", "failed",
                                                                        "cancelled", "interrupted"))

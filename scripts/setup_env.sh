@@ -17,12 +17,18 @@ ensure_venv() {
     fi
 }
 
-# ensure_system_packages COMMAND:PACKAGE ... — install the Debian package of each missing command.
+# ensure_system_packages COMMAND:PACKAGE ... — install the Debian package of each missing command
+# (a COMMAND starting with / is a file the package installs, e.g. a font).
 ensure_system_packages() {
     local missing=()
-    local pair
+    local pair need
     for pair in "$@"; do
-        command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+        need="${pair%%:*}"
+        if [[ "$need" == /* ]]; then
+            [ -e "$need" ] || missing+=("${pair#*:}")
+        else
+            command -v "$need" >/dev/null 2>&1 || missing+=("${pair#*:}")
+        fi
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then

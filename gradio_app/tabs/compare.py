@@ -65,7 +65,7 @@ def build(ctx: UIContext) -> None:
         texts = next((s["sentences"] for s in reversed(summaries) if s["sentences"]), [])
         return [(f"{i + 1}. {text}", i) for i, text in enumerate(texts)]
 
-    @ui_action
+    @ui_action(outputs=5 + MAX_PLAYERS, message=3)
     def load(folder: str | None):
         rows, summaries = comparison(ctx, folder)
         choices = sentence_choices(summaries)
@@ -78,7 +78,7 @@ def build(ctx: UIContext) -> None:
                 gr.update(choices=sorted(set(checkpoints) | set(workspace_files(settings, CHECKPOINT_GLOBS)))),
                 *players(summaries, first))
 
-    @ui_action
+    @ui_action(outputs=2)
     def evaluate(checkpoint: str, sentences: str, references: str, language: str):
         params = {
             "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")),

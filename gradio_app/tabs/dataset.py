@@ -28,16 +28,45 @@ from jobs.supervise import read_json
 FORMATS = ["ljspeech", "folder", "srt", "manifest"]
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ROWS_SHOWN = 200
+LABELS = {"input": "Input folder or file", "output": "Dataset name", "language": "Language", "speaker": "Speaker",
+          "per_language": "Clips per language", "languages": "Languages", "codebook_size": "Codebook size",
+          "iterations": "k-means iterations"}
+
+
+def dataset_size(folder: Path) -> tuple[int, float]:
+    """Return (clips, hours) of the dataset in `folder`: from its summary.json, else counted in its manifest."""
+    summary = read_json(folder / "summary.json") or {}
+    if isinstance(summary.get("kept"), int) and summary.get("hours") is not None:
+        return summary["kept"], float(summary["hours"])
+    rows = read_jsonl(folder / "manifest.jsonl")
+    seconds = sum(float(r["duration"]) for r in rows if isinstance(r.get("duration"), (int, float)))
+    return len(rows), seconds / 3600.0
+
+
+def dataset_choices(ctx: UIContext) -> list[tuple[str, str]]:
+    """Return the datasets in the workspace as (label, name) pairs: every folder under datasets/, at any
+    depth, that holds a manifest.jsonl; the name is its path under datasets/, the label adds clips and hours."""
+    root = ctx.settings.workspace / "datasets"
+    choices = []
+    for manifest in workspace_files(ctx.settings, ["datasets/**/manifest.jsonl"]):
+        folder = ctx.settings.workspace / manifest
+        name = str(folder.parent.relative_to(root))
+        if name == ".":
+            continue
+        clips, hours = dataset_size(folder.parent)
+        choices.append((f"{name} — {clips} clips, {hours:.3f} h", name))
+    return sorted(choices, key=lambda choice: choice[1])
 
 
 def dataset_names(ctx: UIContext) -> list[str]:
-    """Return the datasets in the workspace (folders under datasets/ with a manifest.jsonl)."""
-    return sorted(Path(p).parent.name for p in workspace_files(ctx.settings, ["datasets/*/manifest.jsonl"]))
+    """Return the names (paths under datasets/) of the workspace's datasets, at any depth."""
+    return [name for _, name in dataset_choices(ctx)]
 
 
 def _checked_name(name: str) -> str:
-    if not NAME.match(name or ""):
-        raise InputError(f"dataset name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit.")
+    if not all(NAME.match(part) for part in (name or "").split("/")):
+        raise InputError(f"Dataset name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or "
+                         "digit ('/' separates sub-folders).")
     return name
 
 
@@ -91,9 +120,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         for job in follow_job(runner, job_id):
             yield job_line(job), gr.update()
         require_success(job)
-        yield job_line(job), gr.update(choices=dataset_names(ctx), value=name)
+        yield job_line(job), gr.update(choices=dataset_choices(ctx), value=name)
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def import_dataset(fmt: str, source: str, files: list[str] | None, name: str, language: str, speaker: str,
                        tokenizer: str):
         name = _checked_name(name)
@@ -103,14 +132,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                   "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None}
         yield from finish(runner.submit("dataset.import", params), name)
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def sample(name: str, languages: str, per_language: float):
         name = _checked_name(name)
         params = {"output": output_param(settings, f"datasets/{name}", "output"), "languages": languages.strip() or None,
                   "per_language": int(per_language) if per_language else None}
         yield from finish(runner.submit("dataset.sample", params), name)
 
-    @ui_action
+    @ui_action(labels=LABELS)
     def codec(name: str, codebook: float, iterations: float, output: str):
         manifest = inside_workspace(settings, f"datasets/{_checked_name(name or '')}/manifest.jsonl", "manifest")
         job_id = runner.submit("codec.train", {"manifest": str(manifest), "output": output_param(settings, output, "codec"),
@@ -121,7 +150,6 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         yield job_line(job) + f" → `{output}`"
 
     with gr.Tab("Dataset", id="dataset") as tab:
-        status = gr.Markdown(elem_id="ds-status")
         with gr.Accordion("Import", open=True):
             with gr.Row():
                 fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format")
@@ -134,15 +162,19 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             files = gr.File(label="…or upload the files (metadata, transcripts, audio)", file_count="multiple",
                             type="filepath")
             import_btn = gr.Button("Import", variant="primary", elem_id="ds-import-btn")
+            import_status = gr.Markdown(elem_id="ds-import-status")
         with gr.Accordion("espeak-ng sample dataset", open=True):
             with gr.Row():
                 sample_name = gr.Textbox(label="Dataset name", value="sample", elem_id="ds-sample-name")
                 languages = gr.Textbox(label="Languages", value="en,am", elem_id="ds-sample-langs")
                 per_language = gr.Number(24, label="Clips per language", precision=0, elem_id="ds-sample-per")
                 sample_btn = gr.Button("Make sample", variant="primary", elem_id="ds-sample-btn")
+            status = gr.Markdown(elem_id="ds-status")
         with gr.Row():
-            chosen = gr.Dropdown(dataset_names(ctx), label="Dataset", allow_custom_value=True, elem_id="ds-select")
+            chosen = gr.Dropdown(dataset_choices(ctx), label="Dataset (clips, hours)", allow_custom_value=True,
+                                 elem_id="ds-select")
             refresh = gr.Button("Refresh", size="sm")
+        view_status = gr.Markdown(elem_id="ds-view-status")
         summary = gr.Markdown(elem_id="ds-summary")
         hours = gr.Dataframe(headers=["by", "name", "clips", "hours"], value=[], interactive=False)
         with gr.Tab("Kept"):
@@ -160,16 +192,17 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 iterations = gr.Number(100, label="k-means iterations", precision=0)
                 codec_out = gr.Textbox(label="Output", value="codecs/codec.pt", elem_id="ds-codec-out")
                 codec_btn = gr.Button("Train codec", elem_id="ds-codec-btn")
+            codec_status = gr.Markdown(elem_id="ds-codec-status")
 
     view_outputs = [summary, hours, kept, rejected, clip]
-    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer], [status, chosen])
+    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer], [import_status, chosen])
     sample_btn.click(sample, [sample_name, languages, per_language], [status, chosen])
-    codec_btn.click(codec, [chosen, codebook, iterations, codec_out], status)
-    chosen.change(ui_action(lambda n: dataset_view(ctx, n)), chosen, view_outputs)
+    codec_btn.click(codec, [chosen, codebook, iterations, codec_out], codec_status)
+    chosen.change(ui_action(outputs=6)(lambda n: ("", *dataset_view(ctx, n))), chosen, [view_status, *view_outputs])
     def refresh_choices() -> Any:
-        return gr.update(choices=dataset_names(ctx))
+        return gr.update(choices=dataset_choices(ctx))
 
     refresh.click(refresh_choices, None, chosen)
     tab.select(refresh_choices, None, chosen, show_progress="hidden")
-    clip.change(ui_action(lambda n, c: clip_path(ctx, n, c)), [chosen, clip], player)
+    clip.change(ui_action(outputs=2)(lambda n, c: ("", clip_path(ctx, n, c))), [chosen, clip], [view_status, player])
     demo.load(refresh_choices, None, chosen)

@@ -52,7 +52,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Embeddings tab."""
     settings, runner = ctx.settings, ctx.runner
 
-    @ui_action
+    @ui_action()
     def extend(checkpoint: str, base_tokenizer: str, new_tokenizer: str, init: str, output: str):
         params = {
             "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")),
@@ -76,14 +76,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             new_tok = gr.Dropdown(workspace_files(settings, TOKENIZER_GLOBS), label="New tokenizer",
                                   allow_custom_value=True, elem_id="emb-new")
         check_btn = gr.Button("Check rows", elem_id="emb-check")
+        check_status = gr.Markdown(elem_id="emb-check-status")
         plan = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, elem_id="emb-plan")
         with gr.Row():
             init = gr.Dropdown(INITS, value="fvt", label="Init of new rows")
             output = gr.Textbox(label="Output checkpoint", value="checkpoints/extended.safetensors")
-            extend_btn = gr.Button("Extend", variant="primary")
-        status = gr.Markdown()
+            extend_btn = gr.Button("Extend", variant="primary", elem_id="emb-extend-btn")
+        status = gr.Markdown(elem_id="emb-status")
 
-    check_btn.click(ui_action(lambda c, b, n: plan_rows(ctx, c, b, n)), [checkpoint, base_tok, new_tok], plan)
+    check_btn.click(ui_action(outputs=2)(lambda c, b, n: ("", plan_rows(ctx, c, b, n))), [checkpoint, base_tok, new_tok],
+                    [check_status, plan])
     extend_btn.click(extend, [checkpoint, base_tok, new_tok, init, output], status)
 
     def refresh() -> tuple[Any, ...]:

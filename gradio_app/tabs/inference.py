@@ -21,12 +21,16 @@ from gradio_app.common import (
     job_line,
     relative,
     require_success,
+    require_text,
     ui_action,
     workspace_files,
 )
 from gradio_app.tabs import compare
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
 
+LABELS = {"text": "Text", "checkpoint": "Checkpoint", "language": "Language", "reference": "Reference clip",
+          "temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "seed": "Seed", "prompt": "Prompt",
+          "max_new_tokens": "Max new tokens"}
 META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
 
 
@@ -63,12 +67,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             yield job
         require_success(job)
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def synthesize(checkpoint: str, text: str, language: str, reference: str | None, temperature: float,
                    top_k: float, top_p: float, seed: float):
+        checkpoint_path = inside_workspace(settings, require_text(checkpoint, "Choose a checkpoint first."), "Checkpoint")
+        text = require_text(text, "Enter the text to speak.")
         out = outputs / f"tts-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         params: dict[str, Any] = {
-            "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "text": text,
+            "checkpoint": str(checkpoint_path), "text": text,
             "output": str(out), "temperature": temperature, "top_k": int(top_k), "top_p": top_p, "seed": int(seed),
             "language": language.strip() or None,
         }
@@ -81,9 +87,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             yield job_line(job), None
         yield job_line(job) + f" → `{out.relative_to(settings.workspace)}`", str(out)
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def generate(checkpoint: str, prompt: str, max_tokens: float, temperature: float, top_k: float, seed: float):
-        params = {"checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "prompt": prompt,
+        checkpoint_path = inside_workspace(settings, require_text(checkpoint, "Choose a checkpoint first."), "Checkpoint")
+        params = {"checkpoint": str(checkpoint_path), "prompt": require_text(prompt, "Enter a prompt to continue."),
                   "max_new_tokens": int(max_tokens), "temperature": temperature, "top_k": int(top_k), "seed": int(seed)}
         for job in run("generate", params):
             yield job_line(job), ""
@@ -96,7 +103,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             refresh = gr.Button("Refresh", size="sm")
         meta = gr.Dataframe(headers=["from the checkpoint's metadata", "value"], value=[], interactive=False,
                             elem_id="inf-meta")
-        status = gr.Markdown(elem_id="inf-status")
+        meta_status = gr.Markdown(elem_id="inf-meta-status")
         with gr.Row():
             temperature = gr.Slider(0.1, 2.0, value=0.8, step=0.05, label="Temperature")
             top_k = gr.Slider(0, 200, value=50, step=1, label="Top-k (0 = off)")
@@ -108,21 +115,23 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 language = gr.Textbox(label="Language (text normalisation, optional)", placeholder="am", scale=1)
             reference = gr.Audio(label="Reference clip (optional)", sources=["upload", "microphone"], type="filepath")
             tts_btn = gr.Button("Generate speech", variant="primary", elem_id="inf-tts-btn")
+            status = gr.Markdown(elem_id="inf-status")
             audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id="inf-audio",
                              buttons=["download"])
         with gr.Tab("Text (LM)"):
             prompt = gr.Textbox(label="Prompt", lines=2, elem_id="inf-prompt")
             max_tokens = gr.Number(100, label="Max new tokens", precision=0)
             lm_btn = gr.Button("Generate text", variant="primary", elem_id="inf-lm-btn")
+            lm_status = gr.Markdown(elem_id="inf-lm-status")
             generated = gr.Textbox(label="Generated text", lines=6, interactive=False, elem_id="inf-generated")
         compare.build(ctx)
 
-    checkpoint.change(ui_action(lambda c: checkpoint_meta(ctx, c)), checkpoint, meta)
+    checkpoint.change(ui_action(outputs=2)(lambda c: ("", checkpoint_meta(ctx, c))), checkpoint, [meta_status, meta])
     def refresh_choices() -> Any:
         return gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS))
 
     refresh.click(refresh_choices, None, checkpoint)
     tab.select(refresh_choices, None, checkpoint, show_progress="hidden")
     tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed], [status, audio])
-    lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [status, generated])
+    lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [lm_status, generated])
     demo.load(refresh_choices, None, checkpoint)

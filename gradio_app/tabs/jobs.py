@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import gradio as gr
@@ -12,6 +13,7 @@ from gradio_app.common import UIContext, format_seconds, job_duration, ui_action
 
 HEADERS = ["id", "kind", "status", "progress", "duration", "created", "error"]
 REFRESH_S = 3.0
+ACTIVE_STATUSES = ("queued", "running", "interrupted")  # the ones Cancel applies to
 
 
 def progress_text(job: dict[str, Any]) -> str:
@@ -30,6 +32,20 @@ def progress_text(job: dict[str, Any]) -> str:
     if job.get("status") == "running" and progress.get("eta_s") is not None:
         parts.append(f"ETA {format_seconds(progress['eta_s'])}")
     return " · ".join(parts) or "—"
+
+
+def age_text(job: dict[str, Any], now: float | None = None) -> str:
+    """Return how long ago a job was created, as `3m05s ago`."""
+    created = job.get("created_at")
+    if not created:
+        return "—"
+    return f"{format_seconds((now or time.time()) - created)} ago"
+
+
+def job_choices(jobs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Return the Job dropdown's (label, id) pairs: `id · kind · status · age`."""
+    now = time.time()
+    return [(f"{job['id']} · {job.get('kind')} · {job.get('status')} · {age_text(job, now)}", job["id"]) for job in jobs]
 
 
 def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
@@ -53,27 +69,29 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Jobs tab."""
     runner = ctx.runner
 
-    def refresh(selected: str | None) -> tuple[Any, Any]:
+    def refresh(selected: str | None) -> tuple[Any, Any, Any]:
         jobs = runner.list()
-        ids = [j["id"] for j in jobs]
-        value = selected if selected in ids else (ids[0] if ids else None)
-        return gr.update(value=job_rows(jobs)), gr.update(choices=ids, value=value)
+        by_id = {j["id"]: j for j in jobs}
+        value = selected if selected in by_id else (jobs[0]["id"] if jobs else None)
+        cancellable = value in by_id and by_id[value]["status"] in ACTIVE_STATUSES
+        return (gr.update(value=job_rows(jobs)), gr.update(choices=job_choices(jobs), value=value),
+                gr.update(interactive=cancellable))
 
     def selected(job_id: str | None) -> str:
         if not job_id:
             raise InputError("select a job in the list first.")
         return job_id
 
-    @ui_action
-    def show_log(job_id: str | None) -> str:
-        return runner.log_tail(selected(job_id), 300) or "(the log is empty so far)"
+    @ui_action(outputs=2)
+    def show_log(job_id: str | None) -> tuple[str, str]:
+        return "", runner.log_tail(selected(job_id), 300) or "(the log is empty so far)"
 
-    @ui_action
+    @ui_action()
     def cancel(job_id: str | None) -> str:
         job = runner.cancel(selected(job_id))
         return f"Cancel requested for {job['id']}: now {job['status']}."
 
-    @ui_action
+    @ui_action()
     def resume(job_id: str | None) -> str:
         job = runner.resume(selected(job_id))
         return f"Resumed {job['id']}: now {job['status']}."
@@ -82,18 +100,21 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table")
         with gr.Row():
-            job_id = gr.Dropdown(label="Job", choices=[], allow_custom_value=True, elem_id="jobs-select")
+            job_id = gr.Dropdown(label="Job (kind · status · age)", choices=[], allow_custom_value=True,
+                                 elem_id="jobs-select", scale=3)
             refresh_btn = gr.Button("Refresh", size="sm")
             log_btn = gr.Button("Open log", size="sm", elem_id="jobs-log-btn")
-            cancel_btn = gr.Button("Cancel", size="sm", variant="stop", elem_id="jobs-cancel-btn")
+            cancel_btn = gr.Button("Cancel", size="sm", variant="stop", interactive=False, elem_id="jobs-cancel-btn")
             resume_btn = gr.Button("Resume", size="sm", elem_id="jobs-resume-btn")
         message = gr.Markdown(elem_id="jobs-message")
         log = gr.Textbox(label="Log", lines=16, max_lines=30, interactive=False, elem_id="jobs-log")
         timer = gr.Timer(REFRESH_S)
 
-    timer.tick(refresh, inputs=job_id, outputs=[table, job_id], show_progress="hidden")
-    refresh_btn.click(refresh, inputs=job_id, outputs=[table, job_id])
-    log_btn.click(show_log, inputs=job_id, outputs=log)
+    listing = [table, job_id, cancel_btn]
+    timer.tick(refresh, inputs=job_id, outputs=listing, show_progress="hidden")
+    refresh_btn.click(refresh, inputs=job_id, outputs=listing)
+    job_id.input(refresh, inputs=job_id, outputs=listing, show_progress="hidden")
+    log_btn.click(show_log, inputs=job_id, outputs=[message, log])
     cancel_btn.click(cancel, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=message)
-    demo.load(refresh, inputs=job_id, outputs=[table, job_id])
+    demo.load(refresh, inputs=job_id, outputs=listing)

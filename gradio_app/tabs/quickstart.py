@@ -1,33 +1,125 @@
 """Quickstart tab (the first one): one button runs the whole TTS (or LM) journey as a `quickstart.*` job.
 
 The job submits every stage as its own job (they show in the Jobs tab) and leaves them to the
-dashboard's worker; this tab shows the journey's job, its current stage, and when it is done the
-report, the synthesized clips and the report files. A reload shows the newest quickstart job.
+dashboard's worker. Every open page follows the newest quickstart job on its own, from the job
+records (a timer, not the page that pressed the button): elapsed time, the current stage's own
+progress and ETA, the overall progress and ETA, and when it is done the report, the synthesized
+clips and the report files.
 """
 
 from __future__ import annotations
 
+import html
+import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from gradio_app.common import UIContext, follow_job, job_line, ui_action
+from core.config import Settings
+from core.errors import InputError
+from gradio_app.common import UIContext, format_seconds, job_line, relative, ui_action
+from gradio_app.runner import JobRunner
+from gradio_app.tabs.jobs import progress_text
+from jobs.records import FINAL_STATUSES
 
 TTS_PRESETS = ["quick", "full"]
 KINDS = ("quickstart.tts", "quickstart.lm")
+ACTIVE = ("queued", "running")
+FOLLOW_S = 2.0
+FILE_ROUTE = "/gradio_api/file="
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def stage_line(job: dict[str, Any]) -> str:
-    """Return the job's status line with the stage it is in (from its progress record)."""
+class JourneyProgress:
+    """The overall progress of quickstart jobs as shown on every page: finished stages plus the running
+    stage's own fraction, never lower than what was shown before for the same job (a stage's own
+    fraction restarts when it moves from one phase, e.g. preprocessing, to the next)."""
+
+    def __init__(self) -> None:
+        self._shown: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def fraction(self, job: dict[str, Any], stage: dict[str, Any] | None) -> float:
+        """Return the overall fraction (0..1) of quickstart `job` whose current stage job is `stage`."""
+        if job["status"] == "succeeded":
+            value = 1.0
+        else:
+            progress = job.get("progress") or {}
+            done, total = int(progress.get("done") or 0), progress.get("total")
+            value = min((done + stage_fraction(stage)) / total, 1.0) if total else 0.0
+        with self._lock:
+            value = max(value, self._shown.get(job["id"], 0.0))
+            self._shown[job["id"]] = value
+        return value
+
+
+def stage_fraction(stage: dict[str, Any] | None) -> float:
+    """Return how far a stage job is (0..1): its progress fraction, 1 once it succeeded, 0 when unknown."""
+    if stage is None:
+        return 0.0
+    if stage["status"] == "succeeded":
+        return 1.0
+    fraction = (stage.get("progress") or {}).get("fraction")
+    return min(max(float(fraction), 0.0), 1.0) if fraction is not None else 0.0
+
+
+def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the record of the stage job the quickstart `job` is waiting for, or None between stages."""
+    stage_id = ((job.get("progress") or {}).get("metrics") or {}).get("current_job")
+    if not stage_id or job["status"] not in ACTIVE:
+        return None
+    try:
+        return runner.get(stage_id)
+    except InputError:
+        return None
+
+
+def progress_view(job: dict[str, Any], stage: dict[str, Any] | None, fraction: float) -> str:
+    """Return the progress box (HTML): overall bar, elapsed and overall ETA, and the current stage's own line."""
+    started = job.get("started_at")
+    elapsed = ((job.get("finished_at") or time.time()) - started) if started else None
+    overall = [job["status"], f"{fraction:.0%} overall", f"elapsed {format_seconds(elapsed)}"]
+    if job["status"] in ACTIVE:
+        eta = elapsed * (1 - fraction) / fraction if elapsed and fraction > 0 else None
+        overall.append(f"ETA {format_seconds(eta)}" if eta is not None else "ETA after the first stage")
     progress = job.get("progress") or {}
-    stage = (progress.get("metrics") or {}).get("stage")
-    done, total = progress.get("done"), progress.get("total")
-    where = f" · last finished stage `{stage}` ({done}/{total})" if stage and job["status"] == "running" else ""
-    return job_line(job) + where
+    metrics = progress.get("metrics") or {}
+    if stage is not None:
+        number = int(progress.get("done") or 0) + 1
+        where = f"stage {number}/{progress.get('total') or '?'} `{metrics.get('current')}` ({stage['kind']})"
+        stage_line = f"{where}: {progress_text(stage)}"
+    elif job["status"] in ACTIVE and metrics.get("stage"):
+        stage_line = f"last finished stage: {metrics['stage']} ({progress.get('done')}/{progress.get('total') or '?'})"
+    else:
+        stage_line = ""
+    return (
+        f'<div class="lf-progress"><progress id="qs-progress" value="{fraction:.4f}" max="1"'
+        f' style="width:100%;height:18px"></progress>'
+        f'<div id="qs-progress-text">{html.escape(" · ".join(overall))}</div>'
+        f'<div id="qs-stage-text">{html.escape(stage_line)}</div></div>'
+    )
 
 
-def report_view(job: dict[str, Any] | None) -> tuple[Any, Any, Any, Any]:
+def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
+    """Return the report Markdown with its relative links (audio, report files) pointing at the app's file
+    route, so a click plays or downloads the file instead of a 404; links outside the workspace stay."""
+
+    def link(match: re.Match[str]) -> str:
+        target = match.group(1)
+        if "://" in target or target.startswith(("/", "#")):
+            return match.group(0)
+        path = (run_dir / target).resolve()
+        if not path.is_file() or not path.is_relative_to(settings.workspace.resolve()):
+            return match.group(0)
+        return f"]({FILE_ROUTE}{path})"
+
+    return MARKDOWN_LINK.sub(link, markdown)
+
+
+def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any]:
     """Return (report Markdown, Amharic clip, English clip, report files) for a finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
@@ -35,39 +127,53 @@ def report_view(job: dict[str, Any] | None) -> tuple[Any, Any, Any, Any]:
     if not paths or not markdown_path.is_file():
         return "", None, None, None
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
-    text = f"Report: `{markdown_path}`\n\n" + markdown_path.read_text(encoding="utf-8")
+    body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
+    text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
     return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]]
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Quickstart tab."""
-    runner = ctx.runner
+    runner, settings = ctx.runner, ctx.settings
+    journeys = JourneyProgress()
+    start_lock = threading.Lock()
 
     def latest() -> dict[str, Any] | None:
-        jobs = [job for job in runner.list() if job.get("kind") in KINDS]
-        return jobs[0] if jobs else None
+        return next((job for job in runner.list() if job.get("kind") in KINDS), None)
 
-    def start(kind: str, params: dict[str, Any]) -> Any:
-        job_id = runner.submit(kind, {**params, "external_worker": True})
-        for job in follow_job(runner, job_id, poll=2.0):
-            yield (stage_line(job), *report_view(job))
+    def start(kind: str, params: dict[str, Any]) -> tuple[Any, ...]:
+        with start_lock:  # a second click (or page) never starts a second journey
+            running = latest()
+            if running is not None and running["status"] in ACTIVE:
+                raise InputError(f"A quickstart is already running (job {running['id']}); this page follows it. "
+                                 "Cancel it in the Jobs tab to start another.")
+            job_id = runner.submit(kind, {**params, "external_worker": True})
+        busy = gr.update(interactive=False)
+        return f"Started quickstart job `{job_id}`; every open page follows it below.", busy, busy
 
-    @ui_action
-    def run_tts(preset: str):
-        yield from start("quickstart.tts", {"preset": preset})
+    @ui_action(outputs=3)
+    def run_tts(preset: str) -> tuple[Any, ...]:
+        return start("quickstart.tts", {"preset": preset})
 
-    @ui_action
-    def run_lm():
-        yield from start("quickstart.lm", {})
+    @ui_action(outputs=3)
+    def run_lm() -> tuple[Any, ...]:
+        return start("quickstart.lm", {})
 
-    @ui_action
-    def show_latest() -> tuple[Any, ...]:
+    def follow(shown: str) -> tuple[Any, ...]:
+        """One tick of every open page: the newest quickstart job's state; the report only when it changed."""
         job = latest()
         if job is None:
-            return ("No quickstart has run in this workspace yet.", "", None, None, None)
-        return (stage_line(job), *report_view(job))
+            idle = gr.update(interactive=True)
+            return ("No quickstart has run in this workspace yet.", "", gr.update(), gr.update(), gr.update(),
+                    gr.update(), idle, idle, shown)
+        stage = current_stage(runner, job)
+        fraction = journeys.fraction(job, stage)
+        buttons = gr.update(interactive=job["status"] not in ACTIVE)
+        key = f"{job['id']}:{job['status'] in FINAL_STATUSES}"
+        report = (gr.update(),) * 4 if key == shown else report_view(job, settings)
+        return (job_line(job), progress_view(job, stage, fraction), *report, buttons, buttons, key)
 
-    with gr.Tab("Quickstart", id="quickstart") as tab:
+    with gr.Tab("Quickstart", id="quickstart"):
         gr.Markdown(
             "Run the whole new-language journey on this machine, no model download: the espeak sample, an "
             "English base tokenizer and model, the Amharic tokenizer extension, `fvt` embeddings, a fine-tune "
@@ -77,16 +183,20 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Row():
             preset = gr.Dropdown(TTS_PRESETS, value="quick", label="Preset", elem_id="qs-preset")
             tts_btn = gr.Button("Run TTS quickstart", variant="primary", elem_id="qs-tts")
-            lm_btn = gr.Button("Run LM quickstart (vocabulary sizes in bits per byte)", elem_id="qs-lm")
+            lm_btn = gr.Button("Run LM quickstart: which vocabulary size predicts text best", elem_id="qs-lm")
+        message = gr.Markdown(elem_id="qs-message")
         status = gr.Markdown(elem_id="qs-status")
+        progress = gr.HTML(elem_id="qs-progress-box")
         with gr.Row():
             am_clip = gr.Audio(label="Amharic (held-out sentence)", type="filepath", interactive=False, elem_id="qs-am")
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
-        report = gr.Markdown(elem_id="qs-report")
+        report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
+        shown = gr.State("")
+        timer = gr.Timer(FOLLOW_S)
 
-    outputs = [status, report, am_clip, en_clip, files]
-    tts_btn.click(run_tts, [preset], outputs)
-    lm_btn.click(run_lm, None, outputs)
-    demo.load(show_latest, None, outputs)
-    tab.select(show_latest, None, outputs, show_progress="hidden")
+    outputs = [status, progress, report, am_clip, en_clip, files, tts_btn, lm_btn, shown]
+    tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
+    lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
+    timer.tick(follow, shown, outputs, show_progress="hidden")
+    demo.load(follow, shown, outputs)

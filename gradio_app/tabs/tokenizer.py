@@ -22,6 +22,9 @@ from gradio_app.common import (
 )
 
 TOKENIZER_GLOBS = ["tokenizers/*.model", "tokenizers/*.json"]
+LABELS = {"corpus": "Corpus files", "vocab_size": "Vocabulary size", "output": "Output", "base": "Base tokenizer",
+          "target_size": "Target size", "protect_corpus": "Protect corpus", "sizes": "Sizes",
+          "character_coverage": "Character coverage", "add": "tokenizer.json to add", "language_tag": "Language tag"}
 SWEEP_HEADERS = ["size", "chars/token", "bytes/token", "unused share", "note"]
 
 
@@ -69,13 +72,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         yield job_line(job) + f" → `{artifacts.get('output', '')}`", gr.update(
             choices=workspace_files(settings, TOKENIZER_GLOBS))
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def train(corpus: str, kind: str, vocab_size: float, model_type: str, coverage: float, output: str):
         yield from run("tokenizer.train", {
             "corpus": paths_param(settings, corpus, "corpus"), "kind": kind, "vocab_size": int(vocab_size or 0),
             "model_type": model_type, "character_coverage": coverage, "output": output_param(settings, output, "output")})
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def extend(base: str, corpus: str, target: float, protect: str, coverage: float, output: str):
         yield from run("tokenizer.extend", {
             "base": str(inside_workspace(settings, base, "base tokenizer")),
@@ -83,7 +86,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             "protect_corpus": paths_param(settings, protect, "protect corpus") if protect.strip() else None,
             "character_coverage": coverage, "output": output_param(settings, output, "output")})
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def merge(base: str, add: str, corpus: str, vocab_size: float, tag: str, output: str):
         yield from run("tokenizer.merge", {
             "base": str(inside_workspace(settings, base, "base tokenizer")),
@@ -92,7 +95,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             "vocab_size": int(vocab_size) if vocab_size else None, "language_tag": tag.strip() or None,
             "output": output_param(settings, output, "output")})
 
-    @ui_action
+    @ui_action(outputs=2, labels=LABELS)
     def sweep(corpus: str, sizes: str, kind: str, model_type: str):
         job_id = runner.submit("tokenizer.sweep", {"corpus": paths_param(settings, corpus, "corpus"),
                                                    "sizes": sizes, "kind": kind, "model_type": model_type})
@@ -104,15 +107,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 for r in result.get("rows", [])]
         yield job_line(job) + f" — recommended **{result.get('recommended')}**: {result.get('reason', '')}", rows
 
-    @ui_action
+    @ui_action(outputs=4, labels=LABELS)
     def inspect(tokenizer: str, corpus: str, base_size: float | None):
-        path = inside_workspace(settings, tokenizer, "tokenizer")
-        lines = read_corpus_lines(paths_param(settings, corpus, "corpus"), check_variety=False) if corpus.strip() else None
-        return report_tables(inspect_tokenizer(path, lines, int(base_size) if base_size else None))
+        path = inside_workspace(settings, tokenizer, "Tokenizer")
+        lines = read_corpus_lines(paths_param(settings, corpus, "Corpus"), check_variety=False) if corpus.strip() else None
+        return ("", *report_tables(inspect_tokenizer(path, lines, int(base_size) if base_size else None)))
 
     kinds = ["sentencepiece", "hf-bpe"]
     with gr.Tab("Tokenizer", id="tokenizer") as tab:
-        status = gr.Markdown(elem_id="tok-status")
         with gr.Tab("Train"):
             with gr.Row():
                 t_corpus = gr.Textbox(label="Corpus files (comma-separated)", elem_id="tok-train-corpus")
@@ -123,6 +125,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 t_model = gr.Dropdown(["bpe", "unigram"], value="bpe", label="Model type")
                 t_cov = gr.Number(1.0, label="Character coverage")
             t_btn = gr.Button("Train tokenizer", variant="primary", elem_id="tok-train-btn")
+            t_status = gr.Markdown(elem_id="tok-status")
         with gr.Tab("Extend"):
             with gr.Row():
                 e_base = gr.Dropdown(workspace_files(settings, ["tokenizers/*.model"]), label="Base tokenizer",
@@ -133,7 +136,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 e_target = gr.Number(2000, label="Target size", precision=0)
                 e_cov = gr.Number(1.0, label="Character coverage")
                 e_output = gr.Textbox(label="Output", value="tokenizers/extended.model")
-            e_btn = gr.Button("Extend tokenizer", variant="primary")
+            e_btn = gr.Button("Extend tokenizer", variant="primary", elem_id="tok-extend-btn")
+            e_status = gr.Markdown(elem_id="tok-extend-status")
         with gr.Tab("Merge (HF)"):
             with gr.Row():
                 m_base = gr.Dropdown(workspace_files(settings, ["tokenizers/*.json"]), label="Base tokenizer.json",
@@ -145,6 +149,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 m_tag = gr.Textbox(label="Language tag", placeholder="am")
                 m_output = gr.Textbox(label="Output", value="tokenizers/merged.json")
             m_btn = gr.Button("Merge", variant="primary")
+            m_status = gr.Markdown(elem_id="tok-merge-status")
         with gr.Tab("Sweep"):
             with gr.Row():
                 s_corpus = gr.Textbox(label="Corpus files (comma-separated)")
@@ -152,6 +157,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 s_kind = gr.Dropdown(kinds, value="sentencepiece", label="Kind")
                 s_model = gr.Dropdown(["bpe", "unigram"], value="bpe", label="Model type")
             s_btn = gr.Button("Sweep", variant="primary")
+            s_status = gr.Markdown(elem_id="tok-sweep-status")
             s_table = gr.Dataframe(headers=SWEEP_HEADERS, value=[], interactive=False)
         gr.Markdown("### Inspect")
         with gr.Row():
@@ -160,17 +166,18 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             i_corpus = gr.Textbox(label="Corpus (optional, comma-separated)", elem_id="tok-inspect-corpus")
             i_base = gr.Number(None, label="Base size (optional)", precision=0)
             i_btn = gr.Button("Inspect", elem_id="tok-inspect-btn")
+        i_status = gr.Markdown(elem_id="tok-inspect-status")
         with gr.Row():
             i_summary = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, elem_id="tok-report")
             i_unknown = gr.Dataframe(headers=["unknown character", "codepoint", "count"], value=[], interactive=False)
             i_plot = gr.BarPlot(pd.DataFrame(columns=["range", "share of tokens"]), x="range", y="share of tokens",
                                 title="Token share by id range", height=240)
 
-    t_btn.click(train, [t_corpus, t_kind, t_size, t_model, t_cov, t_output], [status, i_tok])
-    e_btn.click(extend, [e_base, e_corpus, e_target, e_protect, e_cov, e_output], [status, i_tok])
-    m_btn.click(merge, [m_base, m_add, m_corpus, m_size, m_tag, m_output], [status, i_tok])
-    s_btn.click(sweep, [s_corpus, s_sizes, s_kind, s_model], [status, s_table])
-    i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_summary, i_unknown, i_plot])
+    t_btn.click(train, [t_corpus, t_kind, t_size, t_model, t_cov, t_output], [t_status, i_tok])
+    e_btn.click(extend, [e_base, e_corpus, e_target, e_protect, e_cov, e_output], [e_status, i_tok])
+    m_btn.click(merge, [m_base, m_add, m_corpus, m_size, m_tag, m_output], [m_status, i_tok])
+    s_btn.click(sweep, [s_corpus, s_sizes, s_kind, s_model], [s_status, s_table])
+    i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_status, i_summary, i_unknown, i_plot])
 
     def refresh() -> tuple[Any, ...]:
         return (gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),

@@ -12,7 +12,7 @@ import gradio as gr
 import pandas as pd
 import yaml
 
-from core.config import merge_dicts, read_yaml
+from core.config import Settings, merge_dicts, read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
 from core.fsutil import atomic_write_text
@@ -36,6 +36,28 @@ TOP1_METRICS = ("mel_top1",)
 LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
+    "name": ("Run name", "letters, digits, '.', '_' or '-' (up to 64)"),
+    "task": ("Task", "tts or lm"),
+    "tokenizer": ("Tokenizer", "a tokenizer file in the workspace"),
+    "base_checkpoint": ("Base checkpoint", "a checkpoint in the workspace, or empty"),
+    "codec": ("Codec", "a codec file in the workspace"),
+    "data.manifest": ("Data manifest", "a manifest.jsonl in the workspace"),
+    "data.corpus": ("Corpus files", "text files in the workspace, comma-separated"),
+    "data.val_ratio": ("Validation share", "a number from 0 up to (not including) 1"),
+    "model.preset": ("Model preset", "tiny or base"),
+    "freeze.mode": ("Freeze", ", ".join(FREEZE_MODES)),
+    "optim.lr": ("Learning rate", "a number above 0"),
+    "batch.size": ("Batch size", "a whole number from 1 up"),
+    "batch.accumulate": ("Accumulate", "a whole number from 1 up"),
+    "schedule.max_steps": ("Max steps", "a whole number from 1 up"),
+    "schedule.val_every": ("Validate every", "a whole number from 1 up"),
+    "schedule.save_every": ("Save every", "a whole number from 1 up"),
+    "precision": ("Precision", ", ".join(PRECISIONS)),
+    "seed": ("Seed", "a whole number"),
+}
+CONFIG_KEY = re.compile(r"^form\.([a-z_.]+?)(?:\[\d+\])?: (.*)$", re.S)
+PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest")
 
 
 def run_config_path(name: str) -> str:
@@ -75,10 +97,19 @@ def _opt(value: str | None) -> str | None:
     return text or None
 
 
-def _int(value: Any, where: str) -> int:
+def _int(value: Any, key: str) -> int:
     if value is None or float(value) != int(float(value)):
-        raise InputError(f"{where}: {value!r} must be a whole number.")
+        raise InputError(f"form.{key}: {value!r} must be a whole number.")
     return int(float(value))
+
+
+def field_error(message: str) -> tuple[str, str]:
+    """Return (message, fix) for a run config error, naming the form field as labelled and what it accepts."""
+    match = CONFIG_KEY.match(message)
+    if not match or match.group(1) not in FIELD_HELP:
+        return message, "Correct the field named in the message."
+    label, accepts = FIELD_HELP[match.group(1)]
+    return f"“{label}”: {match.group(2)}", f"Set “{label}” to {accepts}."
 
 
 def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
@@ -106,12 +137,17 @@ def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
     })
 
 
-def dict_to_form(data: dict[str, Any]) -> list[Any]:
-    """Return the form values (FORM_KEYS order) for a run config mapping."""
+def dict_to_form(data: dict[str, Any], settings: Settings | None = None) -> list[Any]:
+    """Return the form values (FORM_KEYS order) for a run config mapping; with `settings`, paths inside the
+    workspace are shown relative to it (as the form's header says)."""
     config = run_config_from_dict(data, "preset")
+
+    def shown(path: str | None) -> str:
+        return (relative(settings, path) if settings else path) if path else ""
+
     return [
-        config.name, config.task, config.tokenizer or "", config.base_checkpoint or "", config.codec or "",
-        config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
+        config.name, config.task, shown(config.tokenizer), shown(config.base_checkpoint), shown(config.codec),
+        shown(config.data.manifest), ", ".join(shown(c) for c in config.data.corpus), config.data.val_ratio,
         config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
         config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
         config.precision, config.seed,
@@ -131,7 +167,10 @@ def _check_paths(ctx: UIContext, data: dict[str, Any]) -> None:
         named[f"data.corpus[{i}]"] = corpus
     for key, value in named.items():
         if value:
-            ctx.settings.check_inside_roots(value)
+            try:
+                ctx.settings.check_inside_roots(value)
+            except InputError as exc:
+                raise InputError(f"form.{key}: {exc}") from None
 
 
 def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
@@ -145,8 +184,9 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
         config = run_config_from_dict(data, "form")
         config_path = ctx.settings.resolve(run_config_path(config.name))
     except (InputError, ValueError, TypeError) as exc:
-        return [["config", STATUS_LABELS["fail"], str(exc), "Correct the field named in the message."]], False, \
-            "**FAIL** The form does not make a valid run config; Start is disabled."
+        message, fix = field_error(str(exc))
+        return [["config", STATUS_LABELS["fail"], message, fix]], False, \
+            f"**FAIL** {message} Start is disabled."
     report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
     rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
@@ -180,14 +220,21 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
 
 
 def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pd.DataFrame:
-    """Return a long DataFrame (step, value, series) of the metrics `names` in metrics.jsonl rows."""
-    records = []
+    """Return a long DataFrame (step, value, series) of the metrics `names` in metrics.jsonl rows.
+
+    Step and value are numeric columns even when empty, so the chart gets quantitative axes (an
+    untyped empty frame would make the plot treat every value as its own category).
+    """
+    steps, values, series = [], [], []
     for row in rows:
         for name in names:
             value = row.get(name)
-            if isinstance(value, (int, float)) and "step" in row:
-                records.append({"step": row["step"], "value": float(value), "series": f"{row.get('split', 'train')} {name}"})
-    return pd.DataFrame(records, columns=["step", "value", "series"])
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(row.get("step"), int):
+                steps.append(row["step"])
+                values.append(float(value))
+                series.append(f"{row.get('split', 'train')} {name}")
+    return pd.DataFrame({"step": pd.Series(steps, dtype="int64"), "value": pd.Series(values, dtype="float64"),
+                         "series": pd.Series(series, dtype="object")})
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -205,6 +252,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             load_btn = gr.Button("Load", size="sm", scale=1, elem_id="train-load")
             save_name = gr.Textbox(label="Save form as workspace preset", placeholder="presets/NAME.yaml name", scale=2)
             save_btn = gr.Button("Save preset", size="sm", scale=1)
+        preset_status = gr.Markdown(elem_id="train-preset-status")
+        gr.Markdown("Paths are relative to the workspace.")
         with gr.Column():
                 with gr.Row():
                     name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
@@ -242,7 +291,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                  column_widths=["14%", "6%", "50%", "30%"], elem_id="preflight-table")
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", interactive=False, elem_id="train-start")
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="train-stop")
+            stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="train-stop")
             resume_btn = gr.Button("Resume", elem_id="train-resume")
             job_id = gr.Textbox(label="Watching job", interactive=False, elem_id="train-job")
         message = gr.Markdown(elem_id="train-message")
@@ -263,13 +312,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         rows, ok, text = preflight(ctx, base_value, list(values))
         return rows, text, gr.update(interactive=ok), preview_command(values[0])
 
-    @ui_action
+    @ui_action(outputs=2 + len(FORM_KEYS))
     def load(choice: str, current_name: str) -> list[Any]:
         data = load_config_source(ctx, choice)
         data.setdefault("name", current_name)
-        return [data, *dict_to_form(data)]
+        return ["", data, *dict_to_form(data, settings)]
 
-    @ui_action
+    @ui_action(outputs=2)
     def save(preset_name: str, base_value: dict[str, Any], *values: Any) -> tuple[str, Any]:
         if not RUN_NAME.match(preset_name or ""):
             raise InputError(f"preset name {preset_name!r}: use letters, digits, '.', '_' or '-'.")
@@ -278,7 +327,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
-    @ui_action
+    @ui_action(outputs=2, message=1)
     def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
         rows, ok, text = preflight(ctx, base_value, list(values))
         if not ok:
@@ -292,14 +341,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         new_id = runner.submit("train", {"config": rel})
         return new_id, f"Started job {new_id}: `{preview_command(config.name)}`."
 
-    @ui_action
+    @ui_action()
     def stop(current: str) -> str:
         if not current:
             raise InputError("no training job to stop; Start one first.")
         job = runner.cancel(current)
         return f"Stop requested for {current} (now {job['status']}); the trainer saves a checkpoint and exits."
 
-    @ui_action
+    @ui_action(outputs=2, message=1)
     def resume(current: str) -> tuple[str, str]:
         if not current:
             raise InputError("no training job to resume; Start one first.")
@@ -318,8 +367,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         last = next((r for r in reversed(rows) if r.get("split") == "train"), None)
         status = read_json(folder / "status.json") if folder else None
         tail = runner.log_tail(current, 40) if job else ""
+        active = bool(job) and job["status"] in ("queued", "running")
         return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
-                metric_frame(rows, TOP1_METRICS), tail)
+                metric_frame(rows, TOP1_METRICS), tail, gr.update(interactive=active))
 
     def choices() -> tuple[Any, ...]:
         return (gr.update(choices=preset_choices(ctx)),
@@ -335,20 +385,21 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             return ("", gr.update(), *[gr.update()] * len(fields), *choices())
         try:
             data = resolve_preset_chain(read_yaml(folder / "config.yaml"))
-            values = dict_to_form(data)
+            values = dict_to_form(data, settings)
         except InputError:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
-        return (str(job["id"]), data, *values, *choices())
+        loaded = relative(settings, folder / "config.yaml")  # the loader names what the fields now hold
+        return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
     for field in fields:
         field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command],
                      trigger_mode="always_last", show_progress="hidden")
-    load_btn.click(load, inputs=[preset, name], outputs=[base, *fields])
-    save_btn.click(save, inputs=[save_name, base, *fields], outputs=[message, preset])
+    load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
+    save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
     start_btn.click(start, inputs=[base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
-    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log], show_progress="hidden")
+    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn], show_progress="hidden")
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
     demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
