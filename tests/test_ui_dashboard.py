@@ -148,7 +148,7 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     page.screenshot(path=str(screens / "tokenizer.png"), full_page=True)
 
     open_tab(page, "Dataset")
-    wait_text(page, "ds-status", "codecs/sample.pt", 180)
+    wait_text(page, "ds-codec-status", "codecs/sample.pt", 180)
 
     open_tab(page, "Training")
     page.locator("#train-load").click()

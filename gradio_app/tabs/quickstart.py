@@ -20,17 +20,32 @@ import gradio as gr
 
 from core.config import Settings
 from core.errors import InputError
-from gradio_app.common import UIContext, format_seconds, job_line, relative, ui_action
+from gradio_app.common import (
+    UIContext,
+    format_seconds,
+    inside_workspace,
+    job_line,
+    relative,
+    require_text,
+    ui_action,
+    workspace_files,
+)
 from gradio_app.runner import JobRunner
 from gradio_app.tabs.jobs import progress_text
 from jobs.records import FINAL_STATUSES
 
 TTS_PRESETS = ["quick", "full"]
+WORKSPACE_PRESETS = ["quickstart/*.yaml"]  # your own presets: copies of config/quickstart/quick.yaml
 KINDS = ("quickstart.tts", "quickstart.lm")
 ACTIVE = ("queued", "running")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def preset_choices(settings: Settings) -> list[str]:
+    """Return the TTS quickstart presets: the built-in ones, then the workspace's quickstart/*.yaml."""
+    return TTS_PRESETS + workspace_files(settings, WORKSPACE_PRESETS)
 
 
 class JourneyProgress:
@@ -89,7 +104,7 @@ def progress_view(job: dict[str, Any], stage: dict[str, Any] | None, fraction: f
     metrics = progress.get("metrics") or {}
     if stage is not None:
         number = int(progress.get("done") or 0) + 1
-        where = f"stage {number}/{progress.get('total') or '?'} `{metrics.get('current')}` ({stage['kind']})"
+        where = f"stage {number}/{progress.get('total') or '?'} {metrics.get('current')} ({stage['kind']})"
         stage_line = f"{where}: {progress_text(stage)}"
     elif job["status"] in ACTIVE and metrics.get("stage"):
         stage_line = f"last finished stage: {metrics['stage']} ({progress.get('done')}/{progress.get('total') or '?'})"
@@ -153,7 +168,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=3)
     def run_tts(preset: str) -> tuple[Any, ...]:
-        return start("quickstart.tts", {"preset": preset})
+        chosen = require_text(preset, "Choose a preset first.")
+        if chosen not in TTS_PRESETS:
+            chosen = str(inside_workspace(settings, chosen, "Preset"))
+        return start("quickstart.tts", {"preset": chosen})
 
     @ui_action(outputs=3)
     def run_lm() -> tuple[Any, ...]:
@@ -181,7 +199,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             "a 2-core CPU in under 15 minutes; `full` is for a GPU. Each stage is a job in the Jobs tab."
         )
         with gr.Row():
-            preset = gr.Dropdown(TTS_PRESETS, value="quick", label="Preset", elem_id="qs-preset")
+            preset = gr.Dropdown(preset_choices(settings), value="quick", elem_id="qs-preset",
+                                 label="Preset (built-in, or a YAML in the workspace's quickstart/ folder)")
             tts_btn = gr.Button("Run TTS quickstart", variant="primary", elem_id="qs-tts")
             lm_btn = gr.Button("Run LM quickstart: which vocabulary size predicts text best", elem_id="qs-lm")
         message = gr.Markdown(elem_id="qs-message")
@@ -200,3 +219,4 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
     timer.tick(follow, shown, outputs, show_progress="hidden")
     demo.load(follow, shown, outputs)
+    demo.load(lambda: gr.update(choices=preset_choices(settings)), None, preset)

@@ -1,0 +1,121 @@
+"""The dashboard's pure helpers, without a browser: error wording, run config field errors, the
+quickstart's overall progress, report links, dataset listing at any depth, typed chart frames."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from core.config import load_settings
+from core.errors import InputError
+from gradio_app.common import form_message, ui_action
+from gradio_app.tabs.quickstart import JourneyProgress, progress_view, served_links
+from gradio_app.tabs.training import LOSS_METRICS, field_error, metric_frame
+
+
+def test_cli_words_become_the_forms_words() -> None:
+    text = "synthesize: the following arguments are required: --text. Run `python -m core synthesize --help`."
+    assert form_message(text, {"text": "Text"}) == "synthesize: fill in “Text”."
+    assert form_message("bad --top-k value", {}) == "bad “top k” value"
+
+
+def test_an_error_goes_to_its_message_output_only() -> None:
+    @ui_action(outputs=3, message=1)
+    def fails(value: str) -> tuple[str, str, str]:
+        raise InputError(f"{value}: the following arguments are required: --vocab-size")
+
+    first, message, last = fails("tokenizer.train")
+    assert first == gr.update() and last == gr.update()
+    assert message["value"] == "**Error:** tokenizer.train: fill in “vocab size”"
+
+    @ui_action()
+    def crashes() -> str:
+        raise RuntimeError("boom")
+
+    assert crashes()["value"] == "**Error:** internal error: boom (details in the server log)"
+
+
+def test_run_config_errors_name_the_field_as_labelled_and_its_range() -> None:
+    assert field_error("form.batch.size: 0 must be a positive integer.") == (
+        "“Batch size”: 0 must be a positive integer.", "Set “Batch size” to a whole number from 1 up.")
+    assert field_error("form.data.val_ratio: 1.5 must be in [0, 1).")[1] == \
+        "Set “Validation share” to a number from 0 up to (not including) 1."
+    assert field_error("something else")[1] == "Correct the field named in the message."
+
+
+def _job(status: str, done: int, total: int | None, started: float = 1000.0) -> dict:
+    return {"id": "q1", "kind": "quickstart.tts", "status": status, "started_at": started,
+            "progress": {"done": done, "total": total, "metrics": {"current": "train.base", "current_job": "s1"}}}
+
+
+def _stage(status: str, fraction: float | None) -> dict:
+    return {"id": "s1", "kind": "train", "status": status,
+            "progress": {"fraction": fraction, "step": 15, "total": 30, "eta_s": 12.0}}
+
+
+def test_overall_progress_counts_the_running_stage_and_never_goes_back() -> None:
+    journeys = JourneyProgress()
+    seen = [
+        journeys.fraction(_job("running", 3, 10), _stage("running", 0.5)),   # 3.5 / 10
+        journeys.fraction(_job("running", 3, 10), _stage("succeeded", 0.9)),  # stage done, journey not yet
+        journeys.fraction(_job("running", 4, 10), None),                       # between stages
+        journeys.fraction(_job("running", 4, 10), _stage("running", 0.1)),   # a phase restarting lower
+        journeys.fraction(_job("running", 4, 10), _stage("running", 0.05)),
+        journeys.fraction(_job("succeeded", 10, 10), None),
+    ]
+    assert seen == pytest.approx([0.35, 0.4, 0.4, 0.41, 0.41, 1.0])
+    assert JourneyProgress().fraction(_job("running", 1, None), None) == 0.0  # total not known yet
+
+
+def test_progress_view_shows_elapsed_overall_eta_and_the_stage_line() -> None:
+    job = _job("running", 3, 10, started=0.0)
+    job["started_at"] = __import__("time").time() - 70
+    shown = progress_view(job, _stage("running", 0.5), 0.35)
+    assert 'value="0.3500"' in shown and "35% overall" in shown and "elapsed 1m1" in shown
+    assert "ETA 2m" in shown  # 70 s for 35 %: about 130 s left
+    assert "stage 4/10 train.base (train): 50% · 15/30 · ETA 12s" in shown
+
+
+def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    run_dir = tmp_path / "runs" / "qs"
+    (run_dir / "audio").mkdir(parents=True)
+    (run_dir / "audio" / "am_1.wav").write_bytes(b"RIFF")
+    markdown = "| am | ሰላም | [am_1.wav](audio/am_1.wav) |\n[gone](audio/missing.wav) [web](https://x.org/a)"
+    shown = served_links(markdown, run_dir, settings)
+    assert f"[am_1.wav](/gradio_api/file={(run_dir / 'audio' / 'am_1.wav').resolve()})" in shown
+    assert "[gone](audio/missing.wav)" in shown and "[web](https://x.org/a)" in shown
+
+
+def test_datasets_are_listed_at_any_depth_with_clips_and_hours(tmp_path: Path, monkeypatch) -> None:
+    from gradio_app.common import UIContext
+    from gradio_app.tabs.dataset import dataset_choices
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    nested = tmp_path / "datasets" / "quickstart-quick" / "sample"
+    nested.mkdir(parents=True)
+    rows = [{"id": f"c{i}", "audio": f"audio/c{i}.wav", "text": "t", "duration": 1800.0} for i in range(3)]
+    (nested / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    flat = tmp_path / "datasets" / "mine"
+    flat.mkdir()
+    (flat / "manifest.jsonl").write_text("", encoding="utf-8")
+    (flat / "summary.json").write_text(json.dumps({"kept": 7, "hours": 0.25}), encoding="utf-8")
+    ctx = UIContext(settings=settings, runner=None)  # type: ignore[arg-type]
+    assert dataset_choices(ctx) == [("mine — 7 clips, 0.250 h", "mine"),
+                                    ("quickstart-quick/sample — 3 clips, 1.500 h", "quickstart-quick/sample")]
+
+
+def test_chart_frames_are_numeric_even_when_empty() -> None:
+    empty = metric_frame([], LOSS_METRICS)
+    assert gr.LinePlot(empty, x="step", y="value", color="series").get_config()["value"]["datatypes"] == {
+        "step": "quantitative", "value": "quantitative", "series": "nominal"}
+    rows = [{"step": 1, "split": "train", "loss": 2.5}, {"step": 2, "split": "train", "loss": 2.0},
+            {"step": 2, "split": "val", "loss": 2.2, "mel_loss": 1.1}]
+    frame = metric_frame(rows, LOSS_METRICS)
+    assert frame.values.tolist() == [[1, 2.5, "train loss"], [2, 2.0, "train loss"], [2, 2.2, "val loss"],
+                                     [2, 1.1, "val mel_loss"]]

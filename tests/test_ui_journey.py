@@ -1,0 +1,256 @@
+"""The dashboard as a user lives in it: a reduced TTS quickstart started from the Quickstart tab, followed
+by the page that pressed Run and by a second page opened mid-run, then every tab looked at afterwards.
+
+The real app.py (worker, TensorBoard, Gradio) in Debian chromium through Playwright. What the pages
+showed is recorded in the page itself (a MutationObserver installed before the page loads) and
+asserted after the run, so no assertion depends on catching an intermediate value. Screenshots of
+every tab go to $LINGUAFORGE_SCREENSHOT_DIR (the README's pictures in docs/images/ come from it),
+else to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
+from jobs.records import JobStore
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+expect.set_options(timeout=60_000)  # a slow shared machine: generous waits, never fixed sleeps
+
+REDUCED_TTS = {  # tests/test_quickstart.py's reduced preset: the whole journey in a few minutes
+    "journey": "tts",
+    "sample": {"per_language": 16},
+    "val_ratio": 0.25,
+    "codec": {"codebook_size": 64, "iterations": 20},
+    "tokenizer": {"base_size": 200, "extended_size": 400},
+    "model": {"preset": "tiny", "max_speech_tokens": 600},
+    "base": {"steps": 30, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3},
+    "finetune": {"steps": 20, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3, "val_every": 10},
+    "synthesis": {"sentences": 1, "temperature": 0.8},
+    "eval": {"sentences": 2},
+    "stage_timeout_s": 600,
+}
+JOURNEY_TIMEOUT_MS = 1_200_000
+ETHIOPIC_FAMILY = "LinguaForge Noto Sans Ethiopic"
+RECORDER = """
+(() => {
+  window.__lf = {progress: [], text: [], stage: []};
+  const push = (list, value) => { if (value !== undefined && value !== null && list[list.length - 1] !== value) list.push(value); };
+  const record = () => {
+    const bar = document.querySelector('#qs-progress');
+    if (bar) push(window.__lf.progress, Number(bar.getAttribute('value')));
+    const text = document.querySelector('#qs-progress-text');
+    if (text) push(window.__lf.text, text.textContent);
+    const stage = document.querySelector('#qs-stage-text');
+    if (stage && stage.textContent) push(window.__lf.stage, stage.textContent);
+  };
+  new MutationObserver(record).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+})();
+"""
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+    """The real app on a free port for a fresh workspace holding the reduced quickstart preset."""
+    chromium_path()
+    root = tmp_path_factory.mktemp("journey")
+    workspace = root / "workspace"
+    (workspace / "quickstart").mkdir(parents=True)
+    (workspace / "quickstart" / "reduced.yaml").write_text(yaml.safe_dump(REDUCED_TTS), encoding="utf-8")
+    with running_app(workspace, root / "app.log") as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def screens(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots of each tab go: $LINGUAFORGE_SCREENSHOT_DIR, else a temporary folder."""
+    chosen = os.environ.get("LINGUAFORGE_SCREENSHOT_DIR")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser(dashboard: AppProcess):
+    """One chromium for the module; each test opens its own pages."""
+    with playwright_api.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+def open_page(browser, url: str):
+    """Return a new page at `url` that records what the Quickstart tab shows (see RECORDER)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.add_init_script(RECORDER)
+    page.goto(url)
+    page.get_by_role("tab", name="Quickstart").wait_for()
+    return page
+
+
+def open_tab(page, name: str) -> None:
+    """Click the top-level tab `name`."""
+    page.get_by_role("tab", name=name, exact=True).first.click()
+
+
+def quickstart_jobs(workspace: Path) -> list[dict]:
+    """Return the quickstart job records of the workspace (newest first)."""
+    return [job for job in JobStore(workspace / "jobs.sqlite").list() if job["kind"].startswith("quickstart.")]
+
+
+def line_points(d: str) -> int:
+    """Return the number of points of an SVG path drawn as M/L commands."""
+    return len(re.findall(r"[ML]", d))
+
+
+def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browser, screens: Path) -> None:
+    """Run once (a double click starts one journey), a second page opened mid-run follows it to the end:
+    monotonic progress with elapsed and ETA, the stage's own progress, players, report, served audio."""
+    first = open_page(browser, dashboard.url)
+    expect(first.locator("#qs-tts")).to_be_enabled()
+    preset = first.locator("#qs-preset input").first
+    preset.fill("quickstart/reduced.yaml")
+    preset.press("Enter")
+    first.locator("#qs-tts").dblclick()
+    expect(first.locator("#qs-tts")).to_be_disabled()
+    expect(first.locator("#qs-stage-text")).to_contain_text("stage", timeout=120_000)
+
+    second = open_page(browser, dashboard.url)
+    expect(second.locator("#qs-tts")).to_be_disabled()
+    for page in (first, second):
+        expect(page.locator("#qs-status")).to_contain_text("succeeded", timeout=JOURNEY_TIMEOUT_MS)
+        page.locator("#qs-am audio, #qs-am button").first.wait_for(state="attached")
+        page.locator("#qs-en audio, #qs-en button").first.wait_for(state="attached")
+        expect(page.locator("#qs-report")).to_contain_text("Frozen base rows")
+        expect(page.locator("#qs-tts")).to_be_enabled()
+
+    jobs = quickstart_jobs(dashboard.workspace)
+    assert [job["status"] for job in jobs] == ["succeeded"], jobs  # the double click started one journey
+    for page in (first, second):
+        shown = page.evaluate("window.__lf")
+        progress = shown["progress"]
+        assert progress == sorted(progress), f"progress went backwards: {progress}"
+        assert progress[-1] == 1.0 and len(set(progress)) >= 3, progress
+        assert any("elapsed" in text and "ETA" in text for text in shown["text"]), shown["text"]
+        assert any(re.search(r"stage \d+/\d+ .*\d+%", text) for text in shown["stage"]), shown["stage"]
+    assert "elapsed" in second.locator("#qs-progress-text").inner_text()
+
+    links = second.eval_on_selector_all("#qs-report a[href$='.wav']", "els => els.map(e => e.href)")
+    assert len(links) >= 2, links
+    for href in links:
+        response = second.request.get(href)
+        assert response.status == 200 and len(response.body()) > 1000, (href, response.status)
+
+    # Amharic in the report renders with the app's own Ethiopic webfont
+    faces = second.evaluate(
+        "async f => (await document.fonts.load(`16px \"${f}\"`, 'ሰላም')).map(face => face.status)", ETHIOPIC_FAMILY)
+    assert faces and all(status == "loaded" for status in faces), faces
+    assert ETHIOPIC_FAMILY in second.eval_on_selector("#qs-report", "e => getComputedStyle(e).fontFamily")
+    assert "ሰ" in second.locator("#qs-report").inner_text() or "ለ" in second.locator("#qs-report").inner_text()
+    second.screenshot(path=str(screens / "quickstart.png"), full_page=True)
+    first.close()
+    second.close()
+
+
+def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path) -> None:
+    """After the journey: datasets listed at any depth with clips and hours, the loss chart drawn from
+    numbers (one SVG point per logged metrics line), the loader names what the form holds, paths shown
+    relative to the workspace, Stop and Cancel disabled with nothing running, jobs with kind, status, age."""
+    workspace = dashboard.workspace
+    report = json.loads(next(workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
+    name = report["name"]
+    page = open_page(browser, dashboard.url)
+
+    open_tab(page, "Dataset")
+    clips = len((workspace / "datasets" / name / "sample" / "manifest.jsonl").read_text().splitlines())
+    dataset = page.locator("#ds-select input").first
+    dataset.click()
+    option = page.get_by_role("option", name=re.compile(rf"^{re.escape(name)}/sample — {clips} clips, \d+\.\d{{3}} h$"))
+    option.click()
+    expect(page.locator("#ds-summary")).to_contain_text(f"{clips} kept")
+    page.screenshot(path=str(screens / "dataset.png"), full_page=True)
+
+    open_tab(page, "Training")
+    finetune = Path(report["training"]["finetune_run"])
+    expect(page.locator("#train-preset input").first).to_have_value(f"runs/{finetune.name}/config.yaml")
+    tokenizer = page.locator("#train-tokenizer input").first.input_value()
+    assert tokenizer == f"tokenizers/{name}/en_am.model", tokenizer
+    expect(page.locator("#train-stop")).to_be_disabled()
+    rows = [json.loads(line) for line in (finetune / "metrics.jsonl").read_text().splitlines()]
+    expected = sorted(sum(1 for row in rows if row.get("split", "train") == split and isinstance(row.get(metric), float))
+                      for split in ("train", "val") for metric in ("loss", "text_loss", "mel_loss"))
+    expected = [n for n in expected if n]
+    paths = page.locator("#train-loss-plot .mark-line path")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#train-loss-plot .mark-line path').length >= n", arg=len(expected),
+        timeout=90_000)
+    drawn = sorted(line_points(d) for d in paths.evaluate_all("els => els.map(e => e.getAttribute('d'))"))
+    assert drawn == expected, (drawn, expected)
+    page.screenshot(path=str(screens / "training.png"), full_page=True)
+
+    open_tab(page, "Jobs")
+    select = page.locator("#jobs-select input").first
+    expect(select).to_have_value(re.compile(r" · \S+ · succeeded · .+ ago$"))
+    expect(page.locator("#jobs-cancel-btn")).to_be_disabled()
+    page.screenshot(path=str(screens / "jobs.png"), full_page=True)
+
+    for tab in ("Tokenizer", "Embeddings", "Inference"):
+        open_tab(page, tab)
+        page.screenshot(path=str(screens / f"{tab.lower()}.png"), full_page=True)
+    open_tab(page, "TensorBoard")
+    page.frame_locator("#tensorboard-frame").get_by_text("TensorBoard").first.wait_for(timeout=90_000)
+    page.screenshot(path=str(screens / "tensorboard.png"))
+    page.close()
+
+
+def test_errors_show_next_to_their_action_in_the_dashboards_words(dashboard: AppProcess, browser) -> None:
+    """A failing action shows one message beside its own button; no other component gets an error badge
+    or toast; no CLI words; the run config error names the field as labelled and the valid range."""
+    page = open_page(browser, dashboard.url)
+
+    open_tab(page, "Tokenizer")
+    page.locator("#tok-train-btn").click()
+    expect(page.locator("#tok-status")).to_contain_text("Error:")
+    open_tab(page, "Inference")
+    page.get_by_role("tab", name="Speech (TTS)").click()
+    checkpoint = page.locator("#inf-checkpoint input").first
+    checkpoint.fill(final_checkpoint(dashboard.workspace))
+    checkpoint.press("Enter")
+    expect(page.locator("#inf-meta")).to_contain_text("tokenizer")
+    page.locator("#inf-tts-btn").click()
+    expect(page.locator("#inf-status")).to_have_text("Error: Enter the text to speak.")
+    assert page.locator("span.error").count() == 0  # Gradio's red badge on output components
+    assert page.locator(".toast-item").count() == 0
+    open_tab(page, "Tokenizer")
+    assert page.locator("span.error").count() == 0
+    assert page.locator("#tok-inspect-status").inner_text().strip() == ""
+    shown = page.locator("#tok-status").inner_text()
+    assert shown.count("Error:") == 1 and "--" not in shown and "python -m" not in shown, shown
+
+    open_tab(page, "Training")
+    batch = page.locator("#train-batch input").first
+    batch.fill("0")
+    batch.blur()
+    expect(page.locator("#preflight-table")).to_contain_text("“Batch size”")
+    expect(page.locator("#preflight-table")).to_contain_text("whole number from 1 up")
+    expect(page.locator("#train-start")).to_be_disabled()
+    page.close()
+
+
+def final_checkpoint(workspace: Path) -> str:
+    """Return the workspace-relative path of the quickstart's final checkpoint."""
+    report = json.loads(next(workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
+    return str(Path(report["checkpoint"]).resolve().relative_to(workspace.resolve()))
