@@ -20,7 +20,6 @@ CSS = "\n".join([
     _font_face(400),
     _font_face(700),
     # Ethiopic characters take the webfont; every other character falls through to Gradio's own fonts.
-    f'.gradio-container, .gradio-container * {{ font-family: "{ETHIOPIC_FAMILY}", var(--font); }}',
-    f'.gradio-container code, .gradio-container pre, .gradio-container textarea.mono '
-    f'{{ font-family: "{ETHIOPIC_FAMILY}", var(--font-mono); }}',
+    f'.gradio-container, .gradio-container * {{ font-family: "{ETHIOPIC_FAMILY}", var(--font) !important; }}',
+    f'.gradio-container code, .gradio-container pre {{ font-family: "{ETHIOPIC_FAMILY}", var(--font-mono) !important; }}',
 ])

@@ -27,18 +27,18 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 expect.set_options(timeout=60_000)  # a slow shared machine: generous waits, never fixed sleeps
 
-REDUCED_TTS = {  # tests/test_quickstart.py's reduced preset: the whole journey in a few minutes
+REDUCED_TTS = {  # the whole journey cut to its smallest useful size: a few minutes on an idle 2-core CPU
     "journey": "tts",
-    "sample": {"per_language": 16},
-    "val_ratio": 0.25,
-    "codec": {"codebook_size": 64, "iterations": 20},
+    "sample": {"per_language": 12},
+    "val_ratio": 0.3,
+    "codec": {"codebook_size": 32, "iterations": 10},
     "tokenizer": {"base_size": 200, "extended_size": 400},
     "model": {"preset": "tiny", "max_speech_tokens": 600},
-    "base": {"steps": 30, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3},
-    "finetune": {"steps": 20, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3, "val_every": 10},
+    "base": {"steps": 10, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 2},
+    "finetune": {"steps": 10, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 2, "val_every": 5},
     "synthesis": {"sentences": 1, "temperature": 0.8},
-    "eval": {"sentences": 2},
-    "stage_timeout_s": 600,
+    "eval": {"sentences": 0},
+    "stage_timeout_s": 900,
 }
 JOURNEY_TIMEOUT_MS = 1_200_000
 ETHIOPIC_FAMILY = "LinguaForge Noto Sans Ethiopic"
@@ -116,6 +116,7 @@ def line_points(d: str) -> int:
     return len(re.findall(r"[ML]", d))
 
 
+@pytest.mark.timeout(2400)  # the whole journey; a loaded shared machine takes many minutes
 def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browser, screens: Path) -> None:
     """Run once (a double click starts one journey), a second page opened mid-run follows it to the end:
     monotonic progress with elapsed and ETA, the stage's own progress, players, report, served audio."""
@@ -158,8 +159,11 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
     faces = second.evaluate(
         "async f => (await document.fonts.load(`16px \"${f}\"`, 'ሰላም')).map(face => face.status)", ETHIOPIC_FAMILY)
     assert faces and all(status == "loaded" for status in faces), faces
-    assert ETHIOPIC_FAMILY in second.eval_on_selector("#qs-report", "e => getComputedStyle(e).fontFamily")
-    assert "ሰ" in second.locator("#qs-report").inner_text() or "ለ" in second.locator("#qs-report").inner_text()
+    amharic_font = second.evaluate("""() => {
+        const cell = [...document.querySelectorAll('#qs-report td')].find(td => /[\\u1200-\\u137F]/.test(td.textContent));
+        return cell ? getComputedStyle(cell).fontFamily : null;
+    }""")
+    assert amharic_font and ETHIOPIC_FAMILY in amharic_font, amharic_font
     second.screenshot(path=str(screens / "quickstart.png"), full_page=True)
     first.close()
     second.close()
@@ -178,7 +182,8 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     clips = len((workspace / "datasets" / name / "sample" / "manifest.jsonl").read_text().splitlines())
     dataset = page.locator("#ds-select input").first
     dataset.click()
-    option = page.get_by_role("option", name=re.compile(rf"^{re.escape(name)}/sample — {clips} clips, \d+\.\d{{3}} h$"))
+    option = page.get_by_role("option").filter(has_text=f"{name}/sample — {clips} clips, ")
+    assert re.fullmatch(rf"{re.escape(name)}/sample — {clips} clips, \d+\.\d{{3}} h", option.inner_text().strip())
     option.click()
     expect(page.locator("#ds-summary")).to_contain_text(f"{clips} kept")
     page.screenshot(path=str(screens / "dataset.png"), full_page=True)
