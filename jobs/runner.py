@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.config import Settings, load_settings, read_yaml
+from core.confine import check_name
 from core.errors import InputError
 from jobs import kinds
+from jobs.param_paths import check_job_params
 from jobs.queue import build_huey
 from jobs.records import FINAL_STATUSES, JobStore, new_job_id
 from jobs.recovery import enqueue, requeue, stop_orphan
@@ -49,6 +51,7 @@ class JobRunner:
         if kind == "train" and "resume" not in params and kinds.accepts(kind, "resume"):
             params["resume"] = "auto"
         argv = kinds.build_argv(kind, params)
+        check_job_params(self.settings, kind, params)
         run_dir = self._run_dir(kind, params)
         resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
         logs = self.settings.workspace / "logs" / "jobs"
@@ -75,7 +78,7 @@ class JobRunner:
         if kind != "train" or params.get("config") is None:
             return None
         config_path = self.settings.resolve(str(params["config"]))
-        name = read_yaml(config_path).get("name") or config_path.stem
+        name = check_name(read_yaml(config_path).get("name") or config_path.stem, f"{config_path}: name")
         return self.settings.workspace / "runs" / str(name)
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:

@@ -30,6 +30,11 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
     for name, totals in summary.per_language.items():
         lines.append(f"  language {name}: {totals['clips']} clips, {totals['hours'] * 60:.1f} min")
     lines.extend(f"  reject {r.message()}" for r in summary.rejects[:SHOWN_REJECTS])
+    if summary.outside_input:
+        lines.append(f"  warning: {len(summary.outside_input)} row(s) point outside the input folder "
+                     "(pass --confine-to-roots to reject them):")
+        lines.extend(f"    {row['source']}:{row['line']} {row['id']} -> {row['audio']}"
+                     for row in summary.outside_input[:SHOWN_REJECTS])
     if summary.rejected > SHOWN_REJECTS:
         lines.append(f"  … {summary.rejected - SHOWN_REJECTS} more in {summary.rejects_path}")
     if strict and summary.rejected:
@@ -59,6 +64,7 @@ def _import(args: argparse.Namespace) -> Result:
         duration_range=duration,
         uppercase=args.uppercase,
         workers=args.workers,
+        confine_to=load_settings().allowed_roots if args.confine_to_roots else None,
     )
     return _summary_result(summary, args.strict)
 
@@ -106,6 +112,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--max-duration", type=float, help="longest clip kept in seconds (default 15 for srt, else 30)")
     imp.add_argument("--padding", type=float, default=0.1, help="srt: seconds added on each side of a subtitle (default 0.1)")
     imp.add_argument("--strict", action="store_true", help="exit 2 when any row is rejected")
+    imp.add_argument("--confine-to-roots", action="store_true",
+                     help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
+                          "the workspace and data_roots (the dashboard always sets this)")
     imp.add_argument("--workers", type=int, default=2, help="audio conversion threads (default 2)")
     sample = add_command(
         group,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import REPO_ROOT, merge_dicts, read_yaml
+from core.confine import check_name
 from core.errors import InputError
 
 PRESETS_DIR = REPO_ROOT / "config" / "presets"
@@ -185,6 +186,7 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
 
 
 def _validate(config: RunConfig, where: str) -> None:
+    check_name(config.name, f"{where}.name")
     if config.task not in TASKS:
         raise InputError(f"{where}.task: {config.task!r} is not one of {', '.join(TASKS)}.")
     if config.freeze.mode not in FREEZE_MODES:
