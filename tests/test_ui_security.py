@@ -216,7 +216,8 @@ def test_imported_manifest_and_folder_symlink_are_confined(app: AppProcess, sess
         {"id": "absolute-out", "audio": str(outside), "text": "hello there", "speaker": "s", "language": "en"},
     ]
     (incoming / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    _run_event(session, "import_dataset", ["manifest", "incoming/manifest.jsonl", None, "confined-manifest", "", "", ""])
+    answer = _run_event(session, "import_dataset", ["manifest", "incoming/manifest.jsonl", None, "confined-manifest", "", "", ""])
+    assert "event: complete" in answer, answer
     dataset = app.workspace / "datasets" / "confined-manifest"
     kept = [json.loads(line)["id"] for line in (dataset / "manifest.jsonl").read_text().splitlines()]
     rejected = {json.loads(line)["id"]: json.loads(line)["reason"]
@@ -231,7 +232,8 @@ def test_imported_manifest_and_folder_symlink_are_confined(app: AppProcess, sess
     (clips / "a.txt").write_text("hello there", encoding="utf-8")
     (clips / "b.wav").symlink_to(outside)
     (clips / "b.txt").write_text("hello there", encoding="utf-8")
-    _run_event(session, "import_dataset", ["folder", "clips", None, "confined-folder", "en", "", ""])
+    answer = _run_event(session, "import_dataset", ["folder", "clips", None, "confined-folder", "en", "", ""])
+    assert "event: complete" in answer, answer
     dataset = app.workspace / "datasets" / "confined-folder"
     kept = [json.loads(line)["id"] for line in (dataset / "manifest.jsonl").read_text().splitlines()]
     rejected = [json.loads(line) for line in (dataset / "rejects.jsonl").read_text().splitlines()]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command, float_in, int_at_least, render_mapping
 from core.config import load_settings
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int, default=50, help="keep the k most likely ids; 0 = off (default 50)")
-    parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold in (0, 1]")
+    parser.add_argument("--temperature", type=float_in(0.0), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int_at_least(0), default=50, help="keep the k most likely ids; 0 = off (default 50)")
+    parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="nucleus sampling threshold in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer file; must match the checkpoint's fingerprint")
 
@@ -75,5 +75,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
     parser.add_argument("--checkpoint", required=True, help="LM checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="most tokens to generate (default 64)")
+    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=64, help="most tokens to generate (default 64)")
     _sampling(parser)

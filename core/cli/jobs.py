@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_mapping, render_table
+from core.cli.common import Result, add_command, add_group, int_at_least, render_mapping, render_table
 from core.config import Settings, load_settings
 from core.errors import InputError
 
@@ -162,12 +162,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kind", help="the command to run, dotted: tokenizer.train, train, dataset.import …")
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
-    p.add_argument("--nproc", type=int, default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
+    p.add_argument("--nproc", type=int_at_least(1), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
     _add_settings(p)
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")
     p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "cancelled", "interrupted"])
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int_at_least(1), default=None)
     _add_settings(p)
 
     p = add_command(group, "show", cmd_show, "show one job: status, progress, artifacts, error")
@@ -176,7 +176,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = add_command(group, "logs", cmd_logs, "print a job's log")
     p.add_argument("id")
-    p.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    p.add_argument("--tail", type=int_at_least(0), default=None, metavar="N", help="only the last N lines")
     p.add_argument("--follow", action="store_true", help="keep printing until the job finishes")
     _add_settings(p)
 
@@ -189,5 +189,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_settings(p)
 
     p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
-    p.add_argument("--workers", type=int, default=None, help="worker threads (default queue.workers)")
+    p.add_argument("--workers", type=int_at_least(1), default=None, help="worker threads (default queue.workers)")
     _add_settings(p)

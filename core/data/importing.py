@@ -207,10 +207,10 @@ def _reason_counts(rejects: list[Reject]) -> dict[str, int]:
 def _split_outside(
     candidates: list[Candidate], roots: list[Path], confine: bool
 ) -> tuple[list[Candidate], list[Reject], list[dict[str, Any]]]:
-    """Return (candidates kept, rejects, rows pointing outside `roots`) — symlinks followed.
+    """Return (candidates kept, rejects, rows kept although they point outside `roots`).
 
-    With `confine`, rows whose audio lies outside `roots` become rejects; without, they are kept
-    and listed so the report can name them.
+    Symlinks are followed. With `confine`, rows whose audio lies outside `roots` become rejects;
+    without, they are kept and listed so the report can name them.
     """
     kept: list[Candidate] = []
     rejects: list[Reject] = []
@@ -220,10 +220,10 @@ def _split_outside(
             kept.append(candidate)
             continue
         where = str(real_path(candidate.audio))
-        outside.append({"id": candidate.id, "source": candidate.source, "line": candidate.line, "audio": where})
         if confine:
             rejects.append(_reject(candidate, f"audio {candidate.audio}: leads outside the allowed folders (to {where})"))
         else:
+            outside.append({"id": candidate.id, "source": candidate.source, "line": candidate.line, "audio": where})
             kept.append(candidate)
     return kept, rejects, outside
 
