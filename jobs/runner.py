@@ -144,6 +144,8 @@ class JobRunner:
         Returns the record. Raises InputError when the job is queued, running or succeeded.
         """
         job = self.store.get(job_id)
+        if job["damaged"]:
+            raise InputError(f"job {job_id}: damaged record ({job['damaged']}); it cannot be resumed. Submit it again.")
         if not requeue(self.store, self.task, job_id, RESUMABLE):
             raise InputError(
                 f"job {job_id} is {job['status']}; only {', '.join(RESUMABLE)} jobs can be resumed."

@@ -86,6 +86,10 @@ def execute(ctx: JobContext, job_id: str) -> None:
         return
     if job["status"] != "queued":
         return
+    if job["damaged"]:
+        ctx.store.update(job_id, when_status=("queued",), status="failed", finished_at=time.time(),
+                         error=f"damaged job record ({job['damaged']}); submit the job again")
+        return
     slot = ctx.gpu_slots if job["gpu"] else None
     if slot is not None and not slot.acquire(blocking=False):
         raise RetryTask(delay=GPU_RETRY_DELAY_S)

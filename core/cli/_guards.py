@@ -20,6 +20,7 @@ from core.errors import InputError
 OUTPUT_DESTS = ("output",)
 SIDECAR_SUFFIXES = (".vocab", ".report.json")
 INTERNAL_DESTS = ("handler", "json", "group", "command")
+FOLDER_OUTPUTS = {("dataset", "import"), ("dataset", "sample"), ("preprocess", None), ("export", None)}
 
 
 def _flag(dest: str) -> str:
@@ -55,7 +56,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """Refuse non-UTF-8 text and outputs that would overwrite one of the command's inputs.
+    """Refuse non-UTF-8 text, an `--output` of the wrong kind (folder/file) or in an unwritable
+    folder, and outputs that would overwrite one of the command's inputs.
 
     Raises InputError naming the option and the value.
     """
@@ -63,6 +65,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     for dest, value in items.items():
         for item in _values(value):
             _check_text(dest, item)
+    _check_output_location(args)
     for out_dest in OUTPUT_DESTS:
         if not isinstance(items.get(out_dest), (str, Path)):
             continue
@@ -80,6 +83,25 @@ def check_arguments(args: argparse.Namespace) -> None:
                         f"{_flag(out_dest)} {output}: it would overwrite the input {_flag(dest)} {source}. "
                         f"Choose another {_flag(out_dest)}; a command never writes over its own input."
                     )
+
+
+def _check_output_location(args: argparse.Namespace) -> None:
+    value = getattr(args, "output", None)
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        return
+    output = Path(str(value)).expanduser()
+    wants_folder = (getattr(args, "group", None), getattr(args, "command", None)) in FOLDER_OUTPUTS
+    if output.is_dir() and not wants_folder:
+        raise InputError(f"--output {output}: a folder, not a file. Give a file path, e.g. {output / 'name'}.")
+    if output.exists() and not output.is_dir() and wants_folder:
+        raise InputError(f"--output {output}: a file, not a folder. Give a folder (it is created).")
+    parent = output.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"--output {output}: {parent} is a file, not a folder. Fix the path.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--output {output}: the folder {parent} is not writable. Choose a writable place.")
 
 
 def os_error_message(exc: OSError) -> str | None:

@@ -29,10 +29,16 @@ def _synthesize(args: argparse.Namespace) -> Result:
     from core.audio import write_wav
     from core.inference import load_for_inference, synthesize
 
+    from core.audio import read_audio
+    from core.inference import check_text_length
+
     _check_sampling(args)
+    check_text_length(args.text)
     settings = load_settings()
-    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
     reference = settings.resolve(args.reference) if args.reference else None
+    if reference is not None:
+        read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
+    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
     wav, report = synthesize(
         inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
     )
@@ -62,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
             "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
-            "sentence ends. Reports the real-time factor (wall seconds / audio seconds)."
+            "sentence ends and spoken sentence by sentence with progress; at most 5000 characters per call.\n"
+            "Text of which the tokenizer knows no character is refused. Reports the real-time factor."
         ),
     )
     parser.add_argument("--checkpoint", required=True, help="TTS checkpoint (.pt from train or .safetensors from prune)")

@@ -50,7 +50,7 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
-def _progress_text(progress: dict[str, Any]) -> str:
+def _progress_text(progress: dict[str, Any] | None) -> str:
     if not progress:
         return "-"
     done, total, fraction = progress.get("done"), progress.get("total"), progress.get("fraction")
@@ -66,9 +66,9 @@ def _show_text(job: dict[str, Any]) -> str:
     fields = {
         "id": job["id"],
         "kind": job["kind"],
-        "status": job["status"],
+        "status": f"{job['status']} (damaged record: {job['damaged']})" if job.get("damaged") else job["status"],
         "progress": _progress_text(job["progress"]),
-        "metrics": job["progress"].get("metrics") or "-",
+        "metrics": (job["progress"] or {}).get("metrics") or "-",
         "params": job["params"],
         "created": _when(job["created_at"]),
         "started": _when(job["started_at"]),
@@ -95,7 +95,8 @@ def cmd_list(args: argparse.Namespace) -> Result:
     """List jobs newest first."""
     jobs = _runner(args).list_jobs(status=args.status, limit=args.limit)
     rows = [
-        (j["id"], j["kind"], j["status"], _progress_text(j["progress"]), _when(j["created_at"]), (j["error"] or "")[:60])
+        (j["id"], j["kind"], "damaged" if j.get("damaged") else j["status"], _progress_text(j["progress"]),
+         _when(j["created_at"]), (j["damaged"] or j["error"] or "")[:60])
         for j in jobs
     ]
     text = render_table(["id", "kind", "status", "progress", "created", "error"], rows) if rows else "no jobs"

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import soundfile as sf
 import torch
 
-from core.audio import read_audio, resample, write_wav
+from core.audio import check_finite, read_audio, resample, write_wav
 from core.confine import is_inside, real_path
 from core.errors import InputError
 from core.fsutil import atomic_write_json
@@ -113,6 +113,7 @@ def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tenso
     start = int(round(candidate.start * info.samplerate))
     stop = int(round(candidate.end * info.samplerate))
     data, rate = sf.read(str(candidate.audio), start=start, stop=stop, dtype="float32", always_2d=True)
+    check_finite(data, candidate.audio)
     wav = torch.from_numpy(data.mean(axis=1).copy())
     return resample(wav, rate, sample_rate)
 
@@ -263,6 +264,8 @@ def import_dataset(
     source, output = Path(source).resolve(), Path(output).resolve()
     if not source.exists():
         raise InputError(f"{source}: input not found.")
+    if output.exists() and not output.is_dir():
+        raise InputError(f"--output {output}: a file, not a folder. Give a folder for the dataset (it is created).")
     _guard_output(source, output)
     options = options or ImportOptions()
     if fmt in ("folder", "srt") and not options.language:
@@ -276,7 +279,13 @@ def import_dataset(
     rejects.extend(outside_rejects)
     checked, text_rejects = _check_text(candidates, _UnencodableChecker(tokenizer), uppercase)
     rejects.extend(text_rejects)
+    if not checked:
+        rejects.sort(key=lambda r: (r.source, r.line or 0))
+        first = "; ".join(r.message() for r in rejects[:2]) or "it holds no rows"
+        raise InputError(f"{source}: nothing to import as {fmt} ({len(rejects)} row(s) rejected: {first}). "
+                         "Check --format and the input file.")
     audio_dir = output / "audio"
+    created = [p for p in (output, audio_dir) if not p.exists()]
     audio_dir.mkdir(parents=True, exist_ok=True)
     convert = _Converter(audio_dir, sample_rate, duration_range)
     progress = Progress("dataset import", total=len(checked))
@@ -287,6 +296,11 @@ def import_dataset(
             (rejects if isinstance(result, Reject) else rows).append(result)
     progress.finish()
     rejects.sort(key=lambda r: (r.source, r.line or 0))
+    if not rows:
+        for folder in reversed(created):
+            folder.rmdir()
+        first = "; ".join(r.message() for r in rejects[:2])
+        raise InputError(f"{source}: no clip could be imported ({len(rejects)} rejected: {first}). Fix the audio files.")
     manifest_path = write_manifest(output / "manifest.jsonl", rows)
     rejects_path = write_rejects(output / "rejects.jsonl", rejects)
     summary = ImportSummary(
