@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import signal
 import time
 from dataclasses import dataclass, field
@@ -164,7 +165,10 @@ class Trainer:
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
-        resume_path = resolve_resume(self.run_dir, resume, self.settings)
+        self.skipped_checkpoints: list[str] = []
+        resume_path = resolve_resume(self.run_dir, resume, self.settings, self.skipped_checkpoints)
+        for skipped in self.skipped_checkpoints:
+            sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
         ctx = doctor_context_from_run_config(config, config_path, self.settings)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
