@@ -133,7 +133,16 @@ class JobStore:
             conn.close()
 
     def _retry(self, action: Callable[[], T]) -> T:
-        return with_busy_retry(action, str(self.path))
+        try:
+            return with_busy_retry(action, str(self.path))
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if "readonly" in text or "read-only" in text or "unable to open" in text or "disk i/o" in text:
+                raise InputError(
+                    f"{self.path.parent}: not writable, so the jobs database {self.path.name} cannot be used ({exc}). "
+                    "Make the workspace writable or point LINGUAFORGE_WORKSPACE at a writable folder."
+                ) from exc
+            raise
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> int:
         def run() -> int:
