@@ -73,8 +73,8 @@ def recover(store: JobStore, task: TaskWrapper, queued_ids: set[str], grace_s: f
     for job in store.list(status="interrupted"):
         if not job["damaged"] and job["resume"] == "auto" and requeue(store, task, job["id"], ("interrupted",)):
             report["requeued"].append(job["id"])
-    for job in store.list(status="queued"):
-        if not job["damaged"] and job["id"] not in queued_ids:
+    for job in store.list(status="queued"):  # lost messages only: a job requeued above already has one
+        if not job["damaged"] and job["id"] not in queued_ids and job["id"] not in report["requeued"]:
             enqueue(task, job["id"])
             report["requeued"].append(job["id"])
     return report

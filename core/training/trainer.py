@@ -518,7 +518,7 @@ class Trainer:
         cfg = self.config.schedule
         iterator = iter(self.batcher)
         val: dict[str, float] = {}
-        last: str | None = None
+        last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         while self.step < self.stop_at:
