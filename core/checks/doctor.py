@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from core.cli.common import render_table
+from core.tables import render_table
 from core.config import Settings, load_settings
 from core.errors import InputError
 from core.training.run_config import RunConfig

@@ -17,7 +17,7 @@ from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
 from core.fsutil import atomic_write_text
 from core.training.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
-from jobs.supervise import read_json
+from core.fsutil import read_json
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from gradio_app.common import (
     UIContext,
