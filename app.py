@@ -22,6 +22,7 @@ from pathlib import Path
 
 import uvicorn
 
+from core.cli.catalogue import cli_catalogue
 from core.config import WORKSPACE_ENV, load_settings
 from core.errors import InputError, LinguaForgeError
 from core.tensorboard_proc import TensorBoardProcess
@@ -75,7 +76,7 @@ def serve(args: argparse.Namespace) -> int:
     _check_port_free(host, port)
 
     private_uploads = _use_private_upload_folder()
-    runner = JobRunner(settings)
+    runner = JobRunner(settings, cli_catalogue())
     tensorboard = TensorBoardProcess(
         settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log"
     )

@@ -267,7 +267,7 @@ def test_bad_input_exits_2_with_one_line(inputs: Path, capsys: pytest.CaptureFix
 
 def test_suite_covers_every_command_group() -> None:
     from core.cli import build_parser
-    from jobs.kinds import _subparsers
+    from core.cli.catalogue import _subparsers
 
     groups = set(_subparsers(build_parser()))
     covered = {case[1][0] for case in CASES}

@@ -10,6 +10,7 @@ import pytest
 
 from core.cli import main as cli_main
 from core.config import load_settings
+from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
 from jobs.worker import Worker
 
@@ -26,7 +27,7 @@ def damaged(workspace: Path) -> tuple[JobRunner, dict[str, str], str]:
     """A workspace with four damaged jobs (one per field) and one good queued job."""
     (workspace / "tokenizers").mkdir()
     (workspace / "tokenizers" / "t.model").write_bytes(b"x")
-    runner = JobRunner(load_settings())
+    runner = JobRunner(load_settings(), catalogue=cli_catalogue())
     ids = {field: runner.submit("doctor", {"tokenizer": "tokenizers/t.model"}) for field in DAMAGE}
     good = runner.submit("doctor", {"tokenizer": "tokenizers/t.model"})
     with sqlite3.connect(workspace / "jobs.sqlite") as conn:
@@ -57,7 +58,7 @@ def test_list_show_logs_resume_name_the_damage(damaged, capsys: pytest.CaptureFi
 
 def test_worker_starts_skips_damaged_and_runs_the_rest(damaged) -> None:
     runner, ids, good = damaged
-    worker = Worker(load_settings(), workers=1)
+    worker = Worker(load_settings(), workers=1, catalogue=cli_catalogue())
     report = worker.recover()
     assert set(report["damaged"]) == set(ids.values())
     worker.consumer.start()

@@ -13,6 +13,7 @@ import pytest
 
 from core.cli import main as cli_main
 from core.config import load_settings
+from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
 from jobs.worker import Worker
 
@@ -39,7 +40,7 @@ def read_only(folder: Path) -> Iterator[None]:
 def test_commands_name_the_folder_that_is_not_writable(workspace: Path, capsys: pytest.CaptureFixture) -> None:
     (workspace / "corpus.txt").write_text("hello world again\n" * 40, encoding="utf-8")
     (workspace / "tokenizers").mkdir()
-    JobRunner(load_settings())  # creates jobs.sqlite while the workspace is writable
+    JobRunner(load_settings(), catalogue=cli_catalogue())  # creates jobs.sqlite while the workspace is writable
     with read_only(workspace / "tokenizers"):
         code = cli_main(["tokenizer", "train", "--corpus", str(workspace / "corpus.txt"), "--vocab-size", "30",
                          "--output", str(workspace / "tokenizers" / "t.model")])
@@ -56,11 +57,11 @@ def test_commands_name_the_folder_that_is_not_writable(workspace: Path, capsys: 
 def test_job_that_cannot_write_its_log_ends_failed_with_the_reason(workspace: Path) -> None:
     (workspace / "tokenizers").mkdir()
     (workspace / "tokenizers" / "t.model").write_bytes(b"x")
-    runner = JobRunner(load_settings())
+    runner = JobRunner(load_settings(), catalogue=cli_catalogue())
     job_id = runner.submit("doctor", {"tokenizer": "tokenizers/t.model"})
     logs = workspace / "logs" / "jobs"
     with read_only(logs):
-        worker = Worker(load_settings(), workers=1)
+        worker = Worker(load_settings(), workers=1, catalogue=cli_catalogue())
         worker.start()
         try:
             job = runner.wait(job_id, 120)

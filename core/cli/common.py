@@ -1,11 +1,13 @@
-"""Helpers every CLI group uses: the Result type, command registration and table rendering."""
+"""Helpers every CLI group uses: the Result type, command registration and option parsing.
+
+Tables and key/value lists render with `core.tables` (the doctor shares it)."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn
 
 
 @dataclass
@@ -107,25 +109,6 @@ def int_list(value: str) -> list[int]:
         if items[-1] < 1:
             raise argparse.ArgumentTypeError(f"{item} is too small; every size must be ≥ 1")
     return items
-
-
-def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Return rows as a plain-text table with aligned columns."""
-    body = [[str(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in body:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body)
-    return "\n".join(lines)
-
-
-def render_mapping(data: dict[str, Any]) -> str:
-    """Return a flat mapping as `key: value` lines."""
-    width = max((len(k) for k in data), default=0)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in data.items())
 
 
 def device_arg(value: str) -> str:
