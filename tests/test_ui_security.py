@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from browser_helpers import REPO_ROOT, AppProcess, free_port, running_app
+from tests.browser_helpers import REPO_ROOT, AppProcess, free_port, running_app
 
 pytestmark = pytest.mark.slow
 
