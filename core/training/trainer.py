@@ -489,7 +489,7 @@ class Trainer:
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
-        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=None,
+        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
         previous = self._install_sigterm()
         state, val, last = "failed", {}, None
