@@ -259,3 +259,23 @@ def test_cli_import_reports_rows_pointing_outside(tmp_path: Path) -> None:
     report = json.loads(summary.read_text())
     assert report["kept"] == 2
     assert [(r["id"], r["audio"]) for r in report["outside_input"]] == [("out", str((tmp_path / "elsewhere.wav").resolve()))]
+
+
+@pytest.mark.browser
+def test_login_page_still_logs_in_through_the_gate(app: AppProcess) -> None:
+    """The gated login page loads its scripts and styles, and its form logs in to the whole dashboard."""
+    from tests.browser_helpers import CHROMIUM_ARGS, chromium_path
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page()
+            tab.set_default_timeout(60_000)
+            tab.goto(app.url)
+            tab.get_by_label("username").fill(USER)
+            tab.get_by_label("password").fill(PASSWORD)
+            tab.get_by_role("button", name="Login").click()
+            tab.get_by_role("tab", name="Training").wait_for()
+        finally:
+            browser.close()
