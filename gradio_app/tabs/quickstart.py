@@ -30,9 +30,8 @@ from gradio_app.common import (
     ui_action,
     workspace_files,
 )
-from gradio_app.runner import JobRunner
+from gradio_app.runner import FINAL_STATUSES, JobRunner
 from gradio_app.tabs.jobs import progress_text
-from jobs.records import FINAL_STATUSES
 
 TTS_PRESETS = ["quick", "full"]
 WORKSPACE_PRESETS = ["quickstart/*.yaml"]  # your own presets: copies of config/quickstart/quick.yaml

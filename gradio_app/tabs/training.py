@@ -10,14 +10,15 @@ from typing import Any
 
 import gradio as gr
 import pandas as pd
-import yaml
 
-from core.config import Settings, merge_dicts, read_yaml
+from core.config import Settings, read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
-from core.fsutil import atomic_write_text
-from core.training.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
-from jobs.supervise import read_json
+from core.training.run_config import (
+    FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict, save_run_config,
+)
+from core.training.run_form import FORM_KEYS, RUN_NAME, config_from_form, dict_to_form, form_to_dict, run_config_path
+from core.fsutil import read_json
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from gradio_app.common import (
     UIContext,
@@ -29,7 +30,6 @@ from gradio_app.common import (
     workspace_files,
 )
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
 TOP1_METRICS = ("mel_top1",)
@@ -56,17 +56,8 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "precision": ("Precision", ", ".join(PRECISIONS)),
     "seed": ("Seed", "a whole number"),
 }
-CONFIG_KEY = re.compile(r"^form\.([a-z_.]+?)(?:\[\d+\])?: (.*)$", re.S)
+CONFIG_KEY = re.compile(r"^(?:form\.)?([a-z_.]+?)(?:\[\d+\])?: (.*)$", re.S)
 PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest")
-
-
-def run_config_path(name: str) -> str:
-    """Return the workspace-relative config path of run `name`; raises InputError for a bad name."""
-    if not RUN_NAME.match(name or ""):
-        raise InputError(
-            f"run name {name!r}: use letters, digits, '.', '_' or '-' (up to 64), starting with a letter or digit."
-        )
-    return f"runs/{name}/config.yaml"
 
 
 def preview_command(name: str) -> str:
@@ -92,17 +83,6 @@ def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
     return resolve_preset_chain(read_yaml(inside_workspace(ctx.settings, choice, "preset")))
 
 
-def _opt(value: str | None) -> str | None:
-    text = (value or "").strip()
-    return text or None
-
-
-def _int(value: Any, key: str) -> int:
-    if value is None or float(value) != int(float(value)):
-        raise InputError(f"form.{key}: {value!r} must be a whole number.")
-    return int(float(value))
-
-
 def field_error(message: str) -> tuple[str, str]:
     """Return (message, fix) for a run config error, naming the form field as labelled and what it accepts."""
     match = CONFIG_KEY.match(message)
@@ -112,65 +92,14 @@ def field_error(message: str) -> tuple[str, str]:
     return f"“{label}”: {match.group(2)}", f"Set “{label}” to {accepts}."
 
 
-def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
-    """Return the run config mapping: the loaded `base` with the form's `values` (FORM_KEYS order) on top."""
-    form = dict(zip(FORM_KEYS, values))
-    corpus = [c.strip() for c in (form["corpus"] or "").split(",") if c.strip()]
-    return merge_dicts(base, {
-        "name": (form["name"] or "").strip(),
-        "task": form["task"],
-        "tokenizer": _opt(form["tokenizer"]),
-        "base_checkpoint": _opt(form["base_checkpoint"]),
-        "codec": _opt(form["codec"]),
-        "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
-        "model": {"preset": form["model_preset"]},
-        "freeze": {"mode": form["freeze_mode"]},
-        "optim": {"lr": float(form["lr"] or 0)},
-        "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
-        "schedule": {
-            "max_steps": _int(form["max_steps"], "schedule.max_steps"),
-            "val_every": _int(form["val_every"], "schedule.val_every"),
-            "save_every": _int(form["save_every"], "schedule.save_every"),
-        },
-        "precision": form["precision"],
-        "seed": _int(form["seed"], "seed"),
-    })
-
-
-def dict_to_form(data: dict[str, Any], settings: Settings | None = None) -> list[Any]:
-    """Return the form values (FORM_KEYS order) for a run config mapping; with `settings`, paths inside the
-    workspace are shown relative to it (as the form's header says)."""
-    config = run_config_from_dict(data, "preset")
-
-    def shown(path: str | None) -> str:
-        return (relative(settings, path) if settings else path) if path else ""
-
-    return [
-        config.name, config.task, shown(config.tokenizer), shown(config.base_checkpoint), shown(config.codec),
-        shown(config.data.manifest), ", ".join(shown(c) for c in config.data.corpus), config.data.val_ratio,
-        config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
-        config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
-        config.precision, config.seed,
-    ]
-
-
-FORM_KEYS = (
-    "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
-    "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
-)
-
-
-def _check_paths(ctx: UIContext, data: dict[str, Any]) -> None:
-    named = {"tokenizer": data.get("tokenizer"), "base_checkpoint": data.get("base_checkpoint"),
-             "codec": data.get("codec"), "data.manifest": data["data"].get("manifest")}
-    for i, corpus in enumerate(data["data"].get("corpus") or []):
-        named[f"data.corpus[{i}]"] = corpus
-    for key, value in named.items():
-        if value:
-            try:
-                ctx.settings.check_inside_roots(value)
-            except InputError as exc:
-                raise InputError(f"form.{key}: {exc}") from None
+def form_values(data: dict[str, Any], settings: Settings) -> list[Any]:
+    """Return the form values (FORM_KEYS order) of a run config mapping, with paths inside the workspace
+    shown relative to it (as the form's header says)."""
+    values = dict(zip(FORM_KEYS, dict_to_form(data)))
+    for key in PATH_FIELDS:
+        values[key] = relative(settings, values[key]) if values[key] else ""
+    values["corpus"] = ", ".join(relative(settings, c.strip()) for c in values["corpus"].split(",") if c.strip())
+    return [values[key] for key in FORM_KEYS]
 
 
 def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
@@ -179,14 +108,11 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
     A config the validator refuses (or a path outside the workspace) is one failing `config` row.
     """
     try:
-        data = form_to_dict(base, values)
-        _check_paths(ctx, data)
-        config = run_config_from_dict(data, "form")
-        config_path = ctx.settings.resolve(run_config_path(config.name))
-    except (InputError, ValueError, TypeError) as exc:
+        config = config_from_form(base, values, ctx.settings)
+    except InputError as exc:
         message, fix = field_error(str(exc))
-        return [["config", STATUS_LABELS["fail"], message, fix]], False, \
-            f"**FAIL** {message} Start is disabled."
+        return [["config", STATUS_LABELS["fail"], message, fix]], False, f"**FAIL** {message} Start is disabled."
+    config_path = ctx.settings.resolve(run_config_path(config.name))
     report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
     rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
@@ -316,28 +242,25 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def load(choice: str, current_name: str) -> list[Any]:
         data = load_config_source(ctx, choice)
         data.setdefault("name", current_name)
-        return ["", data, *dict_to_form(data, settings)]
+        return ["", data, *form_values(data, settings)]
 
     @ui_action(outputs=2)
     def save(preset_name: str, base_value: dict[str, Any], *values: Any) -> tuple[str, Any]:
         if not RUN_NAME.match(preset_name or ""):
             raise InputError(f"preset name {preset_name!r}: use letters, digits, '.', '_' or '-'.")
         config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
-        path = settings.workspace / "presets" / f"{preset_name}.yaml"
-        atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        path = save_run_config(config, settings.workspace / "presets" / f"{preset_name}.yaml")
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
     @ui_action(outputs=2, message=1)
     def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
-        rows, ok, text = preflight(ctx, base_value, list(values))
-        if not ok:
-            raise InputError(text)
-        config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
+        # Validated once here; the worker's doctor checks the written config before the trainer starts.
+        config = config_from_form(base_value, list(values), settings)
         rel = run_config_path(config.name)
         status = read_json(settings.resolve(f"runs/{config.name}/status.json")) or {}
         if status.get("state") == "running":
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
-        atomic_write_text(settings.resolve(rel), yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel})
         return new_id, f"Started job {new_id}: `{preview_command(config.name)}`."
 
@@ -385,7 +308,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             return ("", gr.update(), *[gr.update()] * len(fields), *choices())
         try:
             data = resolve_preset_chain(read_yaml(folder / "config.yaml"))
-            values = dict_to_form(data, settings)
+            values = form_values(data, settings)
         except InputError:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
         loaded = relative(settings, folder / "config.yaml")  # the loader names what the fields now hold
