@@ -185,7 +185,8 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     option = page.get_by_role("option").filter(has_text=f"{name}/sample — {clips} clips, ")
     label = option.inner_text().strip().splitlines()[-1]  # after the ✓ of a selected option
     assert re.fullmatch(rf"{re.escape(name)}/sample — {clips} clips, \d+\.\d{{3}} h", label), label
-    option.click()
+    dataset.fill(f"{name}/sample")
+    dataset.press("Enter")
     expect(page.locator("#ds-summary")).to_contain_text(f"{clips} kept")
     page.screenshot(path=str(screens / "dataset.png"), full_page=True)
 

@@ -172,8 +172,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 sample_btn = gr.Button("Make sample", variant="primary", elem_id="ds-sample-btn")
             status = gr.Markdown(elem_id="ds-status")
         with gr.Row():
-            chosen = gr.Dropdown(dataset_choices(ctx), label="Dataset (clips, hours)", allow_custom_value=True,
-                                 elem_id="ds-select")
+            chosen = gr.Dropdown(dataset_choices(ctx), value=None, label="Dataset (clips, hours)",  # None: a pick
+                                 allow_custom_value=True, elem_id="ds-select")             # shows its summary
             refresh = gr.Button("Refresh", size="sm")
         view_status = gr.Markdown(elem_id="ds-view-status")
         summary = gr.Markdown(elem_id="ds-summary")
