@@ -16,6 +16,8 @@ from typing import Any, Iterator
 
 from core.config import Settings, load_settings, read_yaml
 from core.errors import InputError
+from core.paths import absolute_path_params
+from core.runs import run_folder
 from jobs import kinds
 from jobs.queue import build_huey
 from jobs.records import FINAL_STATUSES, JobStore, new_job_id
@@ -45,10 +47,7 @@ class JobRunner:
         """
         if nproc < 1 or (nproc > 1 and kind != "train"):
             raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
-        params = dict(params or {})
-        if kind == "train" and "resume" not in params and kinds.accepts(kind, "resume"):
-            params["resume"] = "auto"
-        argv = kinds.build_argv(kind, params)
+        params, argv = self.plan(kind, params)
         run_dir = self._run_dir(kind, params)
         resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
         logs = self.settings.workspace / "logs" / "jobs"
@@ -71,12 +70,26 @@ class JobRunner:
         enqueue(self.task, job_id)
         return job_id
 
+    def plan(self, kind: str, params: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+        """Return (the parameters, the CLI argv) a job of `kind` with `params` is recorded and run with.
+
+        `submit` queues exactly this; the dashboard previews it. Path parameters become absolute
+        (relative ones resolve against the workspace) and `train` gets `resume: auto` unless given.
+        Raises InputError with the command's own message when the kind or a parameter is wrong.
+        """
+        params = dict(params or {})
+        if kind == "train" and "resume" not in params and kinds.accepts(kind, "resume"):
+            params["resume"] = "auto"
+        _, parser, _ = kinds.command_parser(kind)
+        params = absolute_path_params(parser._actions, params, self.settings.workspace)
+        return params, kinds.build_argv(kind, params)
+
     def _run_dir(self, kind: str, params: dict[str, Any]) -> Path | None:
         if kind != "train" or params.get("config") is None:
             return None
         config_path = self.settings.resolve(str(params["config"]))
         name = read_yaml(config_path).get("name") or config_path.stem
-        return self.settings.workspace / "runs" / str(name)
+        return run_folder(self.settings, str(name)).path
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Return job records newest first, optionally filtered by `status`, at most `limit`."""

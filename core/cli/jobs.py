@@ -14,6 +14,7 @@ from typing import Any
 from core.cli.common import Result, add_command, add_group, render_mapping, render_table
 from core.config import Settings, load_settings
 from core.errors import InputError
+from core.runs import progress_view
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -50,24 +51,12 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
-def _progress_text(progress: dict[str, Any]) -> str:
-    if not progress:
-        return "-"
-    done, total, fraction = progress.get("done"), progress.get("total"), progress.get("fraction")
-    text = f"{done}/{total}" if total else str(done if done is not None else "-")
-    if fraction is not None:
-        text += f" ({fraction:.0%})"
-    if progress.get("eta_s") is not None:
-        text += f" eta {progress['eta_s']:.0f}s"
-    return text
-
-
 def _show_text(job: dict[str, Any]) -> str:
     fields = {
         "id": job["id"],
         "kind": job["kind"],
         "status": job["status"],
-        "progress": _progress_text(job["progress"]),
+        "progress": progress_view(job["progress"], job_status=job["status"]).text(),
         "metrics": job["progress"].get("metrics") or "-",
         "params": job["params"],
         "created": _when(job["created_at"]),
@@ -95,7 +84,7 @@ def cmd_list(args: argparse.Namespace) -> Result:
     """List jobs newest first."""
     jobs = _runner(args).list_jobs(status=args.status, limit=args.limit)
     rows = [
-        (j["id"], j["kind"], j["status"], _progress_text(j["progress"]), _when(j["created_at"]), (j["error"] or "")[:60])
+        (j["id"], j["kind"], j["status"], progress_view(j["progress"], job_status=j["status"]).text(), _when(j["created_at"]), (j["error"] or "")[:60])
         for j in jobs
     ]
     text = render_table(["id", "kind", "status", "progress", "created", "error"], rows) if rows else "no jobs"

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from core.cli.common import Result, add_command, render_mapping
+from core.paths import CLI_PATH
 from core.config import load_settings
 
 
 def _preprocess(args: argparse.Namespace) -> Result:
     from core.data.cache import build_cache
 
-    output = Path(args.output).resolve() if args.output else load_settings().resolve("cache")
+    output = args.output or load_settings().resolve("cache")
     info = build_cache(
-        Path(args.manifest).resolve(),
-        Path(args.tokenizer).resolve(),
-        Path(args.codec).resolve(),
+        args.manifest,
+        args.tokenizer,
+        args.codec,
         output,
         workers=args.workers,
         val_ratio=args.val_ratio,
@@ -42,10 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "old cache. Runs across CPU cores, resumes an interrupted build and rebuilds corrupt items."
         ),
     )
-    parser.add_argument("--manifest", required=True, help="manifest.jsonl")
-    parser.add_argument("--tokenizer", required=True, help="tokenizer .model or .json")
-    parser.add_argument("--codec", required=True, help="codec .pt made by `codec train`")
-    parser.add_argument("--output", help="cache root (default: the workspace's cache/)")
+    parser.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
+    parser.add_argument("--tokenizer", required=True, type=CLI_PATH, help="tokenizer .model or .json")
+    parser.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt made by `codec train`")
+    parser.add_argument("--output", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
     parser.add_argument("--workers", type=int, help="worker processes (default: CPU cores)")
     parser.add_argument("--val-ratio", type=float, default=0.05, help="share of clips in the val split (default 0.05)")
     case = parser.add_mutually_exclusive_group()

@@ -42,6 +42,7 @@ from core.eval.metrics import (
     mcd_dtw,
 )
 from core.fsutil import atomic_write_json
+from core.runs import RunFolder
 from core.progress import Progress
 
 ESPEAK = "espeak"
@@ -178,8 +179,8 @@ def score_row(
 def tensorboard_dir(checkpoint: Path) -> Path:
     """Return where eval scalars go: the run's `tb/` for `runs/<run>/checkpoints/*`, else `tb/` beside it."""
     if checkpoint.parent.name == "checkpoints":
-        return checkpoint.parent.parent / "tb"
-    return checkpoint.parent / "tb"
+        return RunFolder(checkpoint.parent.parent).tensorboard
+    return RunFolder(checkpoint.parent).tensorboard
 
 
 def write_tensorboard(folder: Path, step: int, rows: dict[str, dict[str, Any]]) -> None:

@@ -9,6 +9,7 @@ import gradio as gr
 
 from core.checkpoint import inspect_checkpoint
 from core.families import get_family, rows_for
+from core.runs import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from core.tokenizers.tokenizer import load_tokenizer
 from gradio_app.common import (
     UIContext,
@@ -21,9 +22,6 @@ from gradio_app.common import (
     workspace_files,
 )
 
-CHECKPOINT_GLOBS = ["checkpoints/*.safetensors", "checkpoints/*.pt", "checkpoints/*.pth",
-                    "runs/*/checkpoints/*.safetensors", "runs/*/checkpoints/*.pt"]
-TOKENIZER_GLOBS = ["tokenizers/*.model", "tokenizers/*.json"]
 INITS = ["fvt", "mean", "normal"]
 
 
