@@ -24,7 +24,7 @@ from journeys.quickstart import load_preset
 from journeys.stages import HANDLED_SIGNALS, StageRunner
 from jobs.kinds import build_argv, is_gpu_kind
 from jobs.runner import JobRunner, start_worker
-from tests.data_helpers import require_espeak, run_cli
+from data_helpers import require_espeak, run_cli
 
 REDUCED_TTS = {
     "journey": "tts",

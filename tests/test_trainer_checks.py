@@ -11,7 +11,7 @@ from core.checks.doctor import DoctorContext, run_doctor
 from core.training.run_config import load_run_config
 from core.training.memory import estimate_bytes, largest_fitting_batch
 from core.training.trainer import train
-from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
+from trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)
 
