@@ -295,7 +295,7 @@ def evaluate_checkpoint(
 def _eval_files(folder: Path) -> list[Path]:
     if folder.is_file():
         folder = folder.parent
-    candidates = [folder / "eval.json", folder / "checkpoints" / "eval.json"]
+    candidates = [folder / "eval.json", RunFolder(folder).eval_file]
     return [path for path in candidates if path.is_file()]
 
 
