@@ -134,8 +134,8 @@ class Trainer:
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
         self.amp_dtype = _autocast_dtype(config.precision, self.device)
-        self.run = run_folder(self.settings, config.name)
-        self.run_dir = self.run.path
+        self.folder = run_folder(self.settings, config.name)
+        self.run_dir = self.folder.path
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
         self._stop_requested = False
@@ -315,7 +315,7 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def _should_stop(self) -> bool:
-        flag = self._stop_requested or self.run.stop_file.exists()
+        flag = self._stop_requested or self.folder.stop_file.exists()
         if self.world > 1:
             tensor = torch.tensor([1.0 if flag else 0.0], device=self.device)
             dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
@@ -475,8 +475,8 @@ class Trainer:
         """
         cfg = self.config
         if self.rank == 0:
-            self.run.stop_file.unlink(missing_ok=True)
-            atomic_write_text(self.run.config, yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+            self.folder.stop_file.unlink(missing_ok=True)
+            atomic_write_text(self.folder.config, yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": base_rows_sha256(self.model)}
