@@ -70,8 +70,9 @@ def test_a_tokenizer_with_another_fingerprint_is_refused(workspace: Path) -> Non
         load_for_inference("checkpoints/tts.pt", load_settings())
 
 
-def test_prune_keeps_weights_and_metadata_only(workspace: Path) -> None:
+def test_prune_keeps_weights_and_metadata_only(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _tts_checkpoint(workspace)
+    monkeypatch.chdir(workspace)  # command-line paths resolve against the current directory
     assert main(["prune", "--checkpoint", str(source), "--output", "pruned/tts.safetensors"]) == 0
     pruned = load_checkpoint(workspace / "pruned" / "tts.safetensors")
     original = load_checkpoint(source)
