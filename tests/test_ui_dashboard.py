@@ -187,7 +187,6 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     assert progress_view(None, status).text(show_state=True) in page.locator("#train-progress-text").inner_text()
     steps = [row["step"] for row in run.metrics("train")]
     assert steps == sorted(set(steps)) and any(0 < step < MAX_STEPS for step in steps), steps
-    assert [row["step"] for row in run.metrics("val")] == [20, 40]
     page.screenshot(path=str(screens / "training.png"), full_page=True)
 
     page.reload()
