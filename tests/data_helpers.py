@@ -19,7 +19,7 @@ import pytest
 from core.cli import main as cli_main
 from core.speech.codec import train_codec
 from core.data.sample import sample_dataset
-from conftest import CliRun
+from tests.conftest import CliRun
 
 SAMPLE_RATE = 16000
 _SESSION_DIR: Path | None = None

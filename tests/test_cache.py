@@ -19,7 +19,7 @@ from core.errors import InputError
 from core.data.manifest import read_manifest
 from core.text import normalize_text
 from core.tokenizers.tokenizer import load_tokenizer
-from data_helpers import make_codec, make_espeak_dataset, run_cli
+from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT
 
 HEAVY = ("torch", "torchaudio", "numpy", "huey", "gradio", "sentencepiece", "tokenizers")
 

@@ -14,7 +14,7 @@ from core.speech.codec import SpeechCodec, load_codec, train_codec
 from core.speech.codec_eval import evaluate_codec, mcd, mel_l1
 from core.errors import InputError
 from core.data.manifest import read_manifest
-from data_helpers import make_espeak_dataset, run_cli
+from tests.data_helpers import make_espeak_dataset, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from core.errors import InputError
 from core.data.importers import ImportOptions
 from core.data.manifest import read_manifest
 from core.tokenizers.tokenizer import load_tokenizer
-from data_helpers import make_espeak_dataset, run_cli
+from tests.data_helpers import make_espeak_dataset, run_cli
 
 RATE = 16000
 

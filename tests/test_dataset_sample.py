@@ -14,7 +14,7 @@ from core.errors import InputError
 from core.data.manifest import read_manifest
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.data.splits import split_of
-from data_helpers import require_espeak
+from tests.data_helpers import require_espeak
 
 
 def test_sample_cli_renders_two_speakers_per_language(cli, tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from core.checkpoint import load_checkpoint
-from conftest import REPO_ROOT
-from trainer_helpers import lm_config, lm_workspace
+from tests.conftest import REPO_ROOT
+from tests.trainer_helpers import lm_config, lm_workspace
 
 
 def test_two_gloo_ranks_end_with_identical_weights(workspace: Path) -> None:

@@ -20,8 +20,8 @@ from core.errors import InputError
 from core.data.sample_text import ENGLISH_SENTENCES
 from core.tokenizers.tokenizer import load_tokenizer
 from models.registry import build_model, model_config
-from data_helpers import make_codec, make_espeak_dataset
-from trainer_helpers import english_words, write_word_tokenizer
+from tests.data_helpers import make_codec, make_espeak_dataset
+from tests.trainer_helpers import english_words, write_word_tokenizer
 
 SENTENCES = sorted(ENGLISH_SENTENCES, key=len)[:5]
 

@@ -18,7 +18,7 @@ from core.inference import load_for_inference, split_sentences
 from core.tokenizers.tokenizer import load_tokenizer
 from models.lm import GPTLM, LMConfig
 from models.tts import GPTTTS, TTSConfig
-from trainer_helpers import english_words, write_word_tokenizer
+from tests.trainer_helpers import english_words, write_word_tokenizer
 
 torch.set_num_threads(1)
 CODES_PER_SENTENCE = 24

@@ -10,8 +10,8 @@ import pytest
 from core.data.cache import build_cache, open_cache
 from core.errors import InputError
 from core.data.pairs import build_pairs, load_pairs
-from conftest import SHARED_FIXTURES
-from data_helpers import make_codec, make_espeak_dataset, run_cli
+from tests.conftest import SHARED_FIXTURES
+from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 
 
 @pytest.fixture(scope="module")

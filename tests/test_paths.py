@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from core.config import load_settings
-from core.paths import CLI_PATH, PathType, absolute_path_params
-from jobs import kinds
+from core.cli.catalogue import cli_catalogue
+from core.paths import CLI_PATH, PathType
 from jobs.runner import JobRunner
 from test_jobs_support import FIXTURE_BPE
 
@@ -50,9 +50,8 @@ def test_path_type_resolves_against_a_base_and_keeps_keywords(tmp_path: Path) ->
     preset = PathType(suffixes=(".yaml", ".yml"))
     assert preset.absolute("quick", tmp_path) == "quick"
     assert preset.absolute("my.yaml", tmp_path) == tmp_path / "my.yaml"
-    _, parser, _ = kinds.command_parser("tokenizer.train")
-    params = absolute_path_params(parser._actions, {"corpus": ["a.txt", "/abs/b.txt"], "vocab_size": "8",
-                                                    "output": "tok.model"}, tmp_path)
+    params = cli_catalogue().absolute_paths("tokenizer.train", {"corpus": ["a.txt", "/abs/b.txt"], "vocab_size": "8",
+                                                                "output": "tok.model"}, tmp_path)
     assert params == {"corpus": [str(tmp_path / "a.txt"), "/abs/b.txt"], "vocab_size": "8",
                       "output": str(tmp_path / "tok.model")}
 
@@ -80,7 +79,7 @@ def test_run_config_found_from_the_cwd_names_workspace_files(elsewhere: Path, wo
 
 def test_job_parameters_resolve_against_the_workspace(elsewhere: Path, workspace: Path) -> None:
     shutil.copyfile(FIXTURE_BPE, workspace / "tokenizers" / "ws.model")
-    runner = JobRunner(load_settings())
+    runner = JobRunner(load_settings(), catalogue=cli_catalogue())
     job = runner.get_job(runner.submit("doctor", {"tokenizer": "tokenizers/ws.model"}))
     assert job["params"]["tokenizer"] == str(workspace / "tokenizers" / "ws.model")
     assert job["argv"] == ["doctor", "--tokenizer", str(workspace / "tokenizers" / "ws.model"), "--json"]
@@ -102,7 +101,7 @@ def test_dashboard_preview_is_the_submitted_jobs_command(workspace: Path) -> Non
     from gradio_app.tabs.training import preview_command
 
     settings = load_settings()
-    ctx = UIContext(settings, DashboardRunner(settings))
+    ctx = UIContext(settings, DashboardRunner(settings, cli_catalogue()))
     (workspace / "runs" / "r").mkdir(parents=True)
     (workspace / "runs" / "r" / "config.yaml").write_text("name: r\n")
     preview = preview_command(ctx, "r")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from core.cli import main as cli_main
+from core.cli.catalogue import cli_catalogue
 from core.config import load_settings
 from core.runs import RunFolder, format_seconds, progress_view, run_folder, run_folder_of_checkpoint
 from core.training.log import RunLog
@@ -69,7 +70,7 @@ def test_cli_jobs_list_and_the_jobs_tab_show_the_same_progress(workspace: Path) 
     from gradio_app.common import job_line
     from gradio_app.tabs.jobs import job_rows
 
-    runner = JobRunner()
+    runner = JobRunner(catalogue=cli_catalogue())
     job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
     runner.store.update(job_id, status="running", progress={"step": 30, "max_steps": 120, "eta_s": 90})
     expected = "25% · 30/120 · ETA 1m30s"

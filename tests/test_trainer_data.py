@@ -15,7 +15,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.training.data import IGNORE, Batcher, collate_lm, load_text_corpus
 from core.training.optim import lr_factor, parameter_groups
 from models.lm import GPTLM, LMConfig
-from trainer_helpers import english_words, write_corpus, write_word_tokenizer
+from tests.trainer_helpers import english_words, write_corpus, write_word_tokenizer
 
 LENGTHS = [(i * 37) % 90 + 5 for i in range(400)]
 

@@ -20,7 +20,7 @@ from core.training.embeddings import extend_checkpoint
 from core.errors import InputError
 from core.training.run_config import load_run_config
 from core.training.trainer import Trainer, train
-from trainer_helpers import SPECIALS, english_words, lm_config, lm_workspace, write_word_tokenizer
+from tests.trainer_helpers import SPECIALS, english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)
 

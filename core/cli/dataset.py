@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from core.cli.common import Result, add_command, add_group, csv_list, render_mapping
 from core.paths import CLI_PATH
+from core.cli.common import Result, add_command, add_group, csv_list
 from core.config import load_settings
 from core.errors import InputError
 from core.data.importers import FORMAT_NAMES, ImportOptions
+from core.tables import render_mapping
 
 if TYPE_CHECKING:
     from core.data.importing import ImportSummary

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, add_group, render_mapping
 from core.paths import CLI_PATH
+from core.cli.common import Result, add_command, add_group
 from core.families import FAMILIES
 from core.tokenizers.vocab import INIT_METHODS
+from core.tables import render_mapping
 
 
 def _extend(args: argparse.Namespace) -> Result:

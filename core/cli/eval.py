@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_table
 from core.paths import CLI_PATH, PathType
+from core.cli.common import Result, add_command, add_group
+from core.tables import render_table
 
 EPILOG = """\
 SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its clips are then

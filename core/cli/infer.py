@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
 from core.paths import CLI_PATH
+from core.cli.common import Result, add_command
 from core.config import load_settings
+from core.tables import render_mapping
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
