@@ -12,7 +12,13 @@ from core.tables import render_table
 
 
 def _root(args: argparse.Namespace) -> Path:
-    return args.root or load_settings().resolve("cache")
+    from core.errors import InputError
+
+    root = args.root or load_settings().resolve("cache")
+    if args.root and not root.is_dir():
+        what = "a file" if root.exists() else "missing"
+        raise InputError(f"--root {args.root}: {what}, not a folder. Pass the cache root folder (default: the workspace's cache/).")
+    return root
 
 
 def _list(args: argparse.Namespace) -> Result:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, csv_list, int_list
+from core.cli.common import Result, add_command, add_group, csv_list, int_at_least, int_list
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
 from core.tokenizers.hf_merge import merge_hf_tokenizer
@@ -147,7 +147,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                          "A vocabulary size larger than the corpus supports is refused with the maximum.")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE", help="UTF-8 text files")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
-    parser.add_argument("--vocab-size", type=int, required=True, metavar="N")
+    parser.add_argument("--vocab-size", type=int_at_least(1), required=True, metavar="N")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="PATH", help=".model or tokenizer .json")
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe", help="SentencePiece model type")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
@@ -161,7 +161,7 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
                          "corpus character is added; --protect-corpus lines keep their exact base encoding.")
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.model")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
-    parser.add_argument("--target-size", type=int, required=True, metavar="N")
+    parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.model")
     parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
                         help="base-language lines whose encoding must not change")
@@ -176,7 +176,7 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--add", type=CLI_PATH, metavar="NEW.json", help="tokenizer.json to merge in")
     source.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE", help="train the addition on these")
-    parser.add_argument("--vocab-size", type=int, metavar="N", help="size of the addition trained on --corpus")
+    parser.add_argument("--vocab-size", type=int_at_least(1), metavar="N", help="size of the addition trained on --corpus")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.json")
     parser.add_argument("--language-tag", metavar="TAG", help="e.g. am, added as the special token [am]")
     parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE")
@@ -186,7 +186,7 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "inspect", _inspect, "describe a tokenizer and how it encodes a corpus")
     parser.add_argument("--tokenizer", type=CLI_PATH, required=True, metavar="PATH")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE")
-    parser.add_argument("--base-size", type=int, metavar="N", help="count tokens with ids at or above N")
+    parser.add_argument("--base-size", type=int_at_least(0), metavar="N", help="count tokens with ids at or above N")
 
 
 def _add_sweep(commands: argparse._SubParsersAction) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import signal
 import time
 from dataclasses import dataclass, field
@@ -166,7 +167,10 @@ class Trainer:
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
-        resume_path = resolve_resume(self.run_dir, resume, self.settings)
+        self.skipped_checkpoints: list[str] = []
+        resume_path = resolve_resume(self.run_dir, resume, self.settings, self.skipped_checkpoints)
+        for skipped in self.skipped_checkpoints:
+            sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
         ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
@@ -487,7 +491,7 @@ class Trainer:
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
-        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=None,
+        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
         previous = self._install_sigterm()
         state, val, last = "failed", {}, None
@@ -517,7 +521,7 @@ class Trainer:
         cfg = self.config.schedule
         iterator = iter(self.batcher)
         val: dict[str, float] = {}
-        last: str | None = None
+        last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         while self.step < self.stop_at:
