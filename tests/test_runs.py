@@ -14,7 +14,6 @@ from core.runs import RunFolder, format_seconds, progress_view, run_folder, run_
 from core.training.log import RunLog
 from jobs.progress import TrainProgress
 from jobs.runner import JobRunner
-from test_jobs_support import FIXTURE_BPE
 
 
 def test_run_folder_names_every_file_a_run_writes(workspace: Path) -> None:
@@ -71,7 +70,7 @@ def test_cli_jobs_list_and_the_jobs_tab_show_the_same_progress(workspace: Path) 
     from gradio_app.tabs.jobs import job_rows
 
     runner = JobRunner(catalogue=cli_catalogue())
-    job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    job_id = runner.submit("doctor", {"tokenizer": "tokenizers/bpe.model"})
     runner.store.update(job_id, status="running", progress={"step": 30, "max_steps": 120, "eta_s": 90})
     expected = "25% · 30/120 · ETA 1m30s"
     job = runner.get_job(job_id)
