@@ -16,7 +16,7 @@ import pytest
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.runs import RunFolder, progress_view
 from jobs.records import JobStore
-from browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
+from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
