@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from core.checkpoint import load_checkpoint
-from test_jobs_support import JobsEnv, has_kind, make_jobs_env
+from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env
 
 pytestmark = pytest.mark.skipif(not has_kind("train"), reason="the trainer (`python -m core train`) is not present")
 

@@ -33,6 +33,8 @@ from core.checks.doctor import DoctorContext, doctor_context_from_run_config, ru
 from core.training.embeddings import extend_state_dict
 from core.errors import InputError
 from core.families import get_family
+from core.runs import run_folder
+from core.training.run_config import RunConfig
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, SampleSet, eval_batches, special_ids
@@ -132,7 +134,8 @@ class Trainer:
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
         self.amp_dtype = _autocast_dtype(config.precision, self.device)
-        self.run_dir = self.settings.resolve(Path("runs") / config.name)
+        self.folder = run_folder(self.settings, config.name)
+        self.run_dir = self.folder.path
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
         self.config_path = Path(config_path).resolve() if config_path else None
@@ -316,7 +319,7 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def _should_stop(self) -> bool:
-        flag = self._stop_requested or (self.run_dir / "STOP").exists()
+        flag = self._stop_requested or self.folder.stop_file.exists()
         if self.world > 1:
             tensor = torch.tensor([1.0 if flag else 0.0], device=self.device)
             dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
@@ -476,10 +479,9 @@ class Trainer:
         """
         cfg = self.config
         if self.rank == 0:
-            (self.run_dir / "STOP").unlink(missing_ok=True)
-            run_config_file = self.run_dir / "config.yaml"
-            if self.config_path != run_config_file.resolve():  # started from it: it already holds this config
-                save_run_config(cfg, run_config_file)
+            self.folder.stop_file.unlink(missing_ok=True)
+            if self.config_path != self.folder.config.resolve():  # started from it: it already holds this config
+                save_run_config(cfg, self.folder.config)
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": base_rows_sha256(self.model)}
