@@ -15,6 +15,7 @@ import yaml
 from core.config import merge_dicts, read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
+from core.families.registry import model_family_names
 from core.fsutil import atomic_write_text
 from core.training.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
 from jobs.supervise import read_json
@@ -88,6 +89,8 @@ def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
     return merge_dicts(base, {
         "name": (form["name"] or "").strip(),
         "task": form["task"],
+        "family": form["family"] or "linguaforge",
+        "model_dir": _opt(form["model_dir"]),
         "tokenizer": _opt(form["tokenizer"]),
         "base_checkpoint": _opt(form["base_checkpoint"]),
         "codec": _opt(form["codec"]),
@@ -114,13 +117,14 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
         config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
         config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
         config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
-        config.precision, config.seed,
+        config.precision, config.seed, config.family, config.model_dir or "",
     ]
 
 
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
+    "family", "model_dir",
 )
 
 
@@ -210,6 +214,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
                     task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
                     model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
+                    family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
+                                         elem_id="train-family")
+                    model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts)", elem_id="train-model-dir",
+                                           placeholder="settings families.<family>.model_dir when empty")
                 with gr.Row():
                     tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
                     base_checkpoint = gr.Dropdown(
@@ -257,7 +265,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         timer = gr.Timer(LIVE_S)
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
-              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed]
+              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir]
 
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
         rows, ok, text = preflight(ctx, base_value, list(values))
