@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from core.audio import read_audio
-from core.data.manifest import ManifestRow, read_manifest
+from core.data.manifest import ManifestRow
 from core.data.pairs import choose_prompts
 from core.data.splits import split_of
 from core.errors import InputError
@@ -180,6 +180,7 @@ def build_features(
                     "text": row.text,
                     "n_text": int(arrays["text_ids"].size),
                     "n_codes": int(arrays["codes"].size),
+                    "max_code": int(arrays["codes"].max(initial=-1)),
                     "sha256": write_item(cache_dir / file, arrays),
                 }
                 journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -217,11 +218,3 @@ class ClipFeaturizer:
             "condition": latents.float().cpu().numpy(),
             "emo_vec": emotion.float().cpu().numpy(),
         }
-
-
-def manifest_rows(path: str | os.PathLike[str]) -> list[ManifestRow]:
-    """Return the rows of a LinguaForge manifest.jsonl; raises InputError on a bad manifest."""
-    rows, rejects = read_manifest(Path(path))
-    if rejects:
-        raise InputError(f"{path}: {len(rejects)} bad row(s), first: {rejects[0].message()}")
-    return rows

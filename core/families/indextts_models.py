@@ -38,6 +38,7 @@ class ModelPaths:
 
     model_dir: Path
     overrides: Mapping[str, str | None]
+    w2v_layer: int = SEMANTIC_LAYER
 
     def path(self, name: str) -> Path:
         """Return the path of feature/speech model `name` (a DEFAULT_LOCATIONS key) or a file of `model_dir`.
@@ -72,7 +73,7 @@ def model_paths(model_dir: str | os.PathLike[str] | None, settings_section: Mapp
     path = Path(os.path.expanduser(str(folder))).resolve()
     if not path.is_dir():
         raise InputError(f"{path}: the IndexTTS2 model folder does not exist.")
-    return ModelPaths(path, {k: section.get(k) for k in DEFAULT_LOCATIONS})
+    return ModelPaths(path, {k: section.get(k) for k in DEFAULT_LOCATIONS}, int(section.get("w2v_layer") or SEMANTIC_LAYER))
 
 
 def _safe_torch_load(path: Path) -> Any:
@@ -85,7 +86,9 @@ def _safe_torch_load(path: Path) -> Any:
 class SemanticFeatures:
     """w2v-BERT 2.0 layer-17 features normalised with `wav2vec2bert_stats.pt`, and MaskGCT semantic codes."""
 
-    def __init__(self, paths: ModelPaths, semantic_codec_config: Mapping[str, Any], device: str = "cpu") -> None:
+    def __init__(
+        self, paths: ModelPaths, semantic_codec_config: Mapping[str, Any], device: str = "cpu", layer: int = SEMANTIC_LAYER
+    ) -> None:
         from omegaconf import OmegaConf
         from safetensors.torch import load_model
         from transformers import SeamlessM4TFeatureExtractor, Wav2Vec2BertModel
@@ -95,8 +98,12 @@ class SemanticFeatures:
         w2v = paths.path("w2v_bert")
         self.extractor = SeamlessM4TFeatureExtractor.from_pretrained(str(w2v), local_files_only=True)
         self.model = Wav2Vec2BertModel.from_pretrained(str(w2v), local_files_only=True).to(device).eval()
-        if self.model.config.num_hidden_layers < SEMANTIC_LAYER:
-            raise InputError(f"{w2v}: w2v-BERT has {self.model.config.num_hidden_layers} layers; IndexTTS2 reads layer {SEMANTIC_LAYER}.")
+        if self.model.config.num_hidden_layers < layer:
+            raise InputError(
+                f"{w2v}: w2v-BERT has {self.model.config.num_hidden_layers} layers; IndexTTS2 reads layer {layer} "
+                "(`families.indextts.w2v_layer`). Use the published facebook/w2v-bert-2.0 folder."
+            )
+        self.layer = layer
         stats = _safe_torch_load(paths.path(STATS_NAME))
         self.mean = stats["mean"].to(device)
         self.std = torch.sqrt(stats["var"]).to(device)
@@ -107,14 +114,14 @@ class SemanticFeatures:
 
     @torch.no_grad()
     def features(self, wav_16k: torch.Tensor) -> torch.Tensor:
-        """Return the normalised layer-17 features [1, T, 1024] of a 16 kHz mono waveform (1-D)."""
+        """Return the normalised layer-`layer` (17) features [1, T, 1024] of a 16 kHz mono waveform (1-D)."""
         inputs = self.extractor(wav_16k.cpu().numpy(), sampling_rate=16000, return_tensors="pt")
         out = self.model(
             input_features=inputs["input_features"].to(self.device),
             attention_mask=inputs["attention_mask"].to(self.device),
             output_hidden_states=True,
         )
-        return (out.hidden_states[SEMANTIC_LAYER] - self.mean) / self.std
+        return (out.hidden_states[self.layer] - self.mean) / self.std
 
     @torch.no_grad()
     def codes(self, features: torch.Tensor) -> torch.Tensor:
