@@ -109,6 +109,8 @@ class RunConfig:
 
     name: str = "run"
     task: str = "tts"
+    family: str = "linguaforge"
+    model_dir: str | None = None
     tokenizer: str | None = None
     base_checkpoint: str | None = None
     codec: str | None = None
@@ -187,6 +189,12 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
 def _validate(config: RunConfig, where: str) -> None:
     if config.task not in TASKS:
         raise InputError(f"{where}.task: {config.task!r} is not one of {', '.join(TASKS)}.")
+    from core.families.registry import model_family_names
+
+    if config.family not in model_family_names():
+        raise InputError(f"{where}.family: {config.family!r} is not one of {', '.join(model_family_names())}.")
+    if config.family != "linguaforge" and config.task != "tts":
+        raise InputError(f"{where}.task: family {config.family} trains task tts only, not {config.task!r}.")
     if config.freeze.mode not in FREEZE_MODES:
         raise InputError(f"{where}.freeze.mode: {config.freeze.mode!r} is not one of {', '.join(FREEZE_MODES)}.")
     until = config.freeze.until
