@@ -23,6 +23,7 @@ import yaml
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
+from core.families.base import ModelFamily
 from core.fsutil import atomic_write_text
 
 ROW_OFFSET = 1
@@ -192,8 +193,8 @@ def load_unified_voice(
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Return `(model, kwargs)`: `UnifiedVoice` sized for the tokenizer with `state_dict` loaded strictly.
 
-    Raises InputError when the checkpoint's text rows are not `tokenizer_size + 1` (grow it with
-    `grow_text_rows` or `embeddings extend` first) or a key is missing or unexpected.
+    Raises InputError when the checkpoint's text rows are not `tokenizer_size + 1` (run
+    `embeddings extend` first) or a key is missing or unexpected.
     """
     rows = text_rows(state_dict)
     if rows != tokenizer_size + ROW_OFFSET:
@@ -209,29 +210,6 @@ def load_unified_voice(
             f"checkpoint does not fit UnifiedVoice: missing {result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}."
         )
     return model, kwargs
-
-
-def grow_text_rows(
-    state_dict: Mapping[str, torch.Tensor], new_tokenizer_size: int, init: str = "mean"
-) -> dict[str, torch.Tensor]:
-    """Return a copy of an IndexTTS2 state dict grown to `new_tokenizer_size + 1` text rows.
-
-    Rows 0..V-1 are kept, rows V..V'-1 are the new tokens (`init`: `mean` of the base token rows,
-    or `zeros`), and the old extra row V moves to the new end V'. Raises InputError when the
-    tokenizer is smaller than the checkpoint.
-    """
-    old_tokens = text_rows(state_dict) - ROW_OFFSET
-    if new_tokenizer_size < old_tokens:
-        raise InputError(f"tokenizer has {new_tokenizer_size} ids, fewer than the checkpoint's {old_tokens}; shrinking is `prune`.")
-    grown = dict(state_dict)
-    added = new_tokenizer_size - old_tokens
-    for key in TEXT_KEYS:
-        old = state_dict[key]
-        base, extra = old[:old_tokens], old[old_tokens:]
-        fill = base.mean(dim=0, keepdim=True) if init == "mean" else torch.zeros_like(base[:1])
-        new_rows = fill.expand(added, *old.shape[1:]).clone()
-        grown[key] = torch.cat([base, new_rows, extra], dim=0).contiguous()
-    return grown
 
 
 # ---------------------------------------------------------------- text
@@ -280,3 +258,159 @@ class IndexTextNormalizer:
         if len(text.strip()) == 1:
             return list(tokenizer.encode(text))
         return list(tokenizer.encode(self.normalize(text)))
+
+
+# ---------------------------------------------------------------- the family
+
+
+@dataclass
+class IndexTTSModelConfig:
+    """`UnifiedVoice` keyword arguments plus the IndexTTS2 config.yaml they came from."""
+
+    kwargs: dict[str, Any]
+    indextts_config: dict[str, Any]
+
+    @property
+    def max_text_tokens(self) -> int:
+        """Return the text position limit (IndexTTS2: 600)."""
+        return int(self.kwargs["max_text_tokens"])
+
+    @property
+    def max_speech_tokens(self) -> int:
+        """Return the semantic-code position limit (IndexTTS2: 1815)."""
+        return int(self.kwargs["max_mel_tokens"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready record kept in checkpoint metadata (`model_config`)."""
+        return {
+            "family": "indextts",
+            "kwargs": copy.deepcopy(self.kwargs),
+            "indextts_config": copy.deepcopy(self.indextts_config),
+            "max_text_tokens": self.max_text_tokens,
+            "max_speech_tokens": self.max_speech_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "IndexTTSModelConfig":
+        """Return the config recorded by `to_dict`; raises InputError when it is not an IndexTTS2 record."""
+        if not isinstance(data, Mapping) or "kwargs" not in data or "indextts_config" not in data:
+            raise InputError("checkpoint metadata has no IndexTTS2 model_config; was it trained with family indextts?")
+        return cls(dict(data["kwargs"]), dict(data["indextts_config"]))
+
+
+class IndexTTSFamily(ModelFamily):
+    """IndexTTS2's GPT behind the family interface (see the module docstring)."""
+
+    name = "indextts"
+    tasks = ("tts",)
+
+    def __init__(self) -> None:
+        from core.families import get_family
+
+        self.layout = get_family("indextts")
+
+    # -- files ------------------------------------------------------------------------------
+    def published_files(self, model_dir: Path) -> dict[str, Path]:
+        """Return {role: path} of config.yaml, the GPT checkpoint, bpe.model and the w2v-BERT stats.
+
+        Raises InputError naming the first missing one and where IndexTTS2 expects it.
+        """
+        config = read_indextts_config(Path(model_dir) / CONFIG_NAME)
+        names = {
+            "config": CONFIG_NAME,
+            "gpt": config.get("gpt_checkpoint", GPT_NAME),
+            "bpe": config.get("dataset", {}).get("bpe_model", BPE_NAME),
+            "w2v_stats": config.get("w2v_stat", STATS_NAME),
+        }
+        found = {}
+        for role, name in names.items():
+            path = Path(model_dir) / name
+            if not path.is_file():
+                raise InputError(f"{path}: missing; IndexTTS2 expects {name} in its model folder {model_dir}.")
+            found[role] = path
+        return found
+
+    def default_checkpoint(self, model_dir: Path | None) -> Path | None:
+        """Return the folder's published GPT checkpoint (config `gpt_checkpoint`, normally gpt.pth)."""
+        return self.published_files(model_dir)["gpt"] if model_dir is not None else None
+
+    def base_size(self, base: Any) -> int | None:
+        """Return the base-language token count: the metadata's `base_size`, else the published rows − 1."""
+        if base is None:
+            return None
+        meta = base.meta or {}
+        if meta.get("base_size") is not None:
+            return int(meta["base_size"])
+        return text_rows(base.state_dict) - ROW_OFFSET if "text_embedding.weight" in base.state_dict else None
+
+    # -- the model --------------------------------------------------------------------------
+    def _indextts_config(self, run: Any) -> dict[str, Any]:
+        saved = run.base_meta.get("model_config") if run.base is not None else None
+        if run.model_dir is not None:
+            return read_indextts_config(Path(run.model_dir) / CONFIG_NAME)
+        if saved:
+            return IndexTTSModelConfig.from_dict(saved).indextts_config
+        raise InputError(
+            f"{run.config.source}: family indextts needs `model_dir:` (the local IndexTTS2 folder with config.yaml) "
+            "or `families.indextts.model_dir` in the settings."
+        )
+
+    def model_config(self, run: Any) -> IndexTTSModelConfig:
+        """Return the UnifiedVoice config: V from the tokenizer, the backbone shape from the base checkpoint's tensors."""
+        if run.base is None:
+            raise InputError(f"{run.config.source}: family indextts trains from a checkpoint; set base_checkpoint or model_dir.")
+        config = self._indextts_config(run)
+        return IndexTTSModelConfig(gpt_kwargs_from_state_dict(run.base.state_dict, config, run.tokenizer.size), config)
+
+    def build_model(self, model_config: Any, frozen_rows: int) -> torch.nn.Module:
+        """Return a UnifiedVoice whose first `frozen_rows` text rows and the extra row are frozen buffers."""
+        from core.families.indextts_training import split_text_rows
+
+        return split_text_rows(build_unified_voice(model_config.kwargs), frozen_rows)
+
+    def text_row_modules(self, model: torch.nn.Module) -> list[Any]:
+        """Return [text_embedding, text_head]."""
+        return [model.text_embedding, model.text_head]
+
+    def apply_freeze(self, model: torch.nn.Module, mode: str) -> None:
+        """Apply the freeze mode, then freeze the conditioning and emotion encoders (their outputs are cached)."""
+        from core.families.indextts_training import freeze_conditioning
+
+        super().apply_freeze(model, mode)
+        freeze_conditioning(model)
+
+    # -- data -------------------------------------------------------------------------------
+    def prepare_features(self, run: Any) -> Path:
+        """Return the IndexTTS2 feature cache of the run's manifest (built or completed now)."""
+        from core.families.indextts_data import prepare_features
+
+        return prepare_features(self, run)
+
+    def feature_fingerprint(self, run: Any) -> str | None:
+        """Return the fingerprint of the feature models (w2v-BERT, stats, semantic codec, base GPT)."""
+        return run.extra.get("feature_fingerprint")
+
+    def task_data(self, run: Any, model_config: Any, cache_dir: Path | None) -> Any:
+        """Return the TaskData: prompt-paired cache samples, IndexTTS2's collate and its 0.2/0.8 loss."""
+        from functools import partial
+
+        from core.families.indextts_training import collate_indextts, indextts_forward, paired_samples
+        from core.training.tasks import TaskData
+
+        splits = paired_samples(cache_dir, model_config.max_text_tokens, model_config.max_speech_tokens)
+        loss = run.config.loss
+        forward = partial(indextts_forward, text_weight=loss.text_weight, mel_weight=loss.mel_weight)
+        return TaskData(splits["train"], splits["val"], collate_indextts, forward)
+
+    # -- export and speech ------------------------------------------------------------------
+    def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
+        """Write `gpt_<name>.pth`, the corrected `config.yaml`, `<name>.model` and `linguaforge.json`."""
+        from core.families.indextts_export import export_indextts
+
+        return export_indextts(checkpoint, output_dir, name, settings)
+
+    def synthesize(self, request: Any, settings: Any) -> dict[str, Any]:
+        """Speak `request.text` with GPT → s2mel → BigVGAN (22.05 kHz) into `request.output`."""
+        from core.families.indextts_speech import synthesize_indextts
+
+        return synthesize_indextts(request, settings)

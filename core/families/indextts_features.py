@@ -30,6 +30,7 @@ from core.data.pairs import choose_prompts
 from core.data.splits import split_of
 from core.errors import InputError
 from core.fsutil import atomic_write, atomic_write_json, sha256_file
+from core.families.indextts import SEMANTIC_CODES
 from core.progress import Progress
 
 CACHE_FORMAT = "linguaforge-indextts-cache-1"
@@ -142,11 +143,16 @@ def open_features(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
 ClipFeatures = Callable[[ManifestRow], dict[str, np.ndarray]]
 
 
+def _histogram(values: list[int]) -> dict[str, int]:
+    return {"min": min(values, default=0), "max": max(values, default=0), "count": len(values)}
+
+
 def build_features(
     rows: Iterable[ManifestRow],
     output_root: str | os.PathLike[str],
     fingerprint_parts: Mapping[str, str],
     featurize: ClipFeatures,
+    tokenizer: Any,
     val_ratio: float = 0.05,
     prompts_per_target: int = 1,
     progress_label: str = "indextts features",
@@ -154,10 +160,12 @@ def build_features(
     """Return the cache folder for these rows, computing only clips not already cached.
 
     `featurize(row)` returns the arrays of ITEM_KEYS for one clip. Finished clips are journaled
-    so an interrupted build resumes; a journaled item whose bytes changed is rebuilt.
+    so an interrupted build resumes; a journaled item whose bytes changed is rebuilt. The index
+    carries the same `tokenizer`, `codec`, `max_text_id`, `histograms` and `items` fields as the
+    LinguaForge cache, so the doctor's cache checks read both.
     """
     rows = list(rows)
-    parts = dict(fingerprint_parts, val_ratio=str(val_ratio))
+    parts = dict(fingerprint_parts, tokenizer=tokenizer.fingerprint, val_ratio=str(val_ratio))
     fingerprint = features_fingerprint(parts)
     cache_dir = Path(output_root) / fingerprint
     (cache_dir / "items").mkdir(parents=True, exist_ok=True)
@@ -180,7 +188,8 @@ def build_features(
                     "text": row.text,
                     "n_text": int(arrays["text_ids"].size),
                     "n_codes": int(arrays["codes"].size),
-                    "max_code": int(arrays["codes"].max(initial=-1)),
+                    "max_id": int(np.max(arrays["text_ids"], initial=-1)),
+                    "max_code": int(np.max(arrays["codes"], initial=-1)),
                     "sha256": write_item(cache_dir / file, arrays),
                 }
                 journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -188,9 +197,27 @@ def build_features(
             items.append(entry)
             progress.update(1)
     progress.finish()
-    write_pairs(cache_dir, items, prompts_per_target)
-    atomic_write_json(cache_dir / INDEX_NAME, {"format": CACHE_FORMAT, "fingerprint": fingerprint, "parts": parts, "items": items})
+    write_index(cache_dir, fingerprint, parts, tokenizer, items, prompts_per_target)
     return cache_dir
+
+
+def write_index(
+    cache_dir: Path, fingerprint: str, parts: Mapping[str, str], tokenizer: Any, items: list[dict[str, Any]], prompts_per_target: int
+) -> None:
+    """Write `pairs.json` and `index.json` of a finished IndexTTS2 cache."""
+    write_pairs(cache_dir, items, prompts_per_target)
+    atomic_write_json(cache_dir / INDEX_NAME, {
+        "format": CACHE_FORMAT,
+        "fingerprint": fingerprint,
+        "parts": dict(parts),
+        "tokenizer": {"path": str(tokenizer.path), "fingerprint": tokenizer.fingerprint, "size": tokenizer.size},
+        "codec": {"fingerprint": parts.get("features", ""), "codebook_size": SEMANTIC_CODES},
+        "max_text_id": max((e["max_id"] for e in items), default=-1),
+        "max_code": max((e["max_code"] for e in items), default=-1),
+        "histograms": {"n_text": _histogram([e["n_text"] for e in items]), "n_codes": _histogram([e["n_codes"] for e in items])},
+        "splits": {s: sum(1 for e in items if e["split"] == s) for s in ("train", "val")},
+        "items": items,
+    })
 
 
 class ClipFeaturizer:

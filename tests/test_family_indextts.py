@@ -1,0 +1,173 @@
+"""IndexTTS2's GPT trained through the family interface, on the published classes at reduced size.
+
+No published weights exist here: the model folder holds random-initialised modules of the real
+classes (`UnifiedVoice`, `Wav2Vec2BertModel`, MaskGCT `RepCodec`) with IndexTTS2's file names
+(tests/indextts_helpers.py). What the random weights cannot show — that the speech is good — is
+out of scope; everything about shapes, rows, freezing, caches, files and loaders is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from core.checkpoint import load_checkpoint
+from core.config import load_settings
+from core.errors import InputError
+from core.families.registry import get_model_family
+from core.tokenizers.tokenizer import load_tokenizer
+from tests.data_helpers import make_espeak_dataset
+from tests.indextts_helpers import W2V_LAYERS, build_model_folder
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reduced IndexTTS2 folder (read-only for the tests; copy before changing)."""
+    return build_model_folder(tmp_path_factory.mktemp("indextts") / "IndexTTS-2")
+
+
+def _grow(base: Path, size: int, dest: Path) -> Path:
+    from core.tokenizers.sp_proto import NORMAL, parse_model_proto
+
+    proto = parse_model_proto(base.read_bytes())
+    low = min(p.score for p in proto.pieces)
+    for i in range(size - len(proto.pieces)):
+        piece = proto.pieces.add()
+        piece.piece, piece.score, piece.type = f"▁QX{chr(65 + i // 26)}{chr(65 + i % 26)}", low - 1 - i * 1e-3, NORMAL
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(proto.SerializeToString())
+    return dest
+
+
+@pytest.fixture(scope="module")
+def ws(folder: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A workspace: 4 espeak Amharic clips (2 speakers), tokenizers grown 12,000 → 12,008 → 12,016,
+    and `gpt.pth` extended to 12,008 + 1 rows by `embeddings extend` (mean init, extra row moved last)."""
+    from core.training.embeddings import extend_checkpoint
+
+    root = tmp_path_factory.mktemp("indextts-ws") / "workspace"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
+        make_espeak_dataset(root / "datasets" / "am", per_language=4, languages=("am",))
+        _grow(folder / "bpe.model", 12008, root / "tokenizers" / "am8.model")
+        _grow(folder / "bpe.model", 12016, root / "tokenizers" / "am16.model")
+        extend_checkpoint(folder / "gpt.pth", folder / "bpe.model", root / "tokenizers" / "am8.model",
+                          root / "checkpoints" / "gpt_am8.pt", family="indextts", init="mean")
+        yield root
+
+
+def _settings(folder: Path):
+    settings = load_settings()
+    settings.data["families"] = {"indextts": {"model_dir": str(folder), "w2v_layer": W2V_LAYERS}}
+    return settings
+
+
+def _run(name: str, folder: Path, tokenizer: str, steps: int, **extra) -> dict:  # noqa: ANN003
+    return {
+        "name": name, "task": "tts", "family": "indextts", "model_dir": str(folder),
+        "tokenizer": tokenizer, "base_checkpoint": "checkpoints/gpt_am8.pt",
+        "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.0, "prompts_per_target": 1},
+        "freeze": {"mode": "base-rows", "until": "auto"},
+        "batch": {"size": 2},
+        "optim": {"lr": 1.0e-2, "warmup_steps": 0, "weight_decay": 0.1},
+        "schedule": {"max_steps": steps, "val_every": steps, "save_every": steps, "log_every": 5},
+        **extra,
+    }
+
+
+# ------------------------------------------------------------------ loading and sizing
+
+
+def test_published_gpt_loads_strictly_with_v_plus_one_rows(folder: Path) -> None:
+    from core.families.indextts import IndexTTSModelConfig, gpt_kwargs_from_state_dict, load_gpt_state_dict, read_indextts_config
+
+    family = get_model_family("indextts")
+    files = family.published_files(folder)
+    assert set(files) == {"config", "gpt", "bpe", "w2v_stats"}
+    state = load_gpt_state_dict(files["gpt"])
+    tokenizer = load_tokenizer(files["bpe"])
+    assert tokenizer.size == 12000 and state["text_embedding.weight"].shape[0] == 12001
+    kwargs = gpt_kwargs_from_state_dict(state, read_indextts_config(files["config"]), tokenizer.size)
+    assert (kwargs["layers"], kwargs["model_dim"], kwargs["max_text_tokens"], kwargs["max_mel_tokens"]) == (2, 64, 600, 1815)
+    assert kwargs["condition_module"]["num_blocks"] == 1 and kwargs["condition_module"]["output_size"] == 32
+    model = family.build_model(IndexTTSModelConfig(kwargs, {}), frozen_rows=12000)
+    family.load_weights(model, state, str(files["gpt"]), tokenizer)
+    assert model.text_embedding.frozen == 12000 and model.text_embedding.frozen_tail == 1
+    assert torch.equal(model.state_dict()["text_head.bias"], state["text_head.bias"])
+    small = _grow(files["bpe"], 12004, folder.parent / "t4.model")
+    with pytest.raises(InputError, match="12001 text rows.*12004 ids.*needs 12005.*embeddings extend"):
+        family.load_weights(model, state, str(files["gpt"]), load_tokenizer(small))
+
+
+def test_missing_feature_model_names_the_file_and_where_indextts_expects_it(folder: Path, tmp_path: Path) -> None:
+    from core.families.indextts_models import model_paths
+
+    paths = model_paths(folder, {"w2v_layer": W2V_LAYERS})
+    with pytest.raises(InputError, match=r"campplus_cn_common\.bin.*never does.*families\.indextts\.campplus"):
+        paths.path("campplus")
+    with pytest.raises(InputError, match="IndexTTS2 expects s2mel.pth"):
+        paths.path("s2mel.pth")
+    override = model_paths(folder, {"semantic_codec": str(tmp_path / "nope.safetensors")})
+    with pytest.raises(InputError, match="nope.safetensors: missing amphion/MaskGCT"):
+        override.path("semantic_codec")
+
+
+# ------------------------------------------------------------------ the doctor
+
+
+def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.checks.doctor import doctor_context_from_run_config, run_doctor
+    from core.training.run_config import run_config_from_dict
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    settings = _settings(folder)
+    config = run_config_from_dict(_run("doc", folder, "tokenizers/am8.model", 1))
+    report = run_doctor(doctor_context_from_run_config(config, None, settings), only="indextts.")
+    by_id = {c.id: c for c in report.checks}
+    assert by_id["indextts.config"].status == "fail"
+    assert "number_text_tokens is 12000, but the tokenizer has 12008" in by_id["indextts.config"].message
+    fixed = ws / "families" / "indextts" / "config.12008.yaml"
+    assert str(fixed) in by_id["indextts.config"].fix
+    written = yaml.safe_load(fixed.read_text())
+    assert written["gpt"]["number_text_tokens"] == 12008 and written["dataset"]["bpe_model"].endswith("am8.model")
+    assert by_id["indextts.tokenizer_prefix"].status == "pass"
+
+    shuffled = ws / "tokenizers" / "bad.model"
+    from core.tokenizers.sp_proto import parse_model_proto
+
+    proto = parse_model_proto((ws / "tokenizers" / "am8.model").read_bytes())
+    proto.pieces[500].piece, proto.pieces[501].piece = proto.pieces[501].piece, proto.pieces[500].piece
+    shuffled.write_bytes(proto.SerializeToString())
+    bad = run_config_from_dict(_run("doc", folder, "tokenizers/bad.model", 1))
+    result = {c.id: c for c in run_doctor(doctor_context_from_run_config(bad, None, settings), only="indextts.").checks}
+    assert result["indextts.tokenizer_prefix"].status == "fail"
+    assert "id 500" in result["indextts.tokenizer_prefix"].message
+
+
+def test_doctor_cache_limits_fail_each(tmp_path: Path) -> None:
+    from core.checks.doctor import DoctorContext, run_doctor
+    from core.families.indextts_features import CACHE_FORMAT
+
+    items = [
+        {"id": "ok", "n_text": 10, "n_codes": 100, "max_code": 8191},
+        {"id": "long-text", "n_text": 601, "n_codes": 100, "max_code": 10},
+        {"id": "long-codes", "n_text": 10, "n_codes": 1816, "max_code": 10},
+        {"id": "start-code", "n_text": 10, "n_codes": 10, "max_code": 8192},
+    ]
+    (tmp_path / "index.json").write_text(json.dumps({"format": CACHE_FORMAT, "items": items}))
+    ctx = DoctorContext(cache_dir=tmp_path, extras={"model_config": {"kwargs": {"max_text_tokens": 600, "max_mel_tokens": 1815}}})
+    check = {c.id: c for c in run_doctor(ctx, only="cache.indextts").checks}["cache.indextts"]
+    assert check.status == "fail"
+    assert "1 clip(s) with text longer than max_text_tokens 600 (long-text)" in check.message
+    assert "1 clip(s) with codes longer than max_mel_tokens 1815 (long-codes)" in check.message
+    assert "1 clip(s) with a semantic code ≥ 8192 (start-code)" in check.message
+    (tmp_path / "index.json").write_text(json.dumps({"format": CACHE_FORMAT, "items": items[:1]}))
+    assert {c.id: c for c in run_doctor(ctx, only="cache.indextts").checks}["cache.indextts"].status == "pass"
