@@ -130,14 +130,21 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
     settings = _settings(folder)
     config = run_config_from_dict(_run("doc", folder, "tokenizers/am8.model", 1))
-    report = run_doctor(doctor_context_from_run_config(config, None, settings), only="indextts.")
-    by_id = {c.id: c for c in report.checks}
+    ctx = doctor_context_from_run_config(config, None, settings)
+    by_id = {c.id: c for c in run_doctor(ctx, only="indextts.").checks}
+    assert by_id["indextts.config"].status == "pass"                     # the folder's own pair: 12000 ↔ bpe.model
+    assert "sized from its tokenizer (12008 ids, 12009 rows)" in by_id["indextts.config"].message
+    ctx = doctor_context_from_run_config(config, None, settings)
+    ctx.extras["indextts_config"] = str(folder / "config.yaml")         # the same file as the config to use with am8
+    by_id = {c.id: c for c in run_doctor(ctx, only="indextts.").checks}
     assert by_id["indextts.config"].status == "fail"
     assert "number_text_tokens is 12000, but the tokenizer has 12008" in by_id["indextts.config"].message
     fixed = ws / "families" / "indextts" / "config.12008.yaml"
     assert str(fixed) in by_id["indextts.config"].fix
     written = yaml.safe_load(fixed.read_text())
     assert written["gpt"]["number_text_tokens"] == 12008 and written["dataset"]["bpe_model"].endswith("am8.model")
+    ctx.extras["indextts_config"] = str(fixed)
+    assert {c.id: c for c in run_doctor(ctx, only="indextts.config").checks}["indextts.config"].status == "pass"
     assert by_id["indextts.tokenizer_prefix"].status == "pass"
 
     shuffled = ws / "tokenizers" / "bad.model"
@@ -171,3 +178,65 @@ def test_doctor_cache_limits_fail_each(tmp_path: Path) -> None:
     assert "1 clip(s) with a semantic code ≥ 8192 (start-code)" in check.message
     (tmp_path / "index.json").write_text(json.dumps({"format": CACHE_FORMAT, "items": items[:1]}))
     assert {c.id: c for c in run_doctor(ctx, only="cache.indextts").checks}["cache.indextts"].status == "pass"
+
+
+# ------------------------------------------------------------------ features, training, export, growth
+
+
+@pytest.fixture(scope="module")
+def trained(folder: Path, ws: Path):
+    """20 steps of the extended model on the Amharic clips, frozen base rows, weight decay 0.1."""
+    from core.training.run_config import run_config_from_dict
+    from core.training.trainer import train
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+        settings = _settings(folder)
+        result = train(run_config_from_dict(_run("am-gpt", folder, "tokenizers/am8.model", 20)), None, settings)
+        yield result, settings
+
+
+def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folder: Path, ws: Path, trained) -> None:
+    from core.data.manifest import load_manifest_rows
+    from core.families.indextts import IndexTextNormalizer
+    from core.families.indextts_features import load_item, load_pairs, open_features
+
+    caches = [p.parent for p in (ws / "cache").glob("*/index.json")]
+    assert len(caches) == 1
+    index = open_features(caches[0])
+    rows = {r.id: r for r in load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")}
+    tokenizer = load_tokenizer(ws / "tokenizers" / "am8.model")
+    assert index["tokenizer"]["fingerprint"] == tokenizer.fingerprint and len(index["items"]) == 4
+    normalizer = IndexTextNormalizer()
+    for entry in index["items"]:
+        item = load_item(caches[0], entry)
+        assert item["text_ids"].tolist() == normalizer.text_ids(rows[entry["id"]].text, tokenizer)
+        seconds = rows[entry["id"]].duration
+        assert abs(item["codes"].size - 50 * seconds) <= 2          # 50 semantic frames per second
+        assert 0 <= item["codes"].min() and item["codes"].max() < 8192
+        assert item["condition"].shape == (32, 64) and item["emo_vec"].shape == (64,)
+    pairs = load_pairs(caches[0])
+    speaker = {e["id"]: e["speaker"] for e in index["items"]}
+    assert all(p != t and speaker[p] == speaker[t] for t, ps in pairs.items() for p in ps)
+
+
+def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, trained) -> None:
+    result, _ = trained
+    assert result.state == "finished" and result.step == 20
+    start = load_checkpoint(ws / "checkpoints" / "gpt_am8.pt").state_dict
+    end = load_checkpoint(result.run_dir / result.last_checkpoint if not Path(result.last_checkpoint).is_absolute() else result.last_checkpoint)
+    assert end.meta["family"] == "indextts" and end.meta["rows"] == 12009 and end.meta["base_size"] == 12000
+    for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+        before, after = start[key], end.state_dict[key]
+        assert after.shape[0] == 12009
+        assert torch.equal(before[:12000], after[:12000]), key          # base rows: not one bit moved
+        assert torch.equal(before[12008], after[12008]), key            # the extra row, untouched at the end
+    assert not torch.equal(start["text_embedding.weight"][12000:12008], end.state_dict["text_embedding.weight"][12000:12008])
+    assert not torch.equal(start["mel_head.weight"], end.state_dict["mel_head.weight"])
+    assert torch.equal(start["conditioning_encoder.embed.out.0.weight"], end.state_dict["conditioning_encoder.embed.out.0.weight"])
+    metrics = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [m for m in metrics if m["split"] == "train"]
+    assert train[0]["mel_loss"] > train[-1]["mel_loss"]
+    assert {"text_loss", "mel_loss", "mel_top1", "loss"} <= set(train[-1])
+    status = json.loads((result.run_dir / "status.json").read_text())
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]

@@ -30,28 +30,14 @@ def _model_dir(ctx: DoctorContext) -> Path | None:
     return ctx.get_settings().resolve(value) if value else None
 
 
-def _config_path(ctx: DoctorContext) -> Path | None:
-    if ctx.extras.get("indextts_config"):
-        return Path(ctx.extras["indextts_config"])
-    model_dir = _model_dir(ctx)
-    return model_dir / CONFIG_NAME if model_dir is not None else None
-
-
 def fixed_config_path(ctx: DoctorContext, tokenizer_size: int) -> Path:
     """Return where the doctor writes the corrected IndexTTS2 config.yaml for a tokenizer size."""
     return ctx.get_settings().resolve("families/indextts") / f"config.{tokenizer_size}.yaml"
 
 
-@register_check("indextts.config", order=35)
-def check_indextts_config(ctx: DoctorContext) -> CheckResult | None:
-    """Return whether IndexTTS2's config.yaml sizes UnifiedVoice for the run's tokenizer.
-
-    On a mismatch the corrected copy is written into the workspace and named in the fix.
-    """
-    path = _config_path(ctx)
-    tokenizer = ctx.tokenizer_or_none()
-    if path is None or tokenizer is None:
-        return None
+def check_foreign_config(ctx: DoctorContext, path: Path, tokenizer) -> CheckResult:  # noqa: ANN001 (a Tokenizer)
+    """Return pass when IndexTTS2's config.yaml at `path` sizes UnifiedVoice for `tokenizer`, else a failure
+    whose fix names the corrected copy written into the workspace (reusable by `doctor --target-config`)."""
     config = read_indextts_config(path)
     problems = config_problems(config, tokenizer.size)
     if not problems:
@@ -65,6 +51,37 @@ def check_indextts_config(ctx: DoctorContext) -> CheckResult | None:
         f"Use the corrected copy LinguaForge wrote, {fixed} (gpt.number_text_tokens: {tokenizer.size}, "
         f"dataset.bpe_model: {tokenizer.path}); `export` writes the same beside the exported checkpoint.",
     )
+
+
+@register_check("indextts.config", order=35)
+def check_indextts_config(ctx: DoctorContext) -> CheckResult | None:
+    """Return whether IndexTTS2's config.yaml fits its tokenizer.
+
+    An explicit foreign config (`extras["indextts_config"]`) is checked against the run's
+    tokenizer. A run's model folder is the published base: its config.yaml must fit the folder's
+    own bpe.model; the run itself is sized from its tokenizer, never from the config's number.
+    """
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    tokenizer = ctx.tokenizer_or_none()
+    if ctx.extras.get("indextts_config") and tokenizer is not None:
+        return check_foreign_config(ctx, Path(ctx.extras["indextts_config"]), tokenizer)
+    model_dir = _model_dir(ctx)
+    if model_dir is None:
+        return None
+    path = model_dir / CONFIG_NAME
+    config = read_indextts_config(path)
+    bpe = model_dir / config.get("dataset", {}).get("bpe_model", BPE_NAME)
+    if not bpe.is_file():
+        raise InputError(f"{bpe}: missing; IndexTTS2 expects its tokenizer {bpe.name} in {model_dir}.")
+    base = load_tokenizer(bpe)
+    result = check_foreign_config(ctx, path, base)
+    if result.status == "pass" and tokenizer is not None and tokenizer.size != base.size:
+        result.message += (
+            f" The run is sized from its tokenizer ({tokenizer.size} ids, {tokenizer.size + 1} rows); "
+            "`export` writes config.yaml with that number."
+        )
+    return result
 
 
 @register_check("indextts.tokenizer_prefix", order=36)

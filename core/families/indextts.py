@@ -288,6 +288,13 @@ class IndexTTSModelConfig:
             "indextts_config": copy.deepcopy(self.indextts_config),
             "max_text_tokens": self.max_text_tokens,
             "max_speech_tokens": self.max_speech_tokens,
+            # the shape names the memory estimate (core.training.memory) reads
+            "d_model": int(self.kwargs["model_dim"]),
+            "n_layers": int(self.kwargs["layers"]),
+            "n_heads": int(self.kwargs["heads"]),
+            "text_rows": int(self.kwargs["number_text_tokens"]) + ROW_OFFSET,
+            "codebook_size": SEMANTIC_CODES,
+            "n_latents": CONDITIONING_LATENTS + 2,
         }
 
     @classmethod
