@@ -240,3 +240,71 @@ def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, t
     assert {"text_loss", "mel_loss", "mel_top1", "loss"} <= set(train[-1])
     status = json.loads((result.run_dir / "status.json").read_text())
     assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+
+
+def test_export_is_accepted_by_indextts2s_own_loader(folder: Path, ws: Path, trained, tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from indextts.gpt.model_v2 import UnifiedVoice
+    from indextts.utils.checkpoint import load_checkpoint as indextts_load_checkpoint
+
+    result, settings = trained
+    written = get_model_family("indextts").export(Path(result.last_checkpoint), tmp_path / "export", "am", settings)
+    assert [p.name for p in written] == ["gpt_am.pth", "config.yaml", "am.model", "linguaforge.json"]
+    cfg = OmegaConf.load(tmp_path / "export" / "config.yaml")
+    assert cfg.gpt.number_text_tokens == 12008 and cfg.dataset.bpe_model == "am.model" and cfg.gpt_checkpoint == "gpt_am.pth"
+    assert load_tokenizer(tmp_path / "export" / "am.model").size == 12008
+    model = UnifiedVoice(**cfg.gpt)                      # exactly how IndexTTS2.__init__ builds it
+    indextts_load_checkpoint(model, str(tmp_path / "export" / cfg.gpt_checkpoint))   # strict=True inside
+    trained_rows = load_checkpoint(Path(result.last_checkpoint)).state_dict["text_embedding.weight"]
+    assert torch.equal(model.text_embedding.weight.detach(), trained_rows)
+    assert json.loads((tmp_path / "export" / "linguaforge.json").read_text())["family"] == "indextts"
+    with pytest.raises(RuntimeError, match="size mismatch"):            # the uncorrected config would not load it
+        indextts_load_checkpoint(UnifiedVoice(**OmegaConf.load(folder / "config.yaml").gpt), str(tmp_path / "export" / "gpt_am.pth"))
+
+
+def test_vocabulary_growth_resume_moves_the_extra_row_and_remaps_adam(folder: Path, ws: Path, trained, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.training.run_config import run_config_from_dict
+    from core.training.trainer import Trainer
+
+    result, settings = trained
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    saved = load_checkpoint(Path(result.last_checkpoint))
+    config = run_config_from_dict(_run("am-gpt", folder, "tokenizers/am16.model", 24))
+    trainer = Trainer(config, None, settings, resume="auto")
+    assert trainer.step == 20 and trainer.grown_rows == {
+        "text_embedding.weight_new": 8, "text_head.weight_new": 8, "text_head.bias_new": 8}
+    state = trainer.optimizer.state[trainer.model.text_embedding.weight_new]
+    old = saved.extra["optimizer"]["state"][saved.extra["optimizer_names"].index("text_embedding.weight_new")]
+    assert state["exp_avg"].shape[0] == 16
+    assert torch.equal(state["exp_avg"][:8], old["exp_avg"]) and not state["exp_avg"][8:].any()
+    grown = trainer.run()
+    assert grown.state == "finished" and grown.step == 24
+    final = load_checkpoint(Path(grown.last_checkpoint))
+    base = load_checkpoint(folder / "gpt.pth").state_dict
+    assert final.meta["rows"] == 12017
+    for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+        assert final.state_dict[key].shape[0] == 12017
+        assert torch.equal(final.state_dict[key][:12000], base[key][:12000])
+        assert torch.equal(final.state_dict[key][12016], base[key][12000])   # the published extra row, now last
+
+
+def test_english_codes_unchanged_by_the_extension(folder: Path, ws: Path) -> None:
+    from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+
+    config = read_indextts_config(folder / "config.yaml")
+    text = "THE WEATHER IS NICE TODAY, SO WE WALK TO THE PARK."
+    codes = []
+    for checkpoint, tokenizer in ((folder / "gpt.pth", folder / "bpe.model"),
+                                  (ws / "checkpoints" / "gpt_am8.pt", ws / "tokenizers" / "am8.model")):
+        tok = load_tokenizer(tokenizer)
+        model, _ = load_unified_voice(load_gpt_state_dict(checkpoint), config, tok.size)
+        model.eval().post_init_gpt2_config(kv_cache=True)
+        ids = torch.tensor([IndexTextNormalizer().text_ids(text, tok)])
+        assert int(ids.max()) < 12000
+        speech = torch.randn(1, 60, 1024, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            out, _ = model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=24)
+        codes.append(out)
+    assert codes[0].shape[1] > 1
+    assert torch.equal(codes[0], codes[1])

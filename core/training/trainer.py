@@ -171,7 +171,7 @@ class Trainer:
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
         resume_path = resolve_resume(self.run_dir, resume, self.settings)
         ctx = doctor_context_from_run_config(config, config_path, self.settings)
-        ctx.checkpoint_path = base_path
+        ctx.checkpoint_path = None if resume_path else base_path  # a resume is checked against its own checkpoint (resume.*)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
         ctx.extras.update(
