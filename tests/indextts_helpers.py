@@ -105,3 +105,19 @@ def add_speech_models(folder: Path) -> None:
 
     vocoder = BigVGAN(load_hparams_from_json(folder / "bigvgan" / "config.json"))
     torch.save({"generator": vocoder.state_dict()}, folder / "bigvgan" / "bigvgan_generator.pt")
+
+
+def build_speech_folder(base: Path, dest: Path, seed: int = 0) -> Path:
+    """Write a folder for synthesis: the base folder's feature models (linked), a 1-layer GPT at the
+    published width 1280 (s2mel's `gpt_layer` takes 1280-wide latents) and small speech models."""
+    from indextts.gpt.model_v2 import UnifiedVoice
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("bpe.model", "wav2vec2bert_stats.pt", "w2v-bert-2.0", "semantic_codec"):
+        (dest / name).symlink_to(base / name)
+    config = small_config(model_dim=1280, heads=20, layers=1)
+    (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    torch.manual_seed(seed)
+    torch.save(UnifiedVoice(**_gpt_kwargs(config)).state_dict(), dest / "gpt.pth")
+    add_speech_models(dest)
+    return dest

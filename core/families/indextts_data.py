@@ -10,7 +10,7 @@ import torch
 from core.data.manifest import load_manifest_rows
 from core.errors import InputError
 from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
-from core.families.indextts_features import ClipFeaturizer, build_features, path_fingerprint
+from core.families.indextts_features import ClipFeaturizer, build_features, open_features, path_fingerprint
 from core.families.indextts_models import ModelPaths, SemanticFeatures, model_paths
 from core.fsutil import sha256_file
 
@@ -52,11 +52,13 @@ def prepare_features(family: Any, run: Any) -> Path:
         raise InputError(f"{config.source}: family indextts needs data.manifest (a manifest.jsonl from `dataset import`).")
     if run.model_dir is None:
         raise InputError(f"{config.source}: family indextts needs `model_dir:` (the local IndexTTS2 folder) to compute features.")
+    manifest = run.settings.resolve(config.data.manifest)
+    if manifest.is_dir():
+        return imported_cache(manifest, run)
     section = dict(run.settings.get("families.indextts") or {})
     paths = model_paths(run.model_dir, section)
     indextts_config = read_indextts_config(paths.model_dir / CONFIG_NAME)
     normalizer = IndexTextNormalizer(section.get("normalizer_language"))
-    manifest = run.settings.resolve(config.data.manifest)
     parts = feature_model_parts(paths, run.base.sha256, normalizer)
     parts["manifest"] = sha256_file(manifest)
     run.extra["feature_fingerprint"] = _feature_fingerprint(parts)
@@ -73,6 +75,22 @@ def prepare_features(family: Any, run: Any) -> Path:
         load_manifest_rows(manifest), run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
         config.data.val_ratio, config.data.prompts_per_target,
     )
+
+
+def imported_cache(folder: Path, run: Any) -> Path:
+    """Return an imported feature cache folder (`dataset import --format indextts-processed`) for the run.
+
+    Raises InputError when it is not an IndexTTS2 cache or its text ids came from another tokenizer.
+    """
+    index = open_features(folder)
+    made_with = index["tokenizer"]["fingerprint"]
+    if made_with != run.tokenizer.fingerprint:
+        raise InputError(
+            f"{folder}: its text ids came from tokenizer {made_with[:16]} ({index['tokenizer']['path']}), the run uses "
+            f"{run.tokenizer.fingerprint[:16]} ({run.tokenizer.path}). Import the folder again with --tokenizer {run.tokenizer.path}."
+        )
+    run.extra["feature_fingerprint"] = index["fingerprint"]
+    return folder
 
 
 def _feature_fingerprint(parts: dict[str, str]) -> str:
