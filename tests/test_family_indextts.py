@@ -362,7 +362,7 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
     from core.families.indextts import IndexTextNormalizer
     from core.tokenizers.train import train_tokenizer
 
-    train_tokenizer([line.upper() for line in AMHARIC_SENTENCES], "sentencepiece", 200, tmp_path / "other.model")
+    train_tokenizer([line.upper() for line in AMHARIC_SENTENCES], "sentencepiece", 400, tmp_path / "other.model")
     other = load_tokenizer(tmp_path / "other.model")
     for entry in open_features(cache)["items"]:
         np.save(community / "text_ids" / f"{entry['id']}.npy", np.array(IndexTextNormalizer().text_ids(entry["text"], other)))

@@ -10,7 +10,6 @@ another width is refused at that stage with the reason.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
