@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+# bench/tokenizers.py would shadow the `tokenizers` package transformers imports: drop this folder from the path
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
