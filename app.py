@@ -20,6 +20,7 @@ from pathlib import Path
 
 import uvicorn
 
+from core.cli.catalogue import cli_catalogue
 from core.config import WORKSPACE_ENV, load_settings
 from core.errors import InputError, LinguaForgeError
 from core.tensorboard_proc import TensorBoardProcess
@@ -70,7 +71,7 @@ def serve(args: argparse.Namespace) -> int:
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
     _check_port_free(host, port)
 
-    runner = JobRunner(settings)
+    runner = JobRunner(settings, cli_catalogue())
     tensorboard = TensorBoardProcess(
         settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log"
     )

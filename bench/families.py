@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# bench/tokenizers.py would shadow the `tokenizers` package transformers imports: drop this folder from the path
-sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# bench/tokenizers.py would shadow the `tokenizers` package that transformers imports
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -22,6 +22,7 @@ from safetensors.torch import load_file
 
 from core.checkpoint import load_checkpoint
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
+from core.cli import main as cli_main
 from core.config import load_settings
 from core.data.cache import INDEX_NAME, open_cache
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
@@ -39,6 +40,9 @@ from tests.data_helpers import make_espeak_dataset
 
 torch.set_num_threads(2)
 BASE_ROWS = 2454
+# The module fixtures (model folder, features, 20 training steps) take a few CPU minutes; on a
+# machine shared by many jobs their wall time can pass the global 900 s per-test limit.
+pytestmark = pytest.mark.timeout(2400)
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +154,11 @@ def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any)
     fresh = T3(t3_hparams(ChatterboxConfig(text_tokens_dict_size=rows, **REDUCED)))
     fresh.load_state_dict(load_file(str(out / "t3_am.safetensors")), strict=True)
     assert type(fresh.text_emb) is torch.nn.Embedding and fresh.text_emb.weight.shape[0] == rows
+    # synthesis refuses a language the tokenizer has no tag for, in one line with exit 2
+    code = cli_main(["synthesize", "--family", "chatterbox", "--model-dir", str(ws / "models" / "chatterbox"),
+                     "--checkpoint", str(out / "t3_am.safetensors"), "--tokenizer", str(out / "am.json"),
+                     "--language", "xx", "--text", "selam", "--output", str(ws / "x.wav")])
+    assert code == 2 and not (ws / "x.wav").exists()
 
 
 def test_english_is_unchanged_by_the_extension(ws: Path) -> None:

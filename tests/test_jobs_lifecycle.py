@@ -13,6 +13,7 @@ from typing import Iterator
 import pytest
 
 from core.config import load_settings
+from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
 from jobs.supervise import is_alive
 from test_jobs_support import FIXTURE_BPE, JobsEnv, has_kind, make_jobs_env
@@ -43,7 +44,7 @@ def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: Job
     runner = env.runner
     override = tmp_path / "gpu.yaml"
     override.write_text("queue: {gpu_kinds: [doctor]}\n")
-    gpu_runner = JobRunner(load_settings(override))
+    gpu_runner = JobRunner(load_settings(override), catalogue=cli_catalogue())
     skipped = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
     assert runner.cancel(skipped)["status"] == "cancelled"
     first = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})

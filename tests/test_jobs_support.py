@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from core.cli.catalogue import cli_catalogue
 from core.config import Settings, load_settings
 from jobs.runner import JobRunner
 from jobs.supervise import is_alive
@@ -89,7 +90,7 @@ class JobsEnv:
         queue.update(overrides)
         self.settings_file.write_text(yaml.safe_dump({"queue": queue}))
         self.settings: Settings = load_settings(self.settings_file)
-        self.runner = JobRunner(self.settings)
+        self.runner = JobRunner(self.settings, catalogue=cli_catalogue())
         self.workers: list[WorkerProcess] = []
 
     def start_worker(self) -> WorkerProcess:
@@ -163,10 +164,9 @@ def redis_server(tmp: Path) -> Iterator[str]:
 def has_kind(kind: str) -> bool:
     """Return True when the CLI has the command `kind` (stages land from other issues)."""
     from core.errors import InputError
-    from jobs import kinds
 
     try:
-        kinds.command_parser(kind)
+        cli_catalogue().command_parser(kind)
     except InputError:
         return False
     return True

@@ -1,9 +1,11 @@
-"""The `python -m core` command line.
+"""The `python -m core` command line, an entry point at the top of the house plan.
 
 Each module in this package registers one command group (or top-level command) through a
 `register(subparsers)` function; `main()` discovers them, so adding a group is adding a file.
 Every command handler returns a `Result`; `--json` prints its data as one JSON object on stdout,
 otherwise its text. Exit codes: 0 success, 2 bad input (InputError), 1 internal error.
+It may import the library, `jobs` and `journeys`; `catalogue.py` builds from these parsers the
+job catalogue it hands to the runner and the journeys, which never import the CLI themselves.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group, render_table
+from core.cli.common import Result, add_command, add_group
 from core.config import load_settings
+from core.tables import render_table
 
 
 def _root(args: argparse.Namespace) -> Path:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group, render_mapping
+from core.cli.common import Result, add_command, add_group
 from core.config import load_settings
 from core.errors import InputError
+from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:

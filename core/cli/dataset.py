@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli.common import Result, add_command, add_group, csv_list, render_mapping
+from core.cli.common import Result, add_command, add_group, csv_list
 from core.config import load_settings
 from core.errors import InputError
 from core.data.importers import FORMAT_NAMES, ImportOptions
+from core.tables import render_mapping
 
 if TYPE_CHECKING:
     from core.data.importing import ImportSummary

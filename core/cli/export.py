@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command
+from core.tables import render_mapping
 from core.config import load_settings
 
 

@@ -1,7 +1,7 @@
 """`python -m core jobs submit|list|show|logs|cancel|resume` and the top-level `worker` command.
 
-The `jobs` package (and Huey) is imported inside the handlers only, so `core` stays importable
-without the queue dependencies.
+The `jobs` package (and Huey) is imported inside the handlers only, so `python -m core` starts
+without the queue. The handlers hand the runner and the worker the CLI's job catalogue.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import sys
 import time
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_mapping, render_table
+from core.cli.catalogue import cli_catalogue
+from core.cli.common import Result, add_command, add_group
 from core.config import Settings, load_settings
 from core.errors import InputError
+from core.tables import render_mapping, render_table
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _runner(args: argparse.Namespace) -> Any:
     from jobs.runner import JobRunner
 
-    return JobRunner(_settings(args))
+    return JobRunner(_settings(args), catalogue=cli_catalogue())
 
 
 def _when(stamp: float | None) -> str:
@@ -143,7 +145,7 @@ def cmd_worker(args: argparse.Namespace) -> Result:
     from jobs.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    worker = Worker(_settings(args), workers=args.workers)
+    worker = Worker(_settings(args), workers=args.workers, catalogue=cli_catalogue())
     sys.stderr.write(f"worker: {worker.describe()}\n")
     sys.stderr.flush()
     report = worker.run()

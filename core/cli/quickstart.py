@@ -6,7 +6,9 @@ import argparse
 import signal
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_mapping
+from core.cli.catalogue import cli_catalogue
+from core.cli.common import Result, add_command, add_group
+from core.tables import render_mapping
 
 EPILOG = """\
 Every stage runs as a job on the queue (visible in `jobs list` and the dashboard's Jobs tab) with
@@ -28,7 +30,8 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _mode(args: argparse.Namespace) -> dict[str, Any]:
-    return {"mode": "inline" if args.inline else "queue", "embedded_worker": not args.external_worker}
+    return {"mode": "inline" if args.inline else "queue", "embedded_worker": not args.external_worker,
+            "catalogue": cli_catalogue()}
 
 
 def _tts(args: argparse.Namespace) -> Result:

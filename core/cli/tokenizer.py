@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, csv_list, int_list, render_mapping, render_table
+from core.cli.common import Result, add_command, add_group, csv_list, int_list
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
 from core.tokenizers.hf_merge import merge_hf_tokenizer
@@ -15,6 +15,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.report import inspect_tokenizer
 from core.tokenizers.sweep import sweep_vocabulary_sizes
 from core.tokenizers.train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
+from core.tables import render_mapping, render_table
 
 
 def _path(value: str) -> Path:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command
 from core.config import load_settings
 from core.training.run_config import load_run_config
+from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:

@@ -100,9 +100,12 @@ def synthesize_chatterbox(family: Any, request: SynthesisRequest, settings: Any)
                          f"it has {', '.join(sorted(tags))}.")
     s3gen = S3Gen()
     try:
-        s3gen.load_state_dict(_load_tensors(files["s3gen"]))
+        missing, unexpected = s3gen.load_state_dict(_load_tensors(files["s3gen"]), strict=False)
     except RuntimeError as exc:
         raise InputError(f"{files['s3gen']}: not Chatterbox's S3Gen ({str(exc).splitlines()[0]}).") from exc
+    missing = [k for k in missing if k not in S3Gen.ignore_state_dict_missing]
+    if missing or unexpected:
+        raise InputError(f"{files['s3gen']}: not Chatterbox's S3Gen (missing {missing[:3]}, unexpected {unexpected[:3]}).")
     voice_encoder = load_voice_encoder(files["voice_encoder"])
     conds = Conditionals.load(files["conds"]) if "conds" in files else None
     tts = ChatterboxMultilingualTTS(t3.to(device), s3gen.to(device).eval(), voice_encoder.to(device), None, device,

@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch import nn
 
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
@@ -35,8 +34,7 @@ from core.errors import InputError
 from core.families import rows_for
 from core.families.base import FamilyRun
 from core.families.registry import get_model_family
-from core.fsutil import atomic_write_text
-from core.training.run_config import RunConfig
+from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, SampleSet, eval_batches
 from core.training.freeze import frozen_row_count, require_unchanged
@@ -137,6 +135,7 @@ class Trainer:
         self.run_dir = self.settings.resolve(Path("runs") / config.name)
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
+        self.config_path = Path(config_path).resolve() if config_path else None
         self._stop_requested = False
 
         try:
@@ -170,8 +169,8 @@ class Trainer:
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
         resume_path = resolve_resume(self.run_dir, resume, self.settings)
-        ctx = doctor_context_from_run_config(config, config_path, self.settings)
-        ctx.checkpoint_path = None if resume_path else base_path  # a resume is checked against its own checkpoint (resume.*)
+        ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
+        ctx.checkpoint_path = None if resume_path else base_path  # a resume loads its own weights (resume.tokenizer checks them)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
         ctx.extras.update(
@@ -198,7 +197,7 @@ class Trainer:
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
-        resume_loaded = load_checkpoint(resume_path) if resume_path else None
+        resume_loaded = ctx.resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
@@ -448,7 +447,9 @@ class Trainer:
         cfg = self.config
         if self.rank == 0:
             (self.run_dir / "STOP").unlink(missing_ok=True)
-            atomic_write_text(self.run_dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+            run_config_file = self.run_dir / "config.yaml"
+            if self.config_path != run_config_file.resolve():  # started from it: it already holds this config
+                save_run_config(cfg, run_config_file)
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": self.base_rows_sha256()}

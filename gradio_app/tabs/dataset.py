@@ -23,7 +23,7 @@ from gradio_app.common import (
     ui_action,
     workspace_files,
 )
-from jobs.supervise import read_json
+from core.fsutil import read_json
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest"]
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
