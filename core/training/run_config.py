@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from core.config import REPO_ROOT, merge_dicts, read_yaml
+from core.confine import check_name
 from core.errors import InputError
 from core.fsutil import atomic_write_text
 
@@ -191,6 +192,7 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
 
 
 def _validate(config: RunConfig, where: str) -> None:
+    check_name(config.name, f"{where}.name")
     if config.task not in TASKS:
         raise InputError(f"{where}.task: {config.task!r} is not one of {', '.join(TASKS)}.")
     from core.families.registry import model_family_names

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import signal
 import time
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from core.errors import InputError
 from core.families import rows_for
 from core.families.base import FamilyRun
 from core.families.registry import get_model_family
+from core.runs import run_folder
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, SampleSet, eval_batches
@@ -132,7 +134,8 @@ class Trainer:
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
         self.amp_dtype = _autocast_dtype(config.precision, self.device)
-        self.run_dir = self.settings.resolve(Path("runs") / config.name)
+        self.folder = run_folder(self.settings, config.name)
+        self.run_dir = self.folder.path
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
         self.config_path = Path(config_path).resolve() if config_path else None
@@ -168,7 +171,10 @@ class Trainer:
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
-        resume_path = resolve_resume(self.run_dir, resume, self.settings)
+        self.skipped_checkpoints: list[str] = []
+        resume_path = resolve_resume(self.run_dir, resume, self.settings, self.skipped_checkpoints)
+        for skipped in self.skipped_checkpoints:
+            sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
         ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
         ctx.checkpoint_path = None if resume_path else base_path  # a resume loads its own weights (resume.tokenizer checks them)
         ctx.resume_checkpoint = resume_path
@@ -286,7 +292,7 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def _should_stop(self) -> bool:
-        flag = self._stop_requested or (self.run_dir / "STOP").exists()
+        flag = self._stop_requested or self.folder.stop_file.exists()
         if self.world > 1:
             tensor = torch.tensor([1.0 if flag else 0.0], device=self.device)
             dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
@@ -446,10 +452,9 @@ class Trainer:
         """
         cfg = self.config
         if self.rank == 0:
-            (self.run_dir / "STOP").unlink(missing_ok=True)
-            run_config_file = self.run_dir / "config.yaml"
-            if self.config_path != run_config_file.resolve():  # started from it: it already holds this config
-                save_run_config(cfg, run_config_file)
+            self.folder.stop_file.unlink(missing_ok=True)
+            if self.config_path != self.folder.config.resolve():  # started from it: it already holds this config
+                save_run_config(cfg, self.folder.config)
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": self.base_rows_sha256()}
@@ -459,7 +464,7 @@ class Trainer:
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
-        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=None,
+        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
         previous = self._install_sigterm()
         state, val, last = "failed", {}, None
@@ -489,7 +494,7 @@ class Trainer:
         cfg = self.config.schedule
         iterator = iter(self.batcher)
         val: dict[str, float] = {}
-        last: str | None = None
+        last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         while self.step < self.stop_at:
