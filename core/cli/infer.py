@@ -101,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--family", default="linguaforge", choices=("linguaforge", "chatterbox", "indextts"),
                         help="model family of the checkpoint (default linguaforge)")
     parser.add_argument("--model-dir", default=None, type=CLI_PATH,
-                        help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt); "
-                             "default: settings families.<family>.model_dir")
+                        help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
+                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: settings families.<family>.model_dir")
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")

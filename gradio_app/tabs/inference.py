@@ -113,9 +113,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             with gr.Row():
                 text = gr.Textbox(label="Text", lines=2, scale=4, elem_id="inf-text")
                 language = gr.Textbox(label="Language (text normalisation, optional)", placeholder="am", scale=1)
-                model_dir = gr.Textbox(label="Published model folder (chatterbox; default from settings)", scale=2,
+                model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts; default from settings)", scale=2,
                                        elem_id="inf-model-dir")
-            reference = gr.Audio(label="Reference clip (optional)", sources=["upload", "microphone"], type="filepath")
+            reference = gr.Audio(label="Reference clip (optional; IndexTTS2 needs one)", sources=["upload", "microphone"], type="filepath")
             tts_btn = gr.Button("Generate speech", variant="primary", elem_id="inf-tts-btn")
             audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id="inf-audio",
                              buttons=["download"])
