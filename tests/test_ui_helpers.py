@@ -12,7 +12,7 @@ import pytest
 from core.config import load_settings
 from core.errors import InputError
 from gradio_app.common import form_message, ui_action
-from gradio_app.tabs.quickstart import JourneyProgress, progress_view, served_links
+from gradio_app.tabs.quickstart import JourneyProgress, journey_html, served_links
 from gradio_app.tabs.training import LOSS_METRICS, field_error, metric_frame
 
 
@@ -73,7 +73,7 @@ def test_overall_progress_counts_the_running_stage_and_never_goes_back() -> None
 def test_progress_view_shows_elapsed_overall_eta_and_the_stage_line() -> None:
     job = _job("running", 3, 10, started=0.0)
     job["started_at"] = __import__("time").time() - 70
-    shown = progress_view(job, _stage("running", 0.5), 0.35)
+    shown = journey_html(job, _stage("running", 0.5), 0.35)
     assert 'value="0.3500"' in shown and "35% overall" in shown and "elapsed 1m1" in shown
     assert "ETA 2m" in shown  # 70 s for 35 %: about 130 s left
     assert "stage 4/10 train.base (train): 50% · 15/30 · ETA 12s" in shown

@@ -11,13 +11,13 @@ from typing import Any, Iterator
 import gradio as gr
 
 from core.errors import InputError
+from core.fsutil import read_json, read_jsonl
 from gradio_app.common import (
     UIContext,
     follow_job,
     inside_workspace,
     job_line,
     output_param,
-    read_jsonl,
     relative,
     require_success,
     ui_action,

@@ -20,9 +20,9 @@ import gradio as gr
 
 from core.config import Settings
 from core.errors import InputError
+from core.runs import format_seconds, progress_view
 from gradio_app.common import (
     UIContext,
-    format_seconds,
     inside_workspace,
     job_line,
     relative,
@@ -31,7 +31,6 @@ from gradio_app.common import (
     workspace_files,
 )
 from gradio_app.runner import FINAL_STATUSES, JobRunner
-from gradio_app.tabs.jobs import progress_text
 
 TTS_PRESETS = ["quick", "full"]
 WORKSPACE_PRESETS = ["quickstart/*.yaml"]  # your own presets: copies of config/quickstart/quick.yaml
@@ -91,7 +90,7 @@ def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | No
         return None
 
 
-def progress_view(job: dict[str, Any], stage: dict[str, Any] | None, fraction: float) -> str:
+def journey_html(job: dict[str, Any], stage: dict[str, Any] | None, fraction: float) -> str:
     """Return the progress box (HTML): overall bar, elapsed and overall ETA, and the current stage's own line."""
     started = job.get("started_at")
     elapsed = ((job.get("finished_at") or time.time()) - started) if started else None
@@ -104,7 +103,7 @@ def progress_view(job: dict[str, Any], stage: dict[str, Any] | None, fraction: f
     if stage is not None:
         number = int(progress.get("done") or 0) + 1
         where = f"stage {number}/{progress.get('total') or '?'} {metrics.get('current')} ({stage['kind']})"
-        stage_line = f"{where}: {progress_text(stage)}"
+        stage_line = f"{where}: {progress_view(stage.get('progress'), job_status=stage['status']).text()}"
     elif job["status"] in ACTIVE and metrics.get("stage"):
         stage_line = f"last finished stage: {metrics['stage']} ({progress.get('done')}/{progress.get('total') or '?'})"
     else:
@@ -188,7 +187,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         buttons = gr.update(interactive=job["status"] not in ACTIVE)
         key = f"{job['id']}:{job['status'] in FINAL_STATUSES}"
         report = (gr.update(),) * 4 if key == shown else report_view(job, settings)
-        return (job_line(job), progress_view(job, stage, fraction), *report, buttons, buttons, key)
+        return (job_line(job), journey_html(job, stage, fraction), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
         gr.Markdown(
