@@ -311,7 +311,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             values = form_values(data, settings)
         except InputError:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
-        loaded = relative(settings, folder / "config.yaml")  # the loader names what the fields now hold
+        loaded = relative(settings, folder.config)  # the loader names what the fields now hold
         return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
     for field in fields:
