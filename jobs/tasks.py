@@ -20,13 +20,16 @@ from huey.exceptions import RetryTask
 
 from core.config import Settings
 from core.errors import InputError
+from core.fsutil import last_json_line
+from core.runs import RunFolder
+from jobs import kinds
+from core.errors import InputError
 from jobs.kinds import JobCatalogue
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
 from jobs.supervise import (
     error_summary,
-    last_json_line,
     launch,
     process_start_time,
     stop_process_group,
@@ -88,6 +91,10 @@ def execute(ctx: JobContext, job_id: str) -> None:
         return
     if job["status"] != "queued":
         return
+    if job["damaged"]:
+        ctx.store.update(job_id, when_status=("queued",), status="failed", finished_at=time.time(),
+                         error=f"damaged job record ({job['damaged']}); submit the job again")
+        return
     slot = ctx.gpu_slots if job["gpu"] else None
     if slot is not None and not slot.acquire(blocking=False):
         raise RetryTask(delay=GPU_RETRY_DELAY_S)
@@ -141,19 +148,28 @@ class Supervisor:
         self.id = job["id"]
         self.log_path = Path(job["log_path"])
         self.progress_path = Path(job["progress_path"])
-        self.run_dir = Path(job["run_dir"]) if job["run_dir"] else None
+        self.run_dir = RunFolder(Path(job["run_dir"])) if job["run_dir"] else None
         self.train = TrainProgress(self.run_dir) if self.run_dir else None
 
     def log(self, line: str) -> None:
-        """Append one line from the runner to the job log."""
-        with open(self.log_path, "a", encoding="utf-8") as handle:
-            handle.write(f"[jobs] {line}\n")
+        """Append one line from the runner to the job log (best effort: an unwritable log loses the line)."""
+        try:
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(f"[jobs] {line}\n")
+        except OSError:
+            pass
 
     def run(self) -> None:
-        """Run the doctor (training), then the command; record the final status."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
+        """Run the doctor (training), then the command; record the final status.
+
+        A folder the job must write (logs/, the run folder) that is not writable ends it `failed`
+        with an error naming the folder.
+        """
         try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8"):
+                pass
+            self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
             if not self._doctor_passes():
                 return
             self._prepare_run_dir()
@@ -161,7 +177,9 @@ class Supervisor:
                 self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path, self.job["nproc"]
             )
         except OSError as exc:
-            self.finish("failed", error=f"could not start the command: {exc}")
+            where = Path(exc.filename).parent if exc.filename else None
+            detail = f"{where} is not writable ({exc.strerror}: {exc.filename})" if where else str(exc)
+            self.finish("failed", error=f"could not start the command: {detail}. Make the folder writable and resume the job.")
             return
         self.ctx.active[self.id] = proc
         try:
@@ -188,7 +206,7 @@ class Supervisor:
 
     def _prepare_run_dir(self) -> None:
         if self.run_dir is not None:
-            (self.run_dir / "STOP").unlink(missing_ok=True)
+            self.run_dir.stop_file.unlink(missing_ok=True)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> bool:
         last = 0.0
@@ -206,7 +224,7 @@ class Supervisor:
 
     def cancel(self, proc: subprocess.Popen[bytes]) -> str:
         """Stop the job's process group (STOP file first for training); return how it ended."""
-        stop_file = self.run_dir / "STOP" if self.run_dir is not None else None
+        stop_file = self.run_dir.stop_file if self.run_dir is not None else None
         how = stop_process_group(
             proc.pid,
             lambda: proc.poll() is not None,

@@ -26,6 +26,14 @@ from jobs.supervise import is_alive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_BPE = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "bpe.model"
+JOB_BPE = "tokenizers/bpe.model"  # job parameters must lie inside the workspace: a copy of FIXTURE_BPE
+
+
+def put_bpe(workspace: Path) -> str:
+    """Copy the IndexTTS2 tokenizer fixture to JOB_BPE in `workspace`; return JOB_BPE."""
+    (workspace / JOB_BPE).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FIXTURE_BPE, workspace / JOB_BPE)
+    return JOB_BPE
 
 
 class WorkerProcess:
@@ -118,6 +126,7 @@ class JobsEnv:
 def make_jobs_env(workspace: Path, tmp: Path, **overrides: Any) -> Iterator[JobsEnv]:
     """Yield a JobsEnv whose workers and job processes are stopped afterwards."""
     env = JobsEnv(workspace, tmp, overrides)
+    put_bpe(workspace)
     try:
         yield env
     finally:

@@ -13,7 +13,7 @@ from core.errors import InputError
 from jobs.queue import build_huey
 from jobs.runner import JobRunner
 from jobs.supervise import command_line
-from test_jobs_support import FIXTURE_BPE
+from tests.test_jobs_support import FIXTURE_BPE, put_bpe
 
 
 def test_unknown_kind_lists_the_available_kinds(workspace: Path) -> None:
@@ -51,7 +51,7 @@ def test_params_become_the_commands_argv(workspace: Path) -> None:
 
 def test_submit_records_a_queued_job(workspace: Path) -> None:
     runner = JobRunner(catalogue=cli_catalogue())
-    job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    job_id = runner.submit("doctor", {"tokenizer": put_bpe(workspace)})
     job = runner.get_job(job_id)
     assert job["status"] == "queued"
     assert job["argv"][0] == "doctor"
@@ -82,7 +82,7 @@ def test_bad_queue_url_is_an_input_error(tmp_path: Path, workspace: Path) -> Non
 
 def test_several_gpus_run_train_under_torchrun(workspace: Path) -> None:
     with pytest.raises(InputError, match="for `train` only"):
-        JobRunner(catalogue=cli_catalogue()).submit("doctor", {"tokenizer": str(FIXTURE_BPE)}, nproc=2)
+        JobRunner(catalogue=cli_catalogue()).submit("doctor", {"tokenizer": put_bpe(workspace)}, nproc=2)
     assert command_line(["train", "--config", "c.yaml"], nproc=2)[1:7] == [
         "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "core"
     ]
