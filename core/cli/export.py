@@ -7,6 +7,7 @@ import argparse
 from core.cli.common import Result, add_command
 from core.tables import render_mapping
 from core.config import load_settings
+from core.paths import CLI_PATH
 
 
 def _export(args: argparse.Namespace) -> Result:
@@ -33,6 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load)."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, help="training checkpoint (.pt) of a family run")
-    parser.add_argument("--output", required=True, help="output folder")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
+    parser.add_argument("--output", required=True, type=CLI_PATH, help="output folder")
     parser.add_argument("--name", default=None, help="name in the file names (default: the tokenizer's stem)")

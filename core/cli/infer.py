@@ -28,11 +28,8 @@ def _check_sampling(args: argparse.Namespace) -> None:
 
 
 def _synthesize(args: argparse.Namespace) -> Result:
-    from core.audio import write_wav
-    from core.inference import load_for_inference, synthesize
-
-    from core.audio import read_audio
-    from core.inference import check_text_length
+    from core.audio import read_audio, write_wav
+    from core.inference import check_text_length, load_for_inference, synthesize
 
     _check_sampling(args)
     check_text_length(args.text)
