@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
+from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
 from jobs.records import JobStore
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
