@@ -229,7 +229,7 @@ class GPTTTS(nn.Module):
                     codes[b].append(code)
             if all(done):
                 break
-            embedded = self._embed_speech(chosen.to(device), offset=step + 1).unsqueeze(1)
+            embedded = (self.mel_embedding(chosen.to(device)) + self.mel_pos.weight[step + 1]).unsqueeze(1)
             step_input = embedded if cache is not None else torch.cat([step_input, embedded], dim=1)
         return codes
 

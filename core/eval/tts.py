@@ -218,8 +218,11 @@ def evaluate_checkpoint(
     settings: Settings | None = None,
     wer: bool = True,
     seed: int = 0,
+    device: str = "auto",
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
+
+    Synthesis runs on `device` (`auto` = CUDA when present).
 
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
     sentence. The entry holds `checkpoint`, `step`, `language`, `sentences`, `chance`, the rows
@@ -252,7 +255,7 @@ def evaluate_checkpoint(
         if len(reference_paths) != len(sentences):
             raise InputError(f"{len(reference_paths)} reference clips for {len(sentences)} sentences; pass one per sentence.")
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
-    inference = load_for_inference(checkpoint, settings, task="tts")
+    inference = load_for_inference(checkpoint, settings, task="tts", device=device)
     codec = inference.codec
     progress = Progress("eval tts: synthesize", total=len(sentences))
     synthesized, codec_wavs, audio = [], [], []
