@@ -353,12 +353,16 @@ class Trainer:
         self.compiled = wanted is True or (wanted == "auto" and self.device.type == "cuda")
         self._compile_unproven = self.compiled
         if self.compiled:
-            self.forward_module = torch.compile(self.forward_module, backend=COMPILE_BACKEND)
+            # dynamic: one graph for every batch shape (bucketing varies the length from batch to batch)
+            self.forward_module = torch.compile(self.forward_module, backend=COMPILE_BACKEND, dynamic=True)
 
     def _fall_back_to_eager(self, exc: BaseException) -> None:
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
-        self.log.line(f"torch.compile failed ({type(exc).__name__}: {first}); continuing without compile")
-        self.log.update_status(compile_error=f"{type(exc).__name__}: {first}")
+        root = exc
+        while getattr(root, "inner_exception", None) is not None:  # the compiler's own error, not dynamo's wrapper
+            root = root.inner_exception
+        reason = f"{type(root).__name__}: " + " ".join(line.strip() for line in str(root).splitlines() if line.strip())[:300]
+        self.log.line(f"torch.compile failed ({reason}); continuing without compile")
+        self.log.update_status(compile_error=reason)
         self.optimizer.zero_grad(set_to_none=True)
         torch._dynamo.reset()
         self.forward_module = self.ddp or self.model
@@ -578,6 +582,7 @@ class Trainer:
             self.log.close()
         sha["now"] = base_rows_sha256(self.model)
         require_unchanged(sha["start"], sha["now"], "at the end")
+        info["compile"] = self.compiled  # false after a fallback to eager
         if self.world > 1:
             gathered: list[str] = [""] * self.world
             dist.all_gather_object(gathered, weights_sha256(self.model))
@@ -607,10 +612,11 @@ class Trainer:
             self.step += 1
             self.window.add(metrics)
             window_tokens += tokens
-            log_now = self.step % cfg.log_every == 0 or self.step == self.stop_at
+            on_grid = self.step % cfg.log_every == 0
+            log_now = on_grid or self.step == self.stop_at
             if log_now:
                 elapsed = max(time.monotonic() - window_start, 1e-9)
-                values = self.window.read()  # the one device-to-host transfer of the window
+                values = self.window.read(reset=on_grid)  # the one device-to-host transfer of the window
                 values["lr"] = self.last_lr
                 values["tokens_per_s"] = window_tokens * self.world / elapsed
                 self.log.metrics(self.step, "train", self.data.train_metrics(values))

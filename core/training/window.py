@@ -24,12 +24,17 @@ class MetricWindow:
             self.sums[name] = self.sums[name] + value if name in self.sums else value
         self.steps += 1
 
-    def read(self) -> dict[str, float]:
-        """Return the mean of each metric over the window (one device-to-host transfer) and reset it."""
+    def read(self, reset: bool = True) -> dict[str, float]:
+        """Return the mean of each metric over the window (one device-to-host transfer).
+
+        `reset` starts a new window; without it the window goes on (a log line off the
+        `log_every` grid, such as the last step of a paused run, leaves the grid's windows intact).
+        """
         names = list(self.sums)
         values = torch.stack([self.sums[n] for n in names]).tolist() if names else []
         means = {name: value / max(self.steps, 1) for name, value in zip(names, values)}
-        self.sums, self.steps = {}, 0
+        if reset:
+            self.sums, self.steps = {}, 0
         return means
 
     def state_dict(self) -> dict:
