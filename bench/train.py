@@ -36,7 +36,7 @@ from core.training.run_config import run_config_from_dict  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402
 from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
 from core.tokenizers.train import train_tokenizer  # noqa: E402
-from core.training.data import Batcher  # noqa: E402
+from core.training.data import Batcher, Prefetcher  # noqa: E402
 from core.training.trainer import Trainer, train  # noqa: E402
 from models.registry import build_model  # noqa: E402
 
@@ -77,6 +77,7 @@ def reference_tokens_per_s(trainer: Trainer, steps: int) -> float:
         if step == 1:  # the first step warms up allocators and kernels
             tokens, start = 0, time.perf_counter()
         batch = trainer.data.collate([trainer.data.train.load(i) for i in next(batches)])
+        batch.pop("n_tokens")
         out = trainer.data.forward(model, batch)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -87,13 +88,17 @@ def reference_tokens_per_s(trainer: Trainer, steps: int) -> float:
 
 
 def trainer_tokens_per_s(trainer: Trainer, steps: int) -> float:
-    """Return tokens/s of the trainer's own step (bucketed batches, fused attention)."""
-    iterator = iter(trainer.batcher)
-    trainer._train_step(iterator)  # warm-up step
-    tokens, start = 0, time.perf_counter()
-    for _ in range(steps):
-        tokens += trainer._train_step(iterator)["tokens"]
-    return tokens / (time.perf_counter() - start)
+    """Return tokens/s of the trainer's own step (prefetched bucketed batches, fused attention)."""
+    batches = Prefetcher(trainer.batcher, trainer.data.train, trainer.data.collate, trainer.device,
+                         trainer.config.data.prefetch)
+    try:
+        trainer._train_step(batches)  # warm-up step
+        tokens, start = 0, time.perf_counter()
+        for _ in range(steps):
+            tokens += trainer._train_step(batches)[1]
+        return tokens / (time.perf_counter() - start)
+    finally:
+        batches.close()
 
 
 def throughput(steps: int) -> list[dict]:
