@@ -13,7 +13,7 @@ prefetching input pipeline, device-side metrics, fused AdamW, `torch.compile` pe
     .venv/bin/python bench/gpu.py --output gpu.json          # on a GPU machine, about 5 minutes
     .venv/bin/python bench/gpu.py --smoke --output smoke.json # reduced shapes on the CPU, seconds
 
-`--smoke` runs reduced shapes (d64 × 2 and d96 × 3), batch 4, a few steps and 20 codes, so the whole
+`--smoke` runs reduced shapes (d64 × 2 and d96 × 3), batch 4, two steps and 20 codes, so the whole
 path is exercised on a CPU; its numbers say nothing about a GPU.
 """
 
@@ -59,7 +59,7 @@ FULL = {
 SMOKE = {
     "shapes": {"base": {"d_model": 64, "n_layers": 2, "n_heads": 4, "max_text_tokens": 128},
                "d1280x24": {"d_model": 96, "n_layers": 3, "n_heads": 4, "max_text_tokens": 128}},
-    "batch": 4, "warmup": 1, "steps": 2, "per_language": 4, "codes": 20, "codebook": 32,
+    "batch": 4, "warmup": 1, "steps": 1, "per_language": 3, "codes": 20, "codebook": 32,
 }
 CODES_PER_SECOND = 62.5  # the codec's frame rate at 16 kHz, hop 256
 
@@ -246,7 +246,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="reduced shapes and steps, for a CPU (seconds)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: CUDA when present")
-    parser.add_argument("--steps", type=int, default=None, help="timed steps per training row (default 20; smoke 2)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per training row (default 20; smoke 1)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="peak bf16 TFLOP/s for MFU (default: by GPU name)")
     parser.add_argument("--output", default=None, help="also write the report as JSON to this file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
