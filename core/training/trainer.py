@@ -383,7 +383,8 @@ class Trainer:
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()), self._autocast():
                 out = self.data.forward(self.forward_module, batch)
                 self.scaler.scale(out["loss"] / accumulate).backward()
-            out.pop("tokens")
+            tokens = out.pop("tokens")
+            self._device_tokens = self._device_tokens + tokens if index else tokens
             for name, value in out.items():
                 value = value.detach() / accumulate
                 totals[name] = totals[name] + value if name in totals else value
@@ -399,7 +400,7 @@ class Trainer:
         self.model.train()
         micro = [batches.next() for _ in range(self.config.batch.accumulate)]
         self.data_position = batches.position
-        tokens = sum(batch.pop("n_tokens") for batch in micro)
+        counted = [batch.pop("n_tokens", None) for batch in micro]
         if self._compile_unproven:
             saved = rng_state()
             try:
@@ -424,6 +425,8 @@ class Trainer:
         self.row_warmup.after()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        # a collate that does not count tokens on the host (`n_tokens`) costs one sync here
+        tokens = sum(counted) if None not in counted else int(self._device_tokens)
         return totals, tokens
 
     @torch.no_grad()
@@ -440,9 +443,10 @@ class Trainer:
         weight = 0
         for indices in eval_batches(len(val), self.config.batch.size):
             batch = to_device(self.data.collate(val.take(indices)), self.device)
-            tokens = batch.pop("n_tokens")
+            counted = batch.pop("n_tokens", None)
             with self._autocast():
                 out = self.data.forward(self.model, batch)
+            tokens = counted if counted is not None else int(out["tokens"])
             out.pop("tokens")
             weight += tokens
             for name, value in out.items():
