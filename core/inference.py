@@ -52,6 +52,9 @@ def resolve_device(name: str | None = "auto") -> torch.device:
     return torch.device("cuda" if name != "cpu" and torch.cuda.is_available() else "cpu")
 
 
+MAX_TEXT_CHARS = 5000  # per synthesize call; README documents it
+
+
 @dataclass
 class InferenceModel:
     """A model ready for inference with its tokenizer, codec (tts) and checkpoint record."""
@@ -155,6 +158,15 @@ def load_for_inference(
     return InferenceModel(model.to(target).eval(), tok, speech_codec, meta, loaded)
 
 
+def check_text_length(text: str, limit: int = MAX_TEXT_CHARS) -> None:
+    """Raise InputError when `text` is longer than `limit` characters (the documented synthesis limit)."""
+    if len(text) > limit:
+        raise InputError(
+            f"--text: {len(text)} characters; one synthesize call speaks at most {limit}. "
+            "Split the text into several calls (for example by paragraph)."
+        )
+
+
 def split_sentences(text: str, tokenizer: Tokenizer, max_tokens: int) -> list[str]:
     """Return `text` cut at sentence ends (. ! ? ። ፧ ፨ and line breaks), each piece ≤ `max_tokens` ids.
 
@@ -189,10 +201,15 @@ def synthesize(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Return (waveform at the codec's sample rate, report with sentences, codes, seconds and RTF).
 
-    Raises InputError for empty text or an unreadable reference.
+    Long text is spoken sentence by sentence with progress after each (`core.progress`).
+    Raises InputError for empty text, text over MAX_TEXT_CHARS, text of which the tokenizer knows
+    no character, or an unreadable reference.
     """
     from core.audio import read_audio
     from core.data.cache import wants_uppercase
+    from core.progress import Progress
+
+    check_text_length(text)
 
     model, codec, tok = inference.model, inference.codec, inference.tokenizer
     start = time.perf_counter()
@@ -202,14 +219,23 @@ def synthesize(
         ref_mel = codec.mel(wav)[:REFERENCE_FRAMES]
     normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
     sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
+    encoded = [tok.encode(sentence) for sentence in sentences]
+    unknown = sum(1 for ids in encoded for i in ids if i == tok.unk_id)
+    if tok.unk_id is not None and unknown == sum(len(ids) for ids in encoded):
+        raise InputError(
+            f"--text {text[:40]!r}: the tokenizer knows none of its characters, so there is nothing to speak. "
+            "Check the text's language (--language) or use a tokenizer trained on it."
+        )
     generator = torch.Generator().manual_seed(seed)
     gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
-    encoded = [tok.encode(sentence) for sentence in sentences]
+    progress = Progress("synthesize", total=len(sentences))
     generated: list[list[int]] = []
     for first in range(0, len(encoded), SENTENCE_BATCH):
         group = encoded[first : first + SENTENCE_BATCH]
         generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, use_cache=use_cache,
                                           generator=generator, min_codes=[MIN_CODES_PER_TEXT_TOKEN * len(i) for i in group])
+        progress.update(len(group))
+    progress.finish()
     pieces, counts = [], []
     for codes in generated:
         counts.append(len(codes))
@@ -221,6 +247,7 @@ def synthesize(
     report = {
         "sentences": sentences,
         "codes": counts,
+        "unknown_tokens": unknown,
         "audio_seconds": round(seconds, 3),
         "wall_seconds": round(elapsed, 3),
         "rtf": round(elapsed / seconds, 4) if seconds else None,

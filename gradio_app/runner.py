@@ -1,31 +1,38 @@
-"""The dashboard's only door to the job runner (`jobs.runner`): submit, watch, cancel, resume.
+"""The dashboard's only door to the job runner (`jobs`): submit, watch, cancel, resume.
 
-Everything the UI shows about a job comes from its record in the jobs database and the files
-it writes, so a page reload or a second browser sees the same jobs; nothing here keeps state
-that a closed tab could lose.
+No other `gradio_app` module imports `jobs` (tests/test_layers.py holds it). `app.py` hands in the
+job catalogue it built from the CLI's parsers. Everything the UI shows about a job comes from its
+record in the jobs database and the files it writes, so a page reload or a second browser sees
+the same jobs; nothing here keeps state that a closed tab could lose.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from core.config import Settings
 from jobs import runner as jobs_runner
+from jobs.kinds import JobCatalogue
+from jobs.records import FINAL_STATUSES
 from jobs.worker import Worker
+
+__all__ = ["FINAL_STATUSES", "JobRunner"]
 
 
 class JobRunner:
     """Submits and inspects jobs for one workspace; optionally owns the in-process worker."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, catalogue: JobCatalogue) -> None:
         self.settings = settings
-        self._jobs = jobs_runner.JobRunner(settings)
+        self.catalogue = catalogue
+        self._jobs = jobs_runner.JobRunner(settings, catalogue=catalogue)
         self._worker: Worker | None = None
 
     def start_worker(self) -> None:
         """Start the embedded Huey consumer (thread workers), recovering jobs a crash left running."""
         if self._worker is None:
-            self._worker = jobs_runner.start_worker(self.settings)
+            self._worker = jobs_runner.start_worker(self.settings, catalogue=self.catalogue)
 
     def stop_worker(self) -> None:
         """Stop the embedded consumer; its running jobs are stopped and marked interrupted."""
@@ -36,10 +43,18 @@ class JobRunner:
     def submit(self, kind: str, params: dict[str, Any]) -> str:
         """Validate and enqueue a job of `kind` (a dotted CLI command) with CLI-named `params`; return its id.
 
-        Empty form values are dropped. Raises InputError with the CLI's message for bad parameters.
+        Empty form values are dropped; relative paths resolve against the workspace. Raises
+        InputError with the CLI's message for bad parameters.
         """
-        clean = {k: v for k, v in params.items() if v not in (None, "", [])}
-        return self._jobs.submit(kind, clean)
+        return self._jobs.submit(kind, _filled(params))
+
+    def preview(self, kind: str, params: dict[str, Any]) -> str:
+        """Return the command line `submit(kind, params)` would run: `python -m core` and the job's exact argv.
+
+        Raises InputError with the CLI's message for bad parameters.
+        """
+        _, argv = self._jobs.plan(kind, _filled(params))
+        return shlex.join(["python", "-m", "core", *argv])
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         """Return the newest `limit` job records, newest first."""
@@ -64,3 +79,8 @@ class JobRunner:
     def resume(self, job_id: str) -> dict[str, Any]:
         """Queue an interrupted, failed or cancelled job again (training resumes); return its record."""
         return self._jobs.resume(job_id)
+
+
+def _filled(params: dict[str, Any]) -> dict[str, Any]:
+    """Return `params` without the empty form values (None, "", [])."""
+    return {k: v for k, v in params.items() if v not in (None, "", [])}

@@ -21,6 +21,8 @@ import yaml
 from core.config import REPO_ROOT, Settings, load_settings, read_yaml
 from core.errors import InputError
 from core.fsutil import atomic_write_text
+from core.runs import RunFolder, run_folder
+from jobs.kinds import JobCatalogue
 from journeys.report import write_report
 from journeys.stages import StageRunner
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
@@ -53,7 +55,7 @@ def load_preset(preset: str, journey: str) -> dict[str, Any]:
 def run_name(prefix: str, name: str | None, settings: Settings) -> str:
     """Return `name`, or `<prefix>-<UTC timestamp>`; raise InputError when runs/<name>/ already exists."""
     chosen = name or f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
-    if (settings.workspace / "runs" / chosen).exists():
+    if run_folder(settings, chosen).path.exists():
         raise InputError(f"runs/{chosen} already exists. Pass another --name, or delete that folder first.")
     return chosen
 
@@ -113,8 +115,7 @@ def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str
 
 def val_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Return the `val` records of a run's metrics.jsonl, in order."""
-    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    return [row for row in map(json.loads, lines) if row["split"] == "val"]
+    return RunFolder(run_dir).metrics("val")
 
 
 def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
@@ -190,11 +191,12 @@ def _tts_figures(base_tok: dict[str, Any], base: dict[str, Any], extended: dict[
 
 
 def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings: Settings | None = None,
-                       mode: str = "queue", embedded_worker: bool = True) -> dict[str, Any]:
+                       mode: str = "queue", embedded_worker: bool = True, *, catalogue: JobCatalogue) -> dict[str, Any]:
     """Run the TTS journey with `preset`; return the report (also written to runs/<name>/report.json).
 
     `mode` queue submits every stage as a job (with a worker in this process unless
-    `embedded_worker` is False); inline runs the commands in this process.
+    `embedded_worker` is False); inline runs the commands in this process. `catalogue` (from the
+    entry point) checks and runs the stage commands.
     Raises InputError for a bad preset or an existing run folder, StageFailed when a stage fails.
     """
     settings = settings or load_settings()
@@ -202,13 +204,13 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     held_en, held_am = _check_preset(spec)
     name = run_name(f"quickstart-{spec['preset']}", name, settings)
     ws = settings.workspace
-    run_dir, data_dir = ws / "runs" / name, ws / "datasets" / name
+    run_dir, data_dir = run_folder(settings, name).path, ws / "datasets" / name
     tok_dir, ckpt_dir = ws / "tokenizers" / name, ws / "checkpoints" / name
     run_dir.mkdir(parents=True)
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     9 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2)) as stages:
+                     9 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"]})
         manifests = _split_manifest(data_dir / "sample" / "manifest.jsonl")

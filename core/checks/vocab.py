@@ -9,6 +9,7 @@ import torch
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
 from core.families import Family, detect_family, families_with_rows, get_family, rows_for
+from core.families.rows import text_rows
 
 RANDOM_NORM_RATIO = 2.0
 
@@ -61,10 +62,10 @@ def check_rows(ctx: DoctorContext) -> CheckResult | None:
         return None
     family = _family(ctx, checkpoint)
     sd = checkpoint.state_dict
-    missing = [k for k in family.text_keys if k not in sd]
-    if missing:
-        raise InputError(f"{ctx.checkpoint_path}: the {family.name} family needs key(s) {', '.join(missing)}, absent here.")
-    rows = int(sd[family.embedding_key].shape[0])
+    try:
+        rows = text_rows(family, sd)
+    except InputError as exc:
+        raise InputError(f"{ctx.checkpoint_path}: {exc}") from None
     uneven = {k: int(sd[k].shape[0]) for k in family.text_keys if int(sd[k].shape[0]) != rows}
     if uneven:
         shapes = ", ".join(f"{k} has {n}" for k, n in uneven.items())

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from core.cli.common import Result, add_command
+from core.paths import CLI_PATH
+from core.cli.common import Result, add_command, int_at_least
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.errors import InputError
@@ -16,18 +16,18 @@ from core.training.run_config import load_run_config
 def _context(args: argparse.Namespace) -> DoctorContext:
     settings = load_settings()
     if args.config:
-        config_path = Path(args.config).resolve()
+        config_path = args.config
         ctx = doctor_context_from_run_config(load_run_config(config_path), config_path, settings)
     elif args.tokenizer or args.checkpoint or args.cache:
         ctx = DoctorContext(settings=settings)
     else:
         raise InputError("doctor needs --config RUN.yaml, or --tokenizer and/or --checkpoint. See --help.")
     if args.tokenizer:
-        ctx.tokenizer_path = Path(args.tokenizer).resolve()
+        ctx.tokenizer_path = args.tokenizer
     if args.checkpoint:
-        ctx.checkpoint_path = Path(args.checkpoint).resolve()
+        ctx.checkpoint_path = args.checkpoint
     if args.cache:
-        ctx.cache_dir = Path(args.cache).resolve()
+        ctx.cache_dir = args.cache
     if args.family:
         ctx.family = args.family
     if args.freeze_until is not None:
@@ -54,10 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Exit 0 when nothing fails, 2 otherwise. Options given with --config override it."
         ),
     )
-    parser.add_argument("--config", help="run config YAML (its paths resolve against the workspace)")
-    parser.add_argument("--tokenizer", help="tokenizer .model or .json")
-    parser.add_argument("--checkpoint", help="checkpoint .safetensors / .pt / .pth")
-    parser.add_argument("--cache", help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
+    parser.add_argument("--config", type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
+    parser.add_argument("--tokenizer", type=CLI_PATH, help="tokenizer .model or .json")
+    parser.add_argument("--checkpoint", type=CLI_PATH, help="checkpoint .safetensors / .pt / .pth")
+    parser.add_argument("--cache", type=CLI_PATH, help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
     parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
-    parser.add_argument("--freeze-until", type=int, help="first trainable text row (rows below stay frozen)")
-    parser.add_argument("--declared-vocab", type=int, help="a vocab size some config declares (n_vocab, number_text_tokens)")
+    parser.add_argument("--freeze-until", type=int_at_least(0), help="first trainable text row (rows below stay frozen)")
+    parser.add_argument("--declared-vocab", type=int_at_least(1), help="a vocab size some config declares (n_vocab, number_text_tokens)")

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.paths import CLI_PATH
+from core.cli.common import Result, add_command, float_in, int_at_least
 from core.config import load_settings
+from core.tables import render_mapping
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int, default=50, help="keep the k most likely ids; 0 = off (default 50)")
-    parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold in (0, 1]")
+    parser.add_argument("--temperature", type=float_in(0.0), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int_at_least(0), default=50, help="keep the k most likely ids; 0 = off (default 50)")
+    parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="nucleus sampling threshold in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--tokenizer", default=None, help="tokenizer file; must match the checkpoint's fingerprint")
+    parser.add_argument("--tokenizer", default=None, type=CLI_PATH, help="tokenizer file; must match the checkpoint's fingerprint")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where the model runs: auto = CUDA when present (default), cpu, or cuda")
 
@@ -31,14 +33,20 @@ def _synthesize(args: argparse.Namespace) -> Result:
     from core.audio import write_wav
     from core.inference import load_for_inference, synthesize
 
+    from core.audio import read_audio
+    from core.inference import check_text_length
+
     _check_sampling(args)
+    check_text_length(args.text)
     settings = load_settings()
+    reference = args.reference
+    if reference is not None:
+        read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
     inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts", device=args.device)
-    reference = settings.resolve(args.reference) if args.reference else None
     wav, report = synthesize(
         inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
     )
-    output = write_wav(settings.resolve(args.output), wav, report["sample_rate"])
+    output = write_wav(args.output, wav, report["sample_rate"])
     report["output"] = str(output)
     shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf", "device")}
     shown["sentences"] = len(report["sentences"])
@@ -64,19 +72,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
             "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
-            "sentence ends; the sentences are generated together in one batch. Reports the real-time factor\n"
-            "(wall seconds / audio seconds) and the device (--device auto uses CUDA when present)."
+            "sentence ends; the sentences are generated together, 16 at a time, with progress; at most 5000\n"
+            "characters per call. Text of which the tokenizer knows no character is refused. Reports the\n"
+            "real-time factor and the device (--device auto uses CUDA when present)."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, help="TTS checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="TTS checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--text", required=True, help="text to speak")
-    parser.add_argument("--output", required=True, help="output .wav")
-    parser.add_argument("--reference", default=None, help="reference clip (wav) for the voice")
+    parser.add_argument("--output", required=True, type=CLI_PATH, help="output .wav")
+    parser.add_argument("--reference", default=None, type=CLI_PATH, help="reference clip (wav) for the voice")
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
-    parser.add_argument("--codec", default=None, help="codec file; must match the checkpoint's fingerprint")
+    parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
-    parser.add_argument("--checkpoint", required=True, help="LM checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="most tokens to generate (default 64)")
+    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=64, help="most tokens to generate (default 64)")
     _sampling(parser)

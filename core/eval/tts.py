@@ -42,6 +42,7 @@ from core.eval.metrics import (
     mcd_dtw,
 )
 from core.fsutil import atomic_write_json
+from core.runs import RunFolder
 from core.progress import Progress
 
 ESPEAK = "espeak"
@@ -178,8 +179,8 @@ def score_row(
 def tensorboard_dir(checkpoint: Path) -> Path:
     """Return where eval scalars go: the run's `tb/` for `runs/<run>/checkpoints/*`, else `tb/` beside it."""
     if checkpoint.parent.name == "checkpoints":
-        return checkpoint.parent.parent / "tb"
-    return checkpoint.parent / "tb"
+        return RunFolder(checkpoint.parent.parent).tensorboard
+    return RunFolder(checkpoint.parent).tensorboard
 
 
 def write_tensorboard(folder: Path, step: int, rows: dict[str, dict[str, Any]]) -> None:
@@ -242,6 +243,7 @@ def evaluate_checkpoint(
     checkpoint = settings.resolve(checkpoint_path)
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
+    inference = load_for_inference(checkpoint, settings, task="tts", device=device)  # a bad checkpoint fails before any rendering
     out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK
@@ -255,7 +257,6 @@ def evaluate_checkpoint(
         if len(reference_paths) != len(sentences):
             raise InputError(f"{len(reference_paths)} reference clips for {len(sentences)} sentences; pass one per sentence.")
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
-    inference = load_for_inference(checkpoint, settings, task="tts", device=device)
     codec = inference.codec
     progress = Progress("eval tts: synthesize", total=len(sentences))
     synthesized, codec_wavs, audio = [], [], []
@@ -297,7 +298,7 @@ def evaluate_checkpoint(
 def _eval_files(folder: Path) -> list[Path]:
     if folder.is_file():
         folder = folder.parent
-    candidates = [folder / "eval.json", folder / "checkpoints" / "eval.json"]
+    candidates = [folder / "eval.json", RunFolder(folder).eval_file]
     return [path for path in candidates if path.is_file()]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import signal
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch import nn
 
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
@@ -39,8 +39,8 @@ from core.checks.doctor import DoctorContext, doctor_context_from_run_config, ru
 from core.training.embeddings import extend_state_dict
 from core.errors import InputError
 from core.families import get_family
-from core.fsutil import atomic_write_text
-from core.training.run_config import RunConfig
+from core.runs import run_folder
+from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, Prefetcher, SampleSet, eval_batches, special_ids, to_device
 from core.training.freeze import apply_freeze, base_rows_sha256, frozen_row_count, require_unchanged
@@ -141,9 +141,11 @@ class Trainer:
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
         self.amp_dtype = _autocast_dtype(config.precision, self.device)
-        self.run_dir = self.settings.resolve(Path("runs") / config.name)
+        self.folder = run_folder(self.settings, config.name)
+        self.run_dir = self.folder.path
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
+        self.config_path = Path(config_path).resolve() if config_path else None
         self._stop_requested = False
         self.window = MetricWindow()
         if self.device.type == "cuda":
@@ -177,8 +179,11 @@ class Trainer:
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
-        resume_path = resolve_resume(self.run_dir, resume, self.settings)
-        ctx = doctor_context_from_run_config(config, config_path, self.settings)
+        self.skipped_checkpoints: list[str] = []
+        resume_path = resolve_resume(self.run_dir, resume, self.settings, self.skipped_checkpoints)
+        for skipped in self.skipped_checkpoints:
+            sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
+        ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
         ctx.extras.update(
@@ -205,7 +210,7 @@ class Trainer:
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
-        resume_loaded = load_checkpoint(resume_path) if resume_path else None
+        resume_loaded = ctx.resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
@@ -329,7 +334,7 @@ class Trainer:
     def _should_stop(self, collective: bool) -> bool:
         """Return True when STOP or SIGTERM asked to stop. Several ranks agree only when `collective`
         (at logging steps), so the other steps carry no host sync."""
-        flag = self._stop_requested or (self.run_dir / "STOP").exists()
+        flag = self._stop_requested or self.folder.stop_file.exists()
         if self.world > 1:
             if not collective:
                 return False
@@ -560,8 +565,9 @@ class Trainer:
         """
         cfg = self.config
         if self.rank == 0:
-            (self.run_dir / "STOP").unlink(missing_ok=True)
-            atomic_write_text(self.run_dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+            self.folder.stop_file.unlink(missing_ok=True)
+            if self.config_path != self.folder.config.resolve():  # started from it: it already holds this config
+                save_run_config(cfg, self.folder.config)
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": base_rows_sha256(self.model)}
@@ -571,7 +577,7 @@ class Trainer:
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
-        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=None,
+        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
         previous = self._install_sigterm()
         state, val, last = "failed", {}, None
@@ -608,7 +614,7 @@ class Trainer:
     def _steps(self, batches: Prefetcher) -> tuple[str, dict[str, float], str | None]:
         cfg = self.config.schedule
         val: dict[str, float] = {}
-        last: str | None = None
+        last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         while self.step < self.stop_at:

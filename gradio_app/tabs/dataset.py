@@ -11,19 +11,20 @@ from typing import Any, Iterator
 import gradio as gr
 
 from core.errors import InputError
+from core.fsutil import read_json, read_jsonl
+from core.runs import MANIFEST_GLOBS
 from gradio_app.common import (
     UIContext,
     follow_job,
     inside_workspace,
     job_line,
     output_param,
-    read_jsonl,
     relative,
     require_success,
     ui_action,
     workspace_files,
 )
-from jobs.supervise import read_json
+from core.fsutil import read_json
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest"]
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -32,7 +33,7 @@ ROWS_SHOWN = 200
 
 def dataset_names(ctx: UIContext) -> list[str]:
     """Return the datasets in the workspace (folders under datasets/ with a manifest.jsonl)."""
-    return sorted(Path(p).parent.name for p in workspace_files(ctx.settings, ["datasets/*/manifest.jsonl"]))
+    return sorted(Path(p).parent.name for p in workspace_files(ctx.settings, MANIFEST_GLOBS))
 
 
 def _checked_name(name: str) -> str:
@@ -99,6 +100,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         name = _checked_name(name)
         folder = store_uploads(ctx, files, name) if files else inside_workspace(settings, source, "input")
         params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
+                  "confine_to_roots": True,
                   "language": language.strip() or None, "speaker": speaker.strip() or None,
                   "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None}
         yield from finish(runner.submit("dataset.import", params), name)

@@ -14,6 +14,7 @@ import gradio as gr
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
+from core.runs import CHECKPOINT_GLOBS
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -25,7 +26,6 @@ from gradio_app.common import (
     workspace_files,
 )
 from gradio_app.tabs import compare
-from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
 
 META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
 

@@ -1,35 +1,34 @@
-"""Training tab: the run config form and YAML presets, a live Preflight (the doctor), the equivalent
-CLI line, Start / Stop / Resume, live progress and plots from the run's files, and the job log."""
+"""Training tab: the run config form and YAML presets, a live Preflight (the doctor), the exact command
+Start runs, Start / Stop / Resume, live progress and plots from the run's files, and the job log."""
 
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pandas as pd
-import yaml
 
-from core.config import merge_dicts, read_yaml
+from core.config import read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
-from core.fsutil import atomic_write_text
-from core.training.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
-from jobs.supervise import read_json
-from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
-from gradio_app.common import (
-    UIContext,
-    format_seconds,
-    inside_workspace,
-    read_jsonl,
-    relative,
-    ui_action,
-    workspace_files,
+from core.training.run_config import (
+    FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict, save_run_config,
 )
+from core.training.run_form import RUN_NAME, config_from_form, dict_to_form, form_to_dict, run_config_path
+from core.runs import (
+    CHECKPOINT_GLOBS,
+    CODEC_GLOBS,
+    CONFIG_GLOBS,
+    MANIFEST_GLOBS,
+    TOKENIZER_GLOBS,
+    RunFolder,
+    progress_view,
+    run_folder,
+)
+from gradio_app.common import UIContext, inside_workspace, relative, ui_action, workspace_files
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
 TOP1_METRICS = ("mel_top1",)
@@ -38,19 +37,13 @@ BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
 
-def run_config_path(name: str) -> str:
-    """Return the workspace-relative config path of run `name`; raises InputError for a bad name."""
-    if not RUN_NAME.match(name or ""):
-        raise InputError(
-            f"run name {name!r}: use letters, digits, '.', '_' or '-' (up to 64), starting with a letter or digit."
-        )
-    return f"runs/{name}/config.yaml"
+def preview_command(ctx: UIContext, name: str) -> str:
+    """Return the exact command Start runs for run `name`: the train job's argv, planned as `submit` plans it.
 
-
-def preview_command(name: str) -> str:
-    """Return the CLI line equivalent to pressing Start for run `name`."""
+    A bad run name gives its message as a `#` comment line instead.
+    """
     try:
-        return f"python -m core train --config {run_config_path(name)}"
+        return ctx.runner.preview("train", {"config": run_config_path(name)})
     except InputError as exc:
         return f"# {exc}"
 
@@ -58,7 +51,7 @@ def preview_command(name: str) -> str:
 def preset_choices(ctx: UIContext) -> list[str]:
     """Return the loadable configs: built-in presets, workspace presets and existing run configs."""
     builtin = [f"{BUILTIN}{p.stem}" for p in sorted(PRESETS_DIR.glob("*.yaml"))]
-    return builtin + workspace_files(ctx.settings, ["presets/*.yaml", "runs/*/config.yaml"])
+    return builtin + workspace_files(ctx.settings, CONFIG_GLOBS)
 
 
 def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
@@ -70,83 +63,17 @@ def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
     return resolve_preset_chain(read_yaml(inside_workspace(ctx.settings, choice, "preset")))
 
 
-def _opt(value: str | None) -> str | None:
-    text = (value or "").strip()
-    return text or None
-
-
-def _int(value: Any, where: str) -> int:
-    if value is None or float(value) != int(float(value)):
-        raise InputError(f"{where}: {value!r} must be a whole number.")
-    return int(float(value))
-
-
-def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
-    """Return the run config mapping: the loaded `base` with the form's `values` (FORM_KEYS order) on top."""
-    form = dict(zip(FORM_KEYS, values))
-    corpus = [c.strip() for c in (form["corpus"] or "").split(",") if c.strip()]
-    return merge_dicts(base, {
-        "name": (form["name"] or "").strip(),
-        "task": form["task"],
-        "tokenizer": _opt(form["tokenizer"]),
-        "base_checkpoint": _opt(form["base_checkpoint"]),
-        "codec": _opt(form["codec"]),
-        "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
-        "model": {"preset": form["model_preset"]},
-        "freeze": {"mode": form["freeze_mode"]},
-        "optim": {"lr": float(form["lr"] or 0)},
-        "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
-        "schedule": {
-            "max_steps": _int(form["max_steps"], "schedule.max_steps"),
-            "val_every": _int(form["val_every"], "schedule.val_every"),
-            "save_every": _int(form["save_every"], "schedule.save_every"),
-        },
-        "precision": form["precision"],
-        "seed": _int(form["seed"], "seed"),
-    })
-
-
-def dict_to_form(data: dict[str, Any]) -> list[Any]:
-    """Return the form values (FORM_KEYS order) for a run config mapping."""
-    config = run_config_from_dict(data, "preset")
-    return [
-        config.name, config.task, config.tokenizer or "", config.base_checkpoint or "", config.codec or "",
-        config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
-        config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
-        config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
-        config.precision, config.seed,
-    ]
-
-
-FORM_KEYS = (
-    "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
-    "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
-)
-
-
-def _check_paths(ctx: UIContext, data: dict[str, Any]) -> None:
-    named = {"tokenizer": data.get("tokenizer"), "base_checkpoint": data.get("base_checkpoint"),
-             "codec": data.get("codec"), "data.manifest": data["data"].get("manifest")}
-    for i, corpus in enumerate(data["data"].get("corpus") or []):
-        named[f"data.corpus[{i}]"] = corpus
-    for key, value in named.items():
-        if value:
-            ctx.settings.check_inside_roots(value)
-
-
 def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
     """Run the doctor on the form's config; return (table rows, ok, summary).
 
     A config the validator refuses (or a path outside the workspace) is one failing `config` row.
     """
     try:
-        data = form_to_dict(base, values)
-        _check_paths(ctx, data)
-        config = run_config_from_dict(data, "form")
-        config_path = ctx.settings.resolve(run_config_path(config.name))
-    except (InputError, ValueError, TypeError) as exc:
+        config = config_from_form(base, values, ctx.settings)
+    except InputError as exc:
         return [["config", STATUS_LABELS["fail"], str(exc), "Correct the field named in the message."]], False, \
             "**FAIL** The form does not make a valid run config; Start is disabled."
+    config_path = ctx.settings.resolve(run_config_path(config.name))
     report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
     rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
@@ -159,17 +86,10 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
 
 def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
     """Return the progress bar (an HTML <progress>) with step, ETA and tokens/s for the watched run."""
-    status = status or {}
-    progress = (job or {}).get("progress") or {}
-    step = status.get("step", progress.get("step", progress.get("done", 0))) or 0
-    total = status.get("max_steps", progress.get("total")) or 0
-    state = status.get("state") or (job or {}).get("status") or "not started"
-    parts = [f"step {step}/{total or '?'}", state]
-    if total:
-        parts.insert(1, f"{min(step / total, 1.0):.0%}")
-    if state == "running" and progress.get("eta_s") is not None:
-        parts.append(f"ETA {format_seconds(progress['eta_s'])}")
-    tokens = (last or {}).get("tokens_per_s") or (progress.get("metrics") or {}).get("tokens_per_s")
+    view = progress_view((job or {}).get("progress"), status, (job or {}).get("status"))
+    step, total = view.done or 0, view.total or 0
+    parts = [view.text(show_state=True) if view.state else "not started"]
+    tokens = (last or {}).get("tokens_per_s") or view.metrics.get("tokens_per_s")
     if tokens:
         parts.append(f"{float(tokens):,.0f} tokens/s")
     return (
@@ -215,10 +135,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     base_checkpoint = gr.Dropdown(
                         workspace_files(settings, CHECKPOINT_GLOBS),
                         label="Base checkpoint (optional)", allow_custom_value=True, elem_id="train-checkpoint")
-                    codec = gr.Dropdown(workspace_files(settings, ["codecs/*.pt"]), label="Codec (tts)",
+                    codec = gr.Dropdown(workspace_files(settings, CODEC_GLOBS), label="Codec (tts)",
                                         allow_custom_value=True, elem_id="train-codec")
                 with gr.Row():
-                    manifest = gr.Dropdown(workspace_files(settings, ["datasets/*/manifest.jsonl"]),
+                    manifest = gr.Dropdown(workspace_files(settings, MANIFEST_GLOBS),
                                            label="Data manifest (tts)", allow_custom_value=True, elem_id="train-manifest")
                     corpus = gr.Textbox(label="Corpus files (lm, comma-separated)", elem_id="train-corpus")
                     val_ratio = gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99)
@@ -233,7 +153,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     save_every = gr.Number(200, label="Save every", precision=0, elem_id="train-save-every")
                     precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
                     seed = gr.Number(0, label="Seed", precision=0)
-        command = gr.Textbox(label="Preview command", value=preview_command("run"), interactive=False,
+        command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
                              elem_id="train-command", buttons=["copy"])
         with gr.Group():
             gr.Markdown("### Preflight (the doctor, run live as the form changes)")
@@ -261,7 +181,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
         rows, ok, text = preflight(ctx, base_value, list(values))
-        return rows, text, gr.update(interactive=ok), preview_command(values[0])
+        return rows, text, gr.update(interactive=ok), preview_command(ctx, values[0])
 
     @ui_action
     def load(choice: str, current_name: str) -> list[Any]:
@@ -274,23 +194,19 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if not RUN_NAME.match(preset_name or ""):
             raise InputError(f"preset name {preset_name!r}: use letters, digits, '.', '_' or '-'.")
         config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
-        path = settings.workspace / "presets" / f"{preset_name}.yaml"
-        atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        path = save_run_config(config, settings.workspace / "presets" / f"{preset_name}.yaml")
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
     @ui_action
     def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
-        rows, ok, text = preflight(ctx, base_value, list(values))
-        if not ok:
-            raise InputError(text)
-        config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
+        # Validated once here; the worker's doctor checks the written config before the trainer starts.
+        config = config_from_form(base_value, list(values), settings)
         rel = run_config_path(config.name)
-        status = read_json(settings.resolve(f"runs/{config.name}/status.json")) or {}
-        if status.get("state") == "running":
+        if run_folder(settings, config.name).is_running():
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
-        atomic_write_text(settings.resolve(rel), yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel})
-        return new_id, f"Started job {new_id}: `{preview_command(config.name)}`."
+        return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name)}`."
 
     @ui_action
     def stop(current: str) -> str:
@@ -314,9 +230,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             except InputError:
                 job = None
         folder = _run_folder(ctx, job, run_name)
-        rows = read_jsonl(folder / "metrics.jsonl") if folder else []
+        rows = folder.metrics() if folder else []
         last = next((r for r in reversed(rows) if r.get("split") == "train"), None)
-        status = read_json(folder / "status.json") if folder else None
+        status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
         return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
                 metric_frame(rows, TOP1_METRICS), tail)
@@ -325,16 +241,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (gr.update(choices=preset_choices(ctx)),
                 gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
                 gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)),
-                gr.update(choices=workspace_files(settings, ["codecs/*.pt"])),
-                gr.update(choices=workspace_files(settings, ["datasets/*/manifest.jsonl"])))
+                gr.update(choices=workspace_files(settings, CODEC_GLOBS)),
+                gr.update(choices=workspace_files(settings, MANIFEST_GLOBS)))
 
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
         folder = _run_folder(ctx, job, "") if job else None
-        if folder is None or not (folder / "config.yaml").is_file():
+        if folder is None or not folder.config.is_file():
             return ("", gr.update(), *[gr.update()] * len(fields), *choices())
         try:
-            data = resolve_preset_chain(read_yaml(folder / "config.yaml"))
+            data = resolve_preset_chain(read_yaml(folder.config))
             values = dict_to_form(data)
         except InputError:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
@@ -355,14 +271,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command])
 
 
-def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> Path | None:
+def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
     """Return the run folder of a train job (from its record or config), else of the form's run name."""
     if job:
         if job.get("run_dir"):
-            return Path(job["run_dir"])
+            return RunFolder(Path(job["run_dir"]))
         config = (job.get("params") or {}).get("config")
         if config:
-            return ctx.settings.resolve(config).parent
+            return RunFolder(ctx.settings.resolve(config).parent)
     if run_name and RUN_NAME.match(run_name):
-        return ctx.settings.resolve(f"runs/{run_name}")
+        return run_folder(ctx.settings, run_name)
     return None
