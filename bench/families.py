@@ -208,7 +208,7 @@ def rows(device: torch.device, smoke: bool) -> list[dict[str, Any]]:
 
     `device` is informational: both benchmarks run on CUDA when present, as bench/gpu.py does.
     """
-    steps, batch = (3, 2) if smoke else (10, 8)
+    steps, batch = (1, 2) if smoke else (10, 8)
     precision = "bf16" if device.type == "cuda" else "fp32"
     out: list[dict[str, Any]] = []
     for family, bench in (("chatterbox T3", bench_chatterbox), ("indextts2 UnifiedVoice", bench_indextts)):
