@@ -101,6 +101,8 @@ class DoctorContext:
     """What the checks look at. Paths are absolute; the tokenizer and checkpoint load lazily, once."""
 
     tokenizer_path: Path | None = None
+    base_tokenizer_path: Path | None = None
+    target_config_path: Path | None = None
     checkpoint_path: Path | None = None
     family: str | None = None
     freeze_until: int | None = None

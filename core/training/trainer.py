@@ -30,7 +30,7 @@ from torch import nn
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.config import Settings, load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
-from core.training.embeddings import extend_state_dict
+from core.training.embeddings import extend_state_dict, init_record
 from core.errors import InputError
 from core.families import get_family
 from core.fsutil import atomic_write_text
@@ -192,6 +192,7 @@ class Trainer:
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
+        self.init_rows = base_meta.get("init_rows") if self.base else None
         resume_loaded = load_checkpoint(resume_path) if resume_path else None
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
@@ -268,7 +269,7 @@ class Trainer:
             state_dict, report = extend_state_dict(
                 state_dict, get_family("linguaforge"), plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
             )
-            self.init = GROWTH_INIT
+            self.init, self.init_rows = init_record(report)
             self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
         self._load_weights(state_dict, str(loaded.path))
         extra = loaded.extra
@@ -380,6 +381,7 @@ class Trainer:
             rows=self.tokenizer.size,
             base_size=self.base_size if self.base_size is not None else self.tokenizer.size,
             init=self.init,
+            init_rows=self.init_rows,
             parent=self.parent,
             codec_fingerprint=self.codec.fingerprint if self.codec is not None else None,
             model_config=self.model_cfg.to_dict(),
