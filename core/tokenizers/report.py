@@ -120,6 +120,12 @@ def measure_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str]) -> Drif
     return Drift(len(lines), len(changed), changed)
 
 
+def heldout_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str]) -> dict[str, Any] | None:
+    """Return the drift on held-out base-language lines the base encodes without unk (None without lines)."""
+    usable = lines_without_unk(base, list(lines))
+    return measure_drift(base, new, usable).as_dict() if usable else None
+
+
 def inspect_tokenizer(
     path: str | os.PathLike[str], lines: Sequence[str] | None = None, base_size: int | None = None
 ) -> dict[str, Any]:
