@@ -23,7 +23,9 @@ from core.progress import Progress
 from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.tokenizer import HF, HFTokenizer, load_tokenizer
 from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, protection
-from core.tokenizers.report import corpus_statistics, encode_many, heldout_drift, lines_without_unk
+from core.tokenizers.report import (
+    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk,
+)
 from core.tokenizers.romanize import base_is_uppercase
 from core.tokenizers.train import VocabularyTooLarge, hf_vocab_size, train_hf_bpe_json
 
@@ -81,6 +83,17 @@ def _additions(base: dict[str, Any], new: dict[str, Any]) -> Additions:
 def _join(spec: dict[str, Any], a: str, b: str) -> str:
     prefix = spec["model"].get("continuing_subword_prefix") or ""
     return a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
+
+
+def _bare(spec: dict[str, Any], token: str) -> str:
+    """Return `token` without the model's continuing-subword prefix and end-of-word suffix (its text in a line)."""
+    prefix = spec["model"].get("continuing_subword_prefix") or ""
+    suffix = spec["model"].get("end_of_word_suffix") or ""
+    if prefix and token.startswith(prefix):
+        token = token[len(prefix):]
+    if suffix and token.endswith(suffix):
+        token = token[: -len(suffix)]
+    return token
 
 
 def _tag_content(tag: str) -> str:
@@ -166,6 +179,10 @@ def _protect_loop(
     tokens no remaining merge builds.
     """
     current = reachable_additions(base_spec, additions)
+    normalizer = base.raw.normalizer
+    forms = [normalizer.normalize_str(line) for line in protect] if normalizer is not None else None
+    texts = [_bare(base_spec, t) for t in current.tokens + [_join(base_spec, a, b) for a, b in current.merges]]
+    protect = lines_containing(protect, texts + ([_tag_content(language_tag)] if language_tag else []), forms)
     base_ids = encode_many(base, protect)
     pruned = 0
     rounds = 0

@@ -11,6 +11,7 @@ text the loop never saw.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 
@@ -29,6 +30,11 @@ def builtin_lexicon(language: str, size: int = DEFAULT_LEXICON_SIZE, uppercase: 
 
     Raises InputError for a language wordfreq does not cover.
     """
+    return list(_lexicon(language, size, uppercase))
+
+
+@functools.lru_cache(maxsize=8)
+def _lexicon(language: str, size: int, uppercase: bool) -> tuple[str, ...]:
     from wordfreq import available_languages, top_n_list
 
     if language not in available_languages():
@@ -36,7 +42,7 @@ def builtin_lexicon(language: str, size: int = DEFAULT_LEXICON_SIZE, uppercase: 
         raise InputError(f"--protect-language {language!r}: no built-in word list; choose one of {known}, or none.")
     words = top_n_list(language, size)
     cased = [w.upper() for w in words] if uppercase else [v for w in words for v in (w, w.capitalize())]
-    return list(dict.fromkeys([*cased, *(str(n) for n in range(DIGIT_STRINGS))]))
+    return tuple(dict.fromkeys([*cased, *(str(n) for n in range(DIGIT_STRINGS))]))
 
 
 def split_heldout(lines: Sequence[str], share: float = HELDOUT_SHARE, seed: int = 0) -> tuple[list[str], list[str]]:

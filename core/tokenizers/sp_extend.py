@@ -24,7 +24,9 @@ from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.sp_proto import NORMAL, parse_model_proto
 from core.tokenizers.tokenizer import SENTENCEPIECE, SentencePieceTokenizer, load_tokenizer
 from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, protection
-from core.tokenizers.report import corpus_statistics, encode_many, heldout_drift, lines_without_unk
+from core.tokenizers.report import (
+    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk,
+)
 from core.tokenizers.romanize import base_is_uppercase
 from core.tokenizers.train import SentencePieceOptions, train_sentencepiece_bytes, write_sentencepiece
 
@@ -162,6 +164,8 @@ def _protect_loop(
     selected = multi[:needed]
     next_index = len(selected)
     pruned: set[str] = set()
+    additions = [c.piece for c in chars + multi]
+    protect = lines_containing(protect, additions, [base.processor.normalize(line) for line in protect])
     base_ids = encode_many(base, protect)
     rounds = 0
     while True:
