@@ -94,7 +94,7 @@ def test_spanish_drift_without_and_with_protection(indextts_bpe, tmp_path, cli):
     protected = report["base_drift"]["protected"]
     assert protected["corpus_lines"] + protected["heldout_lines"] == len(ENGLISH_UPPER) and protected["lexicon_lines"] > 0
     assert report["base_drift"]["lines_changed"] == 0 and report["base_drift"]["heldout"]["lines_changed"] == 0
-    assert report["candidates_pruned"] >= 1 and report["new_size"] == 12100
+    assert report["candidates_pruned"] >= 1 and 12000 < report["new_size"] <= 12100
     assert measure_drift(base, load_tokenizer(tmp_path / "safe.model"), ENGLISH_UPPER).lines_changed == 0
     assert (tmp_path / "safe.vocab").is_file() and (tmp_path / "safe.report.json").is_file()
 
@@ -122,7 +122,7 @@ def test_target_below_or_at_base_size(indextts_bpe, tmp_path):
     for target in (11000, 12000):
         with pytest.raises(InputError, match="not above the base size 12000"):
             extend_sentencepiece(indextts_bpe, AMHARIC_SENTENCES, target, tmp_path / "o.model")
-    with pytest.raises(InputError, match="cannot hold the 463 characters .* with every letter of ethiopic"):
+    with pytest.raises(InputError, match="cannot hold the 463 characters .*with every letter of ethiopic"):
         extend_sentencepiece(indextts_bpe, AMHARIC_SENTENCES, 12100, tmp_path / "o.model")
     assert not (tmp_path / "o.model").exists()
 

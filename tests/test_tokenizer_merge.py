@@ -61,7 +61,7 @@ def test_amharic_merge_keeps_base_and_adds_tag(chatterbox_tokenizer, tmp_path):
         assert merged.unk_id not in ids and ids[0] == tag_ids[0]
     assert base.unk_id in base.encode(AMHARIC_SENTENCES[0])
     assert report["unk_rate"] == 0.0 and report["characters_forced"] >= 180
-    assert report["added_pieces_used"] > 0.8 * report["pieces_added"]
+    assert report["added_pieces_used"] > 0.8 * (report["pieces_added"] - report["scripts_added"]["ethiopic"])
     assert measure_drift(base, merged, ENGLISH_TAGGED).lines_changed == 0
     for merge in merged_spec["model"]["merges"][len(base_spec["model"]["merges"]):]:
         a, b = merge.split(" ")
