@@ -10,6 +10,7 @@ import gradio as gr
 from core.checkpoint import inspect_checkpoint
 from core.families import get_family, rows_for
 from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.vocab import INIT_METHODS
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -24,7 +25,7 @@ from gradio_app.common import (
 CHECKPOINT_GLOBS = ["checkpoints/*.safetensors", "checkpoints/*.pt", "checkpoints/*.pth",
                     "runs/*/checkpoints/*.safetensors", "runs/*/checkpoints/*.pt"]
 TOKENIZER_GLOBS = ["tokenizers/*.model", "tokenizers/*.json"]
-INITS = ["fvt", "mean", "normal"]
+INITS = list(INIT_METHODS)
 
 
 def plan_rows(ctx: UIContext, checkpoint: str, base_tokenizer: str, new_tokenizer: str) -> list[list[Any]]:
