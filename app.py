@@ -12,14 +12,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import uvicorn
 
+from core.cli.catalogue import cli_catalogue
 from core.config import WORKSPACE_ENV, load_settings
 from core.errors import InputError, LinguaForgeError
 from core.tensorboard_proc import TensorBoardProcess
@@ -29,6 +32,8 @@ from gradio_app.server import TENSORBOARD_PREFIX, build_server, parse_auth
 from gradio_app.ui import build_ui
 
 AUTH_ENV = "LINGUAFORGE_UI_AUTH"
+UPLOAD_DIR_ENV = "GRADIO_TEMP_DIR"
+SHUTDOWN_TIMEOUT_S = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +75,8 @@ def serve(args: argparse.Namespace) -> int:
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
     _check_port_free(host, port)
 
-    runner = JobRunner(settings)
+    private_uploads = _use_private_upload_folder()
+    runner = JobRunner(settings, cli_catalogue())
     tensorboard = TensorBoardProcess(
         settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log"
     )
@@ -80,7 +86,9 @@ def serve(args: argparse.Namespace) -> int:
         tensorboard.start()
         ctx = UIContext(settings=settings, runner=runner, tensorboard_path=TENSORBOARD_PREFIX + "/")
         app = build_server(build_ui(ctx), tensorboard, auth, settings.allowed_roots)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(
+            app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S
+        ))
         shown = f"[{host}]" if ":" in host else host
         threading.Thread(
             target=_announce_when_started, args=(server, f"http://{shown}:{port}"), daemon=True
@@ -89,7 +97,22 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         tensorboard.stop()
         runner.stop_worker()
+        if private_uploads is not None:
+            shutil.rmtree(private_uploads, ignore_errors=True)
     return 0
+
+
+def _use_private_upload_folder() -> Path | None:
+    """Point Gradio's upload folder at a fresh folder only this server writes; return it (None when preset).
+
+    The file-parameter guard accepts uploads from this folder alone, so files uploaded to another
+    Gradio app on the machine, or an earlier run, are not accepted as uploads.
+    """
+    if os.environ.get(UPLOAD_DIR_ENV):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="linguaforge-uploads-"))
+    os.environ[UPLOAD_DIR_ENV] = str(folder)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,5 +129,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def exit_now(code: int) -> None:
+    """Flush output and end the process with `code`, skipping interpreter teardown.
+
+    By then the worker, its jobs and TensorBoard are stopped; tearing down torch and Gradio's
+    modules only adds seconds (over 10 on a loaded machine) to a shutdown that must end promptly.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -34,10 +34,19 @@ def resample(wav: torch.Tensor, source_rate: int, target_rate: int) -> torch.Ten
         return _resampler(int(source_rate), int(target_rate))(wav.unsqueeze(0)).squeeze(0)
 
 
+def check_finite(data: np.ndarray, path: str | os.PathLike[str]) -> None:
+    """Raise InputError naming `path` when any sample of `data` is NaN or infinite."""
+    bad = int(np.size(data) - np.count_nonzero(np.isfinite(data)))
+    if bad:
+        raise InputError(f"{path}: {bad} audio sample(s) are not finite (NaN or Inf); the file is corrupt. "
+                         "Re-export the recording.")
+
+
 def read_audio(path: str | os.PathLike[str], sample_rate: int | None = None) -> tuple[torch.Tensor, int]:
     """Return (mono float32 waveform, rate); resampled to `sample_rate` when given.
 
-    Raises InputError naming the file when it is missing, unreadable or holds no samples.
+    Raises InputError naming the file when it is missing, unreadable, holds no samples or
+    holds NaN/Inf samples.
     """
     path = Path(path)
     if not path.is_file():
@@ -48,6 +57,7 @@ def read_audio(path: str | os.PathLike[str], sample_rate: int | None = None) -> 
         raise InputError(f"{path}: unreadable audio ({exc}). Convert it to wav, flac, ogg or mp3.") from exc
     if data.shape[0] == 0:
         raise InputError(f"{path}: the audio file holds no samples.")
+    check_finite(data, path)
     wav = torch.from_numpy(np.ascontiguousarray(data.mean(axis=1)))
     if sample_rate is not None and rate != sample_rate:
         wav = resample(wav, rate, sample_rate)

@@ -12,7 +12,6 @@ import json
 import os
 import pickle
 import struct
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -156,17 +155,25 @@ def _is_safetensors(path: Path) -> bool:
     if len(head) < 9:
         return False
     (header_len,) = struct.unpack("<Q", head[:8])
-    return head[8:9] == b"{" and 0 < header_len < path.stat().st_size
+    if head[8:9] != b"{":
+        return False
+    size = path.stat().st_size
+    if not 0 < header_len < size:
+        raise InputError(
+            f"{path}: a safetensors file whose header claims {header_len} bytes but the file has {size}. "
+            "It is truncated or corrupt; re-copy or re-save it."
+        )
+    return True
 
 
 def _load_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
-    from safetensors import SafetensorError, safe_open
+    from safetensors import safe_open
 
     try:
         with safe_open(str(path), framework="pt") as handle:
             header = handle.metadata() or {}
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}
-    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the Rust reader raises SafetensorError or bare Exceptions
         raise InputError(
             f"{path}: not a readable safetensors file ({exc}). The file may be truncated; re-copy or re-save it."
         ) from exc
@@ -189,13 +196,19 @@ def _torch_load(path: Path, map_location: str) -> Any:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         lines = str(exc).strip().splitlines()
-        detail = next((line for line in lines if "GLOBAL" in line), _first_line(exc))
+        detail = next((line for line in lines if "GLOBAL" in line), None)
+        if detail is None:  # not a code payload: bytes that are no pickle at all
+            operand = next((line.strip() for line in lines if line.strip().startswith("Unsupported operand")), "")
+            raise InputError(
+                f"{path}: not a readable PyTorch checkpoint (not a pickle{': ' + operand if operand else ''}). "
+                "The file may be truncated or of another format; re-copy or re-save it."
+            ) from exc
         raise InputError(
             f"{path}: refused to load: the file needs code execution to unpickle ({detail.strip()}). "
             "It was not executed. Only load checkpoints from sources you trust, converted to "
             "safetensors or a plain state dict."
         ) from exc
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError, struct.error) as exc:
+    except Exception as exc:  # noqa: BLE001 - any other failure of an untrusted file: it is not a checkpoint
         raise InputError(
             f"{path}: not a readable PyTorch checkpoint ({_first_line(exc)}). "
             "The file may be truncated or of another format; re-copy or re-save it."

@@ -35,7 +35,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}{where}: not valid YAML ({exc}). Fix the syntax.") from exc
+        detail = " ".join(str(exc).split())
+        raise InputError(f"{path}{where}: not valid YAML ({detail}). Fix the syntax.") from exc
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc}). Save it as UTF-8.") from exc
     if data is None:

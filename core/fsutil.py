@@ -1,4 +1,4 @@
-"""Crash-safe file writes and file hashing.
+"""Crash-safe file writes, file hashing and lenient JSON reads.
 
 `atomic_write(path)` yields a temporary path in the destination folder; on success the file is
 flushed, fsynced and renamed onto `path`, so a crash never leaves a half-written file under the
@@ -77,3 +77,12 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Return the JSON object in `path`, or None when it is missing, partial or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -31,6 +31,7 @@ SILENCE_S = 0.15
 # codes/s): an undertrained model that predicts stop at once still yields audible output.
 MIN_CODES_PER_TEXT_TOKEN = 2
 REFERENCE_FRAMES = 256
+MAX_TEXT_CHARS = 5000  # per synthesize call; README documents it
 
 
 @dataclass
@@ -135,6 +136,15 @@ def load_for_inference(
     return InferenceModel(model.eval(), tok, speech_codec, meta, loaded)
 
 
+def check_text_length(text: str, limit: int = MAX_TEXT_CHARS) -> None:
+    """Raise InputError when `text` is longer than `limit` characters (the documented synthesis limit)."""
+    if len(text) > limit:
+        raise InputError(
+            f"--text: {len(text)} characters; one synthesize call speaks at most {limit}. "
+            "Split the text into several calls (for example by paragraph)."
+        )
+
+
 def split_sentences(text: str, tokenizer: Tokenizer, max_tokens: int) -> list[str]:
     """Return `text` cut at sentence ends (. ! ? ። ፧ ፨ and line breaks), each piece ≤ `max_tokens` ids.
 
@@ -169,10 +179,15 @@ def synthesize(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Return (waveform at the codec's sample rate, report with sentences, codes, seconds and RTF).
 
-    Raises InputError for empty text or an unreadable reference.
+    Long text is spoken sentence by sentence with progress after each (`core.progress`).
+    Raises InputError for empty text, text over MAX_TEXT_CHARS, text of which the tokenizer knows
+    no character, or an unreadable reference.
     """
     from core.audio import read_audio
     from core.data.cache import wants_uppercase
+    from core.progress import Progress
+
+    check_text_length(text)
 
     model, codec, tok = inference.model, inference.codec, inference.tokenizer
     start = time.perf_counter()
@@ -182,22 +197,32 @@ def synthesize(
         ref_mel = codec.mel(wav)[:REFERENCE_FRAMES]
     normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
     sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
+    encoded = [tok.encode(sentence) for sentence in sentences]
+    unknown = sum(1 for ids in encoded for i in ids if i == tok.unk_id)
+    if tok.unk_id is not None and unknown == sum(len(ids) for ids in encoded):
+        raise InputError(
+            f"--text {text[:40]!r}: the tokenizer knows none of its characters, so there is nothing to speak. "
+            "Check the text's language (--language) or use a tokenizer trained on it."
+        )
     generator = torch.Generator().manual_seed(seed)
     gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
     pieces, counts = [], []
-    for sentence in sentences:
-        ids = tok.encode(sentence)
+    progress = Progress("synthesize", total=len(sentences))
+    for ids in encoded:
         codes = model.generate(ids, ref_mel, temperature, top_k, top_p, use_cache=use_cache, generator=generator,
                                min_codes=MIN_CODES_PER_TEXT_TOKEN * len(ids))
         counts.append(len(codes))
         if codes:
             pieces.extend([codec.decode(torch.tensor(codes)), gap])
+        progress.update()
+    progress.finish()
     wav = torch.cat(pieces[:-1]) if pieces else torch.zeros(0)
     elapsed = time.perf_counter() - start
     seconds = wav.numel() / codec.sample_rate
     report = {
         "sentences": sentences,
         "codes": counts,
+        "unknown_tokens": unknown,
         "audio_seconds": round(seconds, 3),
         "wall_seconds": round(elapsed, 3),
         "rtf": round(elapsed / seconds, 4) if seconds else None,

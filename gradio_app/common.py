@@ -15,8 +15,7 @@ import gradio as gr
 
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
-from gradio_app.runner import JobRunner
-from jobs.records import FINAL_STATUSES
+from gradio_app.runner import FINAL_STATUSES, JobRunner
 
 LOG = logging.getLogger("linguaforge.ui")
 F = TypeVar("F", bound=Callable[..., Any])

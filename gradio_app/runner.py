@@ -1,8 +1,9 @@
-"""The dashboard's only door to the job runner (`jobs.runner`): submit, watch, cancel, resume.
+"""The dashboard's only door to the job runner (`jobs`): submit, watch, cancel, resume.
 
-Everything the UI shows about a job comes from its record in the jobs database and the files
-it writes, so a page reload or a second browser sees the same jobs; nothing here keeps state
-that a closed tab could lose.
+No other `gradio_app` module imports `jobs` (tests/test_layers.py holds it). `app.py` hands in the
+job catalogue it built from the CLI's parsers. Everything the UI shows about a job comes from its
+record in the jobs database and the files it writes, so a page reload or a second browser sees
+the same jobs; nothing here keeps state that a closed tab could lose.
 """
 
 from __future__ import annotations
@@ -11,21 +12,26 @@ from typing import Any
 
 from core.config import Settings
 from jobs import runner as jobs_runner
+from jobs.kinds import JobCatalogue
+from jobs.records import FINAL_STATUSES
 from jobs.worker import Worker
+
+__all__ = ["FINAL_STATUSES", "JobRunner"]
 
 
 class JobRunner:
     """Submits and inspects jobs for one workspace; optionally owns the in-process worker."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, catalogue: JobCatalogue) -> None:
         self.settings = settings
-        self._jobs = jobs_runner.JobRunner(settings)
+        self.catalogue = catalogue
+        self._jobs = jobs_runner.JobRunner(settings, catalogue=catalogue)
         self._worker: Worker | None = None
 
     def start_worker(self) -> None:
         """Start the embedded Huey consumer (thread workers), recovering jobs a crash left running."""
         if self._worker is None:
-            self._worker = jobs_runner.start_worker(self.settings)
+            self._worker = jobs_runner.start_worker(self.settings, catalogue=self.catalogue)
 
     def stop_worker(self) -> None:
         """Stop the embedded consumer; its running jobs are stopped and marked interrupted."""

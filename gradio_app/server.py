@@ -16,15 +16,20 @@ import fastapi
 import gradio as gr
 import httpx
 from fastapi import Request
-from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from gradio import route_utils
 from gradio.routes import App as GradioApp
+from gradio.routes import templates as gradio_templates
+from gradio.utils import get_upload_folder
 from starlette.routing import Mount
 
 from core.errors import InputError
 from core.tensorboard_proc import TensorBoardProcess
+from gradio_app.guard import FileParamGuard, LoginGate
 
 TENSORBOARD_PREFIX = "/tensorboard"
 UPLOAD_LIMIT = "200mb"
+AUTH_MESSAGE = "LinguaForge dashboard: log in with the user and password given to app.py --auth."
 _HOP_HEADERS = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
     "transfer-encoding", "upgrade", "content-length", "content-encoding", "host",
@@ -78,13 +83,37 @@ def is_authorized(app: fastapi.FastAPI, request: Request, auth: tuple[str, str] 
     return False
 
 
+def login_page(request: Request) -> HTMLResponse:
+    """Return Gradio's login page for a visitor without a session: its form only, no app config or API."""
+    config = {
+        "auth_required": True,
+        "auth_message": AUTH_MESSAGE,
+        "space_id": None,
+        "root": route_utils.get_root_url(request=request, route_path="/", root_path=None),
+        "page": {"": {"layout": {}}},
+        "pages": [""],
+        "components": [],
+        "dependencies": [],
+        "current_page": "",
+    }
+    return gradio_templates.TemplateResponse(
+        request=request,
+        name="frontend/index.html",
+        context={"base_url": "./", "config": config, "gradio_api_info": {}},
+    )
+
+
 def build_server(
     blocks: gr.Blocks,
     tensorboard: TensorBoardProcess,
     auth: tuple[str, str] | None,
     allowed_paths: list[Path],
 ) -> fastapi.FastAPI:
-    """Return the FastAPI app: `/tensorboard/…` proxied to `tensorboard`, Gradio at `/`, one shared login."""
+    """Return the FastAPI app: `/tensorboard/…` proxied to `tensorboard`, Gradio at `/`, one shared login.
+
+    Every request passes `guard.LoginGate` (with auth) and `guard.FileParamGuard` first: file
+    parameters must be uploads to Gradio's upload folder or lie inside `allowed_paths`.
+    """
     app = fastapi.FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     client = httpx.AsyncClient(timeout=60.0)
 
@@ -114,12 +143,12 @@ def build_server(
     async def close_client() -> None:
         await client.aclose()
 
-    return gr.mount_gradio_app(
+    gr.mount_gradio_app(
         app,
         blocks,
         path="/",
         auth=auth,
-        auth_message="LinguaForge dashboard: log in with the user and password given to app.py --auth.",
+        auth_message=AUTH_MESSAGE,
         allowed_paths=[str(p) for p in allowed_paths],
         max_file_size=UPLOAD_LIMIT,
         show_error=True,
@@ -127,3 +156,7 @@ def build_server(
         run_history=False,
         ssr_mode=False,
     )
+    app.add_middleware(FileParamGuard, upload_dir=Path(get_upload_folder()), allowed_roots=allowed_paths)
+    if auth is not None:
+        app.add_middleware(LoginGate, authorized=lambda request: is_authorized(app, request, auth), login_page=login_page)
+    return app

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs.supervise import last_json_line, read_json
+from core.fsutil import read_json
+from jobs.supervise import last_json_line
 
 
 class TrainProgress:

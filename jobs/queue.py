@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,19 @@ def queue_url(settings: Settings) -> str | None:
 def build_huey(settings: Settings) -> Huey:
     """Return a Huey instance (results off, no locks) for the queue the settings name.
 
-    Raises InputError for an unsupported queue.url.
+    Raises InputError for an unsupported queue.url or a workspace where the SQLite queue cannot be opened.
     """
     url = queue_url(settings)
     if url is None:
         path = jobs_db_path(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return SqliteHuey(QUEUE_NAME, filename=str(path), results=False, timeout=SQLITE_TIMEOUT_S)
+        try:
+            return SqliteHuey(QUEUE_NAME, filename=str(path), results=False, timeout=SQLITE_TIMEOUT_S)
+        except sqlite3.OperationalError as exc:
+            raise InputError(
+                f"{path.parent}: not writable, so the job queue {path.name} cannot be opened ({exc}). "
+                "Make the workspace writable or point LINGUAFORGE_WORKSPACE at a writable folder."
+            ) from exc
     return RedisHuey(QUEUE_NAME, url=url, results=False)
 
 

@@ -133,7 +133,16 @@ class JobStore:
             conn.close()
 
     def _retry(self, action: Callable[[], T]) -> T:
-        return with_busy_retry(action, str(self.path))
+        try:
+            return with_busy_retry(action, str(self.path))
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if "readonly" in text or "read-only" in text or "unable to open" in text or "disk i/o" in text:
+                raise InputError(
+                    f"{self.path.parent}: not writable, so the jobs database {self.path.name} cannot be used ({exc}). "
+                    "Make the workspace writable or point LINGUAFORGE_WORKSPACE at a writable folder."
+                ) from exc
+            raise
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> int:
         def run() -> int:
@@ -209,11 +218,34 @@ class JobStore:
         return self._write(sql, args) > 0
 
 
+NUMBER_FIELDS = ("created_at", "started_at", "finished_at")
+INTEGER_FIELDS = ("pid", "exit_code", "attempts", "interruptions", "nproc")
+
+
 def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    """Return a row as a job mapping. A damaged row (bad JSON, text where a number belongs) is
+    returned with `damaged` naming the fields and those fields emptied, never raising."""
     data = dict(row)
+    problems: list[str] = []
     for key in JSON_FIELDS:
         if data.get(key) is not None:
-            data[key] = json.loads(data[key])
+            try:
+                data[key] = json.loads(data[key])
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{key}: invalid JSON ({exc})")
+                data[key] = None
+    for key, kind in [*((k, float) for k in NUMBER_FIELDS), *((k, int) for k in INTEGER_FIELDS)]:
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            problems.append(f"{key}: {str(value)[:40]!r} is not a number")
+            data[key] = None
+        elif value is not None:
+            data[key] = kind(value)
+    for key, expected in (("params", dict), ("argv", list), ("progress", dict), ("artifacts", dict)):
+        if data.get(key) is not None and not isinstance(data[key], expected):
+            problems.append(f"{key}: expected a JSON {expected.__name__}")
+            data[key] = None
+    data["damaged"] = "; ".join(problems) or None
     data["cancel_requested"] = bool(data.get("cancel_requested"))
     data["gpu"] = bool(data.get("gpu"))
     return data

@@ -46,13 +46,15 @@ def stop_orphan(job: dict[str, Any], grace_s: float, term_grace_s: float) -> str
 
 
 def recover(store: JobStore, task: TaskWrapper, queued_ids: set[str], grace_s: float, term_grace_s: float) -> dict[str, list[str]]:
-    """Recover after a crash; return the ids that became `interrupted`, `cancelled` and `requeued`.
+    """Recover after a crash; return the ids that became `interrupted`, `cancelled` and `requeued`,
+    and those skipped as `damaged` (a record that cannot be decoded is never run or changed).
 
     `queued_ids` are the job ids that still have a message in the queue.
     """
-    report: dict[str, list[str]] = {"interrupted": [], "cancelled": [], "requeued": []}
+    report: dict[str, list[str]] = {"interrupted": [], "cancelled": [], "requeued": [], "damaged": []}
+    report["damaged"] = [job["id"] for job in store.list() if job["damaged"]]
     for job in store.list(status="running"):
-        if worker_alive(job["worker"]) is not False:
+        if job["damaged"] or worker_alive(job["worker"]) is not False:
             continue
         stop_orphan(job, grace_s, term_grace_s)
         if job["cancel_requested"]:
@@ -69,10 +71,10 @@ def recover(store: JobStore, task: TaskWrapper, queued_ids: set[str], grace_s: f
         ):
             report[status].append(job["id"])
     for job in store.list(status="interrupted"):
-        if job["resume"] == "auto" and requeue(store, task, job["id"], ("interrupted",)):
+        if not job["damaged"] and job["resume"] == "auto" and requeue(store, task, job["id"], ("interrupted",)):
             report["requeued"].append(job["id"])
-    for job in store.list(status="queued"):
-        if job["id"] not in queued_ids:
+    for job in store.list(status="queued"):  # lost messages only: a job requeued above already has one
+        if not job["damaged"] and job["id"] not in queued_ids and job["id"] not in report["requeued"]:
             enqueue(task, job["id"])
             report["requeued"].append(job["id"])
     return report

@@ -1,11 +1,11 @@
-"""The job runner's public API, used by `python -m core jobs …` and the dashboard.
+"""The job runner's public API, used by `python -m core jobs …`, the journeys and the dashboard.
 
-    runner = JobRunner(settings)          # or the module functions below with settings=None
+    runner = JobRunner(settings, catalogue=catalogue)   # the catalogue comes from the entry point
     job_id = runner.submit("tokenizer.train", {"corpus": ["text/am.txt"], "vocab_size": 800})
     runner.get_job(job_id)["status"]      # queued | running | succeeded | failed | cancelled | interrupted
     runner.read_log(job_id, tail=50)
     runner.cancel(job_id); runner.resume(job_id)
-    worker = start_worker(settings); …; worker.stop()
+    worker = start_worker(settings, catalogue=catalogue); …; worker.stop()
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.config import Settings, load_settings, read_yaml
+from core.confine import check_name
 from core.errors import InputError
-from jobs import kinds
+from jobs.kinds import JobCatalogue, is_gpu_kind
+from jobs.param_paths import check_job_params
 from jobs.queue import build_huey
 from jobs.records import FINAL_STATUSES, JobStore, new_job_id
 from jobs.recovery import enqueue, requeue, stop_orphan
@@ -28,10 +30,14 @@ RESUMABLE = ("interrupted", "failed", "cancelled")
 
 
 class JobRunner:
-    """Submit, inspect, cancel and resume jobs in one workspace's queue."""
+    """Submit, inspect, cancel and resume jobs in one workspace's queue.
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    `catalogue` (built by the entry point from the CLI's parsers) checks submitted parameters.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, catalogue: JobCatalogue) -> None:
         self.settings = settings or load_settings()
+        self.catalogue = catalogue
         self.huey = build_huey(self.settings)
         self.task = register_tasks(self.huey)
         self.store = JobStore(self.settings.workspace / "jobs.sqlite")
@@ -46,9 +52,10 @@ class JobRunner:
         if nproc < 1 or (nproc > 1 and kind != "train"):
             raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
         params = dict(params or {})
-        if kind == "train" and "resume" not in params and kinds.accepts(kind, "resume"):
+        if kind == "train" and "resume" not in params and self.catalogue.accepts(kind, "resume"):
             params["resume"] = "auto"
-        argv = kinds.build_argv(kind, params)
+        argv = self.catalogue.build_argv(kind, params)
+        check_job_params(self.settings, kind, params)
         run_dir = self._run_dir(kind, params)
         resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
         logs = self.settings.workspace / "logs" / "jobs"
@@ -61,7 +68,7 @@ class JobRunner:
                 "params": params,
                 "argv": argv,
                 "resume": resume,
-                "gpu": int(kinds.is_gpu_kind(kind, self.settings.get("queue.gpu_kinds"))),
+                "gpu": int(is_gpu_kind(kind, self.settings.get("queue.gpu_kinds"))),
                 "nproc": nproc,
                 "run_dir": str(run_dir) if run_dir else None,
                 "log_path": str(logs / f"{job_id}.log"),
@@ -75,7 +82,7 @@ class JobRunner:
         if kind != "train" or params.get("config") is None:
             return None
         config_path = self.settings.resolve(str(params["config"]))
-        name = read_yaml(config_path).get("name") or config_path.stem
+        name = check_name(read_yaml(config_path).get("name") or config_path.stem, f"{config_path}: name")
         return self.settings.workspace / "runs" / str(name)
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -141,6 +148,8 @@ class JobRunner:
         Returns the record. Raises InputError when the job is queued, running or succeeded.
         """
         job = self.store.get(job_id)
+        if job["damaged"]:
+            raise InputError(f"job {job_id}: damaged record ({job['damaged']}); it cannot be resumed. Submit it again.")
         if not requeue(self.store, self.task, job_id, RESUMABLE):
             raise InputError(
                 f"job {job_id} is {job['status']}; only {', '.join(RESUMABLE)} jobs can be resumed."
@@ -162,55 +171,11 @@ class JobRunner:
             time.sleep(0.2)
 
 
-_RUNNERS: dict[tuple[str, str], JobRunner] = {}
-
-
-def get_runner(settings: Settings | None = None) -> JobRunner:
-    """Return a cached JobRunner for `settings` (loaded from the defaults when None)."""
-    settings = settings or load_settings()
-    key = (str(settings.workspace), str(settings.get("queue.url")))
-    if key not in _RUNNERS:
-        _RUNNERS[key] = JobRunner(settings)
-    return _RUNNERS[key]
-
-
-def submit(
-    kind: str, params: dict[str, Any] | None = None, settings: Settings | None = None, nproc: int = 1
-) -> str:
-    """Submit a job; return its id. Raises InputError for a bad kind or parameter (see JobRunner.submit)."""
-    return get_runner(settings).submit(kind, params, nproc)
-
-
-def list_jobs(status: str | None = None, limit: int | None = None, settings: Settings | None = None) -> list[dict[str, Any]]:
-    """Return job records newest first (see JobRunner.list_jobs)."""
-    return get_runner(settings).list_jobs(status, limit)
-
-
-def get_job(job_id: str, settings: Settings | None = None) -> dict[str, Any]:
-    """Return one job record. Raises InputError when there is no such job."""
-    return get_runner(settings).get_job(job_id)
-
-
-def read_log(job_id: str, tail: int | None = None, settings: Settings | None = None) -> str:
-    """Return a job's log text, or its last `tail` lines. Raises InputError when there is no such job."""
-    return get_runner(settings).read_log(job_id, tail)
-
-
-def cancel(job_id: str, settings: Settings | None = None) -> dict[str, Any]:
-    """Cancel a job; return its record. Raises InputError when it already finished (see JobRunner.cancel)."""
-    return get_runner(settings).cancel(job_id)
-
-
-def resume(job_id: str, settings: Settings | None = None) -> dict[str, Any]:
-    """Queue a stopped job again; return its record. Raises InputError when it cannot be resumed."""
-    return get_runner(settings).resume(job_id)
-
-
-def start_worker(settings: Settings | None = None, workers: int | None = None) -> Worker:
+def start_worker(settings: Settings | None = None, workers: int | None = None, *, catalogue: JobCatalogue) -> Worker:
     """Start a consumer in background threads of this process (the dashboard's); return it.
 
     Call `.stop()` on the result to stop it. Raises InputError for an unsupported queue.url.
     """
-    worker = Worker(settings or load_settings(), workers)
+    worker = Worker(settings or load_settings(), workers, catalogue=catalogue)
     worker.start()
     return worker

@@ -148,15 +148,6 @@ def stop_process_group(
     return "sigkill"
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """Return the JSON object in `path`, or None when it is missing, partial or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | None:
     """Return the last line of `path` that is a JSON object, or None (reads at most the last MiB)."""
     try:

@@ -19,8 +19,8 @@ from huey.api import TaskWrapper
 from huey.exceptions import RetryTask
 
 from core.config import Settings
-from core.errors import InputError, LinguaForgeError
-from jobs import kinds
+from core.errors import InputError
+from jobs.kinds import JobCatalogue
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
@@ -40,11 +40,13 @@ GPU_RETRY_DELAY_S = 1.0
 
 @dataclass
 class JobContext:
-    """What running jobs in one consumer process share: settings, records, GPU slots, children."""
+    """What running jobs in one consumer process share: settings, records, GPU slots, children,
+    and the catalogue that runs the doctor before a training job."""
 
     settings: Settings
     store: JobStore
     gpu_slots: threading.BoundedSemaphore
+    catalogue: JobCatalogue
     worker_id: str = field(default_factory=worker_identity)
     active: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     shutting_down: threading.Event = field(default_factory=threading.Event)
@@ -60,10 +62,10 @@ class JobContext:
         return float(self.settings.get("queue.term_grace_s", 10))
 
 
-def make_context(settings: Settings) -> JobContext:
+def make_context(settings: Settings, catalogue: JobCatalogue) -> JobContext:
     """Return a JobContext for `settings` with `queue.gpu_slots` GPU slots (default 1)."""
     slots = int(settings.get("queue.gpu_slots", 1) or 1)
-    return JobContext(settings, JobStore(jobs_db_path(settings)), threading.BoundedSemaphore(slots))
+    return JobContext(settings, JobStore(jobs_db_path(settings)), threading.BoundedSemaphore(slots), catalogue)
 
 
 def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper:
@@ -85,6 +87,10 @@ def execute(ctx: JobContext, job_id: str) -> None:
     except InputError:
         return
     if job["status"] != "queued":
+        return
+    if job["damaged"]:
+        ctx.store.update(job_id, when_status=("queued",), status="failed", finished_at=time.time(),
+                         error=f"damaged job record ({job['damaged']}); submit the job again")
         return
     slot = ctx.gpu_slots if job["gpu"] else None
     if slot is not None and not slot.acquire(blocking=False):
@@ -117,29 +123,17 @@ def _supervise(ctx: JobContext, job_id: str) -> None:
         supervisor.finish("failed", error=f"internal error in the job runner: {exc}")
 
 
-def doctor_argv(job: dict[str, Any], settings: Settings) -> list[str] | None:
+def doctor_argv(job: dict[str, Any], settings: Settings, catalogue: JobCatalogue) -> list[str] | None:
     """Return the `doctor` argv to run before a training job, or None when there is no doctor."""
     config = job["params"].get("config")
     if job["kind"] != "train" or config is None:
         return None
     try:
-        if not kinds.accepts("doctor", "config"):
+        if not catalogue.accepts("doctor", "config"):
             return None
     except InputError:
         return None
     return ["doctor", "--config", str(settings.resolve(str(config)))]
-
-
-def run_doctor(argv: list[str]) -> tuple[int, str]:
-    """Run the doctor command in this process; return (exit code, its table or error text)."""
-    from core.cli import build_parser
-
-    args = build_parser().parse_args(argv)
-    try:
-        result = args.handler(args)
-    except LinguaForgeError as exc:
-        return exc.exit_code, f"error: {exc}"
-    return result.exit_code, result.text
 
 
 class Supervisor:
@@ -155,15 +149,24 @@ class Supervisor:
         self.train = TrainProgress(self.run_dir) if self.run_dir else None
 
     def log(self, line: str) -> None:
-        """Append one line from the runner to the job log."""
-        with open(self.log_path, "a", encoding="utf-8") as handle:
-            handle.write(f"[jobs] {line}\n")
+        """Append one line from the runner to the job log (best effort: an unwritable log loses the line)."""
+        try:
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(f"[jobs] {line}\n")
+        except OSError:
+            pass
 
     def run(self) -> None:
-        """Run the doctor (training), then the command; record the final status."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
+        """Run the doctor (training), then the command; record the final status.
+
+        A folder the job must write (logs/, the run folder) that is not writable ends it `failed`
+        with an error naming the folder.
+        """
         try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8"):
+                pass
+            self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
             if not self._doctor_passes():
                 return
             self._prepare_run_dir()
@@ -171,7 +174,9 @@ class Supervisor:
                 self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path, self.job["nproc"]
             )
         except OSError as exc:
-            self.finish("failed", error=f"could not start the command: {exc}")
+            where = Path(exc.filename).parent if exc.filename else None
+            detail = f"{where} is not writable ({exc.strerror}: {exc.filename})" if where else str(exc)
+            self.finish("failed", error=f"could not start the command: {detail}. Make the folder writable and resume the job.")
             return
         self.ctx.active[self.id] = proc
         try:
@@ -184,15 +189,16 @@ class Supervisor:
         self._record_outcome(proc.returncode, cancelled)
 
     def _doctor_passes(self) -> bool:
-        argv = doctor_argv(self.job, self.ctx.settings)
+        argv = doctor_argv(self.job, self.ctx.settings, self.ctx.catalogue)
         if argv is None:
             return True
         self.log(f"$ python -m core {' '.join(argv)}")
-        code, table = run_doctor(argv)
-        self.log(table.strip())
-        if code == 0:
+        outcome = self.ctx.catalogue.run(argv)
+        table = outcome.text.strip()
+        self.log(table)
+        if outcome.exit_code == 0:
             return True
-        self.finish("failed", error=f"doctor found problems:\n{table.strip()}", exit_code=code)
+        self.finish("failed", error=f"doctor found problems:\n{table}", exit_code=outcome.exit_code)
         return False
 
     def _prepare_run_dir(self) -> None:

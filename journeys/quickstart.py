@@ -21,6 +21,7 @@ import yaml
 from core.config import REPO_ROOT, Settings, load_settings, read_yaml
 from core.errors import InputError
 from core.fsutil import atomic_write_text
+from jobs.kinds import JobCatalogue
 from journeys.report import write_report
 from journeys.stages import StageRunner
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
@@ -190,11 +191,12 @@ def _tts_figures(base_tok: dict[str, Any], base: dict[str, Any], extended: dict[
 
 
 def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings: Settings | None = None,
-                       mode: str = "queue", embedded_worker: bool = True) -> dict[str, Any]:
+                       mode: str = "queue", embedded_worker: bool = True, *, catalogue: JobCatalogue) -> dict[str, Any]:
     """Run the TTS journey with `preset`; return the report (also written to runs/<name>/report.json).
 
     `mode` queue submits every stage as a job (with a worker in this process unless
-    `embedded_worker` is False); inline runs the commands in this process.
+    `embedded_worker` is False); inline runs the commands in this process. `catalogue` (from the
+    entry point) checks and runs the stage commands.
     Raises InputError for a bad preset or an existing run folder, StageFailed when a stage fails.
     """
     settings = settings or load_settings()
@@ -208,7 +210,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     9 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2)) as stages:
+                     9 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"]})
         manifests = _split_manifest(data_dir / "sample" / "manifest.jsonl")

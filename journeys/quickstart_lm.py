@@ -22,6 +22,7 @@ from journeys.quickstart import (
     write_lines,
     write_run_config,
 )
+from jobs.kinds import JobCatalogue
 from journeys.report import write_report
 from journeys.stages import StageRunner
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
@@ -46,9 +47,10 @@ def compared_sizes(sweep: dict[str, Any], wanted: Sequence[int]) -> list[int]:
 
 def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", name: str | None = None,
                       settings: Settings | None = None, mode: str = "queue",
-                      embedded_worker: bool = True) -> dict[str, Any]:
+                      embedded_worker: bool = True, *, catalogue: JobCatalogue) -> dict[str, Any]:
     """Run the LM journey on `corpus` files (default: the sample's transcripts); return the report.
 
+    `mode`, `embedded_worker` and `catalogue` choose how the stages run (see run_tts_quickstart).
     The report (runs/<name>/report.json and report.md) holds the sweep, one row per compared
     vocabulary size with validation bits per byte at start and end, and samples at two temperatures.
     Raises InputError for a bad preset or corpus and StageFailed when a stage fails.
@@ -71,7 +73,8 @@ def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", n
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     models: list[dict[str, Any]] = []
-    with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600))) as stages:
+    with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
+                     catalogue=catalogue) as stages:
         sweep = stages.run("tokenizer.sweep", "tokenizer.sweep", {
             "corpus": files, "sizes": ",".join(map(str, spec["sweep_sizes"]))})
         sizes = compared_sizes(sweep, spec["compare_sizes"])

@@ -3,8 +3,8 @@
 Queued (the default), each stage is submitted through `jobs.runner` with its DESIGN.md kind and
 waited for, so it shows in the Jobs tab with its log; the journey either starts a worker in this
 process or relies on one that is already consuming (the dashboard's, or `python -m core worker`).
-Inline, the same argv (built and checked by `jobs.kinds.build_argv`) runs through `core.cli.main`
-in this process: no job records, no per-stage process start-up.
+Inline, the same argv (built and checked by the job catalogue the entry point handed in) runs in
+this process through that catalogue: no job records, no per-stage process start-up.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
 from core.progress import Progress
+from jobs.kinds import CommandOutcome, JobCatalogue
 
 MODES = ("queue", "inline")
 QUEUE_PICKUP_S = 300.0
@@ -52,15 +53,17 @@ class StageRunner:
     """Runs stages one after another and remembers them; use as a context manager.
 
     `mode` is `queue` or `inline`; `embedded_worker` (queue mode) starts a job worker in this
-    process for the journey's lifetime. `timeout_s` bounds each stage.
+    process for the journey's lifetime. `timeout_s` bounds each stage. `catalogue` (from the entry
+    point) checks each stage's parameters and runs inline stages.
     Raises InputError for an unknown mode.
     """
 
     def __init__(self, settings: Settings, mode: str = "queue", embedded_worker: bool = True,
-                 timeout_s: float = 3600.0, total: int | None = None) -> None:
+                 timeout_s: float = 3600.0, total: int | None = None, *, catalogue: JobCatalogue) -> None:
         if mode not in MODES:
             raise InputError(f"stage mode {mode!r}: choose one of {', '.join(MODES)}.")
         self.settings = settings
+        self.catalogue = catalogue
         self.mode = mode
         self.embedded_worker = embedded_worker and mode == "queue"
         self.timeout_s = timeout_s
@@ -74,10 +77,10 @@ class StageRunner:
         if self.mode == "queue":
             from jobs.runner import JobRunner, start_worker
 
-            self._runner = JobRunner(self.settings)
+            self._runner = JobRunner(self.settings, catalogue=self.catalogue)
             if self.embedded_worker:
                 saved = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
-                self._worker = start_worker(self.settings)
+                self._worker = start_worker(self.settings, catalogue=self.catalogue)
                 for sig, handler in saved.items():  # the consumer's handlers would swallow Ctrl-C and SIGTERM
                     if handler is not None and threading.current_thread() is threading.main_thread():
                         signal.signal(sig, handler)
@@ -134,16 +137,21 @@ class StageRunner:
         return job_id, job.get("artifacts") or {}
 
     def _inline(self, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-        from core.cli import main
-        from jobs.kinds import build_argv
-
-        argv = build_argv(kind, params)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-        lines = [line for line in out.getvalue().splitlines() if line.startswith("{")]
-        result = json.loads(lines[-1]) if lines else {}
-        if code != 0:
-            detail = result.get("error") or (err.getvalue().strip().splitlines() or ["no error text"])[-1]
-            raise StageFailed(f"stage {name} ({kind}) failed with exit code {code}: {detail}.")
+        argv = self.catalogue.build_argv(kind, params)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            outcome = _run_quietly(self.catalogue, argv)
+        result = json.loads(json.dumps(outcome.data, ensure_ascii=False, default=str))
+        if outcome.exit_code != 0:
+            detail = result.get("error") or (outcome.text.strip().splitlines() or ["no error text"])[-1]
+            raise StageFailed(f"stage {name} ({kind}) failed with exit code {outcome.exit_code}: {detail}.")
         return result
+
+
+def _run_quietly(catalogue: JobCatalogue, argv: list[str]) -> CommandOutcome:
+    """Run `argv` through `catalogue` like `python -m core` would: a crash or Ctrl-C is an exit code, not an exception."""
+    try:
+        return catalogue.run(argv)
+    except KeyboardInterrupt:
+        return CommandOutcome(130, {}, "interrupted")
+    except Exception as exc:  # a stage's edge, as the CLI's: its outcome, never a traceback in the journey
+        return CommandOutcome(1, {"ok": False, "error": f"internal error: {exc}"}, f"internal error: {exc}")

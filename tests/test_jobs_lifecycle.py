@@ -13,9 +13,10 @@ from typing import Iterator
 import pytest
 
 from core.config import load_settings
+from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
 from jobs.supervise import is_alive
-from test_jobs_support import FIXTURE_BPE, JobsEnv, has_kind, make_jobs_env
+from test_jobs_support import JOB_BPE, JobsEnv, has_kind, make_jobs_env
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +44,11 @@ def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: Job
     runner = env.runner
     override = tmp_path / "gpu.yaml"
     override.write_text("queue: {gpu_kinds: [doctor]}\n")
-    gpu_runner = JobRunner(load_settings(override))
-    skipped = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    gpu_runner = JobRunner(load_settings(override), catalogue=cli_catalogue())
+    skipped = runner.submit("doctor", {"tokenizer": JOB_BPE})
     assert runner.cancel(skipped)["status"] == "cancelled"
-    first = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
-    second = gpu_runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    first = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE})
+    second = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE})
     bad = runner.submit("doctor", {"tokenizer": "tokenizers/missing.model"})
     env.start_worker()
 
@@ -74,7 +75,7 @@ def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: Job
 
 def test_cancel_running_job_stops_its_process_group(env: JobsEnv) -> None:
     runner = env.runner
-    job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    job_id = runner.submit("doctor", {"tokenizer": JOB_BPE})
     running = wait_running(runner, job_id)
     assert runner.cancel(job_id)["cancel_requested"]
     job = runner.wait(job_id, 60)

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from jobs.supervise import is_alive
-from test_jobs_support import FIXTURE_BPE, JobsEnv, make_jobs_env, redis_server
+from test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env, redis_server
 
 
 @pytest.fixture
@@ -21,14 +21,14 @@ def env(workspace: Path, tmp_path: Path) -> Iterator[JobsEnv]:
 def test_redis_queue_runs_cancels_and_recovers_jobs(env: JobsEnv) -> None:
     runner = env.runner
     assert runner.huey.__class__.__name__ == "RedisHuey"
-    skipped = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    skipped = runner.submit("doctor", {"tokenizer": JOB_BPE})
     runner.cancel(skipped)
-    ok = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    ok = runner.submit("doctor", {"tokenizer": JOB_BPE})
     env.start_worker()
     assert runner.wait(ok, 120)["status"] == "succeeded", runner.read_log(ok)
     assert runner.get_job(skipped)["started_at"] is None
 
-    crashed = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    crashed = runner.submit("doctor", {"tokenizer": JOB_BPE})
     deadline = time.monotonic() + 60
     while not runner.get_job(crashed)["pid"]:
         assert time.monotonic() < deadline, "job never started"

@@ -17,7 +17,7 @@ import pytest
 
 from core.errors import InputError
 from jobs.records import FINAL_STATUSES
-from test_jobs_support import FIXTURE_BPE, JobsEnv, make_jobs_env
+from test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env
 
 THREADS = 8
 PER_THREAD = 25
@@ -38,7 +38,7 @@ def test_200_jobs_from_8_threads_all_finish_without_lock_errors(env: JobsEnv) ->
     def submitter() -> None:
         try:
             for i in range(PER_THREAD):
-                job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+                job_id = runner.submit("doctor", {"tokenizer": JOB_BPE})
                 with lock:
                     submitted.append(job_id)
                 if i % 2:

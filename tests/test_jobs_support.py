@@ -19,12 +19,21 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from core.cli.catalogue import cli_catalogue
 from core.config import Settings, load_settings
 from jobs.runner import JobRunner
 from jobs.supervise import is_alive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_BPE = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "bpe.model"
+JOB_BPE = "tokenizers/bpe.model"  # job parameters must lie inside the workspace: a copy of FIXTURE_BPE
+
+
+def put_bpe(workspace: Path) -> str:
+    """Copy the IndexTTS2 tokenizer fixture to JOB_BPE in `workspace`; return JOB_BPE."""
+    (workspace / JOB_BPE).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FIXTURE_BPE, workspace / JOB_BPE)
+    return JOB_BPE
 
 
 class WorkerProcess:
@@ -89,7 +98,7 @@ class JobsEnv:
         queue.update(overrides)
         self.settings_file.write_text(yaml.safe_dump({"queue": queue}))
         self.settings: Settings = load_settings(self.settings_file)
-        self.runner = JobRunner(self.settings)
+        self.runner = JobRunner(self.settings, catalogue=cli_catalogue())
         self.workers: list[WorkerProcess] = []
 
     def start_worker(self) -> WorkerProcess:
@@ -117,6 +126,7 @@ class JobsEnv:
 def make_jobs_env(workspace: Path, tmp: Path, **overrides: Any) -> Iterator[JobsEnv]:
     """Yield a JobsEnv whose workers and job processes are stopped afterwards."""
     env = JobsEnv(workspace, tmp, overrides)
+    put_bpe(workspace)
     try:
         yield env
     finally:
@@ -163,10 +173,9 @@ def redis_server(tmp: Path) -> Iterator[str]:
 def has_kind(kind: str) -> bool:
     """Return True when the CLI has the command `kind` (stages land from other issues)."""
     from core.errors import InputError
-    from jobs import kinds
 
     try:
-        kinds.command_parser(kind)
+        cli_catalogue().command_parser(kind)
     except InputError:
         return False
     return True

@@ -5,6 +5,7 @@ Only DESIGN.md's trainer contract is used: runs/<run>/status.json, metrics.jsonl
 
 from __future__ import annotations
 
+import ast
 import json
 import time
 from typing import Any, Iterator
@@ -113,3 +114,13 @@ def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -
     assert status["resumed_from"], status
     log = env.runner.read_log(job_id)
     assert log.count("--resume auto") == 2
+    recovery = [line for line in env.workers[-1].output().splitlines() if "recovery: " in line]
+    report = ast.literal_eval(recovery[-1].split("recovery: ", 1)[1])
+    assert report["interrupted"] == [job_id] and report["requeued"] == [job_id], report  # re-queued once
+    metrics = [json.loads(line) for line in (env.workspace / "runs" / "crash" / "metrics.jsonl").read_text().splitlines()]
+    steps = [m["step"] for m in metrics if m["split"] == "train"]
+    assert steps == sorted(set(steps)), steps  # one process at a time: the orphan stopped before the resume began
+    final = load_checkpoint(job["artifacts"]["last_checkpoint"])
+    assert job["artifacts"]["last_checkpoint"] == status["last_checkpoint"]
+    assert final.extra["step"] == job["artifacts"]["step"] == 16
+    assert job["artifacts"]["best_val_loss"] == final.extra["best_val_loss"]

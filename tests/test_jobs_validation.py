@@ -6,19 +6,19 @@ from pathlib import Path
 
 import pytest
 
+from core.cli.catalogue import cli_catalogue
 from core.cli.jobs import parse_params
 from core.config import load_settings
 from core.errors import InputError
-from jobs import kinds
 from jobs.queue import build_huey
 from jobs.runner import JobRunner
 from jobs.supervise import command_line
-from test_jobs_support import FIXTURE_BPE
+from test_jobs_support import FIXTURE_BPE, put_bpe
 
 
 def test_unknown_kind_lists_the_available_kinds(workspace: Path) -> None:
     with pytest.raises(InputError) as err:
-        JobRunner().submit("no.such", {})
+        JobRunner(catalogue=cli_catalogue()).submit("no.such", {})
     assert "unknown job kind 'no.such'" in str(err.value)
     assert "doctor" in str(err.value)
 
@@ -26,32 +26,32 @@ def test_unknown_kind_lists_the_available_kinds(workspace: Path) -> None:
 def test_runner_commands_are_not_job_kinds(workspace: Path) -> None:
     for kind in ("worker", "jobs.submit"):
         with pytest.raises(InputError, match="unknown job kind"):
-            kinds.build_argv(kind, {})
+            cli_catalogue().build_argv(kind, {})
 
 
 def test_unknown_parameter_names_the_known_ones(workspace: Path) -> None:
     with pytest.raises(InputError) as err:
-        JobRunner().submit("doctor", {"tokeniser": "x.model"})
+        JobRunner(catalogue=cli_catalogue()).submit("doctor", {"tokeniser": "x.model"})
     assert "unknown parameter(s) tokeniser" in str(err.value)
     assert "tokenizer" in str(err.value)
 
 
 def test_parser_error_comes_back_with_the_cli_message(workspace: Path) -> None:
     with pytest.raises(InputError) as err:
-        JobRunner().submit("doctor", {"family": "bogus"})
+        JobRunner(catalogue=cli_catalogue()).submit("doctor", {"family": "bogus"})
     assert "invalid choice: 'bogus'" in str(err.value)
-    assert JobRunner().list_jobs() == []
+    assert JobRunner(catalogue=cli_catalogue()).list_jobs() == []
 
 
 def test_params_become_the_commands_argv(workspace: Path) -> None:
-    argv = kinds.build_argv("doctor", {"tokenizer": str(FIXTURE_BPE), "freeze_until": 12000})
+    argv = cli_catalogue().build_argv("doctor", {"tokenizer": str(FIXTURE_BPE), "freeze_until": 12000})
     assert argv == ["doctor", "--tokenizer", str(FIXTURE_BPE), "--freeze-until", "12000", "--json"]
-    assert kinds.build_argv("checkpoint.inspect", {"path": "a.pt"}) == ["checkpoint", "inspect", "a.pt", "--json"]
+    assert cli_catalogue().build_argv("checkpoint.inspect", {"path": "a.pt"}) == ["checkpoint", "inspect", "a.pt", "--json"]
 
 
 def test_submit_records_a_queued_job(workspace: Path) -> None:
-    runner = JobRunner()
-    job_id = runner.submit("doctor", {"tokenizer": str(FIXTURE_BPE)})
+    runner = JobRunner(catalogue=cli_catalogue())
+    job_id = runner.submit("doctor", {"tokenizer": put_bpe(workspace)})
     job = runner.get_job(job_id)
     assert job["status"] == "queued"
     assert job["argv"][0] == "doctor"
@@ -82,7 +82,7 @@ def test_bad_queue_url_is_an_input_error(tmp_path: Path, workspace: Path) -> Non
 
 def test_several_gpus_run_train_under_torchrun(workspace: Path) -> None:
     with pytest.raises(InputError, match="for `train` only"):
-        JobRunner().submit("doctor", {"tokenizer": str(FIXTURE_BPE)}, nproc=2)
+        JobRunner(catalogue=cli_catalogue()).submit("doctor", {"tokenizer": put_bpe(workspace)}, nproc=2)
     assert command_line(["train", "--config", "c.yaml"], nproc=2)[1:7] == [
         "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "core"
     ]

@@ -18,14 +18,16 @@ import torch
 import yaml
 
 from core.checkpoint import load_checkpoint
+from core.cli.catalogue import cli_catalogue
 from core.config import load_settings
 from core.errors import InputError
 from journeys.quickstart import load_preset
 from journeys.stages import HANDLED_SIGNALS, StageRunner
-from jobs.kinds import build_argv, is_gpu_kind
+from jobs.kinds import is_gpu_kind
 from jobs.runner import JobRunner, start_worker
 from tests.data_helpers import require_espeak, run_cli
 
+CATALOGUE = cli_catalogue()
 REDUCED_TTS = {
     "journey": "tts",
     "sample": {"per_language": 16},
@@ -59,8 +61,8 @@ def _preset(tmp_path: Path, name: str, data: dict) -> Path:
 def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, tmp_path: Path) -> None:
     """What the dashboard's button does: a `quickstart.tts` job whose stages go to the same worker."""
     require_espeak()
-    jobs = JobRunner()
-    worker = start_worker(jobs.settings)
+    jobs = JobRunner(catalogue=CATALOGUE)
+    worker = start_worker(jobs.settings, catalogue=CATALOGUE)
     try:
         job_id = jobs.submit("quickstart.tts", {"preset": str(_preset(tmp_path, "reduced", REDUCED_TTS)), "name": "qs",
                                                 "external_worker": True})
@@ -125,7 +127,7 @@ def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(works
     assert report["best_vocab_size"] == min(report["models"], key=lambda m: m["val_bpb_end"])["vocab_size"]
     assert [s["temperature"] for s in report["samples"]] == [0.5, 1.2]
     assert all(s["text"] for s in report["samples"])
-    assert all(JobRunner().get_job(s["job_id"])["status"] == "succeeded" for s in report["stages"] if s["job_id"])
+    assert all(JobRunner(catalogue=CATALOGUE).get_job(s["job_id"])["status"] == "succeeded" for s in report["stages"] if s["job_id"])
     assert "val bpb end" in (workspace / "runs" / "lmqs" / "report.md").read_text()
 
 
@@ -144,16 +146,16 @@ def test_bad_presets_and_existing_runs_are_refused(workspace: Path, tmp_path: Pa
 
 
 def test_quickstart_jobs_validate_like_the_cli_and_hold_no_gpu_slot() -> None:
-    assert build_argv("quickstart.tts", {"preset": "quick", "external_worker": True}) == [
+    assert CATALOGUE.build_argv("quickstart.tts", {"preset": "quick", "external_worker": True}) == [
         "quickstart", "tts", "--preset", "quick", "--external-worker", "--json"]
     with pytest.raises(InputError, match="not allowed with"):
-        build_argv("quickstart.lm", {"inline": True, "external_worker": True})
+        CATALOGUE.build_argv("quickstart.lm", {"inline": True, "external_worker": True})
     assert not is_gpu_kind("quickstart.tts") and not is_gpu_kind("quickstart.lm") and is_gpu_kind("train")
 
 
 def test_embedded_worker_leaves_ctrl_c_and_sigterm_to_the_command(workspace: Path) -> None:
     """Huey's consumer installs its own handlers, which would swallow Ctrl-C and a job's SIGTERM."""
     before = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
-    with StageRunner(load_settings(), "queue", embedded_worker=True) as stages:
+    with StageRunner(load_settings(), "queue", embedded_worker=True, catalogue=CATALOGUE) as stages:
         assert stages._worker is not None
         assert {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS} == before

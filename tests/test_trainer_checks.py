@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, run_doctor
 from core.training.run_config import load_run_config
 from core.training.memory import estimate_bytes, largest_fitting_batch
-from core.training.trainer import train
+import core.checkpoint
+import core.checks.doctor
+import core.training.trainer
+from core.training.trainer import Trainer, train
 from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)
@@ -58,3 +65,50 @@ def test_memory_check_passes_for_the_tiny_preset(workspace: Path) -> None:
                         tokenizer_path=workspace / "tokenizers" / "en_words.json")
     check = _check(run_doctor(ctx), "memory.batch")
     assert check.status == "pass" and "free" in check.message and "MiB" in check.message
+
+
+def _count_loads(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Count checkpoint and tokenizer loads by path wherever the trainer and the doctor make them."""
+    loads: Counter = Counter()
+    load_checkpoint, load_tokenizer = core.checkpoint.load_checkpoint, core.training.trainer.load_tokenizer
+
+    def counted_checkpoint(path: Any, *args: Any, **kwargs: Any) -> Any:
+        loads[Path(path).resolve()] += 1
+        return load_checkpoint(path, *args, **kwargs)
+
+    def counted_tokenizer(path: Any, *args: Any, **kwargs: Any) -> Any:
+        loads[Path(path).resolve()] += 1
+        return load_tokenizer(path, *args, **kwargs)
+
+    monkeypatch.setattr(core.checkpoint, "load_checkpoint", counted_checkpoint)
+    monkeypatch.setattr(core.training.trainer, "load_checkpoint", counted_checkpoint)
+    monkeypatch.setattr(core.training.trainer, "load_tokenizer", counted_tokenizer)
+    monkeypatch.setattr(core.checks.doctor, "load_tokenizer", counted_tokenizer)
+    return loads
+
+
+def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer hands its doctor what it loaded: one load (and sha256) of the base, the resume
+    checkpoint and the tokenizer per setup, and the run's own config.yaml is not rewritten."""
+    lm_workspace(workspace)
+    settings = load_settings()
+    first = train(load_run_config(lm_config(workspace, "base-run")), lm_config(workspace, "base-run"), settings, max_steps=1)
+    base = workspace / "checkpoints" / "base.pt"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(first.last_checkpoint, base)
+    tokenizer = (workspace / "tokenizers" / "en_words.json").resolve()
+
+    loads = _count_loads(monkeypatch)
+    path = lm_config(workspace, "from-base", base_checkpoint="checkpoints/base.pt")
+    trainer = Trainer(load_run_config(path), path, settings)
+    trainer.log.close()
+    assert "checkpoint.rows" in (workspace / "runs" / "from-base" / "log.txt").read_text()  # the doctor did look
+    assert loads == Counter({base.resolve(): 1, tokenizer: 1})
+
+    loads.clear()
+    run_config = workspace / "runs" / "base-run" / "config.yaml"
+    written = run_config.stat().st_mtime_ns
+    resumed = Trainer(load_run_config(run_config), run_config, settings, resume="auto", max_steps=2)
+    assert loads == Counter({Path(first.last_checkpoint).resolve(): 1, tokenizer: 1})
+    assert resumed.run().step == 2
+    assert run_config.stat().st_mtime_ns == written

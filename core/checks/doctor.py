@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from core.cli.common import render_table
+from core.tables import render_table
 from core.config import Settings, load_settings
 from core.errors import InputError
 from core.training.run_config import RunConfig
@@ -98,7 +98,8 @@ _UNSET = object()
 
 @dataclass
 class DoctorContext:
-    """What the checks look at. Paths are absolute; the tokenizer and checkpoint load lazily, once."""
+    """What the checks look at. Paths are absolute; the tokenizer and checkpoints load lazily, once,
+    unless the caller `provide`s the objects it already loaded."""
 
     tokenizer_path: Path | None = None
     base_tokenizer_path: Path | None = None
@@ -117,6 +118,7 @@ class DoctorContext:
     _tokenizer: Any = field(default=_UNSET, init=False, repr=False)
     _tokenizer_source: str | None = field(default=None, init=False, repr=False)
     _checkpoint: Any = field(default=_UNSET, init=False, repr=False)
+    _resume: Any = field(default=_UNSET, init=False, repr=False)
 
     def get_settings(self) -> Settings:
         """Return the settings in use (loaded from the defaults when none were given)."""
@@ -178,23 +180,47 @@ class DoctorContext:
         except InputError:
             return None
 
+    def provide(self, tokenizer: Tokenizer | None = None, checkpoint: Any = None) -> None:
+        """Hand the checks what the caller already loaded, so they neither load nor hash it again.
+
+        `tokenizer` must be the one this context resolves to (the run config's, for the trainer),
+        `checkpoint` the LoadedCheckpoint at `checkpoint_path`.
+        Raises InputError when the tokenizer's source does not resolve.
+        """
+        if checkpoint is not None:
+            self._checkpoint = checkpoint
+        if tokenizer is not None:
+            _, self._tokenizer_source = self._resolve_tokenizer()
+            self._tokenizer = tokenizer
+
+    def _load_once(self, attr: str, path: Path | None) -> Any:
+        if path is None:
+            return None
+        if getattr(self, attr) is _UNSET:
+            from core.checkpoint import load_checkpoint
+
+            try:
+                setattr(self, attr, load_checkpoint(path))
+            except InputError as exc:
+                setattr(self, attr, exc)
+        loaded = getattr(self, attr)
+        if isinstance(loaded, InputError):
+            raise loaded
+        return loaded
+
     def checkpoint(self) -> Any:
         """Return the LoadedCheckpoint at `checkpoint_path`, or None when no checkpoint is involved.
 
         Raises InputError (the same one on every call) when it fails to load.
         """
-        if self.checkpoint_path is None:
-            return None
-        if self._checkpoint is _UNSET:
-            from core.checkpoint import load_checkpoint
+        return self._load_once("_checkpoint", self.checkpoint_path)
 
-            try:
-                self._checkpoint = load_checkpoint(self.checkpoint_path)
-            except InputError as exc:
-                self._checkpoint = exc
-        if isinstance(self._checkpoint, InputError):
-            raise self._checkpoint
-        return self._checkpoint
+    def resume(self) -> Any:
+        """Return the LoadedCheckpoint at `resume_checkpoint` (loaded once), or None when not resuming.
+
+        Raises InputError (the same one on every call) when it fails to load.
+        """
+        return self._load_once("_resume", self.resume_checkpoint)
 
     def checkpoint_or_none(self) -> Any:
         """Return the LoadedCheckpoint, or None when there is none or it fails to load."""
@@ -209,9 +235,13 @@ def _optional_path(settings: Settings, value: str | None) -> Path | None:
 
 
 def doctor_context_from_run_config(
-    config: RunConfig, config_path: str | os.PathLike[str] | None, settings: Settings
+    config: RunConfig, config_path: str | os.PathLike[str] | None, settings: Settings,
+    tokenizer: Tokenizer | None = None, checkpoint: Any = None,
 ) -> DoctorContext:
     """Return a DoctorContext for a run config; its relative paths resolve against the workspace.
+
+    `tokenizer` and `checkpoint` are the run's tokenizer and base checkpoint when the caller has
+    them loaded already (the trainer); the checks then use them instead of loading them again.
 
     `freeze.until: auto` leaves freeze_until None (the checks take the base size from the
     checkpoint metadata); `freeze.mode: none` disables the freeze check. A `model` entry
@@ -224,7 +254,7 @@ def doctor_context_from_run_config(
             break
     frozen = config.freeze.mode != "none"
     until = config.freeze.until if frozen and isinstance(config.freeze.until, int) else None
-    return DoctorContext(
+    ctx = DoctorContext(
         checkpoint_path=_optional_path(settings, config.base_checkpoint),
         freeze_until=until,
         declared_vocab=declared,
@@ -232,6 +262,8 @@ def doctor_context_from_run_config(
         config_path=Path(config_path).resolve() if config_path else None,
         settings=settings,
     )
+    ctx.provide(tokenizer, checkpoint)
+    return ctx
 
 
 def _as_results(check_id: str, outcome: Any) -> list[CheckResult]:

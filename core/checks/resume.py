@@ -18,10 +18,9 @@ def check_resume(ctx: DoctorContext) -> CheckResult | None:
     tokenizer = ctx.tokenizer_or_none()
     if tokenizer is None:
         return None
-    from core.checkpoint import load_checkpoint
     from core.training.state import resume_plan
 
-    loaded = load_checkpoint(ctx.resume_checkpoint)
+    loaded = ctx.resume()
     task = (loaded.meta or {}).get("task")
     if ctx.run_config is not None and task != ctx.run_config.task:
         return CheckResult("resume.tokenizer", "fail", f"{loaded.path} is a {task} checkpoint; this run is {ctx.run_config.task}.",

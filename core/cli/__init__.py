@@ -1,9 +1,11 @@
-"""The `python -m core` command line.
+"""The `python -m core` command line, an entry point at the top of the house plan.
 
 Each module in this package registers one command group (or top-level command) through a
 `register(subparsers)` function; `main()` discovers them, so adding a group is adding a file.
 Every command handler returns a `Result`; `--json` prints its data as one JSON object on stdout,
 otherwise its text. Exit codes: 0 success, 2 bad input (InputError), 1 internal error.
+It may import the library, `jobs` and `journeys`; `catalogue.py` builds from these parsers the
+job catalogue it hands to the runner and the journeys, which never import the CLI themselves.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import sys
 import traceback
 from typing import Sequence
 
-from core.cli.common import Result
+from core.cli._guards import check_arguments, os_error_message
+from core.cli.common import CliParser, Result
 from core.errors import LinguaForgeError
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every command group found in `core.cli` registered."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m core",
         description="LinguaForge: teach a pretrained TTS model or GPT LM a new language.",
     )
@@ -45,22 +48,30 @@ def _emit(result: Result, as_json: bool) -> None:
     sys.stdout.flush()
 
 
+def _fail(message: str, code: int, as_json: bool) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    if as_json:
+        _emit(Result({"ok": False, "error": message}), True)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one CLI command and return its exit code (0 ok, 1 internal error, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     as_json = bool(getattr(args, "json", False))
     try:
+        check_arguments(args)
         result = args.handler(args)
     except LinguaForgeError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        if as_json:
-            _emit(Result({"ok": False, "error": str(exc)}), True)
-        return exc.exit_code
+        return _fail(str(exc), exc.exit_code, as_json)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
     except Exception as exc:  # the CLI edge: report, never hide
+        message = os_error_message(exc) if isinstance(exc, OSError) else None
+        if message is not None:  # a path of the user's that cannot be read or written
+            return _fail(message, 2, as_json)
         traceback.print_exc(file=sys.stderr)
         sys.stderr.write(f"internal error: {exc}\n")
         if as_json:

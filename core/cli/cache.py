@@ -5,12 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group, render_table
+from core.cli.common import Result, add_command, add_group
 from core.config import load_settings
+from core.tables import render_table
 
 
 def _root(args: argparse.Namespace) -> Path:
-    return Path(args.root).resolve() if args.root else load_settings().resolve("cache")
+    from core.errors import InputError
+
+    root = Path(args.root).resolve() if args.root else load_settings().resolve("cache")
+    if args.root and not root.is_dir():
+        what = "a file" if root.exists() else "missing"
+        raise InputError(f"--root {args.root}: {what}, not a folder. Pass the cache root folder (default: the workspace's cache/).")
+    return root
 
 
 def _list(args: argparse.Namespace) -> Result:

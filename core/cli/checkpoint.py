@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group, render_mapping, render_table
+from core.cli.common import Result, add_command, add_group
+from core.tables import render_mapping, render_table
 
 
 def _inspect(args: argparse.Namespace) -> Result:

@@ -1,10 +1,13 @@
-"""Helpers every CLI group uses: the Result type, command registration and table rendering."""
+"""Helpers every CLI group uses: the Result type, command registration and option parsing.
+
+Tables and key/value lists render with `core.tables` (the doctor shares it)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, NoReturn
 
 
 @dataclass
@@ -17,6 +20,49 @@ class Result:
 
 
 Handler = Callable[[argparse.Namespace], Result]
+
+
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line: what is wrong with which value, and where help is."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print `error: MESSAGE (see `PROG --help`)` on stderr and exit 2."""
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """Return an argparse type accepting integers ≥ `low`; its errors name the value and the bound."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer; give a whole number ≥ {low}") from None
+        if number < low:
+            raise argparse.ArgumentTypeError(f"{number} is too small; give a whole number ≥ {low}")
+        return number
+
+    parse.__name__ = f"integer ≥ {low}"
+    return parse
+
+
+def float_in(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False) -> Callable[[str], float]:
+    """Return an argparse type accepting finite numbers within [low, high] (ends open when asked)."""
+    span = f"{'(' if low_open else '['}{low:g}, {'∞' if high is None else f'{high:g}'}{')' if high_open or high is None else ']'}"
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number; give one in {span}") from None
+        too_low = number <= low if low_open else number < low
+        too_high = high is not None and (number >= high if high_open else number > high)
+        if math.isnan(number) or math.isinf(number) or too_low or too_high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give a number in {span}")
+        return number
+
+    parse.__name__ = f"number in {span}"
+    return parse
 
 
 def add_command(
@@ -60,23 +106,26 @@ def int_list(value: str) -> list[int]:
             items.append(int(item))
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{item!r} is not an integer") from exc
+        if items[-1] < 1:
+            raise argparse.ArgumentTypeError(f"{item} is too small; every size must be ≥ 1")
     return items
 
 
-def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Return rows as a plain-text table with aligned columns."""
-    body = [[str(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in body:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body)
-    return "\n".join(lines)
+def device_arg(value: str) -> str:
+    """Parse a torch device name (`cpu`, `cuda`, `cuda:N`); refuse CUDA when this machine has no such GPU."""
+    import torch
 
-
-def render_mapping(data: dict[str, Any]) -> str:
-    """Return a flat mapping as `key: value` lines."""
-    width = max((len(k) for k in data), default=0)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in data.items())
+    text = value.strip().lower()
+    if text == "cpu":
+        return text
+    if text == "cuda" or text.startswith("cuda:"):
+        index = text.partition(":")[2]
+        if index and not index.isdigit():
+            raise argparse.ArgumentTypeError(f"{value!r} is not a device; use cpu, cuda or cuda:N")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"{value}: no CUDA GPU is available here; use --device cpu")
+        if index and int(index) >= count:
+            raise argparse.ArgumentTypeError(f"{value}: this machine has {count} GPU(s) (cuda:0…cuda:{count - 1})")
+        return text
+    raise argparse.ArgumentTypeError(f"{value!r} is not a device; use cpu, cuda or cuda:N")

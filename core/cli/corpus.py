@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group, render_mapping
+from core.cli.common import Result, add_command, add_group
 from core.tokenizers.corpus import collect_corpus
+from core.tables import render_mapping
 
 
 def _collect(args: argparse.Namespace) -> Result:

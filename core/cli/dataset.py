@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli.common import Result, add_command, add_group, csv_list, render_mapping
+from core.cli.common import Result, add_command, add_group, csv_list, float_in, int_at_least
 from core.config import load_settings
 from core.errors import InputError
 from core.data.importers import FORMAT_NAMES, ImportOptions
+from core.tables import render_mapping
 
 if TYPE_CHECKING:
     from core.data.importing import ImportSummary
@@ -30,6 +31,11 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
     for name, totals in summary.per_language.items():
         lines.append(f"  language {name}: {totals['clips']} clips, {totals['hours'] * 60:.1f} min")
     lines.extend(f"  reject {r.message()}" for r in summary.rejects[:SHOWN_REJECTS])
+    if summary.outside_input:
+        lines.append(f"  warning: {len(summary.outside_input)} row(s) point outside the input folder "
+                     "(pass --confine-to-roots to reject them):")
+        lines.extend(f"    {row['source']}:{row['line']} {row['id']} -> {row['audio']}"
+                     for row in summary.outside_input[:SHOWN_REJECTS])
     if summary.rejected > SHOWN_REJECTS:
         lines.append(f"  … {summary.rejected - SHOWN_REJECTS} more in {summary.rejects_path}")
     if strict and summary.rejected:
@@ -59,6 +65,7 @@ def _import(args: argparse.Namespace) -> Result:
         duration_range=duration,
         uppercase=args.uppercase,
         workers=args.workers,
+        confine_to=load_settings().allowed_roots if args.confine_to_roots else None,
     )
     return _summary_result(summary, args.strict)
 
@@ -102,11 +109,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--speaker", help="speaker name (default: per format)")
     imp.add_argument("--tokenizer", help="reject text with characters this tokenizer cannot encode")
     imp.add_argument("--uppercase", action="store_true", help="upper-case text (for tokenizers trained upper-case)")
-    imp.add_argument("--min-duration", type=float, help="shortest clip kept in seconds (default 1 for srt, else 0.3)")
-    imp.add_argument("--max-duration", type=float, help="longest clip kept in seconds (default 15 for srt, else 30)")
-    imp.add_argument("--padding", type=float, default=0.1, help="srt: seconds added on each side of a subtitle (default 0.1)")
+    imp.add_argument("--min-duration", type=float_in(0.0), help="shortest clip kept in seconds (default 1 for srt, else 0.3)")
+    imp.add_argument("--max-duration", type=float_in(0.0, low_open=True), help="longest clip kept in seconds (default 15 for srt, else 30)")
+    imp.add_argument("--padding", type=float_in(0.0), default=0.1, help="srt: seconds added on each side of a subtitle (default 0.1)")
     imp.add_argument("--strict", action="store_true", help="exit 2 when any row is rejected")
-    imp.add_argument("--workers", type=int, default=2, help="audio conversion threads (default 2)")
+    imp.add_argument("--confine-to-roots", action="store_true",
+                     help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
+                          "the workspace and data_roots (the dashboard always sets this)")
+    imp.add_argument("--workers", type=int_at_least(1), default=2, help="audio conversion threads (default 2)")
     sample = add_command(
         group,
         "sample",
@@ -115,8 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sample.add_argument("--output", required=True, help="output dataset folder")
     sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
-    sample.add_argument("--per-language", type=int, default=24, help="clips per language (default 24)")
-    sample.add_argument("--workers", type=int, default=2, help="parallel espeak-ng processes (default 2)")
+    sample.add_argument("--per-language", type=int_at_least(1), default=24, help="clips per language (default 24)")
+    sample.add_argument("--workers", type=int_at_least(1), default=2, help="parallel espeak-ng processes (default 2)")
     split = add_command(group, "split", _split, "show the deterministic train/val split of a manifest (hash of the id)")
     split.add_argument("--manifest", required=True, help="manifest.jsonl")
-    split.add_argument("--val-ratio", type=float, default=0.05, help="share of clips in val (default 0.05)")
+    split.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in val (default 0.05)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command
+from core.cli.common import Result, add_command, int_at_least
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.errors import InputError
@@ -66,5 +66,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", help="checkpoint .safetensors / .pt / .pth")
     parser.add_argument("--cache", help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
     parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
-    parser.add_argument("--freeze-until", type=int, help="first trainable text row (rows below stay frozen)")
-    parser.add_argument("--declared-vocab", type=int, help="a vocab size some other trainer's config declares (fails when it disagrees)")
+    parser.add_argument("--freeze-until", type=int_at_least(0), help="first trainable text row (rows below stay frozen)")
+    parser.add_argument("--declared-vocab", type=int_at_least(1),
+                        help="a vocab size some other trainer's config declares (fails when it disagrees)")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group, render_mapping
+from core.cli.common import Result, add_command, add_group
 from core.errors import InputError
 from core.families import FAMILIES
 from core.tokenizers.vocab import INIT_METHODS
+from core.tables import render_mapping
 
 
 def _extend(args: argparse.Namespace) -> Result:

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_table
+from core.cli.common import Result, add_command, add_group
+from core.tables import render_table
 
 EPILOG = """\
 SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its clips are then

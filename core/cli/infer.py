@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command, float_in, int_at_least
 from core.config import load_settings
+from core.tables import render_mapping
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int, default=50, help="keep the k most likely ids; 0 = off (default 50)")
-    parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold in (0, 1]")
+    parser.add_argument("--temperature", type=float_in(0.0), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int_at_least(0), default=50, help="keep the k most likely ids; 0 = off (default 50)")
+    parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="nucleus sampling threshold in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer file; must match the checkpoint's fingerprint")
 
@@ -29,10 +30,16 @@ def _synthesize(args: argparse.Namespace) -> Result:
     from core.audio import write_wav
     from core.inference import load_for_inference, synthesize
 
+    from core.audio import read_audio
+    from core.inference import check_text_length
+
     _check_sampling(args)
+    check_text_length(args.text)
     settings = load_settings()
-    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
     reference = settings.resolve(args.reference) if args.reference else None
+    if reference is not None:
+        read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
+    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
     wav, report = synthesize(
         inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
     )
@@ -62,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
             "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
-            "sentence ends. Reports the real-time factor (wall seconds / audio seconds)."
+            "sentence ends and spoken sentence by sentence with progress; at most 5000 characters per call.\n"
+            "Text of which the tokenizer knows no character is refused. Reports the real-time factor."
         ),
     )
     parser.add_argument("--checkpoint", required=True, help="TTS checkpoint (.pt from train or .safetensors from prune)")
@@ -75,5 +83,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
     parser.add_argument("--checkpoint", required=True, help="LM checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="most tokens to generate (default 64)")
+    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=64, help="most tokens to generate (default 64)")
     _sampling(parser)

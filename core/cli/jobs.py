@@ -1,7 +1,7 @@
 """`python -m core jobs submit|list|show|logs|cancel|resume` and the top-level `worker` command.
 
-The `jobs` package (and Huey) is imported inside the handlers only, so `core` stays importable
-without the queue dependencies.
+The `jobs` package (and Huey) is imported inside the handlers only, so `python -m core` starts
+without the queue. The handlers hand the runner and the worker the CLI's job catalogue.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import sys
 import time
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_mapping, render_table
+from core.cli.catalogue import cli_catalogue
+from core.cli.common import Result, add_command, add_group, int_at_least
 from core.config import Settings, load_settings
 from core.errors import InputError
+from core.tables import render_mapping, render_table
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -43,14 +45,14 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _runner(args: argparse.Namespace) -> Any:
     from jobs.runner import JobRunner
 
-    return JobRunner(_settings(args))
+    return JobRunner(_settings(args), catalogue=cli_catalogue())
 
 
 def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
-def _progress_text(progress: dict[str, Any]) -> str:
+def _progress_text(progress: dict[str, Any] | None) -> str:
     if not progress:
         return "-"
     done, total, fraction = progress.get("done"), progress.get("total"), progress.get("fraction")
@@ -66,9 +68,9 @@ def _show_text(job: dict[str, Any]) -> str:
     fields = {
         "id": job["id"],
         "kind": job["kind"],
-        "status": job["status"],
+        "status": f"{job['status']} (damaged record: {job['damaged']})" if job.get("damaged") else job["status"],
         "progress": _progress_text(job["progress"]),
-        "metrics": job["progress"].get("metrics") or "-",
+        "metrics": (job["progress"] or {}).get("metrics") or "-",
         "params": job["params"],
         "created": _when(job["created_at"]),
         "started": _when(job["started_at"]),
@@ -95,7 +97,8 @@ def cmd_list(args: argparse.Namespace) -> Result:
     """List jobs newest first."""
     jobs = _runner(args).list_jobs(status=args.status, limit=args.limit)
     rows = [
-        (j["id"], j["kind"], j["status"], _progress_text(j["progress"]), _when(j["created_at"]), (j["error"] or "")[:60])
+        (j["id"], j["kind"], "damaged" if j.get("damaged") else j["status"], _progress_text(j["progress"]),
+         _when(j["created_at"]), (j["damaged"] or j["error"] or "")[:60])
         for j in jobs
     ]
     text = render_table(["id", "kind", "status", "progress", "created", "error"], rows) if rows else "no jobs"
@@ -143,7 +146,7 @@ def cmd_worker(args: argparse.Namespace) -> Result:
     from jobs.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    worker = Worker(_settings(args), workers=args.workers)
+    worker = Worker(_settings(args), workers=args.workers, catalogue=cli_catalogue())
     sys.stderr.write(f"worker: {worker.describe()}\n")
     sys.stderr.flush()
     report = worker.run()
@@ -162,12 +165,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kind", help="the command to run, dotted: tokenizer.train, train, dataset.import …")
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
-    p.add_argument("--nproc", type=int, default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
+    p.add_argument("--nproc", type=int_at_least(1), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
     _add_settings(p)
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")
     p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "cancelled", "interrupted"])
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int_at_least(1), default=None)
     _add_settings(p)
 
     p = add_command(group, "show", cmd_show, "show one job: status, progress, artifacts, error")
@@ -176,7 +179,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = add_command(group, "logs", cmd_logs, "print a job's log")
     p.add_argument("id")
-    p.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    p.add_argument("--tail", type=int_at_least(0), default=None, metavar="N", help="only the last N lines")
     p.add_argument("--follow", action="store_true", help="keep printing until the job finishes")
     _add_settings(p)
 
@@ -189,5 +192,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_settings(p)
 
     p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
-    p.add_argument("--workers", type=int, default=None, help="worker threads (default queue.workers)")
+    p.add_argument("--workers", type=int_at_least(1), default=None, help="worker threads (default queue.workers)")
     _add_settings(p)

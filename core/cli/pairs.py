@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, add_group
+from core.cli.common import Result, add_command, add_group, int_at_least
 
 
 def _build(args: argparse.Namespace) -> Result:
@@ -28,5 +28,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = add_group(subparsers, "pairs", "prompt pairs for TTS training")
     build = add_command(group, "build", _build, "choose N same-speaker prompt clips for every cached clip (writes pairs.json in the cache)")
     build.add_argument("--cache", required=True, help="cache folder (cache/<fingerprint>) made by `preprocess`")
-    build.add_argument("--per-target", type=int, default=1, help="prompt clips per target (default 1)")
+    build.add_argument("--per-target", type=int_at_least(1), default=1, help="prompt clips per target (default 1)")
     build.add_argument("--seed", type=int, default=0, help="random seed for the choice (default 0)")

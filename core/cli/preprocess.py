@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command, float_in, int_at_least
 from core.config import load_settings
+from core.tables import render_mapping
 
 
 def _preprocess(args: argparse.Namespace) -> Result:
@@ -46,8 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tokenizer", required=True, help="tokenizer .model or .json")
     parser.add_argument("--codec", required=True, help="codec .pt made by `codec train`")
     parser.add_argument("--output", help="cache root (default: the workspace's cache/)")
-    parser.add_argument("--workers", type=int, help="worker processes (default: CPU cores)")
-    parser.add_argument("--val-ratio", type=float, default=0.05, help="share of clips in the val split (default 0.05)")
+    parser.add_argument("--workers", type=int_at_least(1), help="worker processes (default: CPU cores)")
+    parser.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in the val split (default 0.05)")
     case = parser.add_mutually_exclusive_group()
     case.add_argument("--uppercase", dest="uppercase", action="store_true", default=None, help="upper-case text before tokenising")
     case.add_argument("--no-uppercase", dest="uppercase", action="store_false", help="keep the text's case")

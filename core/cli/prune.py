@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command
 from core.config import load_settings
+from core.tables import render_mapping
 
 
 def _prune(args: argparse.Namespace) -> Result:

@@ -6,7 +6,9 @@ import argparse
 import signal
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, render_mapping
+from core.cli.catalogue import cli_catalogue
+from core.cli.common import Result, add_command, add_group
+from core.tables import render_mapping
 
 EPILOG = """\
 Every stage runs as a job on the queue (visible in `jobs list` and the dashboard's Jobs tab) with
@@ -28,7 +30,8 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _mode(args: argparse.Namespace) -> dict[str, Any]:
-    return {"mode": "inline" if args.inline else "queue", "embedded_worker": not args.external_worker}
+    return {"mode": "inline" if args.inline else "queue", "embedded_worker": not args.external_worker,
+            "catalogue": cli_catalogue()}
 
 
 def _tts(args: argparse.Namespace) -> Result:
@@ -65,11 +68,21 @@ def _common(parser: argparse.ArgumentParser, preset: str) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--preset", default=preset,
                         help=f"preset name in config/quickstart/ or a preset YAML file (default {preset})")
-    parser.add_argument("--name", help="run folder name under runs/ (default quickstart-<preset>-<UTC time>)")
+    parser.add_argument("--name", type=_run_name, help="run folder name under runs/ (default quickstart-<preset>-<UTC time>)")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--external-worker", action="store_true",
                      help="leave the stage jobs to an already running worker (the dashboard's)")
     how.add_argument("--inline", action="store_true", help="run the stages in this process, not as jobs")
+
+
+def _run_name(value: str) -> str:
+    from core.confine import check_name
+    from core.errors import InputError
+
+    try:
+        return check_name(value, "--name")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

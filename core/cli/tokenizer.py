@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from core.cli.common import Result, add_command, add_group, csv_list, int_list, render_mapping, render_table
+from core.cli.common import Result, add_command, add_group, csv_list, int_at_least, int_list
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
 from core.tokenizers.hf_merge import merge_hf_tokenizer
@@ -17,6 +17,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.report import inspect_tokenizer
 from core.tokenizers.sweep import sweep_vocabulary_sizes
 from core.tokenizers.train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
+from core.tables import render_mapping, render_table
 
 
 def _path(value: str) -> Path:
@@ -160,7 +161,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                          "A vocabulary size larger than the corpus supports is refused with the maximum.")
     parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE", help="UTF-8 text files")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
-    parser.add_argument("--vocab-size", type=int, required=True, metavar="N")
+    parser.add_argument("--vocab-size", type=int_at_least(1), required=True, metavar="N")
     parser.add_argument("--output", type=_path, required=True, metavar="PATH", help=".model or tokenizer .json")
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe", help="SentencePiece model type")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
@@ -185,7 +186,7 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
                          "base encoding.")
     parser.add_argument("--base", type=_path, required=True, metavar="BASE.model")
     parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE")
-    parser.add_argument("--target-size", type=int, required=True, metavar="N")
+    parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
     parser.add_argument("--output", type=_path, required=True, metavar="OUT.model")
     parser.add_argument("--protect-corpus", nargs="+", type=_path, metavar="FILE",
                         help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
@@ -201,7 +202,7 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--add", type=_path, metavar="NEW.json", help="tokenizer.json to merge in")
     source.add_argument("--corpus", nargs="+", type=_path, metavar="FILE", help="train the addition on these")
-    parser.add_argument("--vocab-size", type=int, metavar="N", help="size of the addition trained on --corpus")
+    parser.add_argument("--vocab-size", type=int_at_least(1), metavar="N", help="size of the addition trained on --corpus")
     parser.add_argument("--output", type=_path, required=True, metavar="OUT.json")
     parser.add_argument("--language-tag", metavar="TAG", help="e.g. am, added as the special token [am]")
     parser.add_argument("--protect-corpus", nargs="+", type=_path, metavar="FILE",
@@ -213,7 +214,7 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "inspect", _inspect, "describe a tokenizer and how it encodes a corpus")
     parser.add_argument("--tokenizer", type=_path, required=True, metavar="PATH")
     parser.add_argument("--corpus", nargs="+", type=_path, metavar="FILE")
-    parser.add_argument("--base-size", type=int, metavar="N", help="count tokens with ids at or above N")
+    parser.add_argument("--base-size", type=int_at_least(0), metavar="N", help="count tokens with ids at or above N")
 
 
 def _add_sweep(commands: argparse._SubParsersAction) -> None:

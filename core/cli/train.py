@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, render_mapping
+from core.cli.common import Result, add_command, int_at_least
 from core.config import load_settings
 from core.training.run_config import load_run_config
+from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", required=True, help="run config YAML (relative paths resolve against the workspace)")
     parser.add_argument("--resume", default=None, help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
-    parser.add_argument("--max-steps", type=int, default=None,
+    parser.add_argument("--max-steps", type=int_at_least(1), default=None,
                         help="stop at this step (the lr schedule still follows schedule.max_steps)")
     parser.add_argument("--reset-optimizer", action="store_true",
                         help="when resuming, start a fresh AdamW state on purpose (never done silently)")

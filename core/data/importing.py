@@ -18,7 +18,8 @@ from typing import Any, Callable
 import soundfile as sf
 import torch
 
-from core.audio import read_audio, resample, write_wav
+from core.audio import check_finite, read_audio, resample, write_wav
+from core.confine import is_inside, real_path
 from core.errors import InputError
 from core.fsutil import atomic_write_json
 from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, folder, ljspeech, manifest, srt
@@ -56,6 +57,7 @@ class ImportSummary:
     normalizer: dict[str, Any]
     sample_rate: int
     rejects: list[Reject] = field(default_factory=list)
+    outside_input: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready summary (also written to summary.json)."""
@@ -71,6 +73,7 @@ class ImportSummary:
             "reject_reasons": self.reasons,
             "normalizer": self.normalizer,
             "sample_rate": self.sample_rate,
+            "outside_input": self.outside_input,
         }
 
 
@@ -110,6 +113,7 @@ def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tenso
     start = int(round(candidate.start * info.samplerate))
     stop = int(round(candidate.end * info.samplerate))
     data, rate = sf.read(str(candidate.audio), start=start, stop=stop, dtype="float32", always_2d=True)
+    check_finite(data, candidate.audio)
     wav = torch.from_numpy(data.mean(axis=1).copy())
     return resample(wav, rate, sample_rate)
 
@@ -201,6 +205,30 @@ def _reason_counts(rejects: list[Reject]) -> dict[str, int]:
     return counts
 
 
+def _split_outside(
+    candidates: list[Candidate], roots: list[Path], confine: bool
+) -> tuple[list[Candidate], list[Reject], list[dict[str, Any]]]:
+    """Return (candidates kept, rejects, rows kept although they point outside `roots`).
+
+    Symlinks are followed. With `confine`, rows whose audio lies outside `roots` become rejects;
+    without, they are kept and listed so the report can name them.
+    """
+    kept: list[Candidate] = []
+    rejects: list[Reject] = []
+    outside: list[dict[str, Any]] = []
+    for candidate in candidates:
+        if is_inside(candidate.audio, roots):
+            kept.append(candidate)
+            continue
+        where = str(real_path(candidate.audio))
+        if confine:
+            rejects.append(_reject(candidate, f"audio {candidate.audio}: leads outside the allowed folders (to {where})"))
+        else:
+            outside.append({"id": candidate.id, "source": candidate.source, "line": candidate.line, "audio": where})
+            kept.append(candidate)
+    return kept, rejects, outside
+
+
 def _guard_output(source: Path, output: Path) -> None:
     source_dir = source if source.is_dir() else source.parent
     if output == source_dir or output in source_dir.parents:
@@ -220,8 +248,13 @@ def import_dataset(
     duration_range: tuple[float, float] | None = None,
     uppercase: bool = False,
     workers: int = 2,
+    confine_to: list[Path] | None = None,
 ) -> ImportSummary:
     """Import `source` in format `fmt` into `output`; return the ImportSummary.
+
+    Audio whose real location (symlinks followed) lies outside the input's folder is listed in
+    `outside_input`; with `confine_to` (extra allowed folders, e.g. the workspace and data roots)
+    such rows are rejected instead of imported.
 
     Raises InputError for an unknown format, a missing input, an output folder that holds the
     input, or a layout that cannot be read at all. Bad rows become rejects, never errors.
@@ -231,15 +264,28 @@ def import_dataset(
     source, output = Path(source).resolve(), Path(output).resolve()
     if not source.exists():
         raise InputError(f"{source}: input not found.")
+    if output.exists() and not output.is_dir():
+        raise InputError(f"--output {output}: a file, not a folder. Give a folder for the dataset (it is created).")
     _guard_output(source, output)
     options = options or ImportOptions()
     if fmt in ("folder", "srt") and not options.language:
         raise InputError(f"format {fmt!r}: pass --language (for example --language am) so clips are labelled.")
     duration_range = duration_range or DEFAULT_DURATION.get(fmt, FALLBACK_DURATION)
     candidates, rejects = FORMATS[fmt](source, options)
+    source_dir = source if source.is_dir() else source.parent
+    candidates, outside_rejects, outside = _split_outside(
+        candidates, [source_dir, *(confine_to or [])], confine=confine_to is not None
+    )
+    rejects.extend(outside_rejects)
     checked, text_rejects = _check_text(candidates, _UnencodableChecker(tokenizer), uppercase)
     rejects.extend(text_rejects)
+    if not checked:
+        rejects.sort(key=lambda r: (r.source, r.line or 0))
+        first = "; ".join(r.message() for r in rejects[:2]) or "it holds no rows"
+        raise InputError(f"{source}: nothing to import as {fmt} ({len(rejects)} row(s) rejected: {first}). "
+                         "Check --format and the input file.")
     audio_dir = output / "audio"
+    created = [p for p in (output, audio_dir) if not p.exists()]
     audio_dir.mkdir(parents=True, exist_ok=True)
     convert = _Converter(audio_dir, sample_rate, duration_range)
     progress = Progress("dataset import", total=len(checked))
@@ -250,6 +296,11 @@ def import_dataset(
             (rejects if isinstance(result, Reject) else rows).append(result)
     progress.finish()
     rejects.sort(key=lambda r: (r.source, r.line or 0))
+    if not rows:
+        for folder in reversed(created):
+            folder.rmdir()
+        first = "; ".join(r.message() for r in rejects[:2])
+        raise InputError(f"{source}: no clip could be imported ({len(rejects)} rejected: {first}). Fix the audio files.")
     manifest_path = write_manifest(output / "manifest.jsonl", rows)
     rejects_path = write_rejects(output / "rejects.jsonl", rejects)
     summary = ImportSummary(
@@ -265,6 +316,7 @@ def import_dataset(
         normalizer={"name": NORMALIZER_NAME, "version": NORMALIZER_VERSION, "uppercase": uppercase},
         sample_rate=sample_rate,
         rejects=rejects,
+        outside_input=outside,
     )
     atomic_write_json(output / "summary.json", summary.to_dict())
     return summary

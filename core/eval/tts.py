@@ -239,6 +239,7 @@ def evaluate_checkpoint(
     checkpoint = settings.resolve(checkpoint_path)
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
+    inference = load_for_inference(checkpoint, settings, task="tts")  # a bad checkpoint fails before any rendering
     out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK
@@ -252,7 +253,6 @@ def evaluate_checkpoint(
         if len(reference_paths) != len(sentences):
             raise InputError(f"{len(reference_paths)} reference clips for {len(sentences)} sentences; pass one per sentence.")
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
-    inference = load_for_inference(checkpoint, settings, task="tts")
     codec = inference.codec
     progress = Progress("eval tts: synthesize", total=len(sentences))
     synthesized, codec_wavs, audio = [], [], []

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import InputError
 from core.tokenizers.tokenizer import HFTokenizer, SentencePieceTokenizer, Tokenizer, load_tokenizer
 
 UNKNOWN_CHARACTERS_LISTED = 50
@@ -149,7 +150,7 @@ def inspect_tokenizer(
 ) -> dict[str, Any]:
     """Return the description of the tokenizer at `path`, with corpus statistics when `lines` is given.
 
-    Raises InputError when the file is not a tokenizer.
+    Raises InputError when the file is not a tokenizer or `base_size` lies outside its ids.
     """
     tokenizer = load_tokenizer(path)
     report: dict[str, Any] = {
@@ -160,6 +161,11 @@ def inspect_tokenizer(
         "special_ids": tokenizer.special_ids(),
     }
     if base_size is not None:
+        if not 0 <= base_size <= tokenizer.size:
+            raise InputError(
+                f"--base-size {base_size}: outside this tokenizer's 0…{tokenizer.size} ids. "
+                f"Give the base tokenizer's size (at most {tokenizer.size})."
+            )
         report["base_size"] = base_size
     if lines is not None:
         report["corpus"] = corpus_statistics(tokenizer, lines, base_size)

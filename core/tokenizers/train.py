@@ -211,7 +211,8 @@ def train_hf_bpe(lines: Sequence[str], vocab_size: int, output: str | os.PathLik
     """Train an HF BPE tokenizer on `lines` and write it atomically to OUTPUT (tokenizer.json).
 
     Returns a summary mapping (kind, path, size, special ids). Raises VocabularyTooLarge (with
-    the maximum the corpus supports) when fewer than `vocab_size` entries could be learnt.
+    the maximum the corpus supports) when fewer than `vocab_size` entries could be learnt, and
+    InputError when the corpus's characters and special tokens alone exceed `vocab_size`.
     """
     spec = train_hf_bpe_json(lines, vocab_size)
     size = hf_vocab_size(spec)
@@ -221,6 +222,11 @@ def train_hf_bpe(lines: Sequence[str], vocab_size: int, output: str | os.PathLik
             f"the maximum is {size}. Use --vocab-size {size} or less, or add more text.",
             vocab_size,
             size,
+        )
+    if size > vocab_size:
+        raise InputError(
+            f"--vocab-size {vocab_size} is below the {size} entries this corpus needs for an HF BPE tokenizer "
+            f"(every character plus the special tokens). Use --vocab-size {size} or more."
         )
     output = Path(output)
     with atomic_write(output) as tmp:

@@ -1,6 +1,7 @@
 """The run configuration (`runs/<run>/config.yaml`, what `train --config` reads).
 
-`load_run_config(path)` returns a validated `RunConfig`. A config may start with
+`load_run_config(path)` returns a validated `RunConfig`, `save_run_config(config, path)` writes one
+(the form↔config mapping of the dashboard lives beside it in `run_form`). A config may start with
 `preset: NAME` to inherit `config/presets/NAME.yaml`; its own keys override the preset.
 Unknown keys and wrong types are InputErrors naming the key, so a typo never passes silently.
 """
@@ -14,8 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from core.config import REPO_ROOT, merge_dicts, read_yaml
+from core.confine import check_name
 from core.errors import InputError
+from core.fsutil import atomic_write_text
 
 PRESETS_DIR = REPO_ROOT / "config" / "presets"
 TASKS = ("tts", "lm")
@@ -185,6 +190,7 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
 
 
 def _validate(config: RunConfig, where: str) -> None:
+    check_name(config.name, f"{where}.name")
     if config.task not in TASKS:
         raise InputError(f"{where}.task: {config.task!r} is not one of {', '.join(TASKS)}.")
     if config.freeze.mode not in FREEZE_MODES:
@@ -264,3 +270,10 @@ def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
     Raises InputError when the file is missing, malformed, names an unknown key or a bad value.
     """
     return run_config_from_dict(read_yaml(Path(path)), str(path))
+
+
+def save_run_config(config: RunConfig, path: str | os.PathLike[str]) -> Path:
+    """Write `config` as YAML (every key, presets resolved) atomically to `path`; return the path."""
+    target = Path(path)
+    atomic_write_text(target, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+    return target

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from core.checkpoint import LoadedCheckpoint
+from core.checkpoint import LoadedCheckpoint, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.fsutil import atomic_write
@@ -66,16 +66,27 @@ def copy_as_best(path: Path) -> Path:
     return best
 
 
-def resolve_resume(run_dir: Path, resume: str | None, settings: Settings) -> Path | None:
-    """Return the checkpoint to resume from: None for a fresh run, the newest one for `auto`.
+def resolve_resume(
+    run_dir: Path, resume: str | None, settings: Settings, skipped: list[str] | None = None
+) -> Path | None:
+    """Return the checkpoint to resume from: None for a fresh run, the newest loadable one for `auto`.
 
-    Raises InputError when an explicit path does not exist.
+    With `auto`, a step checkpoint that does not load (truncated, corrupt) is skipped for the next
+    older one; each skip is appended to `skipped` as "FILE: reason". Raises InputError when an
+    explicit path does not exist.
     """
     if resume is None:
         return None
     if resume == "auto":
-        found = step_checkpoints(run_dir)
-        return found[-1] if found else None
+        for path in reversed(step_checkpoints(run_dir)):
+            try:
+                load_checkpoint(path)
+            except InputError as exc:
+                if skipped is not None:
+                    skipped.append(f"{path.name}: {exc}")
+                continue
+            return path
+        return None
     path = settings.resolve(resume)
     if not path.is_file():
         raise InputError(f"--resume {resume}: {path} does not exist. Pass `auto` or a checkpoint file.")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import signal
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch import nn
 
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
@@ -33,8 +33,7 @@ from core.checks.doctor import DoctorContext, doctor_context_from_run_config, ru
 from core.training.embeddings import extend_state_dict, init_record
 from core.errors import InputError
 from core.families import get_family
-from core.fsutil import atomic_write_text
-from core.training.run_config import RunConfig
+from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, SampleSet, eval_batches, special_ids
 from core.training.freeze import apply_freeze, base_rows_sha256, frozen_row_count, require_unchanged
@@ -136,6 +135,7 @@ class Trainer:
         self.run_dir = self.settings.resolve(Path("runs") / config.name)
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
+        self.config_path = Path(config_path).resolve() if config_path else None
         self._stop_requested = False
 
         try:
@@ -164,8 +164,11 @@ class Trainer:
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
-        resume_path = resolve_resume(self.run_dir, resume, self.settings)
-        ctx = doctor_context_from_run_config(config, config_path, self.settings)
+        self.skipped_checkpoints: list[str] = []
+        resume_path = resolve_resume(self.run_dir, resume, self.settings, self.skipped_checkpoints)
+        for skipped in self.skipped_checkpoints:
+            sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
+        ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
         ctx.extras.update(
@@ -193,7 +196,7 @@ class Trainer:
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
         self.init_rows = base_meta.get("init_rows") if self.base else None
-        resume_loaded = load_checkpoint(resume_path) if resume_path else None
+        resume_loaded = ctx.resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
@@ -476,7 +479,9 @@ class Trainer:
         cfg = self.config
         if self.rank == 0:
             (self.run_dir / "STOP").unlink(missing_ok=True)
-            atomic_write_text(self.run_dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+            run_config_file = self.run_dir / "config.yaml"
+            if self.config_path != run_config_file.resolve():  # started from it: it already holds this config
+                save_run_config(cfg, run_config_file)
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": base_rows_sha256(self.model)}
@@ -486,7 +491,7 @@ class Trainer:
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
-        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=None,
+        self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
         previous = self._install_sigterm()
         state, val, last = "failed", {}, None
@@ -516,7 +521,7 @@ class Trainer:
         cfg = self.config.schedule
         iterator = iter(self.batcher)
         val: dict[str, float] = {}
-        last: str | None = None
+        last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         while self.step < self.stop_at:

@@ -23,7 +23,7 @@ from gradio_app.common import (
     ui_action,
     workspace_files,
 )
-from jobs.supervise import read_json
+from core.fsutil import read_json
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest"]
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -99,6 +99,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         name = _checked_name(name)
         folder = store_uploads(ctx, files, name) if files else inside_workspace(settings, source, "input")
         params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
+                  "confine_to_roots": True,
                   "language": language.strip() or None, "speaker": speaker.strip() or None,
                   "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None}
         yield from finish(runner.submit("dataset.import", params), name)

@@ -40,11 +40,11 @@ def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
         rows.append([
             job.get("id"),
             job.get("kind"),
-            job.get("status"),
+            "damaged" if job.get("damaged") else job.get("status"),
             progress_text(job),
             format_seconds(job_duration(job)),
             dt.datetime.fromtimestamp(created).strftime("%H:%M:%S") if created else "—",
-            (job.get("error") or "")[:120],
+            (job.get("damaged") or job.get("error") or "")[:120],
         ])
     return rows
 

@@ -4,20 +4,20 @@ CLI line, Start / Stop / Resume, live progress and plots from the run's files, a
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pandas as pd
-import yaml
 
-from core.config import merge_dicts, read_yaml
+from core.config import read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
-from core.fsutil import atomic_write_text
-from core.training.run_config import FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict
-from jobs.supervise import read_json
+from core.training.run_config import (
+    FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict, save_run_config,
+)
+from core.training.run_form import RUN_NAME, config_from_form, dict_to_form, form_to_dict, run_config_path
+from core.fsutil import read_json
 from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from gradio_app.common import (
     UIContext,
@@ -29,22 +29,12 @@ from gradio_app.common import (
     workspace_files,
 )
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
 TOP1_METRICS = ("mel_top1",)
 LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
-
-
-def run_config_path(name: str) -> str:
-    """Return the workspace-relative config path of run `name`; raises InputError for a bad name."""
-    if not RUN_NAME.match(name or ""):
-        raise InputError(
-            f"run name {name!r}: use letters, digits, '.', '_' or '-' (up to 64), starting with a letter or digit."
-        )
-    return f"runs/{name}/config.yaml"
 
 
 def preview_command(name: str) -> str:
@@ -70,83 +60,17 @@ def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
     return resolve_preset_chain(read_yaml(inside_workspace(ctx.settings, choice, "preset")))
 
 
-def _opt(value: str | None) -> str | None:
-    text = (value or "").strip()
-    return text or None
-
-
-def _int(value: Any, where: str) -> int:
-    if value is None or float(value) != int(float(value)):
-        raise InputError(f"{where}: {value!r} must be a whole number.")
-    return int(float(value))
-
-
-def form_to_dict(base: dict[str, Any], values: list[Any]) -> dict[str, Any]:
-    """Return the run config mapping: the loaded `base` with the form's `values` (FORM_KEYS order) on top."""
-    form = dict(zip(FORM_KEYS, values))
-    corpus = [c.strip() for c in (form["corpus"] or "").split(",") if c.strip()]
-    return merge_dicts(base, {
-        "name": (form["name"] or "").strip(),
-        "task": form["task"],
-        "tokenizer": _opt(form["tokenizer"]),
-        "base_checkpoint": _opt(form["base_checkpoint"]),
-        "codec": _opt(form["codec"]),
-        "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
-        "model": {"preset": form["model_preset"]},
-        "freeze": {"mode": form["freeze_mode"]},
-        "optim": {"lr": float(form["lr"] or 0)},
-        "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
-        "schedule": {
-            "max_steps": _int(form["max_steps"], "schedule.max_steps"),
-            "val_every": _int(form["val_every"], "schedule.val_every"),
-            "save_every": _int(form["save_every"], "schedule.save_every"),
-        },
-        "precision": form["precision"],
-        "seed": _int(form["seed"], "seed"),
-    })
-
-
-def dict_to_form(data: dict[str, Any]) -> list[Any]:
-    """Return the form values (FORM_KEYS order) for a run config mapping."""
-    config = run_config_from_dict(data, "preset")
-    return [
-        config.name, config.task, config.tokenizer or "", config.base_checkpoint or "", config.codec or "",
-        config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
-        config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
-        config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
-        config.precision, config.seed,
-    ]
-
-
-FORM_KEYS = (
-    "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
-    "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
-)
-
-
-def _check_paths(ctx: UIContext, data: dict[str, Any]) -> None:
-    named = {"tokenizer": data.get("tokenizer"), "base_checkpoint": data.get("base_checkpoint"),
-             "codec": data.get("codec"), "data.manifest": data["data"].get("manifest")}
-    for i, corpus in enumerate(data["data"].get("corpus") or []):
-        named[f"data.corpus[{i}]"] = corpus
-    for key, value in named.items():
-        if value:
-            ctx.settings.check_inside_roots(value)
-
-
 def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
     """Run the doctor on the form's config; return (table rows, ok, summary).
 
     A config the validator refuses (or a path outside the workspace) is one failing `config` row.
     """
     try:
-        data = form_to_dict(base, values)
-        _check_paths(ctx, data)
-        config = run_config_from_dict(data, "form")
-        config_path = ctx.settings.resolve(run_config_path(config.name))
-    except (InputError, ValueError, TypeError) as exc:
+        config = config_from_form(base, values, ctx.settings)
+    except InputError as exc:
         return [["config", STATUS_LABELS["fail"], str(exc), "Correct the field named in the message."]], False, \
             "**FAIL** The form does not make a valid run config; Start is disabled."
+    config_path = ctx.settings.resolve(run_config_path(config.name))
     report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
     rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
@@ -274,21 +198,18 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if not RUN_NAME.match(preset_name or ""):
             raise InputError(f"preset name {preset_name!r}: use letters, digits, '.', '_' or '-'.")
         config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
-        path = settings.workspace / "presets" / f"{preset_name}.yaml"
-        atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        path = save_run_config(config, settings.workspace / "presets" / f"{preset_name}.yaml")
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
     @ui_action
     def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
-        rows, ok, text = preflight(ctx, base_value, list(values))
-        if not ok:
-            raise InputError(text)
-        config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
+        # Validated once here; the worker's doctor checks the written config before the trainer starts.
+        config = config_from_form(base_value, list(values), settings)
         rel = run_config_path(config.name)
         status = read_json(settings.resolve(f"runs/{config.name}/status.json")) or {}
         if status.get("state") == "running":
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
-        atomic_write_text(settings.resolve(rel), yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+        save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel})
         return new_id, f"Started job {new_id}: `{preview_command(config.name)}`."
 

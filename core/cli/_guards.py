@@ -1,0 +1,126 @@
+"""Checks `python -m core` applies to every command before and around its handler.
+
+- Text arguments must be valid UTF-8 (the shell hands undecodable bytes over as surrogates).
+- No command may write over one of its own inputs: an output path (or the sidecar files written
+  beside it) that is the same file as any other path argument is refused.
+- An operating-system error about a user's path (missing, a folder where a file was expected, not
+  writable) becomes one line naming the path and the fix, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from core.errors import InputError
+
+OUTPUT_DESTS = ("output",)
+SIDECAR_SUFFIXES = (".vocab", ".report.json")
+INTERNAL_DESTS = ("handler", "json", "group", "command")
+FOLDER_OUTPUTS = {("dataset", "import"), ("dataset", "sample"), ("preprocess", None), ("export", None)}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _values(value: Any) -> Iterator[Any]:
+    if isinstance(value, (list, tuple)):
+        yield from value
+    else:
+        yield value
+
+
+def _check_text(dest: str, value: Any) -> None:
+    if not isinstance(value, (str, Path)):
+        return
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start:exc.end].encode("utf-8", "surrogateescape")
+        raise InputError(
+            f"{_flag(dest)}: not valid UTF-8 (byte {bad[:1].hex(' ')} at character {exc.start}). "
+            "Pass UTF-8 text (convert it with `iconv -t UTF-8`)."
+        ) from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse non-UTF-8 text, an `--output` of the wrong kind (folder/file) or in an unwritable
+    folder, and outputs that would overwrite one of the command's inputs.
+
+    Raises InputError naming the option and the value.
+    """
+    items = {k: v for k, v in vars(args).items() if k not in INTERNAL_DESTS and v is not None}
+    for dest, value in items.items():
+        for item in _values(value):
+            _check_text(dest, item)
+    _check_output_location(args)
+    for out_dest in OUTPUT_DESTS:
+        if not isinstance(items.get(out_dest), (str, Path)):
+            continue
+        output = Path(str(items[out_dest])).expanduser()
+        targets = [output, *(output.with_suffix(suffix) for suffix in SIDECAR_SUFFIXES)]
+        for dest, value in items.items():
+            if dest == out_dest:
+                continue
+            for item in _values(value):
+                if not isinstance(item, (str, Path)) or not str(item).strip():
+                    continue
+                source = Path(str(item)).expanduser()
+                if any(_same_file(target, source) for target in targets):
+                    raise InputError(
+                        f"{_flag(out_dest)} {output}: it would overwrite the input {_flag(dest)} {source}. "
+                        f"Choose another {_flag(out_dest)}; a command never writes over its own input."
+                    )
+
+
+def _check_output_location(args: argparse.Namespace) -> None:
+    value = getattr(args, "output", None)
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        return
+    output = Path(str(value)).expanduser()
+    wants_folder = (getattr(args, "group", None), getattr(args, "command", None)) in FOLDER_OUTPUTS
+    if output.is_dir() and not wants_folder:
+        raise InputError(f"--output {output}: a folder, not a file. Give a file path, e.g. {output / 'name'}.")
+    if output.exists() and not output.is_dir() and wants_folder:
+        raise InputError(f"--output {output}: a file, not a folder. Give a folder (it is created).")
+    parent = output.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"--output {output}: {parent} is a file, not a folder. Fix the path.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--output {output}: the folder {parent} is not writable. Choose a writable place.")
+
+
+def os_error_message(exc: OSError) -> str | None:
+    """Return a one-line message for an OSError about a user's path, or None when it is not one."""
+    name = exc.filename or ""
+    if not name:
+        return None
+    reason = exc.strerror or str(exc)
+    fixes = {
+        errno.EISDIR: "it is a folder; give a file path",
+        errno.ENOTDIR: "a part of the path is a file, not a folder; fix the path",
+        errno.ENOENT: "check the path (relative paths start at the current folder or the workspace)",
+        errno.EACCES: "make it (or its folder) readable/writable, or choose another path",
+        errno.EPERM: "make it (or its folder) readable/writable, or choose another path",
+        errno.EROFS: "the file system is read-only; choose a writable path",
+        errno.ENOSPC: "free space on that disk or choose another path",
+        errno.EEXIST: "remove it or choose another path",
+    }
+    fix = fixes.get(exc.errno or 0)
+    if fix is None:
+        return None
+    return f"{name}: {reason}; {fix}."

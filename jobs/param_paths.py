@@ -1,0 +1,43 @@
+"""Where job parameters may point: inside the workspace, or absolute inside a configured data root.
+
+A job runs with the workspace as its working directory, so a relative parameter resolves there;
+`../` that climbs out, or an absolute path outside every allowed root, is refused at submission.
+Names (`name`) are one path segment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.config import Settings
+from core.confine import check_name
+from core.errors import InputError
+
+PATH_PARAMS = frozenset({
+    "add", "base", "base_tokenizer", "cache", "checkpoint", "codec", "codes", "config", "corpus", "input",
+    "manifest", "model_dir", "output", "path", "protect_corpus", "reference", "references", "resume", "root",
+    "sentences", "tokenizer",
+})
+WORDS = {"resume": ("auto", "never"), "references": ("espeak",)}
+NAME_PARAMS = frozenset({"name"})
+
+
+def check_job_params(settings: Settings, kind: str, params: dict[str, Any]) -> None:
+    """Check every path parameter of a job against the allowed roots and every name parameter.
+
+    Raises InputError naming the kind, the parameter and the value when one points outside the
+    workspace and the data roots, or a name is not one path segment.
+    """
+    for key, value in params.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if item is None:
+                continue
+            if key in NAME_PARAMS:
+                check_name(item, f"{kind}: parameter {key}")
+            elif key in PATH_PARAMS and str(item) not in WORDS.get(key, ()):
+                for part in {str(item), *str(item).split(",")}:
+                    try:
+                        settings.check_inside_roots(part.strip() or ".")
+                    except InputError as exc:
+                        raise InputError(f"{kind}: parameter {key}={item}: {exc}") from None

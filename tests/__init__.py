@@ -1,0 +1,1 @@
+"""LinguaForge tests (a regular package, so a site-packages `tests` package never shadows it)."""

@@ -1,0 +1,275 @@
+"""Malformed input across every CLI command group: exit 2, one `error:` line naming the value, no
+traceback, and every input file byte-identical afterwards (nothing written beside them).
+
+Each case runs `core.cli.main` in-process (argparse errors included), so the table stays fast.
+The exit-code contract it checks is the one README.md states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from core.cli import main as cli_main
+
+SHARED_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
+NON_UTF8 = os.fsdecode(b"caf\xe9")  # what the shell hands over for a Latin-1 byte: a surrogate escape
+
+
+def _tone(path: Path, values: np.ndarray | None = None, rate: int = 16000) -> None:
+    t = np.arange(rate) / rate
+    data = (0.3 * np.sin(2 * np.pi * 220 * t)).astype("float32") if values is None else values
+    sf.write(str(path), data, rate, subtype="FLOAT")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder of good and hostile input files, and a workspace beside it (LINGUAFORGE_WORKSPACE)."""
+    root = tmp_path_factory.mktemp("bad-input")
+    folder = root / "in"
+    folder.mkdir()
+    workspace = root / "workspace"
+    workspace.mkdir()
+    from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+
+    (folder / "corpus.txt").write_text("\n".join(ENGLISH_SENTENCES + AMHARIC_SENTENCES) * 3 + "\n", encoding="utf-8")
+    (folder / "latin1.txt").write_bytes(b"caf\xe9 au lait\n" * 20)
+    shutil.copyfile(SHARED_FIXTURES / "indextts2" / "bpe.model", folder / "bpe.model")
+    shutil.copyfile(SHARED_FIXTURES / "chatterbox" / "tokenizer_mtl_2454.json", folder / "tokenizer.json")
+    (folder / "text.pt").write_text("hello world\n", encoding="utf-8")
+    (folder / "short.pt").write_bytes(bytes(range(25)))
+    (folder / "random.pt").write_bytes(np.random.default_rng(0).bytes(1000))
+    (folder / "huge.safetensors").write_bytes(struct.pack("<Q", 10**12) + b'{"a":1}')
+    (folder / "random.jsonl").write_bytes(np.random.default_rng(1).bytes(10_000))
+    (folder / "random.yaml").write_bytes(np.random.default_rng(2).bytes(500))
+    (folder / "escape.yaml").write_text("name: ../../outside/x\ntask: lm\n", encoding="utf-8")
+    _tone(folder / "tone.wav")
+    nan = np.zeros(16000, dtype="float32")
+    nan[100] = np.nan
+    _tone(folder / "nan.wav", nan)
+    clips = folder / "clips"
+    clips.mkdir()
+    _tone(clips / "nan.wav", nan)
+    (clips / "nan.txt").write_text("hello there", encoding="utf-8")
+    inf = np.full(16000, 0.1, dtype="float32")
+    inf[5] = np.inf
+    _tone(clips / "inf.wav", inf)
+    (clips / "inf.txt").write_text("hello there", encoding="utf-8")
+    rows = [{"id": f"c{i}", "audio": str(folder / "tone.wav"), "text": "hello there", "speaker": "s", "language": "en"}
+            for i in range(3)]
+    (folder / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    previous = os.environ.get("LINGUAFORGE_WORKSPACE")
+    os.environ["LINGUAFORGE_WORKSPACE"] = str(workspace)
+    try:
+        yield folder
+    finally:
+        if previous is None:
+            os.environ.pop("LINGUAFORGE_WORKSPACE", None)
+        else:
+            os.environ["LINGUAFORGE_WORKSPACE"] = previous
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+# (id, argv with {in} for the inputs folder, a fragment the one error line must contain)
+CASES: list[tuple[str, list[str], str]] = [
+    # checkpoint
+    ("ckpt-text", ["checkpoint", "inspect", "{in}/text.pt"], "text.pt: not a readable PyTorch checkpoint"),
+    ("ckpt-25-bytes", ["checkpoint", "inspect", "{in}/short.pt"], "short.pt: not a readable PyTorch checkpoint"),
+    ("ckpt-random", ["checkpoint", "inspect", "{in}/random.pt"], "random.pt: not a readable PyTorch checkpoint"),
+    ("ckpt-huge-header", ["checkpoint", "inspect", "{in}/huge.safetensors"], "claims 1000000000000 bytes"),
+    ("ckpt-missing", ["checkpoint", "inspect", "{in}/missing.pt"], "missing.pt: checkpoint file not found"),
+    ("ckpt-folder", ["checkpoint", "inspect", "{in}/clips"], "clips"),
+    # tokenizer
+    ("tok-train-vocab-0", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--vocab-size", "0",
+                           "--output", "{in}/o.model"], "--vocab-size: 0 is too small"),
+    ("tok-train-vocab-neg", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--vocab-size", "-5",
+                             "--output", "{in}/o.model"], "--vocab-size: -5 is too small"),
+    ("tok-train-overwrites-corpus", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--vocab-size", "60",
+                                     "--output", "{in}/corpus.txt"], "would overwrite the input --corpus"),
+    ("tok-train-output-folder", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--vocab-size", "60",
+                                 "--output", "{in}/clips"], "clips"),
+    ("tok-train-output-under-file", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--vocab-size", "60",
+                                     "--output", "{in}/corpus.txt/x.model"], "corpus.txt/x.model"),
+    ("tok-train-hf-output-folder", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--kind", "hf-bpe",
+                                    "--vocab-size", "300", "--output", "{in}/clips"], "clips"),
+    ("tok-train-corpus-missing", ["tokenizer", "train", "--corpus", "{in}/nope.txt", "--vocab-size", "60",
+                                  "--output", "{in}/o.model"], "nope.txt"),
+    ("tok-train-corpus-latin1", ["tokenizer", "train", "--corpus", "{in}/latin1.txt", "--vocab-size", "60",
+                                 "--output", "{in}/o.model"], "latin1.txt"),
+    ("tok-train-hf-too-small", ["tokenizer", "train", "--corpus", "{in}/corpus.txt", "--kind", "hf-bpe",
+                                "--vocab-size", "100", "--output", "{in}/o.json"], "--vocab-size 100"),
+    ("tok-extend-target-below-base", ["tokenizer", "extend", "--base", "{in}/bpe.model", "--corpus", "{in}/corpus.txt",
+                                      "--target-size", "100", "--output", "{in}/o.model"], "100"),
+    ("tok-extend-overwrites-base", ["tokenizer", "extend", "--base", "{in}/bpe.model", "--corpus", "{in}/corpus.txt",
+                                    "--target-size", "12100", "--output", "{in}/bpe.model"], "would overwrite the input --base"),
+    ("tok-merge-vocab-0", ["tokenizer", "merge", "--base", "{in}/tokenizer.json", "--corpus", "{in}/corpus.txt",
+                           "--vocab-size", "0", "--output", "{in}/o.json"], "--vocab-size: 0 is too small"),
+    ("tok-inspect-base-neg", ["tokenizer", "inspect", "--tokenizer", "{in}/bpe.model", "--base-size", "-1"],
+     "--base-size: -1 is too small"),
+    ("tok-inspect-base-too-big", ["tokenizer", "inspect", "--tokenizer", "{in}/bpe.model", "--base-size", "99999"],
+     "--base-size 99999"),
+    ("tok-encode-non-utf8", ["tokenizer", "encode", "--tokenizer", "{in}/bpe.model", "--text", NON_UTF8],
+     "--text: not valid UTF-8"),
+    ("tok-encode-text-file", ["tokenizer", "encode", "--tokenizer", "{in}/corpus.txt", "--text", "hi"], "corpus.txt"),
+    ("tok-sweep-sizes", ["tokenizer", "sweep", "--corpus", "{in}/corpus.txt", "--sizes", "0,-1"], "--sizes"),
+    # codec
+    ("codec-hop-0", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                     "--hop-length", "0"], "--hop-length: 0 is too small"),
+    ("codec-n-mels-0", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                        "--n-mels", "0"], "--n-mels: 0 is too small"),
+    ("codec-iterations-0", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                            "--iterations", "0"], "--iterations: 0 is too small"),
+    ("codec-codebook-1", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                          "--codebook-size", "1"], "--codebook-size: 1 is too small"),
+    ("codec-cuda", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                    "--device", "cuda"], "no CUDA GPU"),
+    ("codec-val-ratio", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                         "--val-ratio", "1.5"], "--val-ratio: 1.5 is out of range"),
+    ("codec-eval-max-clips-0", ["codec", "eval", "--codec", "{in}/c.pt", "--manifest", "{in}/manifest.jsonl",
+                                "--max-clips", "0"], "--max-clips: 0 is too small"),
+    ("codec-train-random-manifest", ["codec", "train", "--manifest", "{in}/random.jsonl", "--output", "{in}/c.pt"],
+     "random.jsonl"),
+    ("codec-encode-bad-codec", ["codec", "encode", "--codec", "{in}/short.pt", "--input", "{in}/tone.wav",
+                                "--output", "{in}/codes.npy"], "short.pt"),
+    ("codec-decode-bad-codes", ["codec", "decode", "--codec", "{in}/short.pt", "--codes", "{in}/random.pt",
+                                "--output", "{in}/o.wav"], "short.pt"),
+    # dataset
+    ("ds-output-is-file", ["dataset", "import", "--format", "manifest", "--input", "{in}/manifest.jsonl",
+                           "--output", "{in}/corpus.txt"], "corpus.txt"),
+    ("ds-random-manifest", ["dataset", "import", "--format", "manifest", "--input", "{in}/random.jsonl",
+                            "--output", "{in}/ds"], "random.jsonl"),
+    ("ds-padding-neg", ["dataset", "import", "--format", "srt", "--input", "{in}/clips", "--output", "{in}/ds",
+                        "--padding", "-1", "--language", "en"], "--padding: -1 is out of range"),
+    ("ds-min-duration-neg", ["dataset", "import", "--format", "manifest", "--input", "{in}/manifest.jsonl",
+                             "--output", "{in}/ds", "--min-duration", "-1"], "--min-duration: -1 is out of range"),
+    ("ds-workers-0", ["dataset", "import", "--format", "manifest", "--input", "{in}/manifest.jsonl",
+                      "--output", "{in}/ds", "--workers", "0"], "--workers: 0 is too small"),
+    ("ds-nan-inf-strict", ["dataset", "import", "--format", "folder", "--input", "{in}/clips", "--output", "{in}/ds",
+                           "--language", "en", "--strict"], "not finite"),
+    ("ds-input-missing", ["dataset", "import", "--format", "manifest", "--input", "{in}/nope.jsonl",
+                          "--output", "{in}/ds"], "nope.jsonl"),
+    ("ds-folder-no-language", ["dataset", "import", "--format", "folder", "--input", "{in}/clips",
+                               "--output", "{in}/ds"], "--language"),
+    ("ds-sample-per-language-0", ["dataset", "sample", "--output", "{in}/ds", "--per-language", "0"],
+     "--per-language: 0 is too small"),
+    ("ds-split-val-ratio", ["dataset", "split", "--manifest", "{in}/manifest.jsonl", "--val-ratio", "2"],
+     "--val-ratio: 2 is out of range"),
+    ("ds-format", ["dataset", "import", "--format", "csv", "--input", "{in}/manifest.jsonl", "--output", "{in}/ds"],
+     "invalid choice: 'csv'"),
+    # corpus
+    ("corpus-random-manifest", ["corpus", "collect", "--manifest", "{in}/random.jsonl", "--output", "{in}/o.txt"],
+     "random.jsonl"),
+    ("corpus-overwrites-manifest", ["corpus", "collect", "--manifest", "{in}/manifest.jsonl",
+                                    "--output", "{in}/manifest.jsonl"], "would overwrite the input --manifest"),
+    # embeddings
+    ("emb-text-checkpoint", ["embeddings", "extend", "--checkpoint", "{in}/text.pt", "--base-tokenizer", "{in}/bpe.model",
+                             "--tokenizer", "{in}/bpe.model", "--output", "{in}/o.safetensors"], "text.pt"),
+    ("emb-overwrites-checkpoint", ["embeddings", "extend", "--checkpoint", "{in}/random.pt", "--base-tokenizer",
+                                   "{in}/bpe.model", "--tokenizer", "{in}/bpe.model", "--output", "{in}/random.pt"],
+     "would overwrite the input --checkpoint"),
+    # doctor
+    ("doctor-text-tokenizer", ["doctor", "--tokenizer", "{in}/text.pt"], "text.pt"),
+    ("doctor-bad-checkpoint", ["doctor", "--tokenizer", "{in}/bpe.model", "--checkpoint", "{in}/short.pt"], "short.pt"),
+    ("doctor-freeze-neg", ["doctor", "--tokenizer", "{in}/bpe.model", "--freeze-until", "-1"],
+     "--freeze-until: -1 is too small"),
+    # synthesize / generate
+    ("synth-non-utf8", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", NON_UTF8, "--output", "{in}/o.wav"],
+     "--text: not valid UTF-8"),
+    ("synth-top-k-neg", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                         "--top-k", "-1"], "--top-k: -1 is too small"),
+    ("synth-temperature-neg", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                               "--temperature", "-1"], "--temperature: -1 is out of range"),
+    ("synth-bad-checkpoint", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav"],
+     "short.pt"),
+    ("synth-nan-reference", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                             "--reference", "{in}/nan.wav"], "nan.wav"),
+    ("synth-text-too-long", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "ab. " * 6000,
+                             "--output", "{in}/o.wav"], "--text: 24000 characters"),
+    ("gen-max-new-0", ["generate", "--checkpoint", "{in}/short.pt", "--prompt", "hi", "--max-new-tokens", "0"],
+     "--max-new-tokens: 0 is too small"),
+    ("gen-text-checkpoint", ["generate", "--checkpoint", "{in}/text.pt", "--prompt", "hi"], "text.pt"),
+    ("gen-top-p", ["generate", "--checkpoint", "{in}/text.pt", "--prompt", "hi", "--top-p", "0"],
+     "--top-p: 0 is out of range"),
+    # eval
+    ("eval-text-checkpoint", ["eval", "tts", "--checkpoint", "{in}/text.pt", "--sentences", "{in}/corpus.txt"],
+     "text.pt"),
+    ("eval-sentences-missing", ["eval", "tts", "--checkpoint", "{in}/short.pt", "--sentences", "{in}/nope.txt"], "nope"),
+    # cache / pairs / preprocess / prune
+    ("cache-root-file", ["cache", "list", "--root", "{in}/corpus.txt"], "corpus.txt"),
+    ("pairs-per-target-0", ["pairs", "build", "--cache", "{in}/clips", "--per-target", "0"],
+     "--per-target: 0 is too small"),
+    ("pairs-cache-missing", ["pairs", "build", "--cache", "{in}/nope"], "nope"),
+    ("pre-workers-0", ["preprocess", "--manifest", "{in}/manifest.jsonl", "--tokenizer", "{in}/bpe.model",
+                       "--codec", "{in}/short.pt", "--workers", "0"], "--workers: 0 is too small"),
+    ("pre-bad-codec", ["preprocess", "--manifest", "{in}/manifest.jsonl", "--tokenizer", "{in}/bpe.model",
+                       "--codec", "{in}/short.pt", "--output", "{in}/cache"], "short.pt"),
+    ("prune-random", ["prune", "--checkpoint", "{in}/random.pt", "--output", "{in}/o.safetensors"], "random.pt"),
+    ("prune-overwrites", ["prune", "--checkpoint", "{in}/random.pt", "--output", "{in}/random.pt"],
+     "would overwrite the input --checkpoint"),
+    # train
+    ("train-max-steps-neg", ["train", "--config", "{in}/escape.yaml", "--max-steps", "-3"],
+     "--max-steps: -3 is too small"),
+    ("train-config-missing", ["train", "--config", "{in}/nope.yaml"], "nope.yaml"),
+    ("train-config-random", ["train", "--config", "{in}/random.yaml"], "random.yaml"),
+    ("train-config-escape", ["train", "--config", "{in}/escape.yaml"], "not a name"),
+    # jobs / worker / quickstart
+    ("jobs-unknown-kind", ["jobs", "submit", "no.such"], "unknown job kind 'no.such'"),
+    ("jobs-bad-param", ["jobs", "submit", "doctor", "--param", "family"], "--param 'family'"),
+    ("jobs-nproc-0", ["jobs", "submit", "train", "--nproc", "0"], "--nproc: 0 is too small"),
+    ("jobs-show-unknown", ["jobs", "show", "nosuchjob"], "nosuchjob"),
+    ("jobs-list-limit-0", ["jobs", "list", "--limit", "0"], "--limit: 0 is too small"),
+    ("jobs-logs-tail-neg", ["jobs", "logs", "x", "--tail", "-1"], "--tail: -1 is too small"),
+    ("jobs-outside-param", ["jobs", "submit", "doctor", "--param", "tokenizer=../../../etc/x.model"],
+     "outside the allowed folders"),
+    ("worker-workers-0", ["worker", "--workers", "0"], "--workers: 0 is too small"),
+    ("worker-settings-missing", ["worker", "--settings", "{in}/nope.yaml"], "nope.yaml"),
+    ("quickstart-name", ["quickstart", "lm", "--name", "../escape"], "not a name"),
+]
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        return cli_main(argv)
+    except SystemExit as exc:  # argparse errors
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize("case_id, argv, fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_with_one_line(inputs: Path, capsys: pytest.CaptureFixture, case_id: str,
+                                         argv: list[str], fragment: str) -> None:
+    argv = [a.replace("{in}", str(inputs)) for a in argv]
+    before = _snapshot(inputs)
+    code = _run(argv)
+    out, err = capsys.readouterr()
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err + out, err
+    assert code == 2, f"exit {code}: {err[-2000:]}"
+    if argv[0] == "doctor" and not errors:  # the doctor reports a failing check in its table instead
+        assert fragment in out and "FAIL" in out, out
+    else:
+        assert len(errors) == 1, err
+        assert fragment in errors[0], errors[0]
+    assert _snapshot(inputs) == before, "an input changed or a file was written beside the inputs"
+
+
+def test_suite_covers_every_command_group() -> None:
+    from core.cli import build_parser
+    from core.cli.catalogue import _subparsers
+
+    groups = set(_subparsers(build_parser()))
+    covered = {case[1][0] for case in CASES}
+    assert groups <= covered, f"groups without a malformed-input case: {sorted(groups - covered)}"
+    assert len(CASES) >= 60
