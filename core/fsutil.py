@@ -1,8 +1,9 @@
-"""Crash-safe file writes, file hashing and lenient JSON reads.
+"""Crash-safe file writes, tolerant JSON readers and file hashing.
 
 `atomic_write(path)` yields a temporary path in the destination folder; on success the file is
 flushed, fsynced and renamed onto `path`, so a crash never leaves a half-written file under the
-final name. On error the temporary file is removed and `path` is untouched.
+final name. On error the temporary file is removed and `path` is untouched. The readers return
+None / skip lines instead of failing on a file another process is still writing.
 """
 
 from __future__ import annotations
@@ -82,7 +83,46 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def read_json(path: Path) -> dict[str, Any] | None:
     """Return the JSON object in `path`, or None when it is missing, partial or not an object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Return the JSON objects of a JSON-lines file, skipping lines that are not (yet) complete JSON."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    rows = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            rows.append(item)
+    return rows
+
+
+def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | None:
+    """Return the last line of `path` that is a JSON object, or None (reads at most the last `max_bytes`)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                return data
+    return None

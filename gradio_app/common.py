@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ import gradio as gr
 
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
+from core.runs import progress_view
+from gradio_app.runner import JobRunner
 from gradio_app.runner import FINAL_STATUSES, JobRunner
 
 LOG = logging.getLogger("linguaforge.ui")
@@ -67,11 +68,11 @@ def ui_action(fn: F) -> F:
 
 
 def job_line(job: dict[str, Any]) -> str:
-    """Return a one-line Markdown status of a job: id, kind, status, progress, error."""
-    progress = job.get("progress") or {}
+    """Return a one-line Markdown status of a job: id, kind, status, progress (while running), error."""
     parts = [f"Job `{job['id']}` ({job['kind']}): **{job['status']}**"]
-    if job.get("status") == "running" and progress.get("fraction") is not None:
-        parts.append(f"{float(progress['fraction']):.0%}")
+    view = progress_view(job.get("progress"), job_status=job["status"])
+    if job.get("status") == "running" and view.fraction is not None:
+        parts.append(view.text())
     if job.get("error"):
         parts.append(f"— {job['error']}")
     return " ".join(parts)
@@ -140,37 +141,6 @@ def workspace_files(settings: Settings, patterns: Iterable[str]) -> list[str]:
             if path.is_file() and not path.name.endswith(".tmp"):
                 found.add(relative(settings, path))
     return sorted(found)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Return the JSON objects of a JSON-lines file, skipping lines that are not (yet) complete JSON."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    rows = []
-    for line in lines:
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            rows.append(item)
-    return rows
-
-
-def format_seconds(seconds: float | None) -> str:
-    """Return a duration as `1h02m`, `3m05s` or `12s`; an em dash when unknown."""
-    if seconds is None:
-        return "—"
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def job_duration(job: dict[str, Any]) -> float | None:

@@ -8,6 +8,7 @@ the same jobs; nothing here keeps state that a closed tab could lose.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from core.config import Settings
@@ -42,10 +43,18 @@ class JobRunner:
     def submit(self, kind: str, params: dict[str, Any]) -> str:
         """Validate and enqueue a job of `kind` (a dotted CLI command) with CLI-named `params`; return its id.
 
-        Empty form values are dropped. Raises InputError with the CLI's message for bad parameters.
+        Empty form values are dropped; relative paths resolve against the workspace. Raises
+        InputError with the CLI's message for bad parameters.
         """
-        clean = {k: v for k, v in params.items() if v not in (None, "", [])}
-        return self._jobs.submit(kind, clean)
+        return self._jobs.submit(kind, _filled(params))
+
+    def preview(self, kind: str, params: dict[str, Any]) -> str:
+        """Return the command line `submit(kind, params)` would run: `python -m core` and the job's exact argv.
+
+        Raises InputError with the CLI's message for bad parameters.
+        """
+        _, argv = self._jobs.plan(kind, _filled(params))
+        return shlex.join(["python", "-m", "core", *argv])
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         """Return the newest `limit` job records, newest first."""
@@ -70,3 +79,8 @@ class JobRunner:
     def resume(self, job_id: str) -> dict[str, Any]:
         """Queue an interrupted, failed or cancelled job again (training resumes); return its record."""
         return self._jobs.resume(job_id)
+
+
+def _filled(params: dict[str, Any]) -> dict[str, Any]:
+    """Return `params` without the empty form values (None, "", [])."""
+    return {k: v for k, v in params.items() if v not in (None, "", [])}

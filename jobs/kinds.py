@@ -10,6 +10,7 @@ with the same messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 GPU_KINDS = (
@@ -44,6 +45,10 @@ class JobCatalogue(Protocol):
 
     def build_argv(self, kind: str, params: dict[str, Any]) -> list[str]:
         """Return the checked argv (with `--json`) running `kind` with `params`; raise InputError when it is wrong."""
+        ...
+
+    def absolute_paths(self, kind: str, params: dict[str, Any], workspace: Path) -> dict[str, Any]:
+        """Return `params` with every path parameter absolute (relative ones against `workspace`)."""
         ...
 
     def run(self, argv: Sequence[str]) -> CommandOutcome:

@@ -1,8 +1,8 @@
 """Job progress: from the per-job progress file, or for training from the run folder.
 
-Training runs report through `runs/<run>/status.json` (step, max_steps, state) and the last
-line of `runs/<run>/metrics.jsonl` (latest metrics); other commands write the
-LINGUAFORGE_PROGRESS_FILE that core.progress maintains.
+Training runs report through their run folder (`core.runs.RunFolder`: status.json for step,
+max_steps and state, the last metrics.jsonl line for the latest metrics); other commands write
+the LINGUAFORGE_PROGRESS_FILE that core.progress maintains.
 """
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from core.fsutil import read_json
-from jobs.supervise import last_json_line
+from core.runs import RunFolder
 
 
 class TrainProgress:
     """Follows one training run folder and computes fraction, step/total, ETA and metrics."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
         self._first: tuple[float, int] | None = None
 
     def read(self) -> dict[str, Any]:
         """Return the current progress mapping (empty when the run has not reported yet)."""
-        status = read_json(self.run_dir / "status.json") or {}
-        metrics = last_json_line(self.run_dir / "metrics.jsonl", max_bytes=64 * 1024) or {}
+        status = self.run.status()
+        metrics = self.run.last_metrics()
         step = status.get("step", metrics.get("step"))
         total = status.get("max_steps")
         if step is None and not status:

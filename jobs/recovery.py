@@ -14,6 +14,8 @@ from typing import Any
 
 from huey.api import TaskWrapper
 
+from core.runs import RunFolder
+
 from jobs.records import JobStore, with_busy_retry
 from jobs.supervise import is_alive, stop_process_group, worker_alive
 
@@ -41,7 +43,7 @@ def stop_orphan(job: dict[str, Any], grace_s: float, term_grace_s: float) -> str
     pid, start = job.get("pid"), job.get("pid_start")
     if not is_alive(pid, start):
         return None
-    stop_file = Path(job["run_dir"]) / "STOP" if job.get("run_dir") else None
+    stop_file = RunFolder(Path(job["run_dir"])).stop_file if job.get("run_dir") else None
     return stop_process_group(pid, lambda: not is_alive(pid, start), grace_s, stop_file, term_grace_s=term_grace_s)
 
 

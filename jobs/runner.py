@@ -17,6 +17,7 @@ from typing import Any, Iterator
 from core.config import Settings, load_settings, read_yaml
 from core.confine import check_name
 from core.errors import InputError
+from core.runs import run_folder
 from jobs.kinds import JobCatalogue, is_gpu_kind
 from jobs.param_paths import check_job_params
 from jobs.queue import build_huey
@@ -51,11 +52,9 @@ class JobRunner:
         """
         if nproc < 1 or (nproc > 1 and kind != "train"):
             raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
-        params = dict(params or {})
-        if kind == "train" and "resume" not in params and self.catalogue.accepts(kind, "resume"):
-            params["resume"] = "auto"
-        argv = self.catalogue.build_argv(kind, params)
-        check_job_params(self.settings, kind, params)
+        given = dict(params or {})
+        params, argv = self.plan(kind, given)
+        check_job_params(self.settings, kind, given)  # as given: `a,../../b` must not collapse into the workspace
         run_dir = self._run_dir(kind, params)
         resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
         logs = self.settings.workspace / "logs" / "jobs"
@@ -78,12 +77,25 @@ class JobRunner:
         enqueue(self.task, job_id)
         return job_id
 
+    def plan(self, kind: str, params: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+        """Return (the parameters, the CLI argv) a job of `kind` with `params` is recorded and run with.
+
+        `submit` queues exactly this; the dashboard previews it. Path parameters become absolute
+        (relative ones resolve against the workspace) and `train` gets `resume: auto` unless given.
+        Raises InputError with the command's own message when the kind or a parameter is wrong.
+        """
+        params = dict(params or {})
+        if kind == "train" and "resume" not in params and self.catalogue.accepts(kind, "resume"):
+            params["resume"] = "auto"
+        params = self.catalogue.absolute_paths(kind, params, self.settings.workspace)
+        return params, self.catalogue.build_argv(kind, params)
+
     def _run_dir(self, kind: str, params: dict[str, Any]) -> Path | None:
         if kind != "train" or params.get("config") is None:
             return None
         config_path = self.settings.resolve(str(params["config"]))
         name = check_name(read_yaml(config_path).get("name") or config_path.stem, f"{config_path}: name")
-        return self.settings.workspace / "runs" / str(name)
+        return run_folder(self.settings, str(name)).path
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Return job records newest first, optionally filtered by `status`, at most `limit`."""

@@ -7,7 +7,6 @@ identified by PID plus their kernel start time, so a recycled PID is never mista
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -15,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from core.config import REPO_ROOT, WORKSPACE_ENV
 from core.progress import PROGRESS_FILE_ENV
@@ -146,28 +145,6 @@ def stop_process_group(
     _signal_group(pid, signal.SIGKILL)
     _wait(exited, 5.0)
     return "sigkill"
-
-
-def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | None:
-    """Return the last line of `path` that is a JSON object, or None (reads at most the last MiB)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            lines = handle.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                return data
-    return None
 
 
 def tail_text(path: Path, lines: int) -> str:

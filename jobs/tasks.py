@@ -20,13 +20,16 @@ from huey.exceptions import RetryTask
 
 from core.config import Settings
 from core.errors import InputError
+from core.fsutil import last_json_line
+from core.runs import RunFolder
+from jobs import kinds
+from core.errors import InputError
 from jobs.kinds import JobCatalogue
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
 from jobs.supervise import (
     error_summary,
-    last_json_line,
     launch,
     process_start_time,
     stop_process_group,
@@ -145,7 +148,7 @@ class Supervisor:
         self.id = job["id"]
         self.log_path = Path(job["log_path"])
         self.progress_path = Path(job["progress_path"])
-        self.run_dir = Path(job["run_dir"]) if job["run_dir"] else None
+        self.run_dir = RunFolder(Path(job["run_dir"])) if job["run_dir"] else None
         self.train = TrainProgress(self.run_dir) if self.run_dir else None
 
     def log(self, line: str) -> None:
@@ -203,7 +206,7 @@ class Supervisor:
 
     def _prepare_run_dir(self) -> None:
         if self.run_dir is not None:
-            (self.run_dir / "STOP").unlink(missing_ok=True)
+            self.run_dir.stop_file.unlink(missing_ok=True)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> bool:
         last = 0.0
@@ -221,7 +224,7 @@ class Supervisor:
 
     def cancel(self, proc: subprocess.Popen[bytes]) -> str:
         """Stop the job's process group (STOP file first for training); return how it ended."""
-        stop_file = self.run_dir / "STOP" if self.run_dir is not None else None
+        stop_file = self.run_dir.stop_file if self.run_dir is not None else None
         how = stop_process_group(
             proc.pid,
             lambda: proc.poll() is not None,

@@ -18,6 +18,7 @@ from typing import Any
 from huey.consumer import Consumer
 
 from core.config import WORKSPACE_ENV, Settings
+from core.runs import RunFolder
 from jobs.kinds import JobCatalogue
 from jobs.queue import build_huey, describe as describe_queue
 from jobs.records import with_busy_retry
@@ -109,7 +110,7 @@ class Worker:
         ctx.shutting_down.set()
         for job_id, proc in list(ctx.active.items()):
             job = ctx.store.get(job_id)
-            stop_file = Path(job["run_dir"]) / "STOP" if job["run_dir"] else None
+            stop_file = RunFolder(Path(job["run_dir"])).stop_file if job["run_dir"] else None
             stop_process_group(
                 proc.pid,
                 lambda: proc.poll() is not None,

@@ -21,6 +21,7 @@ import yaml
 from core.config import REPO_ROOT, Settings, load_settings, read_yaml
 from core.errors import InputError
 from core.fsutil import atomic_write_text
+from core.runs import RunFolder, run_folder
 from jobs.kinds import JobCatalogue
 from journeys.report import write_report
 from journeys.stages import StageRunner
@@ -54,7 +55,7 @@ def load_preset(preset: str, journey: str) -> dict[str, Any]:
 def run_name(prefix: str, name: str | None, settings: Settings) -> str:
     """Return `name`, or `<prefix>-<UTC timestamp>`; raise InputError when runs/<name>/ already exists."""
     chosen = name or f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
-    if (settings.workspace / "runs" / chosen).exists():
+    if run_folder(settings, chosen).path.exists():
         raise InputError(f"runs/{chosen} already exists. Pass another --name, or delete that folder first.")
     return chosen
 
@@ -114,8 +115,7 @@ def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str
 
 def val_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Return the `val` records of a run's metrics.jsonl, in order."""
-    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    return [row for row in map(json.loads, lines) if row["split"] == "val"]
+    return RunFolder(run_dir).metrics("val")
 
 
 def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
@@ -204,7 +204,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     held_en, held_am = _check_preset(spec)
     name = run_name(f"quickstart-{spec['preset']}", name, settings)
     ws = settings.workspace
-    run_dir, data_dir = ws / "runs" / name, ws / "datasets" / name
+    run_dir, data_dir = run_folder(settings, name).path, ws / "datasets" / name
     tok_dir, ckpt_dir = ws / "tokenizers" / name, ws / "checkpoints" / name
     run_dir.mkdir(parents=True)
     started = time.time()

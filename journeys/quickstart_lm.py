@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from core.config import Settings, load_settings
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
+from core.runs import run_folder
 from journeys.quickstart import (
     load_preset,
     run_config_data,
@@ -63,7 +64,7 @@ def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", n
     if len(spec["samples"]["temperatures"]) < 2:
         raise InputError(f"{spec['preset_path']}: samples.temperatures needs two temperatures.")
     name = run_name(f"quickstart-{spec['preset']}", name, settings)
-    run_dir = settings.workspace / "runs" / name
+    run_dir = run_folder(settings, name).path
     if corpus:
         files = [str(settings.resolve(path)) for path in corpus]
         read_corpus_lines(files)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from core.fsutil import atomic_write_json, atomic_write_text
+from core.runs import RunFolder
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -101,8 +102,9 @@ def render_markdown(report: dict[str, Any], run_dir: Path) -> str:
 
 def write_report(run_dir: Path, report: dict[str, Any]) -> dict[str, str]:
     """Write `report.json` and `report.md` into `run_dir`; return their paths (also added to `report`)."""
-    paths = {"json": str(run_dir / "report.json"), "markdown": str(run_dir / "report.md")}
+    run = RunFolder(run_dir)
+    paths = {"json": str(run.report_json), "markdown": str(run.report_markdown)}
     report["report"] = paths
-    atomic_write_json(run_dir / "report.json", report)
-    atomic_write_text(run_dir / "report.md", render_markdown(report, run_dir))
+    atomic_write_json(run.report_json, report)
+    atomic_write_text(run.report_markdown, render_markdown(report, run_dir))
     return paths

@@ -45,8 +45,10 @@ def _samples(path: Path) -> int:
     return sf.info(str(path)).frames
 
 
-def test_synthesized_length_grows_with_the_text(workspace: Path, capsys: pytest.CaptureFixture) -> None:
+def test_synthesized_length_grows_with_the_text(workspace: Path, capsys: pytest.CaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     _tts_checkpoint(workspace)
+    monkeypatch.chdir(workspace)  # command-line paths resolve against the current directory
     lengths = []
     for i, text in enumerate(["The cat sleeps.", "The cat sleeps. We walked home.", "The cat sleeps. We walked home. The river rose!"]):
         assert main(["synthesize", "--checkpoint", "checkpoints/tts.pt", "--text", text, "--output", f"out/{i}.wav", "--json"]) == 0
@@ -68,8 +70,9 @@ def test_a_tokenizer_with_another_fingerprint_is_refused(workspace: Path) -> Non
         load_for_inference("checkpoints/tts.pt", load_settings())
 
 
-def test_prune_keeps_weights_and_metadata_only(workspace: Path) -> None:
+def test_prune_keeps_weights_and_metadata_only(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _tts_checkpoint(workspace)
+    monkeypatch.chdir(workspace)  # command-line paths resolve against the current directory
     assert main(["prune", "--checkpoint", str(source), "--output", "pruned/tts.safetensors"]) == 0
     pruned = load_checkpoint(workspace / "pruned" / "tts.safetensors")
     original = load_checkpoint(source)
@@ -81,7 +84,9 @@ def test_prune_keeps_weights_and_metadata_only(workspace: Path) -> None:
     assert main(["prune", "--checkpoint", str(source), "--output", "pruned/tts.pt"]) == 2
 
 
-def test_generate_with_an_lm_checkpoint(workspace: Path, capsys: pytest.CaptureFixture) -> None:
+def test_generate_with_an_lm_checkpoint(workspace: Path, capsys: pytest.CaptureFixture,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(workspace)  # command-line paths resolve against the current directory
     tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
     config = LMConfig(text_rows=tokenizer.size, d_model=32, n_layers=1, n_heads=2, max_text_tokens=20)
     meta = CheckpointMeta(family="linguaforge", task="lm", tokenizer_fingerprint=tokenizer.fingerprint,

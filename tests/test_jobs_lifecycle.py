@@ -16,7 +16,7 @@ from core.config import load_settings
 from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
 from jobs.supervise import is_alive
-from test_jobs_support import JOB_BPE, JobsEnv, has_kind, make_jobs_env
+from tests.test_jobs_support import JOB_BPE, JobsEnv, has_kind, make_jobs_env
 
 
 @pytest.fixture(scope="module")

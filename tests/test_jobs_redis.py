@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from jobs.supervise import is_alive
-from test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env, redis_server
+from tests.test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env, redis_server
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from core.errors import InputError
 from jobs.records import FINAL_STATUSES
-from test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env
+from tests.test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env
 
 THREADS = 8
 PER_THREAD = 25

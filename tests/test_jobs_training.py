@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from core.checkpoint import load_checkpoint
-from test_jobs_support import JobsEnv, has_kind, make_jobs_env
+from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env
 
 pytestmark = pytest.mark.skipif(not has_kind("train"), reason="the trainer (`python -m core train`) is not present")
 
@@ -22,7 +22,7 @@ SCHEDULE = {"val_every": 1000, "keep_last": 2, "log_every": 1}
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsEnv]:
-    from trainer_helpers import lm_workspace
+    from tests.trainer_helpers import lm_workspace
 
     tmp = tmp_path_factory.mktemp("train_jobs")
     workspace = tmp / "workspace"
@@ -37,7 +37,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsEnv]:
 
 def submit_run(env: JobsEnv, name: str, max_steps: int, save_every: int) -> str:
     """Write a tiny LM run config and submit it as a `train` job; return the job id."""
-    from trainer_helpers import lm_config
+    from tests.trainer_helpers import lm_config
 
     config = lm_config(env.workspace, name, schedule={**SCHEDULE, "max_steps": max_steps, "save_every": save_every})
     return env.runner.submit("train", {"config": str(config.relative_to(env.workspace))})
@@ -74,7 +74,7 @@ def test_tiny_training_job_finishes_with_progress(env: JobsEnv) -> None:
 
 
 def test_failing_doctor_fails_the_job_before_the_trainer_starts(env: JobsEnv) -> None:
-    from trainer_helpers import lm_config
+    from tests.trainer_helpers import lm_config
 
     config = lm_config(env.workspace, "broken", tokenizer="tokenizers/missing.json")
     job_id = env.runner.submit("train", {"config": "runs_cfg/broken.yaml"})

@@ -13,7 +13,7 @@ from core.errors import InputError
 from jobs.queue import build_huey
 from jobs.runner import JobRunner
 from jobs.supervise import command_line
-from test_jobs_support import FIXTURE_BPE, put_bpe
+from tests.test_jobs_support import FIXTURE_BPE, put_bpe
 
 
 def test_unknown_kind_lists_the_available_kinds(workspace: Path) -> None:

@@ -109,8 +109,11 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert "](audio/am_1.wav)" in markdown
 
 
-def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(workspace: Path, tmp_path: Path) -> None:
+def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     corpus = workspace / "corpus.txt"
+    monkeypatch.chdir(workspace)  # command-line paths resolve against the current directory
     from core.data.sample_text import ENGLISH_SENTENCES, SPANISH_SENTENCES
 
     corpus.write_text("\n".join(ENGLISH_SENTENCES + SPANISH_SENTENCES) + "\n", encoding="utf-8")

@@ -14,11 +14,12 @@ from core.config import load_settings
 from core.checks.doctor import DoctorContext, run_doctor
 from core.training.run_config import load_run_config
 from core.training.memory import estimate_bytes, largest_fitting_batch
+from core.training.trainer import train
+from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 import core.checkpoint
 import core.checks.doctor
 import core.training.trainer
 from core.training.trainer import Trainer, train
-from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)
 

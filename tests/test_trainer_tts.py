@@ -81,6 +81,7 @@ def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path,
     meta = load_checkpoint(fine.last_checkpoint).meta
     assert meta["base_size"] == 200 and meta["rows"] == 700 and meta["parent"] == load_checkpoint(extended).sha256
 
+    monkeypatch.chdir(tts_ws)  # command-line paths resolve against the current directory
     assert main(["prune", "--checkpoint", fine.last_checkpoint, "--output", "pruned/am.safetensors"]) == 0
     assert (tts_ws / "pruned" / "am.tokenizer.model").is_file() and (tts_ws / "pruned" / "am.codec.pt").is_file()
     reference = sorted((tts_ws / "datasets" / "sample" / "audio").glob("am_*.wav"))[0]

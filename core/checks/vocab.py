@@ -9,6 +9,7 @@ import torch
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
 from core.families import FAMILIES, Family, FamilyDecision, explain_family, families_with_rows, get_family, rows_for
+from core.families.rows import text_rows
 from core.tokenizers.vocab import require_prefix_extension
 
 RANDOM_NORM_RATIO = 2.0
@@ -133,10 +134,10 @@ def check_rows(ctx: DoctorContext) -> CheckResult | None:
         return None
     family = _family(ctx, checkpoint)
     sd = checkpoint.state_dict
-    missing = [k for k in family.text_keys if k not in sd]
-    if missing:
-        raise InputError(f"{ctx.checkpoint_path}: the {family.name} family needs key(s) {', '.join(missing)}, absent here.")
-    rows = int(sd[family.embedding_key].shape[0])
+    try:
+        rows = text_rows(family, sd)
+    except InputError as exc:
+        raise InputError(f"{ctx.checkpoint_path}: {exc}") from None
     uneven = {k: int(sd[k].shape[0]) for k in family.text_keys if int(sd[k].shape[0]) != rows}
     if uneven:
         shapes = ", ".join(f"{k} has {n}" for k, n in uneven.items())
@@ -171,9 +172,9 @@ def check_rows(ctx: DoctorContext) -> CheckResult | None:
 def check_declared_vocab(ctx: DoctorContext) -> CheckResult | None:
     """Return whether a declared vocab size agrees with the tokenizer.
 
-    In a LinguaForge run config a stale number is a warning (our trainer sizes models from the
-    tokenizer and never reads it); given on its own (--declared-vocab) its consumer is some other
-    trainer, so a disagreement fails.
+    In a run config of LinguaForge's own models a stale number is a warning (our trainer sizes
+    models from the tokenizer and never reads it); in a published family's run config, or given on
+    its own (--declared-vocab, some other trainer's number), a disagreement fails.
     """
     tok = ctx.tokenizer_or_none()
     if ctx.declared_vocab is None or tok is None:
@@ -190,6 +191,13 @@ def check_declared_vocab(ctx: DoctorContext) -> CheckResult | None:
             "Chatterbox/T3 config run doctor --target-config FILE, or embeddings extend --write-config FILE.",
         )
     where = f" in {ctx.config_path}" if ctx.config_path else ""
+    if ctx.run_config is not None and ctx.run_config.family != "linguaforge":
+        return CheckResult(
+            "config.declared_vocab", "fail",
+            f"declared vocab {ctx.declared_vocab}{where} disagrees with the tokenizer's {tok.size} ids; "
+            f"a {ctx.run_config.family} model is sized from the tokenizer and a disagreeing number is refused, not overridden.",
+            f"Remove the vocab size from the config or set it to {tok.size}.",
+        )
     return CheckResult(
         "config.declared_vocab", "warn",
         f"declared vocab {ctx.declared_vocab}{where} is stale: the tokenizer has {tok.size} ids. "

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from core.cli.common import Result, add_command, add_group
 from core.config import load_settings
+from core.paths import CLI_PATH
 from core.tables import render_table
 
 
 def _root(args: argparse.Namespace) -> Path:
     from core.errors import InputError
 
-    root = Path(args.root).resolve() if args.root else load_settings().resolve("cache")
+    root = args.root or load_settings().resolve("cache")
     if args.root and not root.is_dir():
         what = "a file" if root.exists() else "missing"
         raise InputError(f"--root {args.root}: {what}, not a folder. Pass the cache root folder (default: the workspace's cache/).")
@@ -47,12 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `cache` group: list, clean."""
     group = add_group(subparsers, "cache", "list and clean preprocessing caches")
     listing = add_command(group, "list", _list, "list caches with their items, tokenizer and whether they are still usable")
-    listing.add_argument("--root", help="cache root (default: the workspace's cache/)")
+    listing.add_argument("--root", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
     clean = add_command(
         group,
         "clean",
         _clean,
         "delete caches (all, or with --unused only those whose manifest, tokenizer or codec changed or whose build never finished)",
     )
-    clean.add_argument("--root", help="cache root (default: the workspace's cache/)")
+    clean.add_argument("--root", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
     clean.add_argument("--unused", action="store_true", help="only delete caches no preprocess run can reuse")

@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+from pathlib import Path
 from typing import Any, Sequence
 
 from core.cli import build_parser
 from core.errors import InputError, LinguaForgeError
+from core.paths import absolute_path_params
 from jobs.kinds import CommandOutcome
 
 NOT_JOBS = ("jobs", "worker")
@@ -145,6 +147,15 @@ class CliCatalogue:
         argv = [*words, *positionals, *options, "--json"]
         _parse_checked(top, argv, kind)
         return argv
+
+    def absolute_paths(self, kind: str, params: dict[str, Any], workspace: Path) -> dict[str, Any]:
+        """Return `params` with the command's path parameters absolute, relative ones resolved against `workspace`.
+
+        Path parameters are the options whose type is a `core.paths.PathType`; keywords (`auto`) pass.
+        Raises InputError when `kind` is not a CLI command.
+        """
+        _, parser, _ = self.command_parser(kind)
+        return absolute_path_params(parser._actions, params, workspace)
 
     def run(self, argv: Sequence[str]) -> CommandOutcome:
         """Run one command (argv as `build_argv` returns it) in this process; return its outcome.

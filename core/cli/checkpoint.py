@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group
 from core.tables import render_mapping, render_table
 
@@ -12,7 +12,7 @@ from core.tables import render_mapping, render_table
 def _inspect(args: argparse.Namespace) -> Result:
     from core.checkpoint import inspect_checkpoint  # torch loads only when the command runs
 
-    info = inspect_checkpoint(Path(args.path))
+    info = inspect_checkpoint(args.path)
     lines = [
         render_mapping(
             {
@@ -43,4 +43,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         group, "inspect", _inspect, "print family, rows, dims, metadata and a key summary of a checkpoint"
     )
-    parser.add_argument("path", help=".safetensors, .pt or .pth file (relative to the current directory)")
+    parser.add_argument("path", type=CLI_PATH, help=".safetensors, .pt or .pth file (relative to the current directory)")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group, device_arg, float_in, int_at_least
 from core.config import load_settings
 from core.errors import InputError
@@ -16,7 +16,7 @@ def _train(args: argparse.Namespace) -> Result:
     from core.speech.codec_eval import evaluate_codec
 
     codec = train_codec(
-        Path(args.manifest).resolve(),
+        args.manifest,
         codebook_size=args.codebook_size,
         sample_rate=int(load_settings().get("audio.sample_rate", 16000)),
         hop_length=args.hop_length,
@@ -27,10 +27,10 @@ def _train(args: argparse.Namespace) -> Result:
         seed=args.seed,
         device=args.device,
     )
-    output = codec.save(Path(args.output).resolve())
+    output = codec.save(args.output)
     data = {"output": str(output), "fingerprint": codec.fingerprint, "frame_rate": codec.frame_rate, **codec.meta}
     if args.eval_clips:
-        data["eval"] = evaluate_codec(codec, Path(args.manifest).resolve(), args.val_ratio, args.eval_clips)
+        data["eval"] = evaluate_codec(codec, args.manifest, args.val_ratio, args.eval_clips)
     text = render_mapping({k: v for k, v in data.items() if k != "eval"})
     if "eval" in data:
         text += "\neval:\n" + render_mapping(data["eval"])
@@ -42,7 +42,7 @@ def _eval(args: argparse.Namespace) -> Result:
     from core.speech.codec_eval import evaluate_codec
 
     report = evaluate_codec(
-        load_codec(Path(args.codec).resolve()), Path(args.manifest).resolve(), args.val_ratio, args.max_clips, not args.no_vocoder
+        load_codec(args.codec), args.manifest, args.val_ratio, args.max_clips, not args.no_vocoder
     )
     return Result(report, render_mapping(report))
 
@@ -54,9 +54,9 @@ def _encode(args: argparse.Namespace) -> Result:
     from core.speech.codec import load_codec
     from core.fsutil import atomic_write
 
-    codec = load_codec(Path(args.codec).resolve())
-    codes = codec.encode(read_audio(Path(args.input).resolve(), codec.sample_rate)[0])
-    output = Path(args.output).resolve()
+    codec = load_codec(args.codec)
+    codes = codec.encode(read_audio(args.input, codec.sample_rate)[0])
+    output = args.output
     if output.suffix != ".npy":
         output = output.with_name(output.name + ".npy")
     with atomic_write(output) as tmp, open(tmp, "wb") as handle:
@@ -72,14 +72,14 @@ def _decode(args: argparse.Namespace) -> Result:
     from core.audio import write_wav
     from core.speech.codec import load_codec
 
-    codec = load_codec(Path(args.codec).resolve())
-    source = Path(args.codes).resolve()
+    codec = load_codec(args.codec)
+    source = args.codes
     try:
         codes = np.load(source)
     except (OSError, ValueError) as exc:
         raise InputError(f"{source}: not a .npy array of codes ({exc}).") from exc
     wav = codec.decode(torch.from_numpy(codes.astype(np.int64)))
-    output = write_wav(Path(args.output).resolve(), wav, codec.sample_rate)
+    output = write_wav(args.output, wav, codec.sample_rate)
     data = {"output": str(output), "seconds": round(wav.numel() / codec.sample_rate, 3)}
     return Result(data, render_mapping(data))
 
@@ -93,9 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         _train,
         "fit a codebook by mini-batch k-means over log-mel frames of the manifest's train split (GPU when present)",
     )
-    train.add_argument("--manifest", required=True, help="manifest.jsonl")
+    train.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     train.add_argument("--codebook-size", type=int_at_least(2), default=1024, help="number of codes K (default 1024)")
-    train.add_argument("--output", required=True, help="codec file to write (.pt)")
+    train.add_argument("--output", required=True, type=CLI_PATH, help="codec file to write (.pt)")
     train.add_argument("--hop-length", type=int_at_least(1), default=256, help="samples per frame (default 256: 62.5 frames/s at 16 kHz)")
     train.add_argument("--n-mels", type=int_at_least(1), default=80, help="mel bins (default 80)")
     train.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips held out (default 0.05)")
@@ -105,16 +105,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when present)")
     train.add_argument("--eval-clips", type=int_at_least(0), default=0, help="also evaluate on this many val clips (default 0)")
     ev = add_command(group, "eval", _eval, "round-trip log-mel L1 and mel-cepstral distortion on the val split")
-    ev.add_argument("--codec", required=True, help="codec .pt")
-    ev.add_argument("--manifest", required=True, help="manifest.jsonl")
+    ev.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
+    ev.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     ev.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="val share, as in training (default 0.05)")
     ev.add_argument("--max-clips", type=int_at_least(1), default=20, help="clips evaluated (default 20)")
     ev.add_argument("--no-vocoder", action="store_true", help="skip the Griffin-Lim round trip (codebook error only)")
     enc = add_command(group, "encode", _encode, "audio file → codes (.npy, int32)")
-    enc.add_argument("--codec", required=True, help="codec .pt")
-    enc.add_argument("--input", required=True, help="audio file")
-    enc.add_argument("--output", required=True, help="codes file (.npy)")
+    enc.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
+    enc.add_argument("--input", required=True, type=CLI_PATH, help="audio file")
+    enc.add_argument("--output", required=True, type=CLI_PATH, help="codes file (.npy)")
     dec = add_command(group, "decode", _decode, "codes (.npy) → wav by codebook lookup and Griffin-Lim")
-    dec.add_argument("--codec", required=True, help="codec .pt")
-    dec.add_argument("--codes", required=True, help="codes file (.npy)")
-    dec.add_argument("--output", required=True, help="wav file to write")
+    dec.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
+    dec.add_argument("--codes", required=True, type=CLI_PATH, help="codes file (.npy)")
+    dec.add_argument("--output", required=True, type=CLI_PATH, help="wav file to write")

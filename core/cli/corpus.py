@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group
 from core.tokenizers.corpus import collect_corpus
 from core.tables import render_mapping
@@ -21,6 +21,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "collect", _collect, "write the normalised text of a manifest to a corpus file",
                          "Write the `text` field of each manifest row (optionally only one language),\n"
                          "normalised (Unicode NFC, collapsed whitespace, Ethiopic punctuation kept), one per line.")
-    parser.add_argument("--manifest", type=lambda v: Path(v).expanduser().absolute(), required=True, metavar="M.jsonl")
+    parser.add_argument("--manifest", type=CLI_PATH, required=True, metavar="M.jsonl")
     parser.add_argument("--language", metavar="CODE", help="keep only rows of this language (e.g. am)")
-    parser.add_argument("--output", type=lambda v: Path(v).expanduser().absolute(), required=True, metavar="corpus.txt")
+    parser.add_argument("--output", type=CLI_PATH, required=True, metavar="corpus.txt")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group, csv_list, float_in, int_at_least
 from core.config import load_settings
 from core.errors import InputError
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from core.data.importing import ImportSummary
 
 SHOWN_REJECTS = 20
+INDEXTTS_PROCESSED = "indextts-processed"
 
 
 def _sample_rate() -> int:
@@ -44,9 +45,27 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
     return Result(data, "\n".join(lines))
 
 
+def _import_indextts_processed(args: argparse.Namespace) -> Result:
+    from core.families.indextts_import import import_processed
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    if not args.tokenizer:
+        raise InputError("--format indextts-processed needs --tokenizer: the run's tokenizer, with which the text ids are re-derived.")
+    result = import_processed(Path(args.input).resolve(), load_tokenizer(Path(args.tokenizer).resolve()), Path(args.output).resolve())
+    lines = [f"imported {result.clips} clips into the IndexTTS2 feature cache {result.cache_dir} "
+             f"(use it as data.manifest of a family: indextts run)"]
+    lines.extend(f"  reject {r.message()}" for r in result.rejects[:SHOWN_REJECTS])
+    if args.strict and result.rejects:
+        raise InputError(f"--strict: {len(result.rejects)} clip(s) rejected: {result.rejects[0].message()}")
+    return Result(result.to_dict(), "\n".join(lines))
+
+
 def _import(args: argparse.Namespace) -> Result:
     from core.data.importing import import_dataset
     from core.tokenizers.tokenizer import load_tokenizer
+
+    if args.format == INDEXTTS_PROCESSED:
+        return _import_indextts_processed(args)
 
     if args.min_duration is not None or args.max_duration is not None:
         low, high = args.min_duration or 0.0, args.max_duration or float("inf")
@@ -57,11 +76,11 @@ def _import(args: argparse.Namespace) -> Result:
         duration = None
     summary = import_dataset(
         args.format,
-        Path(args.input).resolve(),
-        Path(args.output).resolve(),
+        args.input,
+        args.output,
         _sample_rate(),
         ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding),
-        tokenizer=load_tokenizer(Path(args.tokenizer).resolve()) if args.tokenizer else None,
+        tokenizer=load_tokenizer(args.tokenizer) if args.tokenizer else None,
         duration_range=duration,
         uppercase=args.uppercase,
         workers=args.workers,
@@ -73,7 +92,7 @@ def _import(args: argparse.Namespace) -> Result:
 def _sample(args: argparse.Namespace) -> Result:
     from core.data.sample import sample_dataset
 
-    summary = sample_dataset(Path(args.output).resolve(), _sample_rate(), args.languages, args.per_language, args.workers)
+    summary = sample_dataset(args.output, _sample_rate(), args.languages, args.per_language, args.workers)
     return _summary_result(summary, strict=True)
 
 
@@ -81,7 +100,7 @@ def _split(args: argparse.Namespace) -> Result:
     from core.data.manifest import load_manifest_rows
     from core.data.splits import split_of
 
-    rows = load_manifest_rows(Path(args.manifest).resolve())
+    rows = load_manifest_rows(args.manifest)
     val = [row.id for row in rows if split_of(row.id, args.val_ratio) == "val"]
     data = {"train": len(rows) - len(val), "val": len(val), "val_ratio": args.val_ratio, "val_ids": val}
     return Result(data, render_mapping({k: data[k] for k in ("train", "val", "val_ratio")}))
@@ -97,17 +116,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "import a dataset into OUTPUT/manifest.jsonl (+ rejects.jsonl, summary.json, audio/)",
         description=(
             "Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),\n"
-            "srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl).\n"
+            "srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl),\n"
+            "indextts-processed (a folder from the community IndexTTS2 preprocess_data.py: codes, conditioning and\n"
+            "emotion .npy files become an IndexTTS2 feature cache in OUTPUT; text ids re-derived with --tokenizer).\n"
             "Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.\n"
             "Audio is converted to mono wav at audio.sample_rate from the config."
         ),
     )
-    imp.add_argument("--format", required=True, choices=list(FORMAT_NAMES), help="input layout")
-    imp.add_argument("--input", required=True, help="input folder or file")
-    imp.add_argument("--output", required=True, help="output dataset folder")
+    imp.add_argument("--format", required=True, choices=[*FORMAT_NAMES, INDEXTTS_PROCESSED], help="input layout")
+    imp.add_argument("--input", required=True, type=CLI_PATH, help="input folder or file")
+    imp.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     imp.add_argument("--language", help="language code of the clips (required for folder and srt)")
     imp.add_argument("--speaker", help="speaker name (default: per format)")
-    imp.add_argument("--tokenizer", help="reject text with characters this tokenizer cannot encode")
+    imp.add_argument("--tokenizer", type=CLI_PATH, help="reject text with characters this tokenizer cannot encode")
     imp.add_argument("--uppercase", action="store_true", help="upper-case text (for tokenizers trained upper-case)")
     imp.add_argument("--min-duration", type=float_in(0.0), help="shortest clip kept in seconds (default 1 for srt, else 0.3)")
     imp.add_argument("--max-duration", type=float_in(0.0, low_open=True), help="longest clip kept in seconds (default 15 for srt, else 30)")
@@ -123,10 +144,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         _sample,
         "render the built-in sentences with espeak-ng (two voices per language) into a dataset",
     )
-    sample.add_argument("--output", required=True, help="output dataset folder")
+    sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
     sample.add_argument("--per-language", type=int_at_least(1), default=24, help="clips per language (default 24)")
     sample.add_argument("--workers", type=int_at_least(1), default=2, help="parallel espeak-ng processes (default 2)")
     split = add_command(group, "split", _split, "show the deterministic train/val split of a manifest (hash of the id)")
-    split.add_argument("--manifest", required=True, help="manifest.jsonl")
+    split.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     split.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in val (default 0.05)")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, int_at_least
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
@@ -16,22 +16,22 @@ from core.training.run_config import load_run_config
 def _context(args: argparse.Namespace) -> DoctorContext:
     settings = load_settings()
     if args.config:
-        config_path = Path(args.config).resolve()
+        config_path = args.config
         ctx = doctor_context_from_run_config(load_run_config(config_path), config_path, settings)
     elif args.tokenizer or args.checkpoint or args.cache or args.target_config:
         ctx = DoctorContext(settings=settings)
     else:
         raise InputError("doctor needs --config RUN.yaml, or --tokenizer and/or --checkpoint. See --help.")
     if args.tokenizer:
-        ctx.tokenizer_path = Path(args.tokenizer).resolve()
+        ctx.tokenizer_path = args.tokenizer
     if args.base_tokenizer:
-        ctx.base_tokenizer_path = Path(args.base_tokenizer).resolve()
+        ctx.base_tokenizer_path = args.base_tokenizer
     if args.target_config:
-        ctx.target_config_path = Path(args.target_config).resolve()
+        ctx.target_config_path = args.target_config
     if args.checkpoint:
-        ctx.checkpoint_path = Path(args.checkpoint).resolve()
+        ctx.checkpoint_path = args.checkpoint
     if args.cache:
-        ctx.cache_dir = Path(args.cache).resolve()
+        ctx.cache_dir = args.cache
     if args.family:
         ctx.family = args.family
     if args.freeze_until is not None:
@@ -58,13 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Exit 0 when nothing fails, 2 otherwise. Options given with --config override it."
         ),
     )
-    parser.add_argument("--config", help="run config YAML (its paths resolve against the workspace)")
-    parser.add_argument("--tokenizer", help="tokenizer .model or .json")
-    parser.add_argument("--base-tokenizer", help="the tokenizer the checkpoint was trained with (yours must extend it)")
-    parser.add_argument("--target-config", help="a foreign trainer's config to gate: IndexTTS2 config.yaml "
-                        "(gpt.number_text_tokens) or a Chatterbox/T3 config (text_tokens_dict_size)")
-    parser.add_argument("--checkpoint", help="checkpoint .safetensors / .pt / .pth")
-    parser.add_argument("--cache", help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
+    parser.add_argument("--config", type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
+    parser.add_argument("--tokenizer", type=CLI_PATH, help="tokenizer .model or .json")
+    parser.add_argument("--base-tokenizer", type=CLI_PATH,
+                        help="the tokenizer the checkpoint was trained with (yours must extend it)")
+    parser.add_argument("--target-config", type=CLI_PATH, help="a foreign trainer's config to gate: IndexTTS2 "
+                        "config.yaml (gpt.number_text_tokens) or a Chatterbox/T3 config (text_tokens_dict_size)")
+    parser.add_argument("--checkpoint", type=CLI_PATH, help="checkpoint .safetensors / .pt / .pth")
+    parser.add_argument("--cache", type=CLI_PATH, help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
     parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
     parser.add_argument("--freeze-until", type=int_at_least(0), help="first trainable text row (rows below stay frozen)")
     parser.add_argument("--declared-vocab", type=int_at_least(1),

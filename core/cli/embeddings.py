@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group
 from core.errors import InputError
 from core.families import FAMILIES
@@ -18,10 +18,10 @@ def _extend(args: argparse.Namespace) -> Result:
     if args.write_config and not args.target_config:
         raise InputError("--write-config needs --target-config IN (the foreign config to correct).")
     report = extend_checkpoint(
-        Path(args.checkpoint),
-        Path(args.base_tokenizer),
-        Path(args.tokenizer),
-        Path(args.output),
+        args.checkpoint,
+        args.base_tokenizer,
+        args.tokenizer,
+        args.output,
         family=args.family,
         init=args.init,
         allow_truncate=args.allow_truncate,
@@ -68,10 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "normal: N(mean, per-dimension std of the base rows). New head-bias entries start at the base mean."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, help="input checkpoint (.safetensors, .pt, .pth)")
-    parser.add_argument("--base-tokenizer", required=True, help="the tokenizer the checkpoint was made for")
-    parser.add_argument("--tokenizer", required=True, help="the extended tokenizer (a prefix extension of the base)")
-    parser.add_argument("--output", required=True, help="output checkpoint (.safetensors or .pt), written atomically")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="input checkpoint (.safetensors, .pt, .pth)")
+    parser.add_argument("--base-tokenizer", required=True, type=CLI_PATH, help="the tokenizer the checkpoint was made for")
+    parser.add_argument("--tokenizer", required=True, type=CLI_PATH, help="the extended tokenizer (a prefix extension of the base)")
+    parser.add_argument("--output", required=True, type=CLI_PATH, help="output checkpoint (.safetensors or .pt), written atomically")
     parser.add_argument("--family", default="auto", choices=["auto", *FAMILIES], help="checkpoint family (default: detect)")
     parser.add_argument("--init", default="fvt", choices=INIT_METHODS, help="how new rows start (default: fvt)")
     parser.add_argument("--allow-truncate", action="store_true", help="allow the result to have fewer rows")

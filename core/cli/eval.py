@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_group
 from core.tables import render_table
 
@@ -28,7 +29,7 @@ def _tts(args: argparse.Namespace) -> Result:
     from core.eval.tts import ESPEAK, evaluate_checkpoint, read_sentences
 
     settings = load_settings()
-    sentences, clips = read_sentences(settings.resolve(args.sentences))
+    sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
                                  wer=not args.no_wer, seed=args.seed)
@@ -50,9 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="synthesize held-out sentences and measure MCD, F0/duration ratios and intelligibility",
     )
     parser.epilog = EPILOG
-    parser.add_argument("--checkpoint", required=True, help="LinguaForge TTS checkpoint (.safetensors or .pt)")
-    parser.add_argument("--sentences", required=True, help="held-out sentences: text file, one per line, or manifest.jsonl")
-    parser.add_argument("--references", help="folder of <n>.wav reference clips, or `espeak` to render them")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LinguaForge TTS checkpoint (.safetensors or .pt)")
+    parser.add_argument("--sentences", required=True, type=CLI_PATH, help="held-out sentences: text file, one per line, or manifest.jsonl")
+    parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")
     parser.add_argument("--no-wer", action="store_true", help="skip free decoding and its word error rate (slow on CPU)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, float_in, int_at_least
 from core.config import load_settings
 from core.tables import render_mapping
@@ -14,7 +15,7 @@ def _sampling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int_at_least(0), default=50, help="keep the k most likely ids; 0 = off (default 50)")
     parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="nucleus sampling threshold in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--tokenizer", default=None, help="tokenizer file; must match the checkpoint's fingerprint")
+    parser.add_argument("--tokenizer", default=None, type=CLI_PATH, help="tokenizer file; must match the checkpoint's fingerprint")
 
 
 def _check_sampling(args: argparse.Namespace) -> None:
@@ -27,27 +28,45 @@ def _check_sampling(args: argparse.Namespace) -> None:
 
 
 def _synthesize(args: argparse.Namespace) -> Result:
-    from core.audio import write_wav
-    from core.inference import load_for_inference, synthesize
-
-    from core.audio import read_audio
-    from core.inference import check_text_length
+    from core.audio import read_audio, write_wav
+    from core.inference import check_text_length, load_for_inference, synthesize
 
     _check_sampling(args)
     check_text_length(args.text)
     settings = load_settings()
-    reference = settings.resolve(args.reference) if args.reference else None
+    if args.family != "linguaforge":
+        return _synthesize_family(args, settings)
+    reference = args.reference
     if reference is not None:
         read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
     inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
     wav, report = synthesize(
         inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
     )
-    output = write_wav(settings.resolve(args.output), wav, report["sample_rate"])
+    output = write_wav(args.output, wav, report["sample_rate"])
     report["output"] = str(output)
     shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf")}
     shown["sentences"] = len(report["sentences"])
     return Result(report, render_mapping(shown))
+
+
+def _synthesize_family(args: argparse.Namespace, settings) -> Result:  # noqa: ANN001
+    from pathlib import Path
+
+    from core.families.base import SynthesisRequest
+    from core.families.registry import get_model_family
+
+    family = get_model_family(args.family)
+    model_dir = args.model_dir or settings.get(f"families.{args.family}.model_dir")
+    request = SynthesisRequest(
+        checkpoint=settings.resolve(args.checkpoint), text=args.text, output=settings.resolve(args.output),
+        tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
+        reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
+        model_dir=Path(settings.resolve(model_dir)) if model_dir else None, seed=args.seed,
+        options={"temperature": args.temperature},
+    )
+    report = family.synthesize(request, settings)
+    return Result(report, render_mapping({k: report[k] for k in ("output", "seconds", "sample_rate")}))
 
 
 def _generate(args: argparse.Namespace) -> Result:
@@ -73,15 +92,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Text of which the tokenizer knows no character is refused. Reports the real-time factor."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, help="TTS checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="TTS checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--text", required=True, help="text to speak")
-    parser.add_argument("--output", required=True, help="output .wav")
-    parser.add_argument("--reference", default=None, help="reference clip (wav) for the voice")
+    parser.add_argument("--output", required=True, type=CLI_PATH, help="output .wav")
+    parser.add_argument("--reference", default=None, type=CLI_PATH, help="reference clip (wav) for the voice")
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
-    parser.add_argument("--codec", default=None, help="codec file; must match the checkpoint's fingerprint")
+    parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
+    parser.add_argument("--family", default="linguaforge", choices=("linguaforge", "chatterbox", "indextts"),
+                        help="model family of the checkpoint (default linguaforge)")
+    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
+                        help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
+                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: settings families.<family>.model_dir")
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
-    parser.add_argument("--checkpoint", required=True, help="LM checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--prompt", required=True, help="text to continue")
     parser.add_argument("--max-new-tokens", type=int_at_least(1), default=64, help="most tokens to generate (default 64)")
     _sampling(parser)

@@ -15,6 +15,7 @@ from core.cli.catalogue import cli_catalogue
 from core.cli.common import Result, add_command, add_group, int_at_least
 from core.config import Settings, load_settings
 from core.errors import InputError
+from core.runs import progress_view
 from core.tables import render_mapping, render_table
 
 
@@ -52,24 +53,12 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
-def _progress_text(progress: dict[str, Any] | None) -> str:
-    if not progress:
-        return "-"
-    done, total, fraction = progress.get("done"), progress.get("total"), progress.get("fraction")
-    text = f"{done}/{total}" if total else str(done if done is not None else "-")
-    if fraction is not None:
-        text += f" ({fraction:.0%})"
-    if progress.get("eta_s") is not None:
-        text += f" eta {progress['eta_s']:.0f}s"
-    return text
-
-
 def _show_text(job: dict[str, Any]) -> str:
     fields = {
         "id": job["id"],
         "kind": job["kind"],
         "status": f"{job['status']} (damaged record: {job['damaged']})" if job.get("damaged") else job["status"],
-        "progress": _progress_text(job["progress"]),
+        "progress": progress_view(job["progress"], job_status=job["status"]).text(),
         "metrics": (job["progress"] or {}).get("metrics") or "-",
         "params": job["params"],
         "created": _when(job["created_at"]),
@@ -97,8 +86,9 @@ def cmd_list(args: argparse.Namespace) -> Result:
     """List jobs newest first."""
     jobs = _runner(args).list_jobs(status=args.status, limit=args.limit)
     rows = [
-        (j["id"], j["kind"], "damaged" if j.get("damaged") else j["status"], _progress_text(j["progress"]),
-         _when(j["created_at"]), (j["damaged"] or j["error"] or "")[:60])
+        (j["id"], j["kind"], "damaged" if j.get("damaged") else j["status"],
+         progress_view(j["progress"], job_status=j["status"]).text(), _when(j["created_at"]),
+         (j["damaged"] or j["error"] or "")[:60])
         for j in jobs
     ]
     text = render_table(["id", "kind", "status", "progress", "created", "error"], rows) if rows else "no jobs"

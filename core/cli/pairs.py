@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group, int_at_least
 
 
 def _build(args: argparse.Namespace) -> Result:
     from core.data.pairs import build_pairs
 
-    report = build_pairs(Path(args.cache).resolve(), args.per_target, args.seed)
+    report = build_pairs(args.cache, args.per_target, args.seed)
     data = report.to_dict()
     lines = [f"wrote {report.pairs} prompt pairs for {report.targets} targets to {report.path}"]
     if report.single_clip_speakers:
@@ -27,6 +27,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `pairs` group: build."""
     group = add_group(subparsers, "pairs", "prompt pairs for TTS training")
     build = add_command(group, "build", _build, "choose N same-speaker prompt clips for every cached clip (writes pairs.json in the cache)")
-    build.add_argument("--cache", required=True, help="cache folder (cache/<fingerprint>) made by `preprocess`")
+    build.add_argument("--cache", required=True, type=CLI_PATH, help="cache folder (cache/<fingerprint>) made by `preprocess`")
     build.add_argument("--per-target", type=int_at_least(1), default=1, help="prompt clips per target (default 1)")
     build.add_argument("--seed", type=int, default=0, help="random seed for the choice (default 0)")

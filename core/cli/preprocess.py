@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, float_in, int_at_least
 from core.config import load_settings
 from core.tables import render_mapping
@@ -13,11 +13,11 @@ from core.tables import render_mapping
 def _preprocess(args: argparse.Namespace) -> Result:
     from core.data.cache import build_cache
 
-    output = Path(args.output).resolve() if args.output else load_settings().resolve("cache")
+    output = args.output or load_settings().resolve("cache")
     info = build_cache(
-        Path(args.manifest).resolve(),
-        Path(args.tokenizer).resolve(),
-        Path(args.codec).resolve(),
+        args.manifest,
+        args.tokenizer,
+        args.codec,
         output,
         workers=args.workers,
         val_ratio=args.val_ratio,
@@ -43,10 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "old cache. Runs across CPU cores, resumes an interrupted build and rebuilds corrupt items."
         ),
     )
-    parser.add_argument("--manifest", required=True, help="manifest.jsonl")
-    parser.add_argument("--tokenizer", required=True, help="tokenizer .model or .json")
-    parser.add_argument("--codec", required=True, help="codec .pt made by `codec train`")
-    parser.add_argument("--output", help="cache root (default: the workspace's cache/)")
+    parser.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
+    parser.add_argument("--tokenizer", required=True, type=CLI_PATH, help="tokenizer .model or .json")
+    parser.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt made by `codec train`")
+    parser.add_argument("--output", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
     parser.add_argument("--workers", type=int_at_least(1), help="worker processes (default: CPU cores)")
     parser.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in the val split (default 0.05)")
     case = parser.add_mutually_exclusive_group()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command
 from core.config import load_settings
 from core.tables import render_mapping
@@ -27,6 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "<stem>.tokenizer.<ext> and <stem>.codec.pt unless --no-copy; inference finds them by fingerprint."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, help="training checkpoint (.pt)")
-    parser.add_argument("--output", required=True, help="output .safetensors")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt)")
+    parser.add_argument("--output", required=True, type=CLI_PATH, help="output .safetensors")
     parser.add_argument("--no-copy", action="store_true", help="do not copy the tokenizer and codec beside the output")

@@ -6,6 +6,7 @@ import argparse
 import signal
 from typing import Any
 
+from core.paths import CLI_PATH, PathType
 from core.cli.catalogue import cli_catalogue
 from core.cli.common import Result, add_command, add_group
 from core.tables import render_mapping
@@ -66,7 +67,7 @@ def _lm(args: argparse.Namespace) -> Result:
 
 def _common(parser: argparse.ArgumentParser, preset: str) -> None:
     parser.epilog = EPILOG
-    parser.add_argument("--preset", default=preset,
+    parser.add_argument("--preset", default=preset, type=PathType(suffixes=(".yaml", ".yml")),
                         help=f"preset name in config/quickstart/ or a preset YAML file (default {preset})")
     parser.add_argument("--name", type=_run_name, help="run folder name under runs/ (default quickstart-<preset>-<UTC time>)")
     how = parser.add_mutually_exclusive_group()
@@ -96,5 +97,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      description="Sweep vocabulary sizes, train a tokenizer and a small GPT per compared size, "
                                  "report validation bits per byte side by side and sample at two temperatures.")
     _common(lm, "lm")
-    lm.add_argument("--corpus", nargs="+", metavar="FILE",
+    lm.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE",
                     help="UTF-8 text files (default: the espeak sample's English and Amharic transcripts)")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
+from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group, csv_list, int_at_least, int_list
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
@@ -18,10 +18,6 @@ from core.tokenizers.report import inspect_tokenizer
 from core.tokenizers.sweep import sweep_vocabulary_sizes
 from core.tokenizers.train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
 from core.tables import render_mapping, render_table
-
-
-def _path(value: str) -> Path:
-    return Path(value).expanduser().absolute()
 
 
 def _coverage(value: str) -> float:
@@ -159,10 +155,10 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "train", _train, "train a SentencePiece or HF BPE tokenizer on a corpus",
                          "Train a tokenizer. SentencePiece ids follow IndexTTS: <s>=0, </s>=1, <unk>=2, no pad.\n"
                          "A vocabulary size larger than the corpus supports is refused with the maximum.")
-    parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE", help="UTF-8 text files")
+    parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE", help="UTF-8 text files")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
     parser.add_argument("--vocab-size", type=int_at_least(1), required=True, metavar="N")
-    parser.add_argument("--output", type=_path, required=True, metavar="PATH", help=".model or tokenizer .json")
+    parser.add_argument("--output", type=CLI_PATH, required=True, metavar="PATH", help=".model or tokenizer .json")
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe", help="SentencePiece model type")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
     parser.add_argument("--user-defined-symbols", type=csv_list, default=[], metavar="A,B,…",
@@ -184,11 +180,11 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
                          "corpus character is added (every Ethiopic letter for an Ethiopic corpus); the base\n"
                          "language's common words, digit strings and --protect-corpus lines keep their exact\n"
                          "base encoding.")
-    parser.add_argument("--base", type=_path, required=True, metavar="BASE.model")
-    parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE")
+    parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.model")
+    parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
     parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
-    parser.add_argument("--output", type=_path, required=True, metavar="OUT.model")
-    parser.add_argument("--protect-corpus", nargs="+", type=_path, metavar="FILE",
+    parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.model")
+    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
                         help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
     _add_vocabulary_guards(parser)
@@ -198,28 +194,28 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "merge", _merge, "merge a new language into an HF BPE tokenizer.json",
                          "Merge new-language tokens into an HF tokenizer. Base ids are unchanged; new ids sit\n"
                          "above every existing id; the language tag becomes one special token.")
-    parser.add_argument("--base", type=_path, required=True, metavar="BASE.json")
+    parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.json")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--add", type=_path, metavar="NEW.json", help="tokenizer.json to merge in")
-    source.add_argument("--corpus", nargs="+", type=_path, metavar="FILE", help="train the addition on these")
+    source.add_argument("--add", type=CLI_PATH, metavar="NEW.json", help="tokenizer.json to merge in")
+    source.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE", help="train the addition on these")
     parser.add_argument("--vocab-size", type=int_at_least(1), metavar="N", help="size of the addition trained on --corpus")
-    parser.add_argument("--output", type=_path, required=True, metavar="OUT.json")
+    parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.json")
     parser.add_argument("--language-tag", metavar="TAG", help="e.g. am, added as the special token [am]")
-    parser.add_argument("--protect-corpus", nargs="+", type=_path, metavar="FILE",
+    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
                         help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
     _add_vocabulary_guards(parser)
 
 
 def _add_inspect(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "inspect", _inspect, "describe a tokenizer and how it encodes a corpus")
-    parser.add_argument("--tokenizer", type=_path, required=True, metavar="PATH")
-    parser.add_argument("--corpus", nargs="+", type=_path, metavar="FILE")
+    parser.add_argument("--tokenizer", type=CLI_PATH, required=True, metavar="PATH")
+    parser.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE")
     parser.add_argument("--base-size", type=int_at_least(0), metavar="N", help="count tokens with ids at or above N")
 
 
 def _add_sweep(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "sweep", _sweep, "train several vocabulary sizes and recommend one")
-    parser.add_argument("--corpus", nargs="+", type=_path, required=True, metavar="FILE")
+    parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
     parser.add_argument("--sizes", type=int_list, required=True, metavar="N,N,…")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe")
@@ -227,7 +223,7 @@ def _add_sweep(commands: argparse._SubParsersAction) -> None:
 
 def _add_encode(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "encode", _encode, "show the ids and pieces of a text")
-    parser.add_argument("--tokenizer", type=_path, required=True, metavar="PATH")
+    parser.add_argument("--tokenizer", type=CLI_PATH, required=True, metavar="PATH")
     parser.add_argument("--text", required=True)
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from core.cli.common import Result, add_command, int_at_least
 from core.config import load_settings
+from core.paths import CLI_PATH, PathType
 from core.training.run_config import load_run_config
 from core.tables import render_mapping
 
@@ -13,10 +14,8 @@ from core.tables import render_mapping
 def _train(args: argparse.Namespace) -> Result:
     from core.training.trainer import train
 
-    settings = load_settings()
-    config_path = settings.resolve(args.config)
-    config = load_run_config(config_path)
-    result = train(config, config_path, settings, args.resume, args.max_steps, args.reset_optimizer)
+    config = load_run_config(args.config)
+    result = train(config, args.config, load_settings(), args.resume, args.max_steps, args.reset_optimizer)
     data = result.to_dict()
     shown = {k: data[k] for k in ("state", "step", "run_dir", "last_checkpoint", "best_val_loss")}
     shown.update({f"val_{k}": round(v, 4) for k, v in result.val.items()})
@@ -38,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Multi-GPU: torchrun --nproc_per_node N -m core train --config RUN.yaml"
         ),
     )
-    parser.add_argument("--config", required=True, help="run config YAML (relative paths resolve against the workspace)")
-    parser.add_argument("--resume", default=None, help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
+    parser.add_argument("--config", required=True, type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
+    parser.add_argument("--resume", default=None, type=PathType(keywords=("auto",)), help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
     parser.add_argument("--max-steps", type=int_at_least(1), default=None,
                         help="stop at this step (the lr schedule still follows schedule.max_steps)")
     parser.add_argument("--reset-optimizer", action="store_true",

@@ -42,6 +42,7 @@ from core.eval.metrics import (
     mcd_dtw,
 )
 from core.fsutil import atomic_write_json
+from core.runs import RunFolder
 from core.progress import Progress
 
 ESPEAK = "espeak"
@@ -178,8 +179,8 @@ def score_row(
 def tensorboard_dir(checkpoint: Path) -> Path:
     """Return where eval scalars go: the run's `tb/` for `runs/<run>/checkpoints/*`, else `tb/` beside it."""
     if checkpoint.parent.name == "checkpoints":
-        return checkpoint.parent.parent / "tb"
-    return checkpoint.parent / "tb"
+        return RunFolder(checkpoint.parent.parent).tensorboard
+    return RunFolder(checkpoint.parent).tensorboard
 
 
 def write_tensorboard(folder: Path, step: int, rows: dict[str, dict[str, Any]]) -> None:
@@ -294,7 +295,7 @@ def evaluate_checkpoint(
 def _eval_files(folder: Path) -> list[Path]:
     if folder.is_file():
         folder = folder.parent
-    candidates = [folder / "eval.json", folder / "checkpoints" / "eval.json"]
+    candidates = [folder / "eval.json", RunFolder(folder).eval_file]
     return [path for path in candidates if path.is_file()]
 
 

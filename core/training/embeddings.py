@@ -21,24 +21,43 @@ import torch
 
 from core.checkpoint import SAFETENSORS_SUFFIXES, TORCH_SUFFIXES, CheckpointMeta, load_checkpoint, save_checkpoint
 from core.errors import InputError
-from core.families import Family, FamilyDecision, explain_family, get_family, rows_for
+from core.families import Family, FamilyDecision, explain_family, get_family
+from core.families.rows import RowChange, plan_row_change, text_rows
 from core.families.target_config import read_target_config, write_corrected_config
 from core.tokenizers.tokenizer import SENTENCEPIECE, Tokenizer, load_tokenizer
-from core.tokenizers.vocab import INIT_METHODS, first_difference, require_prefix_extension
+from core.tokenizers.vocab import INIT_METHODS
 
 WORD_BOUNDARY = "▁"
 
 
 @dataclass
 class RowPlan:
-    """How the new text rows are laid out: base rows kept, rows to make, and the per-row FVT sources."""
+    """How the new text rows are laid out: the row change (base rows kept, rows before and after) and
+    the per-row FVT sources."""
 
-    keep: int
-    source_rows: int
-    target_rows: int
-    offset: int
+    change: RowChange
     sources: list[list[int] | None]
     methods: list[str]
+
+    @property
+    def keep(self) -> int:
+        """Return how many base rows are copied bit for bit."""
+        return self.change.kept
+
+    @property
+    def source_rows(self) -> int:
+        """Return the checkpoint's text rows before."""
+        return self.change.rows_before
+
+    @property
+    def target_rows(self) -> int:
+        """Return the text rows after."""
+        return self.change.rows_after
+
+    @property
+    def offset(self) -> int:
+        """Return the family's trailing extra rows."""
+        return self.change.family.row_offset
 
 
 def _spelling(base: Tokenizer, text: str, skip: set[int | None]) -> list[int]:
@@ -81,41 +100,20 @@ def plan_rows(
 ) -> RowPlan:
     """Return the row plan for moving a checkpoint of `source_rows` rows from `base` to `new`.
 
-    Raises InputError when `new` is not a prefix extension of `base`, the checkpoint has fewer rows
-    than `base` needs, or the result would have fewer rows without `allow_truncate`.
+    Raises InputError for an unknown `init` and for everything `core.families.rows.plan_row_change`
+    refuses (not a prefix extension, fewer rows than `base` needs, a shrink without `allow_truncate`).
     """
     if init not in INIT_METHODS:
         raise InputError(f"init {init!r} is not one of {', '.join(INIT_METHODS)}.")
-    if new.size >= base.size or not allow_truncate:
-        require_prefix_extension(base, new)
-    else:
-        diff = first_difference(base, new, limit=new.size)
-        if diff is not None:
-            raise InputError(
-                f"{new.path}: id {diff} is {new.piece(diff)!r} but the base {base.path} has {base.piece(diff)!r}; "
-                "a truncated tokenizer must keep the base pieces at their ids."
-            )
-    need_base = rows_for(family, base.size)
-    if source_rows < need_base:
-        raise InputError(
-            f"the checkpoint has {source_rows} text rows but the {family.name} family needs {need_base} for the "
-            f"{base.size}-id base tokenizer {base.path}; pass the tokenizer the checkpoint was made for as --base-tokenizer."
-        )
-    target_rows = rows_for(family, new.size)
-    if target_rows < source_rows and not allow_truncate:
-        raise InputError(
-            f"the checkpoint has {source_rows} text rows and the {new.size}-id tokenizer {new.path} needs "
-            f"{target_rows}: that drops {source_rows - target_rows} rows. Pass --allow-truncate to shrink."
-        )
-    keep = min(base.size, new.size)
-    new_pieces = [new.piece(i) for i in range(keep, new.size)]
+    change = plan_row_change(family, base, new, source_rows, allow_truncate)
+    new_pieces = [new.piece(i) for i in range(change.kept, new.size)]
     if init in ("fvt", "translit"):
         found = fvt_sources(base, new_pieces, translit=init == "translit")
         sources: list[list[int] | None] = [ids for ids, _ in found]
         methods = [method for _, method in found]
     else:
         sources, methods = [None] * len(new_pieces), [init] * len(new_pieces)
-    return RowPlan(keep, source_rows, target_rows, family.row_offset, sources, methods)
+    return RowPlan(change, sources, methods)
 
 
 def _new_rows(base_rows: torch.Tensor, plan: RowPlan, init: str, generator: torch.Generator) -> torch.Tensor:
@@ -178,10 +176,7 @@ def extend_state_dict(
     the shape change of each text tensor.
     Raises InputError on a missing key, a non-extension tokenizer, too few rows or an unallowed shrink.
     """
-    missing = [k for k in family.text_keys if k not in state_dict]
-    if missing:
-        raise InputError(f"the checkpoint lacks the {family.name} key(s) {', '.join(missing)}; pass the right --family.")
-    source_rows = int(state_dict[family.embedding_key].shape[0])
+    source_rows = text_rows(family, state_dict)
     plan = plan_rows(base, new, family, source_rows, init, allow_truncate)
     generator = torch.Generator().manual_seed(seed)
     result = dict(state_dict)
@@ -198,10 +193,7 @@ def extend_state_dict(
         "rows_after": plan.target_rows,
         "base_rows_copied": plan.keep,
         "rows_discarded": source_rows - family.row_offset - plan.keep,
-        "extra_rows_moved": (
-            {"from": source_rows - family.row_offset, "to": plan.target_rows - family.row_offset}
-            if family.row_offset else None
-        ),
+        "extra_rows_moved": plan.change.extra_rows_moved,
         "init": {m: methods.get(m, 0) for m in INIT_METHODS},
         "tensors": shapes,
     }

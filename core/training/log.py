@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.fsutil import atomic_write_json
+from core.runs import RunFolder
 
 
 class RunLog:
@@ -19,6 +20,7 @@ class RunLog:
 
     def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True) -> None:
         self.run_dir = run_dir
+        self.folder = RunFolder(run_dir)
         self.enabled = enabled
         self.status: dict[str, Any] = {}
         self._tb = None
@@ -27,14 +29,14 @@ class RunLog:
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(run_dir / "tb"))
+                self._tb = SummaryWriter(str(self.folder.tensorboard))
 
     def line(self, message: str) -> None:
         """Append `message` to log.txt with a timestamp and echo it on stderr."""
         if not self.enabled:
             return
         stamped = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
-        with open(self.run_dir / "log.txt", "a", encoding="utf-8") as handle:
+        with open(self.folder.log_file, "a", encoding="utf-8") as handle:
             handle.write(stamped + "\n")
         sys.stderr.write(stamped + "\n")
         sys.stderr.flush()
@@ -45,7 +47,7 @@ class RunLog:
         if not self.enabled:
             return
         record = {"step": step, "split": split, **{k: float(v) for k, v in values.items()}, "time": time.time()}
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        with open(self.folder.metrics_file, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
         if self._tb is not None and tensorboard:
             for name, value in values.items():
@@ -56,7 +58,7 @@ class RunLog:
         self.status.update(fields)
         self.status["updated"] = time.time()
         if self.enabled:
-            atomic_write_json(self.run_dir / "status.json", self.status)
+            atomic_write_json(self.folder.status_file, self.status)
 
     def close(self) -> None:
         """Flush and close TensorBoard."""

@@ -24,6 +24,7 @@ from core.checkpoint import LoadedCheckpoint, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.fsutil import atomic_write
+from core.runs import RunFolder
 from core.tokenizers.tokenizer import Tokenizer
 from core.tokenizers.vocab import first_difference
 
@@ -33,7 +34,7 @@ BEST_FILE = "best.pt"
 
 def checkpoint_dir(run_dir: Path) -> Path:
     """Return the run's checkpoint folder."""
-    return run_dir / "checkpoints"
+    return RunFolder(run_dir).checkpoints
 
 
 def step_checkpoint_path(run_dir: Path, step: int) -> Path:

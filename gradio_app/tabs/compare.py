@@ -9,16 +9,15 @@ from typing import Any
 import gradio as gr
 
 from core.eval.tts import ESPEAK, collect_evaluations
+from core.runs import CHECKPOINT_GLOBS, EVAL_GLOBS, run_folder_of_checkpoint
 from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
 from gradio_app.common import ui_action, workspace_files
-from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS
 
 MAX_PLAYERS = 8  # players shown per sentence: the newest checkpoints
 HEADERS = ["checkpoint", "step", "MCD (dB)", "DTW id accuracy", "PocketSphinx id accuracy", "WER",
            "codec MCD (dB)", "codec DTW id accuracy", "codec PocketSphinx id accuracy", "chance"]
 KEYS = ["checkpoint", "step", "mcd_db", "dtw_identification", "sphinx_identification", "wer",
         "codec_mcd_db", "codec_dtw_identification", "codec_sphinx_identification", "chance"]
-EVAL_GLOBS = ["runs/*/checkpoints/eval.json", "checkpoints/eval.json", "*/eval.json", "*/*/eval.json"]
 
 
 def eval_folders(ctx: UIContext) -> list[str]:
@@ -91,8 +90,8 @@ def build(ctx: UIContext) -> None:
             yield job_line(job), gr.update()
         require_success(job)
         path = inside_workspace(settings, checkpoint, "checkpoint")
-        run_dir = path.parent.parent if path.parent.name == "checkpoints" and path.parent.parent.parent.name == "runs" \
-            else path.parent
+        run = run_folder_of_checkpoint(path)
+        run_dir = run.path if run is not None else path.parent
         yield job_line(job), gr.update(value=relative(settings, run_dir))
 
     with gr.Tab("Compare checkpoints", id="compare"):

@@ -11,13 +11,14 @@ from typing import Any, Iterator
 import gradio as gr
 
 from core.errors import InputError
+from core.fsutil import read_json, read_jsonl
+from core.runs import MANIFEST_GLOBS
 from gradio_app.common import (
     UIContext,
     follow_job,
     inside_workspace,
     job_line,
     output_param,
-    read_jsonl,
     relative,
     require_success,
     ui_action,
@@ -32,7 +33,7 @@ ROWS_SHOWN = 200
 
 def dataset_names(ctx: UIContext) -> list[str]:
     """Return the datasets in the workspace (folders under datasets/ with a manifest.jsonl)."""
-    return sorted(Path(p).parent.name for p in workspace_files(ctx.settings, ["datasets/*/manifest.jsonl"]))
+    return sorted(Path(p).parent.name for p in workspace_files(ctx.settings, MANIFEST_GLOBS))
 
 
 def _checked_name(name: str) -> str:

@@ -7,8 +7,10 @@ from typing import Any
 
 import gradio as gr
 
-from core.checkpoint import inspect_checkpoint
-from core.families import get_family, rows_for
+from core.checkpoint import load_checkpoint
+from core.errors import InputError
+from core.families.rows import plan_checkpoint_rows
+from core.runs import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.vocab import INIT_METHODS
 from gradio_app.common import (
@@ -22,31 +24,36 @@ from gradio_app.common import (
     workspace_files,
 )
 
-CHECKPOINT_GLOBS = ["checkpoints/*.safetensors", "checkpoints/*.pt", "checkpoints/*.pth",
-                    "runs/*/checkpoints/*.safetensors", "runs/*/checkpoints/*.pt"]
-TOKENIZER_GLOBS = ["tokenizers/*.model", "tokenizers/*.json"]
 INITS = list(INIT_METHODS)
+WILL = "Extend will"
+REFUSED = "Extend will refuse"
 
 
 def plan_rows(ctx: UIContext, checkpoint: str, base_tokenizer: str, new_tokenizer: str) -> list[list[Any]]:
-    """Return the table: family, rows now, tokenizer sizes, rows after extension, rows added."""
-    info = inspect_checkpoint(inside_workspace(ctx.settings, checkpoint, "checkpoint"))
+    """Return the table of what Extend will do: family, rows now and after, tokenizer sizes, rows added
+    and copied — or, as its last row, the message Extend will refuse with.
+
+    The plan comes from `core.families.rows.plan_checkpoint_rows`, the function `embeddings extend`
+    runs (family detected, no truncation, as the Extend button submits it).
+    """
+    loaded = load_checkpoint(inside_workspace(ctx.settings, checkpoint, "checkpoint"))
     base = load_tokenizer(inside_workspace(ctx.settings, base_tokenizer, "base tokenizer"))
     new = load_tokenizer(inside_workspace(ctx.settings, new_tokenizer, "new tokenizer"))
-    rows: list[list[Any]] = [
-        ["family", info["family"] or f"unknown: {info['family_error']}"],
-        ["rows now", info["rows"]],
-        ["embedding dim", info["dim"]],
-        ["base tokenizer size", base.size],
-        ["new tokenizer size", new.size],
+    rows: list[list[Any]] = [["base tokenizer size", base.size], ["new tokenizer size", new.size]]
+    try:
+        change = plan_checkpoint_rows(loaded.state_dict, loaded.meta, base, new)
+    except InputError as exc:
+        return rows + [[REFUSED, str(exc)]]
+    return [
+        ["family", change.family.name],
+        ["rows now", change.rows_before],
+        ["embedding dim", int(loaded.state_dict[change.family.embedding_key].shape[-1])],
+        *rows,
+        ["rows after", change.rows_after],
+        ["rows added", change.added],
+        ["base rows copied", change.kept],
+        [WILL, f"resize {change.rows_before} → {change.rows_after} rows"],
     ]
-    if info["family"]:
-        after = rows_for(get_family(info["family"]), new.size)
-        expected = rows_for(get_family(info["family"]), base.size)
-        rows += [["rows after", after], ["rows added", after - (info["rows"] or 0)]]
-        if info["rows"] != expected:
-            rows.append(["warning", f"the checkpoint has {info['rows']} rows, the base tokenizer needs {expected}"])
-    return rows
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:

@@ -8,28 +8,11 @@ from typing import Any
 import gradio as gr
 
 from core.errors import InputError
-from gradio_app.common import UIContext, format_seconds, job_duration, ui_action
+from core.runs import format_seconds, progress_view
+from gradio_app.common import UIContext, job_duration, ui_action
 
 HEADERS = ["id", "kind", "status", "progress", "duration", "created", "error"]
 REFRESH_S = 3.0
-
-
-def progress_text(job: dict[str, Any]) -> str:
-    """Return a job's progress as `45% · 90/200 · ETA 1m10s` from its record's progress mapping."""
-    progress = job.get("progress") or {}
-    parts = []
-    fraction = progress.get("fraction")
-    if fraction is None and job.get("status") == "succeeded":
-        fraction = 1.0
-    if fraction is not None:
-        parts.append(f"{float(fraction):.0%}")
-    done = progress.get("step", progress.get("done"))
-    total = progress.get("total", progress.get("max_steps"))
-    if done is not None and total:
-        parts.append(f"{done}/{total}")
-    if job.get("status") == "running" and progress.get("eta_s") is not None:
-        parts.append(f"ETA {format_seconds(progress['eta_s'])}")
-    return " · ".join(parts) or "—"
 
 
 def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
@@ -41,7 +24,7 @@ def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
             job.get("id"),
             job.get("kind"),
             "damaged" if job.get("damaged") else job.get("status"),
-            progress_text(job),
+            progress_view(job.get("progress"), job_status=job.get("status")).text(),
             format_seconds(job_duration(job)),
             dt.datetime.fromtimestamp(created).strftime("%H:%M:%S") if created else "—",
             (job.get("damaged") or job.get("error") or "")[:120],

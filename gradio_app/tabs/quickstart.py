@@ -12,6 +12,7 @@ from typing import Any
 
 import gradio as gr
 
+from core.runs import progress_view
 from gradio_app.common import UIContext, follow_job, job_line, ui_action
 
 TTS_PRESETS = ["quick", "full"]
@@ -20,10 +21,9 @@ KINDS = ("quickstart.tts", "quickstart.lm")
 
 def stage_line(job: dict[str, Any]) -> str:
     """Return the job's status line with the stage it is in (from its progress record)."""
-    progress = job.get("progress") or {}
-    stage = (progress.get("metrics") or {}).get("stage")
-    done, total = progress.get("done"), progress.get("total")
-    where = f" · last finished stage `{stage}` ({done}/{total})" if stage and job["status"] == "running" else ""
+    view = progress_view(job.get("progress"), job_status=job["status"])
+    stage = view.metrics.get("stage")
+    where = f" · last finished stage `{stage}` ({view.done}/{view.total})" if stage and job["status"] == "running" else ""
     return job_line(job) + where
 
 

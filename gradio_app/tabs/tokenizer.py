@@ -7,6 +7,7 @@ from typing import Any, Iterator
 import gradio as gr
 import pandas as pd
 
+from core.runs import HF_TOKENIZER_GLOBS, SENTENCEPIECE_GLOBS, TOKENIZER_GLOBS
 from core.tokenizers.corpus import read_corpus_lines
 from core.tokenizers.report import inspect_tokenizer
 from gradio_app.common import (
@@ -21,7 +22,6 @@ from gradio_app.common import (
     workspace_files,
 )
 
-TOKENIZER_GLOBS = ["tokenizers/*.model", "tokenizers/*.json"]
 SWEEP_HEADERS = ["size", "chars/token", "bytes/token", "unused share", "note"]
 
 
@@ -125,7 +125,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             t_btn = gr.Button("Train tokenizer", variant="primary", elem_id="tok-train-btn")
         with gr.Tab("Extend"):
             with gr.Row():
-                e_base = gr.Dropdown(workspace_files(settings, ["tokenizers/*.model"]), label="Base tokenizer",
+                e_base = gr.Dropdown(workspace_files(settings, SENTENCEPIECE_GLOBS), label="Base tokenizer",
                                      allow_custom_value=True)
                 e_corpus = gr.Textbox(label="New-language corpus (comma-separated)")
                 e_protect = gr.Textbox(label="Protect corpus (base language, optional)")
@@ -136,7 +136,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             e_btn = gr.Button("Extend tokenizer", variant="primary")
         with gr.Tab("Merge (HF)"):
             with gr.Row():
-                m_base = gr.Dropdown(workspace_files(settings, ["tokenizers/*.json"]), label="Base tokenizer.json",
+                m_base = gr.Dropdown(workspace_files(settings, HF_TOKENIZER_GLOBS), label="Base tokenizer.json",
                                      allow_custom_value=True)
                 m_add = gr.Textbox(label="tokenizer.json to add (or a corpus)")
                 m_corpus = gr.Textbox(label="Corpus to train the addition on")
@@ -174,7 +174,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     def refresh() -> tuple[Any, ...]:
         return (gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
-                gr.update(choices=workspace_files(settings, ["tokenizers/*.model"])),
-                gr.update(choices=workspace_files(settings, ["tokenizers/*.json"])))
+                gr.update(choices=workspace_files(settings, SENTENCEPIECE_GLOBS)),
+                gr.update(choices=workspace_files(settings, HF_TOKENIZER_GLOBS)))
 
     tab.select(refresh, None, [i_tok, e_base, m_base], show_progress="hidden")

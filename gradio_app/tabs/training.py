@@ -1,5 +1,5 @@
-"""Training tab: the run config form and YAML presets, a live Preflight (the doctor), the equivalent
-CLI line, Start / Stop / Resume, live progress and plots from the run's files, and the job log."""
+"""Training tab: the run config form and YAML presets, a live Preflight (the doctor), the exact command
+Start runs, Start / Stop / Resume, live progress and plots from the run's files, and the job log."""
 
 from __future__ import annotations
 
@@ -13,21 +13,22 @@ import pandas as pd
 from core.config import read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
+from core.families.registry import model_family_names
 from core.training.run_config import (
     FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict, save_run_config,
 )
 from core.training.run_form import RUN_NAME, config_from_form, dict_to_form, form_to_dict, run_config_path
-from core.fsutil import read_json
-from gradio_app.tabs.embeddings import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
-from gradio_app.common import (
-    UIContext,
-    format_seconds,
-    inside_workspace,
-    read_jsonl,
-    relative,
-    ui_action,
-    workspace_files,
+from core.runs import (
+    CHECKPOINT_GLOBS,
+    CODEC_GLOBS,
+    CONFIG_GLOBS,
+    MANIFEST_GLOBS,
+    TOKENIZER_GLOBS,
+    RunFolder,
+    progress_view,
+    run_folder,
 )
+from gradio_app.common import UIContext, inside_workspace, relative, ui_action, workspace_files
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
@@ -37,10 +38,13 @@ BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
 
-def preview_command(name: str) -> str:
-    """Return the CLI line equivalent to pressing Start for run `name`."""
+def preview_command(ctx: UIContext, name: str) -> str:
+    """Return the exact command Start runs for run `name`: the train job's argv, planned as `submit` plans it.
+
+    A bad run name gives its message as a `#` comment line instead.
+    """
     try:
-        return f"python -m core train --config {run_config_path(name)}"
+        return ctx.runner.preview("train", {"config": run_config_path(name)})
     except InputError as exc:
         return f"# {exc}"
 
@@ -48,7 +52,7 @@ def preview_command(name: str) -> str:
 def preset_choices(ctx: UIContext) -> list[str]:
     """Return the loadable configs: built-in presets, workspace presets and existing run configs."""
     builtin = [f"{BUILTIN}{p.stem}" for p in sorted(PRESETS_DIR.glob("*.yaml"))]
-    return builtin + workspace_files(ctx.settings, ["presets/*.yaml", "runs/*/config.yaml"])
+    return builtin + workspace_files(ctx.settings, CONFIG_GLOBS)
 
 
 def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
@@ -83,17 +87,10 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
 
 def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
     """Return the progress bar (an HTML <progress>) with step, ETA and tokens/s for the watched run."""
-    status = status or {}
-    progress = (job or {}).get("progress") or {}
-    step = status.get("step", progress.get("step", progress.get("done", 0))) or 0
-    total = status.get("max_steps", progress.get("total")) or 0
-    state = status.get("state") or (job or {}).get("status") or "not started"
-    parts = [f"step {step}/{total or '?'}", state]
-    if total:
-        parts.insert(1, f"{min(step / total, 1.0):.0%}")
-    if state == "running" and progress.get("eta_s") is not None:
-        parts.append(f"ETA {format_seconds(progress['eta_s'])}")
-    tokens = (last or {}).get("tokens_per_s") or (progress.get("metrics") or {}).get("tokens_per_s")
+    view = progress_view((job or {}).get("progress"), status, (job or {}).get("status"))
+    step, total = view.done or 0, view.total or 0
+    parts = [view.text(show_state=True) if view.state else "not started"]
+    tokens = (last or {}).get("tokens_per_s") or view.metrics.get("tokens_per_s")
     if tokens:
         parts.append(f"{float(tokens):,.0f} tokens/s")
     return (
@@ -134,15 +131,19 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
                     task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
                     model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
+                    family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
+                                         elem_id="train-family")
+                    model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts)", elem_id="train-model-dir",
+                                           placeholder="settings families.<family>.model_dir when empty")
                 with gr.Row():
                     tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
                     base_checkpoint = gr.Dropdown(
                         workspace_files(settings, CHECKPOINT_GLOBS),
                         label="Base checkpoint (optional)", allow_custom_value=True, elem_id="train-checkpoint")
-                    codec = gr.Dropdown(workspace_files(settings, ["codecs/*.pt"]), label="Codec (tts)",
+                    codec = gr.Dropdown(workspace_files(settings, CODEC_GLOBS), label="Codec (tts)",
                                         allow_custom_value=True, elem_id="train-codec")
                 with gr.Row():
-                    manifest = gr.Dropdown(workspace_files(settings, ["datasets/*/manifest.jsonl"]),
+                    manifest = gr.Dropdown(workspace_files(settings, MANIFEST_GLOBS),
                                            label="Data manifest (tts)", allow_custom_value=True, elem_id="train-manifest")
                     corpus = gr.Textbox(label="Corpus files (lm, comma-separated)", elem_id="train-corpus")
                     val_ratio = gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99)
@@ -157,7 +158,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     save_every = gr.Number(200, label="Save every", precision=0, elem_id="train-save-every")
                     precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
                     seed = gr.Number(0, label="Seed", precision=0)
-        command = gr.Textbox(label="Preview command", value=preview_command("run"), interactive=False,
+        command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
                              elem_id="train-command", buttons=["copy"])
         with gr.Group():
             gr.Markdown("### Preflight (the doctor, run live as the form changes)")
@@ -181,11 +182,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         timer = gr.Timer(LIVE_S)
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
-              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed]
+              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir]
 
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
         rows, ok, text = preflight(ctx, base_value, list(values))
-        return rows, text, gr.update(interactive=ok), preview_command(values[0])
+        return rows, text, gr.update(interactive=ok), preview_command(ctx, values[0])
 
     @ui_action
     def load(choice: str, current_name: str) -> list[Any]:
@@ -206,12 +207,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         # Validated once here; the worker's doctor checks the written config before the trainer starts.
         config = config_from_form(base_value, list(values), settings)
         rel = run_config_path(config.name)
-        status = read_json(settings.resolve(f"runs/{config.name}/status.json")) or {}
-        if status.get("state") == "running":
+        if run_folder(settings, config.name).is_running():
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
         save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel})
-        return new_id, f"Started job {new_id}: `{preview_command(config.name)}`."
+        return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name)}`."
 
     @ui_action
     def stop(current: str) -> str:
@@ -235,9 +235,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             except InputError:
                 job = None
         folder = _run_folder(ctx, job, run_name)
-        rows = read_jsonl(folder / "metrics.jsonl") if folder else []
+        rows = folder.metrics() if folder else []
         last = next((r for r in reversed(rows) if r.get("split") == "train"), None)
-        status = read_json(folder / "status.json") if folder else None
+        status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
         return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
                 metric_frame(rows, TOP1_METRICS), tail)
@@ -246,16 +246,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (gr.update(choices=preset_choices(ctx)),
                 gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
                 gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)),
-                gr.update(choices=workspace_files(settings, ["codecs/*.pt"])),
-                gr.update(choices=workspace_files(settings, ["datasets/*/manifest.jsonl"])))
+                gr.update(choices=workspace_files(settings, CODEC_GLOBS)),
+                gr.update(choices=workspace_files(settings, MANIFEST_GLOBS)))
 
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
         folder = _run_folder(ctx, job, "") if job else None
-        if folder is None or not (folder / "config.yaml").is_file():
+        if folder is None or not folder.config.is_file():
             return ("", gr.update(), *[gr.update()] * len(fields), *choices())
         try:
-            data = resolve_preset_chain(read_yaml(folder / "config.yaml"))
+            data = resolve_preset_chain(read_yaml(folder.config))
             values = dict_to_form(data)
         except InputError:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
@@ -276,14 +276,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command])
 
 
-def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> Path | None:
+def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
     """Return the run folder of a train job (from its record or config), else of the form's run name."""
     if job:
         if job.get("run_dir"):
-            return Path(job["run_dir"])
+            return RunFolder(Path(job["run_dir"]))
         config = (job.get("params") or {}).get("config")
         if config:
-            return ctx.settings.resolve(config).parent
+            return RunFolder(ctx.settings.resolve(config).parent)
     if run_name and RUN_NAME.match(run_name):
-        return ctx.settings.resolve(f"runs/{run_name}")
+        return run_folder(ctx.settings, run_name)
     return None

@@ -1,0 +1,206 @@
+"""The run folder `workspace/runs/<run>/`: its layout, the one reader of what a run writes, and the
+one progress view of a job or run.
+
+Layout (DESIGN.md): `config.yaml` (the run config as trained), `status.json` (state, step,
+max_steps, last_checkpoint, …, replaced atomically), `metrics.jsonl` (one JSON object per logged
+step), `STOP` (touch it to ask the trainer to save and exit), `checkpoints/` (step and best
+checkpoints, `eval.json`), `tb/` (TensorBoard), `log.txt`, and a quickstart's `report.json` /
+`report.md`. Everything that names one of these files goes through `RunFolder`.
+
+`progress_view()` reconciles the progress a job record holds (`done`/`total` from a progress
+file, or `step`/`max_steps`) with a run's `status.json`, so the CLI's `jobs list`, the Jobs,
+Training and Quickstart tabs all say the same thing. The `*_GLOBS` lists are the workspace
+patterns the dashboard's dropdowns offer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from core.config import Settings
+from core.fsutil import last_json_line, read_json, read_jsonl
+
+RUNS_DIR = "runs"
+
+CHECKPOINT_GLOBS = ("checkpoints/*.safetensors", "checkpoints/*.pt", "checkpoints/*.pth",
+                    "runs/*/checkpoints/*.safetensors", "runs/*/checkpoints/*.pt")
+TOKENIZER_GLOBS = ("tokenizers/*.model", "tokenizers/*.json")
+SENTENCEPIECE_GLOBS = ("tokenizers/*.model",)
+HF_TOKENIZER_GLOBS = ("tokenizers/*.json",)
+CODEC_GLOBS = ("codecs/*.pt",)
+MANIFEST_GLOBS = ("datasets/*/manifest.jsonl",)
+EVAL_GLOBS = ("runs/*/checkpoints/eval.json", "checkpoints/eval.json", "*/eval.json", "*/*/eval.json")
+CONFIG_GLOBS = ("presets/*.yaml", f"{RUNS_DIR}/*/config.yaml")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run folder `runs/<run>/`: the path of each file a run writes, and their readers."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        """Return the run name (the folder's name)."""
+        return self.path.name
+
+    @property
+    def config(self) -> Path:
+        """Return the path of the run config the run trains with (`config.yaml`)."""
+        return self.path / "config.yaml"
+
+    @property
+    def status_file(self) -> Path:
+        """Return the path of `status.json`."""
+        return self.path / "status.json"
+
+    @property
+    def metrics_file(self) -> Path:
+        """Return the path of `metrics.jsonl`."""
+        return self.path / "metrics.jsonl"
+
+    @property
+    def stop_file(self) -> Path:
+        """Return the path of the STOP file that asks the trainer to save and exit."""
+        return self.path / "STOP"
+
+    @property
+    def checkpoints(self) -> Path:
+        """Return the checkpoint folder."""
+        return self.path / "checkpoints"
+
+    @property
+    def eval_file(self) -> Path:
+        """Return the path of the run's `checkpoints/eval.json` (periodic and `eval tts` results)."""
+        return self.checkpoints / "eval.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        """Return the TensorBoard folder (`tb/`)."""
+        return self.path / "tb"
+
+    @property
+    def log_file(self) -> Path:
+        """Return the path of the run's `log.txt`."""
+        return self.path / "log.txt"
+
+    @property
+    def report_json(self) -> Path:
+        """Return the path of a quickstart's `report.json`."""
+        return self.path / "report.json"
+
+    @property
+    def report_markdown(self) -> Path:
+        """Return the path of a quickstart's `report.md`."""
+        return self.path / "report.md"
+
+    def status(self) -> dict[str, Any]:
+        """Return the run's status.json ({} before the run has written one)."""
+        return read_json(self.status_file) or {}
+
+    def metrics(self, split: str | None = None) -> list[dict[str, Any]]:
+        """Return the records of metrics.jsonl in order, only those of `split` when given."""
+        rows = read_jsonl(self.metrics_file)
+        return rows if split is None else [row for row in rows if row.get("split") == split]
+
+    def last_metrics(self) -> dict[str, Any]:
+        """Return the last record of metrics.jsonl ({} when none), reading only the file's tail."""
+        return last_json_line(self.metrics_file, max_bytes=64 * 1024) or {}
+
+    def is_running(self) -> bool:
+        """Return True when status.json says the run is running."""
+        return self.status().get("state") == "running"
+
+
+def runs_root(settings: Settings) -> Path:
+    """Return the workspace's `runs/` folder."""
+    return settings.workspace / RUNS_DIR
+
+
+def run_folder(settings: Settings, name: str) -> RunFolder:
+    """Return the run folder of run `name` in the workspace (it need not exist)."""
+    return RunFolder(runs_root(settings) / str(name))
+
+
+def run_folder_of_checkpoint(checkpoint: Path) -> RunFolder | None:
+    """Return the run folder a checkpoint in `runs/<run>/checkpoints/` belongs to, else None."""
+    checkpoint = Path(checkpoint)
+    if checkpoint.parent.name == "checkpoints" and checkpoint.parent.parent.parent.name == RUNS_DIR:
+        return RunFolder(checkpoint.parent.parent)
+    return None
+
+
+def format_seconds(seconds: float | None) -> str:
+    """Return a duration as `1h02m`, `3m05s` or `12s`; an em dash when unknown."""
+    if seconds is None:
+        return "—"
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+@dataclass(frozen=True)
+class ProgressView:
+    """Where a job or run stands: done of total, the fraction, ETA, state and latest metrics."""
+
+    done: int | None = None
+    total: int | None = None
+    fraction: float | None = None
+    eta_s: float | None = None
+    state: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def text(self, show_state: bool = False) -> str:
+        """Return `45% · 90/200 · ETA 1m10s` (with the state after the counts when `show_state`); `—` when unknown."""
+        parts = []
+        if self.fraction is not None:
+            parts.append(f"{self.fraction:.0%}")
+        if self.done is not None and self.total:
+            parts.append(f"{self.done}/{self.total}")
+        elif self.done is not None:
+            parts.append(str(self.done))
+        if show_state and self.state:
+            parts.append(self.state)
+        if self.state == "running" and self.eta_s is not None:
+            parts.append(f"ETA {format_seconds(self.eta_s)}")
+        return " · ".join(parts) or "—"
+
+
+def progress_view(
+    progress: Mapping[str, Any] | None, status: Mapping[str, Any] | None = None, job_status: str | None = None
+) -> ProgressView:
+    """Return the progress view of a job record's `progress` mapping, a run's `status` and the job's status.
+
+    The run's status.json wins over the (possibly older) job record: done is `step` (status), else
+    `step` or `done` (record); total is `max_steps` (status), else `total` or `max_steps` (record).
+    The fraction is done/total when both are known, else the record's fraction, else 1.0 for a
+    succeeded job. The state is the run's state, else the job's status, else the record's state.
+    """
+    progress, status = progress or {}, status or {}
+    done = _first(status.get("step"), progress.get("step"), progress.get("done"))
+    total = _first(status.get("max_steps"), progress.get("total"), progress.get("max_steps"))
+    if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
+        fraction: float | None = min(float(done) / float(total), 1.0)
+    else:
+        fraction = progress.get("fraction")
+    if fraction is None and job_status == "succeeded":
+        fraction = 1.0
+    return ProgressView(
+        done=int(done) if isinstance(done, (int, float)) else None,
+        total=int(total) if isinstance(total, (int, float)) else None,
+        fraction=float(fraction) if fraction is not None else None,
+        eta_s=progress.get("eta_s"),
+        state=_first(status.get("state"), job_status, progress.get("state")),
+        metrics=dict(progress.get("metrics") or {}),
+    )
