@@ -26,8 +26,8 @@ def _extend(args: argparse.Namespace) -> Result:
         init=args.init,
         allow_truncate=args.allow_truncate,
         seed=args.seed,
-        target_config=Path(args.target_config) if args.target_config else None,
-        write_config=Path(args.write_config) if args.write_config else None,
+        target_config=args.target_config,
+        write_config=args.write_config,
     )
     init = ", ".join(f"{m} {n}" for m, n in report["init"].items() if n) or "none (no new rows)"
     text = render_mapping(
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--init", default="fvt", choices=INIT_METHODS, help="how new rows start (default: fvt)")
     parser.add_argument("--allow-truncate", action="store_true", help="allow the result to have fewer rows")
     parser.add_argument("--seed", type=int, default=0, help="random seed for --init normal")
-    parser.add_argument("--target-config", help="a foreign trainer's config (IndexTTS2 config.yaml, Chatterbox/T3 "
+    parser.add_argument("--target-config", type=CLI_PATH, help="a foreign trainer's config (IndexTTS2 config.yaml, Chatterbox/T3 "
                         "config) whose vocab size must follow the new tokenizer")
-    parser.add_argument("--write-config", help="write the --target-config copy with the vocab size corrected "
+    parser.add_argument("--write-config", type=CLI_PATH, help="write the --target-config copy with the vocab size corrected "
                         "(atomic; never over an input)")
