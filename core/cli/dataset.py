@@ -51,7 +51,7 @@ def _import_indextts_processed(args: argparse.Namespace) -> Result:
 
     if not args.tokenizer:
         raise InputError("--format indextts-processed needs --tokenizer: the run's tokenizer, with which the text ids are re-derived.")
-    result = import_processed(Path(args.input).resolve(), load_tokenizer(Path(args.tokenizer).resolve()), Path(args.output).resolve())
+    result = import_processed(args.input, load_tokenizer(args.tokenizer), args.output)
     lines = [f"imported {result.clips} clips into the IndexTTS2 feature cache {result.cache_dir} "
              f"(use it as data.manifest of a family: indextts run)"]
     lines.extend(f"  reject {r.message()}" for r in result.rejects[:SHOWN_REJECTS])

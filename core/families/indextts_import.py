@@ -83,6 +83,8 @@ def import_processed(
     were made with another tokenizer.
     """
     folder = Path(source).resolve()
+    if not folder.is_dir():
+        raise InputError(f"{folder}: input folder not found.")
     normalizer = normalizer or IndexTextNormalizer()
     found = {split: folder / name for split, name in MANIFESTS.items() if (folder / name).is_file()}
     if not found:
