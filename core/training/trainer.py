@@ -36,7 +36,7 @@ from torch import nn
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.config import Settings, load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
-from core.training.embeddings import extend_state_dict
+from core.training.embeddings import extend_state_dict, init_record
 from core.errors import InputError
 from core.families import rows_for
 from core.families.base import FamilyRun
@@ -216,6 +216,7 @@ class Trainer:
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
+        self.init_rows = base_meta.get("init_rows") if self.base else None
         resume_loaded = ctx.resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
@@ -260,7 +261,7 @@ class Trainer:
             state_dict, report = extend_state_dict(
                 state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
             )
-            self.init = GROWTH_INIT
+            self.init, self.init_rows = init_record(report)
             self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
         self._load_weights(state_dict, str(loaded.path))
         extra = loaded.extra
@@ -445,6 +446,7 @@ class Trainer:
             rows=rows_for(self.family.layout, self.tokenizer.size),
             base_size=self.base_size if self.base_size is not None else self.tokenizer.size,
             init=self.init,
+            init_rows=self.init_rows,
             parent=self.parent,
             codec_fingerprint=self.family.feature_fingerprint(self.family_run),
             model_config=self.model_cfg.to_dict(),
