@@ -113,7 +113,8 @@ def bench_chatterbox(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]
 
         seconds = measure(step, steps, device)
         results[name] = {"ms_per_step": round(seconds * 1000, 1), "tokens_per_s": round(tokens / seconds, 1),
-                         "peak_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device.type == "cuda" else None}
+                         "peak_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device.type == "cuda" else None,
+                         "parameters": sum(p.numel() for p in model.parameters())}
         del model, optimizer, params
     results["speed_up"] = round(results["family"]["tokens_per_s"] / results["plain"]["tokens_per_s"], 2)
     return results
@@ -195,10 +196,30 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
 
         seconds = measure(step, steps, device)
         results[name] = {"ms_per_step": round(seconds * 1000, 1), "tokens_per_s": round(tokens / seconds, 1),
-                         "peak_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device.type == "cuda" else None}
+                         "peak_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device.type == "cuda" else None,
+                         "parameters": sum(p.numel() for p in model.parameters())}
         del model, optimizer, params
     results["speed_up"] = round(results["family"]["tokens_per_s"] / results["plain"]["tokens_per_s"], 2)
     return results
+
+
+def rows(device: torch.device, smoke: bool) -> list[dict[str, Any]]:
+    """Return bench/gpu.py's family rows: each family's step and its plain loop, one row each.
+
+    `device` is informational: both benchmarks run on CUDA when present, as bench/gpu.py does.
+    """
+    steps, batch = (1, 2) if smoke else (10, 8)
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    out: list[dict[str, Any]] = []
+    for family, bench in (("chatterbox T3", bench_chatterbox), ("indextts2 UnifiedVoice", bench_indextts)):
+        result = bench(smoke, steps, batch)
+        for name in ("family", "plain"):
+            row = result[name]
+            out.append({"model": f"{family}, {'LinguaForge step' if name == 'family' else 'plain loop'}",
+                        "precision": precision, "batch": result["batch"], "compile": False,
+                        "step_ms": row["ms_per_step"], "tokens_per_s": row["tokens_per_s"],
+                        "parameters": row["parameters"], "peak_memory_gib": row["peak_gib"]})
+    return out
 
 
 def main() -> None:

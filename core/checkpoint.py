@@ -41,6 +41,7 @@ class CheckpointMeta:
     rows: int | None = None
     base_size: int | None = None
     init: str | None = None
+    init_rows: dict[str, int] | None = None
     parent: str | None = None
     codec_fingerprint: str | None = None
     model_config: dict[str, Any] | None = None

@@ -4,6 +4,10 @@ The tokenizer and codec are resolved from the checkpoint's `linguaforge` record,
 explicit path (refused when its fingerprint differs from the record), the files `prune` copies
 beside the checkpoint, the paths a training checkpoint recorded, then the workspace folders
 `tokenizers/` and `codecs/` searched by fingerprint. A checkpoint without the record is refused.
+
+The model runs on `--device auto|cpu|cuda` (auto = CUDA when present). `synthesize` generates the
+sentences of a text together, `SENTENCE_BATCH` at a time; sampling runs on the CPU generator, so a
+seed gives the same codes on either device.
 """
 
 from __future__ import annotations
@@ -31,6 +35,23 @@ SILENCE_S = 0.15
 # codes/s): an undertrained model that predicts stop at once still yields audible output.
 MIN_CODES_PER_TEXT_TOKEN = 2
 REFERENCE_FRAMES = 256
+SENTENCE_BATCH = 16
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str | None = "auto") -> torch.device:
+    """Return the device for `auto` (CUDA when present, else the CPU), `cpu` or `cuda`.
+
+    Raises InputError for `cuda` on a machine without a CUDA device, or an unknown name.
+    """
+    name = name or "auto"
+    if name not in DEVICES:
+        raise InputError(f"--device {name!r}: use one of {', '.join(DEVICES)}.")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available on this machine; use --device auto or cpu.")
+    return torch.device("cuda" if name != "cpu" and torch.cuda.is_available() else "cpu")
+
+
 MAX_TEXT_CHARS = 5000  # per synthesize call; README documents it
 
 
@@ -115,13 +136,14 @@ def resolve_codec(loaded: LoadedCheckpoint, settings: Settings, explicit: str | 
 
 def load_for_inference(
     checkpoint: str | Path, settings: Settings, tokenizer: str | None = None, codec: str | None = None,
-    task: str | None = None,
+    task: str | None = None, device: str | None = "auto",
 ) -> InferenceModel:
-    """Return the model of `checkpoint` in eval mode with its tokenizer (and codec for tts).
+    """Return the model of `checkpoint` in eval mode on `device` with its tokenizer (and codec for tts).
 
     Raises InputError when the checkpoint has no LinguaForge metadata, is of another task than
-    `task`, or its tokenizer or codec cannot be resolved.
+    `task`, its tokenizer or codec cannot be resolved, or `device` is unavailable.
     """
+    target = resolve_device(device)
     loaded = load_checkpoint(settings.resolve(checkpoint))
     meta = loaded.meta or {}
     if not meta.get("model_config") or meta.get("task") not in ("tts", "lm"):
@@ -133,7 +155,7 @@ def load_for_inference(
     config = dict(meta["model_config"], text_rows=tok.size)
     model = build_model(meta["task"], config)
     model.load_state_dict(loaded.state_dict)
-    return InferenceModel(model.eval(), tok, speech_codec, meta, loaded)
+    return InferenceModel(model.to(target).eval(), tok, speech_codec, meta, loaded)
 
 
 def check_text_length(text: str, limit: int = MAX_TEXT_CHARS) -> None:
@@ -206,16 +228,19 @@ def synthesize(
         )
     generator = torch.Generator().manual_seed(seed)
     gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
-    pieces, counts = [], []
     progress = Progress("synthesize", total=len(sentences))
-    for ids in encoded:
-        codes = model.generate(ids, ref_mel, temperature, top_k, top_p, use_cache=use_cache, generator=generator,
-                               min_codes=MIN_CODES_PER_TEXT_TOKEN * len(ids))
+    generated: list[list[int]] = []
+    for first in range(0, len(encoded), SENTENCE_BATCH):
+        group = encoded[first : first + SENTENCE_BATCH]
+        generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, use_cache=use_cache,
+                                          generator=generator, min_codes=[MIN_CODES_PER_TEXT_TOKEN * len(i) for i in group])
+        progress.update(len(group))
+    progress.finish()
+    pieces, counts = [], []
+    for codes in generated:
         counts.append(len(codes))
         if codes:
             pieces.extend([codec.decode(torch.tensor(codes)), gap])
-        progress.update()
-    progress.finish()
     wav = torch.cat(pieces[:-1]) if pieces else torch.zeros(0)
     elapsed = time.perf_counter() - start
     seconds = wav.numel() / codec.sample_rate
@@ -227,6 +252,7 @@ def synthesize(
         "wall_seconds": round(elapsed, 3),
         "rtf": round(elapsed / seconds, 4) if seconds else None,
         "sample_rate": codec.sample_rate,
+        "device": str(next(model.parameters()).device),
     }
     return wav, report
 
@@ -254,4 +280,5 @@ def generate_text(
         "ids": ids,
         "tokens": len(ids),
         "tokens_per_s": round(len(ids) / elapsed, 1) if elapsed > 0 else None,
+        "device": str(next(inference.model.parameters()).device),
     }

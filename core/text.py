@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from core.amharic_numbers import verbalize_numbers
+
 NORMALIZER_NAME = "lf-norm"
-NORMALIZER_VERSION = "lf-norm-1"
+NORMALIZER_VERSION = "lf-norm-2"
 
 # Ethiopic wordspace, full stop, comma, semicolon, colon, preface colon, question mark, paragraph separator.
 ETHIOPIC_PUNCTUATION = "፡።፣፤፥፦፧፨"
@@ -31,7 +33,8 @@ def normalize_text(text: str, language: str | None = None, uppercase: bool = Fal
     removed; every run of whitespace (newlines and tabs included) becomes one space, and the
     ends are stripped. Ethiopic punctuation stays as its own characters with no space before it
     and one space after it (unless another punctuation mark or the end follows). For Amharic
-    (`language` "am"), the stand-ins `::` and `፡፡` become `።`. With `uppercase`, the result is
+    (`language` "am"), the stand-ins `::` and `፡፡` become `።`, and Arabic-digit numbers and Ge'ez
+    numerals become Amharic number words (`core.amharic_numbers`). With `uppercase`, the result is
     upper-cased (for tokenizers trained on upper-case text, such as IndexTTS2's).
     Raises nothing; a non-string raises TypeError.
     """
@@ -39,7 +42,7 @@ def normalize_text(text: str, language: str | None = None, uppercase: bool = Fal
         raise TypeError(f"normalize_text expects str, got {type(text).__name__}")
     result = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
     if language is not None and language.lower().startswith("am"):
-        result = _FULL_STOP_STAND_IN.sub("።", result)
+        result = verbalize_numbers(_FULL_STOP_STAND_IN.sub("።", result))
     result = _WHITESPACE.sub(" ", result).strip()
     if any(mark in result for mark in ETHIOPIC_PUNCTUATION):
         result = _SPACE_BEFORE_ETHIOPIC.sub(r"\1", result)

@@ -2,7 +2,7 @@
 
 Pre-norm blocks (LayerNorm → causal self-attention → residual, LayerNorm → MLP → residual),
 attention through `scaled_dot_product_attention` (or an explicit, unfused softmax for the
-reference benchmark), and a `KVCache` for generation. The backbone maps input embeddings
+reference benchmark), and a preallocated `KVCache` for generation. The backbone maps input embeddings
 [B, T, D] to hidden states [B, T, D]; token tables, position tables and heads live in the
 task models (`models/lm.py`, `models/tts.py`) because their layouts differ.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 ATTENTION_IMPLS = ("sdpa", "naive")
 
@@ -31,24 +32,36 @@ class GPTConfig:
 
 
 class KVCache:
-    """Keys and values of every layer seen so far, grown by concatenation along time."""
+    """Keys and values of every layer, written into buffers preallocated for `capacity` positions.
 
-    def __init__(self, n_layers: int) -> None:
+    The buffers are allocated at the first update (when batch, heads, width, dtype and device are
+    known), so each decode step writes one position in place instead of copying the whole cache.
+    """
+
+    def __init__(self, n_layers: int, capacity: int) -> None:
+        self.capacity = capacity
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
-
-    @property
-    def length(self) -> int:
-        """Return how many positions the cache holds."""
-        return 0 if self.keys[0] is None else self.keys[0].shape[2]
+        self.length = 0
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append this step's k, v [B, H, T, hd] for `layer`; return the full k, v so far."""
-        if self.keys[layer] is not None:
-            k = torch.cat([self.keys[layer], k], dim=2)
-            v = torch.cat([self.values[layer], v], dim=2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
+        """Write this step's k, v [B, H, T, hd] of `layer` after the cached positions; return k, v so far.
+
+        The last layer's write advances `length`. Raises ValueError when the cache is full.
+        """
+        start, end = self.length, self.length + k.shape[2]
+        if end > self.capacity:
+            raise ValueError(f"KV cache of {self.capacity} positions cannot hold {end}")
+        if self.keys[layer] is None:
+            shape = (k.shape[0], k.shape[1], self.capacity, k.shape[3])
+            self.keys[layer] = k.new_empty(shape)
+            self.values[layer] = v.new_empty(shape)
+        keys, values = self.keys[layer], self.values[layer]
+        keys[:, :, start:end] = k
+        values[:, :, start:end] = v
+        if layer == len(self.keys) - 1:
+            self.length = end
+        return keys[:, :, :end], values[:, :, :end]
 
 
 class CausalSelfAttention(nn.Module):
@@ -66,20 +79,32 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
         self.proj = nn.Linear(config.d_model, config.d_model)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Return the attention output of `x` [B, T, D].
+
+        Without `mask` attention is causal: a whole sequence uses `is_causal` (so the flash and
+        memory-efficient kernels apply), a continuation of the cache a bottom-right causal mask.
+        `mask` [B, 1, T, S] (True = attend) replaces that, e.g. to hide left padding.
+        """
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))
         if cache is not None:
             k, v = cache.update(layer, k, v)
         S = k.shape[2]
-        # Query i (absolute position S - T + i) sees keys 0 .. S - T + i.
-        mask = None if T == 1 else torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+        causal = mask is None and T > 1 and S == T
+        if mask is None and T > 1 and S > T:
+            # Query i (absolute position S - T + i) sees keys 0 .. S - T + i.
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
         dropout = self.dropout if self.training else 0.0
         if self.attention == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            if causal:
+                mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril()
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             y = F.dropout(scores.softmax(dim=-1), dropout, self.training) @ v
@@ -109,28 +134,42 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache, layer)
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache, layer, mask)
         return x + self.mlp(self.ln_2(x))
 
 
 class GPT(nn.Module):
-    """The stack of blocks plus a final LayerNorm: embeddings [B, T, D] → hidden [B, T, D]."""
+    """The stack of blocks plus a final LayerNorm: embeddings [B, T, D] → hidden [B, T, D].
+
+    With `activation_checkpointing` set (a run option, not part of the shape) training keeps only
+    each block's input and recomputes the block in the backward pass: less memory, ~30 % more compute.
+    """
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.config = config
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.ln_f = nn.LayerNorm(config.d_model)
+        self.activation_checkpointing = False
 
-    def new_cache(self) -> KVCache:
-        """Return an empty KV cache sized for this backbone."""
-        return KVCache(self.config.n_layers)
+    def new_cache(self, capacity: int) -> KVCache:
+        """Return an empty KV cache for up to `capacity` positions of this backbone."""
+        return KVCache(self.config.n_layers, capacity)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """Return the hidden states of `x`; with `cache`, `x` continues the cached sequence."""
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Return the hidden states of `x`; with `cache`, `x` continues the cached sequence.
+
+        `mask` [B, 1, T, S] (True = attend) replaces the causal mask (see CausalSelfAttention).
+        """
+        recompute = self.activation_checkpointing and self.training and cache is None and torch.is_grad_enabled()
         for i, block in enumerate(self.blocks):
-            x = block(x, cache, i)
+            if recompute:
+                x = checkpoint(block, x, None, i, mask, use_reentrant=False)
+            else:
+                x = block(x, cache, i, mask)
         return self.ln_f(x)
 
 

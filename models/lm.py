@@ -86,7 +86,7 @@ class GPTLM(nn.Module):
         if len(seq) >= limit:
             raise ValueError(f"prompt of {len(prompt)} tokens leaves no room under max_text_tokens")
         device = self.text_pos.weight.device
-        cache = self.gpt.new_cache() if use_cache else None
+        cache = self.gpt.new_cache(limit) if use_cache else None
         new: list[int] = []
         step_input = torch.tensor([seq], device=device)
         while len(seq) < limit and len(new) < max_new_tokens:
@@ -94,7 +94,8 @@ class GPTLM(nn.Module):
                 hidden = self._hidden(step_input, cache, offset=cache.length)
             else:
                 hidden = self._hidden(torch.tensor([seq], device=device))
-            token = int(sample_next(self.text_head(hidden[:, -1]), temperature, top_k, top_p, generator))
+            logits = self.text_head(hidden[:, -1]).float().cpu()  # sampled on the CPU: a seed means the same on any device
+            token = int(sample_next(logits, temperature, top_k, top_p, generator))
             if token == self.config.eos_id:
                 break
             seq.append(token)

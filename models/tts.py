@@ -17,12 +17,11 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 
-from models.gpt import GPT, GPTConfig, KVCache, init_weights, sample_next
+from models.gpt import GPT, GPTConfig, init_weights, sample_next
 from models.rows import SplitEmbedding, SplitHead
 
-IGNORE = -100
+PAD, TEXT, SPEECH = 0, 1, 2  # layout_kind values
 
 
 @dataclass
@@ -121,33 +120,29 @@ class GPTTTS(nn.Module):
         """Return `text_loss`, `mel_loss`, `mel_top1` and token counts for a collated batch.
 
         `batch` holds `text_ids` [B, Lt] and `codes` [B, Ls] (right-padded), their lengths
-        `text_lengths`, `code_lengths`, and `ref_mel` [B, F, n_mels] with `ref_lengths`.
+        `text_lengths`, `code_lengths`, and `ref_mel` [B, F, n_mels] with `ref_lengths`; with the
+        keys of `sequence_layout` (the trainer's collate adds them on the host) the step needs no
+        device-to-host sync. Logits are computed only at the positions a loss scores.
         """
+        if "layout_ids" not in batch:
+            lengths = batch["text_lengths"].tolist(), batch["code_lengths"].tolist()
+            layout = sequence_layout(batch["text_ids"].cpu(), lengths[0], batch["codes"].cpu(), lengths[1], self.config)
+            batch = {**batch, **{k: v.to(batch["text_ids"].device) for k, v in layout.items()}}
         cond = self.reference(batch["ref_mel"], batch["ref_lengths"])
-        n_cond = cond.shape[1]
-        inputs, text_targets, mel_targets = [], [], []
-        for b in range(cond.shape[0]):
-            text = self._text_sequence(batch["text_ids"][b, : batch["text_lengths"][b]])
-            speech = self._speech_sequence(batch["codes"][b, : batch["code_lengths"][b]])
-            inputs.append(torch.cat([cond[b], self._embed_text(text), self._embed_speech(speech[:-1])]))
-            # Position of each token's prediction = position of the token before it.
-            text_target = torch.full((len(inputs[-1]),), IGNORE, device=text.device)
-            text_target[n_cond : n_cond + len(text) - 1] = text[1:]
-            mel_target = torch.full_like(text_target, IGNORE)
-            mel_target[n_cond + len(text) :] = speech[1:]
-            text_targets.append(text_target)
-            mel_targets.append(mel_target)
-        hidden = self.gpt(pad_sequence(inputs, batch_first=True))
-        text_targets = pad_sequence(text_targets, batch_first=True, padding_value=IGNORE)
-        mel_targets = pad_sequence(mel_targets, batch_first=True, padding_value=IGNORE)
-        text_at, mel_at = text_targets != IGNORE, mel_targets != IGNORE
-        text_logits = self.text_head(hidden[text_at]).float()
-        mel_logits = self.mel_head(hidden[mel_at]).float()
+        ids, pos, kind = batch["layout_ids"], batch["layout_pos"], batch["layout_kind"]
+        is_text = (kind == TEXT)[..., None]
+        text = self.text_embedding(torch.where(kind == TEXT, ids, 0)) + self.text_pos(torch.where(kind == TEXT, pos, 0))
+        speech = self.mel_embedding(torch.where(kind == SPEECH, ids, 0)) + self.mel_pos(torch.where(kind == SPEECH, pos, 0))
+        body = torch.where(is_text, text, speech) * (kind != PAD)[..., None].to(text.dtype)
+        hidden = self.gpt(torch.cat([cond, body.to(cond.dtype)], dim=1)).flatten(0, 1)
+        text_logits = self.text_head(hidden.index_select(0, batch["text_index"])).float()
+        mel_logits = self.mel_head(hidden.index_select(0, batch["mel_index"])).float()
+        mel_targets = batch["mel_targets"]
         return {
-            "text_loss": F.cross_entropy(text_logits, text_targets[text_at]),
-            "mel_loss": F.cross_entropy(mel_logits, mel_targets[mel_at]),
-            "mel_top1": (mel_logits.argmax(-1) == mel_targets[mel_at]).float().mean(),
-            "tokens": text_at.sum() + mel_at.sum(),
+            "text_loss": F.cross_entropy(text_logits, batch["text_targets"]),
+            "mel_loss": F.cross_entropy(mel_logits, mel_targets),
+            "mel_top1": (mel_logits.argmax(-1) == mel_targets).float().mean(),
+            "tokens": torch.tensor(batch["text_index"].numel() + mel_targets.numel(), device=mel_targets.device),
         }
 
     @torch.no_grad()
@@ -168,26 +163,125 @@ class GPTTTS(nn.Module):
         Stops at `stop_speech` (never before `min_codes` codes), at `max_codes` or at
         `max_speech_tokens`. Raises ValueError when the text exceeds `max_text_tokens`.
         """
+        return self.generate_batch([text_ids], ref_mel, temperature, top_k, top_p, max_codes, use_cache, generator,
+                                   [min_codes])[0]
+
+    @torch.no_grad()
+    def generate_batch(
+        self,
+        texts: list[list[int]],
+        ref_mel: torch.Tensor | None = None,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        max_codes: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+        min_codes: list[int] | None = None,
+    ) -> list[list[int]]:
+        """Return the speech codes of several texts generated together, one list per text.
+
+        All texts share the reference `ref_mel` [F, n_mels]. Prompts are left-padded (padding is
+        masked out of attention); each text stops at its own `stop_speech`, never before its
+        `min_codes`. Sampling runs on the CPU with `generator` (a CPU generator), so a seed gives
+        the same codes on any device, and one text alone gives what `generate` gives.
+        Raises ValueError when a text exceeds `max_text_tokens`.
+        """
         c = self.config
-        if len(text_ids) > c.max_text_tokens:
-            raise ValueError(f"text of {len(text_ids)} tokens exceeds max_text_tokens {c.max_text_tokens}")
+        for ids in texts:
+            if len(ids) > c.max_text_tokens:
+                raise ValueError(f"text of {len(ids)} tokens exceeds max_text_tokens {c.max_text_tokens}")
+        minimum = list(min_codes or [0] * len(texts))
         limit = min(max_codes or c.max_speech_tokens, c.max_speech_tokens)
         device = self.text_pos.weight.device
         mel = None if ref_mel is None else ref_mel.to(device).float().unsqueeze(0)
         cond = self.reference(mel)[0]
-        start = torch.tensor([c.start_speech], device=device)
-        cache: KVCache | None = self.gpt.new_cache() if use_cache else None
-        step_input = torch.cat([cond, self._embed_text(self._text_sequence(text_ids)), self._embed_speech(start)])
-        codes: list[int] = []
-        allowed = torch.full((c.codebook_size + 2,), float("-inf"), device=device)
-        allowed[: c.codebook_size] = 0.0
-        while len(codes) < limit:
-            hidden = self.gpt(step_input.unsqueeze(0), cache)[0, -1]
-            allowed[c.stop_speech] = 0.0 if len(codes) >= min_codes else float("-inf")
-            code = int(sample_next((self.mel_head(hidden) + allowed).unsqueeze(0), temperature, top_k, top_p, generator))
-            if code == c.stop_speech:
+        start = self._embed_speech(torch.tensor([c.start_speech], device=device))
+        prompts = [torch.cat([cond, self._embed_text(self._text_sequence(ids)), start]) for ids in texts]
+        width = max(len(p) for p in prompts)
+        padding = [width - len(p) for p in prompts]
+        inputs = torch.stack([F.pad(p, (0, 0, pad, 0)) for p, pad in zip(prompts, padding)])
+        key_valid = torch.ones(len(texts), width + limit, dtype=torch.bool, device=device)
+        for b, pad in enumerate(padding):
+            key_valid[b, :pad] = False
+        padded = any(padding)
+        cache = self.gpt.new_cache(width + limit) if use_cache else None
+        codes: list[list[int]] = [[] for _ in texts]
+        done = [False] * len(texts)
+        stop_allowed = torch.tensor([[float("-inf")]] * len(texts))
+        allowed = torch.full((len(texts), c.codebook_size + 2), float("-inf"))
+        allowed[:, : c.codebook_size] = 0.0
+        step_input = inputs
+        for step in range(limit):
+            total = width + step
+            mask = _padding_mask(key_valid[:, :total], step_input.shape[1]) if padded else None
+            hidden = self.gpt(step_input, cache, mask)[:, -1]
+            for b in range(len(texts)):
+                stop_allowed[b, 0] = 0.0 if len(codes[b]) >= minimum[b] else float("-inf")
+            allowed[:, c.stop_speech] = stop_allowed[:, 0]
+            chosen = sample_next(self.mel_head(hidden).float().cpu() + allowed, temperature, top_k, top_p, generator)
+            for b, code in enumerate(chosen.tolist()):
+                if done[b]:
+                    continue
+                if code == c.stop_speech:
+                    done[b] = True
+                else:
+                    codes[b].append(code)
+            if all(done):
                 break
-            codes.append(code)
-            embedded = self._embed_speech(torch.tensor([code], device=device), offset=len(codes))
-            step_input = embedded if cache is not None else torch.cat([step_input, embedded])
+            embedded = (self.mel_embedding(chosen.to(device)) + self.mel_pos.weight[step + 1]).unsqueeze(1)
+            step_input = embedded if cache is not None else torch.cat([step_input, embedded], dim=1)
         return codes
+
+
+def _padding_mask(key_valid: torch.Tensor, queries: int) -> torch.Tensor:
+    """Return the attention mask [B, 1, T, S] for the last `queries` positions: causal, padding hidden.
+
+    A padding query sees itself, so no row is fully masked (which would give NaN).
+    """
+    total = key_valid.shape[1]
+    positions = torch.arange(total - queries, total, device=key_valid.device)
+    causal = torch.arange(total, device=key_valid.device)[None, :] <= positions[:, None]
+    mask = causal[None] & key_valid[:, None, :]
+    mask |= torch.arange(total, device=key_valid.device)[None, None, :] == positions[None, :, None]
+    return mask[:, None]
+
+
+def sequence_layout(
+    text_ids: torch.Tensor, text_lengths: list[int], codes: torch.Tensor, code_lengths: list[int], config: TTSConfig
+) -> dict[str, torch.Tensor]:
+    """Return where each sample's tokens go in the training sequence (after the conditioning latents).
+
+    Body of sample b: `[start_text, text…, stop_text, start_speech, codes…]`, right-padded.
+    Keys: `layout_ids`, `layout_pos` (row in the text or speech position table), `layout_kind`
+    (PAD / TEXT / SPEECH) [B, Tb]; `text_index` / `mel_index` (flat positions in [B, n_latents + Tb]
+    whose hidden state predicts a token) with `text_targets` / `mel_targets`. Built on the host,
+    so the model never has to read lengths back from the device.
+    """
+    lt = torch.as_tensor(text_lengths, dtype=torch.long)[:, None]
+    lc = torch.as_tensor(code_lengths, dtype=torch.long)[:, None]
+    batch = lt.shape[0]
+    body = lt + 3 + lc
+    width = int(body.max())
+    j = torch.arange(width)[None, :]
+    s = j - (lt + 2)
+    text_vals = text_ids.long().gather(1, (j - 1).clamp(0, max(text_ids.shape[1] - 1, 0)).expand(batch, -1)) \
+        if text_ids.shape[1] else torch.zeros(batch, width, dtype=torch.long)
+    text_vals = torch.where(j == 0, config.start_text, torch.where(j == lt + 1, config.stop_text, text_vals))
+    code_vals = codes.long().gather(1, (s - 1).clamp(0, max(codes.shape[1] - 1, 0))) \
+        if codes.shape[1] else torch.zeros(batch, width, dtype=torch.long)
+    speech_vals = torch.where(s == 0, config.start_speech, code_vals)
+    is_text, valid = j < lt + 2, j < body
+    kind = torch.where(valid, torch.where(is_text, TEXT, SPEECH), PAD).to(torch.uint8)
+    ids = torch.where(valid, torch.where(is_text, text_vals, speech_vals), 0)
+    pos = torch.where(valid, torch.where(is_text, j, s), 0)
+    following = torch.cat([ids[:, 1:], torch.zeros(batch, 1, dtype=torch.long)], dim=1)
+    flat = torch.arange(batch)[:, None] * (config.n_latents + width) + config.n_latents + j
+    text_at = j < lt + 1
+    mel_at = (s >= 0) & valid
+    mel_targets = torch.where(s == lc, config.stop_speech, following)
+    return {
+        "layout_ids": ids, "layout_pos": pos, "layout_kind": kind,
+        "text_index": flat[text_at], "text_targets": following[text_at],
+        "mel_index": flat[mel_at], "mel_targets": mel_targets[mel_at],
+    }

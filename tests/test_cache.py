@@ -16,6 +16,7 @@ from core.data.cache_admin import clean_caches, list_caches
 from core.speech.codec import load_codec
 from core.checks.doctor import DoctorContext, run_doctor
 from core.errors import InputError
+from core.text import NORMALIZER_VERSION
 from core.data.manifest import read_manifest
 from core.text import normalize_text
 from core.tokenizers.tokenizer import load_tokenizer
@@ -40,7 +41,7 @@ def test_preprocess_cli_writes_index_and_items(cli, data, chatterbox_tokenizer: 
     tokenizer, codec = load_tokenizer(chatterbox_tokenizer), load_codec(data["codec"])
     assert index.tokenizer_fingerprint == tokenizer.fingerprint
     assert index.codec_fingerprint == codec.fingerprint
-    assert index.data["normalizer"] == {"name": "lf-norm", "version": "lf-norm-1", "uppercase": False}
+    assert index.data["normalizer"] == {"name": "lf-norm", "version": NORMALIZER_VERSION, "uppercase": False}
     assert sum(index.data["histograms"]["n_codes"]["counts"]) == 24
     assert index.data["splits"]["train"] + index.data["splits"]["val"] == 24
     assert not (index.path / JOURNAL_NAME).exists()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from core.text import NORMALIZER_VERSION
 from core.data.importing import import_dataset
 from core.errors import InputError
 from core.data.importers import ImportOptions
@@ -89,7 +90,7 @@ def test_ljspeech_import_keeps_good_rows_and_rejects_each_broken_one(clips, tmp_
     assert len(written) == 8 and all(w["source"].endswith("metadata.csv") for w in written)
     on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert on_disk["kept"] == 2 and on_disk["per_speaker"]["lj"]["clips"] == 2
-    assert on_disk["normalizer"]["version"] == "lf-norm-1"
+    assert on_disk["normalizer"]["version"] == NORMALIZER_VERSION
 
 
 def test_folder_import_pairs_transcripts_and_reports_orphans(clips, tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_indextts_12k_to_24k_copies_base_moves_extra_row_and_uses_fvt(
     src = save_checkpoint(tmp_path / "gpt.pt", sd, None)
     report = extend_checkpoint(src, indextts_bpe, grown, tmp_path / "ext.safetensors")
     assert (report["rows_before"], report["rows_after"], report["base_rows_copied"]) == (12001, 24001, 12000)
-    assert report["init"] == {"fvt": 12000, "mean": 0, "normal": 0}
+    assert report["init"] == {"fvt": 12000, "translit": 0, "mean": 0, "normal": 0}
     assert report["extra_rows_moved"] == {"from": 12000, "to": 24000}
     out = load_checkpoint(tmp_path / "ext.safetensors")
     emb, old = out.state_dict["text_embedding.weight"], sd["text_embedding.weight"]
@@ -95,14 +95,14 @@ def test_ethiopic_falls_back_to_mean_on_both_fixtures(indextts_bpe: Path, chatte
     sp_new = _sp_with(indextts_bpe, ["▁ሰላም", "ም"], "am.model")
     sd = _indextts_state(12001)
     out, report = extend_state_dict(sd, get_family("indextts"), load_tokenizer(indextts_bpe), load_tokenizer(sp_new))
-    assert report["init"] == {"fvt": 0, "mean": 2, "normal": 0}
+    assert report["init"] == {"fvt": 0, "translit": 0, "mean": 2, "normal": 0}
     mean = sd["text_embedding.weight"][:12000].double().mean(0).float()
     assert torch.allclose(out["text_embedding.weight"][12000], mean)
     assert torch.allclose(out["text_embedding.weight"][12001], mean)
     hf_new = _chatterbox_with(chatterbox_tokenizer, ["ሰ", "qz"], "am.json")
     sd = _chatterbox_state(2454)
     out, report = extend_state_dict(sd, get_family("chatterbox"), load_tokenizer(chatterbox_tokenizer), load_tokenizer(hf_new))
-    assert report["init"] == {"fvt": 1, "mean": 1, "normal": 0}
+    assert report["init"] == {"fvt": 1, "translit": 0, "mean": 1, "normal": 0}
     assert report["extra_rows_moved"] is None and out["text_emb.weight"].shape == (2456, DIM)
     assert torch.allclose(out["text_emb.weight"][2454], sd["text_emb.weight"][:2454].double().mean(0).float())
     qz = sd["text_emb.weight"][[30, 39]].double().mean(0).float()
@@ -116,7 +116,7 @@ def test_normal_init_matches_base_statistics(chatterbox_tokenizer: Path) -> None
     sd["text_emb.weight"] = sd["text_emb.weight"] * torch.linspace(0.5, 3.0, DIM) + torch.arange(DIM)
     base = load_tokenizer(chatterbox_tokenizer)
     out, report = extend_state_dict(sd, get_family("chatterbox"), base, new, init="normal", seed=5)
-    assert report["init"] == {"fvt": 0, "mean": 0, "normal": 2000}
+    assert report["init"] == {"fvt": 0, "translit": 0, "mean": 0, "normal": 2000}
     rows, ref = out["text_emb.weight"][2454:], sd["text_emb.weight"]
     assert torch.allclose(rows.mean(0), ref.mean(0), atol=0.2)
     assert torch.allclose(rows.std(0) / ref.std(0), torch.ones(DIM), atol=0.08)
@@ -161,7 +161,7 @@ def test_cli_extend_chatterbox(tmp_path: Path, chatterbox_tokenizer: Path, cli) 
     run = cli("embeddings", "extend", "--checkpoint", src, "--base-tokenizer", chatterbox_tokenizer,
               "--tokenizer", new, "--output", out, "--json")
     assert run.code == 0, run.stderr
-    assert run.json()["init"] == {"fvt": 0, "mean": 3, "normal": 0}
+    assert run.json()["init"] == {"fvt": 0, "translit": 0, "mean": 3, "normal": 0}
     loaded = load_checkpoint(out)
     assert loaded.state_dict["text_emb.weight"].shape == (2457, DIM)
     assert loaded.meta["family"] == "chatterbox" and loaded.meta["base_size"] == 2454

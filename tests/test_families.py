@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from core.errors import InputError
-from core.families import FAMILIES, detect_family, families_with_rows, get_family, rows_for
+from core.families import FAMILIES, detect_family, explain_family, families_with_rows, get_family, rows_for
 
 
 def _text(keys: dict[str, int], dim: int = 4) -> dict[str, torch.Tensor]:
@@ -25,10 +25,32 @@ def test_indextts_markers_distinguish_it_from_our_layout() -> None:
     text = {"text_embedding.weight": 11, "text_head.weight": 11, "text_head.bias": 11}
     ours = _text({**text, "mel_embedding.weight": 6, "gpt.h.0.attn.weight": 4})
     foreign = _text({**text, "mel_embedding.weight": 6, "mel_pos_embedding.emb.weight": 5})
-    assert detect_family(ours).name == "linguaforge"
-    family = detect_family(foreign)
+    assert detect_family(ours, {"step": 3}, 11).name == "linguaforge"  # a record without `family`: rows decide
+    family = detect_family(foreign, {"step": 3})
     assert family.name == "indextts"
+    assert "mel_pos_embedding.*" in explain_family(foreign, {"step": 3}).reason
     assert rows_for(family, 12000) == 12001
+
+
+def test_a_markerless_checkpoint_without_metadata_is_never_linguaforge() -> None:
+    # Finding 1 of issue 16: a pruned IndexTTS gpt.pth (text keys only, no markers, no record).
+    sd = _text({"text_embedding.weight": 12001, "text_head.weight": 12001, "text_head.bias": 12001})
+    decision = explain_family(sd, None)
+    assert decision.family.name == "indextts"
+    assert "no LinguaForge metadata" in decision.reason
+    assert explain_family(sd, None, 12000).family.name == "indextts"
+
+
+def test_rows_against_the_tokenizer_decide_and_ambiguity_is_refused() -> None:
+    sd = _text({"text_embedding.weight": 12001, "text_head.weight": 12001, "text_head.bias": 12001})
+    meta = {"step": 1}  # LinguaForge-written but without a family: linguaforge and indextts both fit the keys
+    decision = explain_family(sd, meta, 12000)
+    assert decision.family.name == "indextts" and decision.reason == "12001 text rows = 12000-id tokenizer +1"
+    assert explain_family(sd, meta, 12001).family.name == "linguaforge"
+    with pytest.raises(InputError, match=r"keys fit linguaforge, indextts.*12001 text rows decide nothing.*--family"):
+        explain_family(sd, meta)
+    with pytest.raises(InputError, match=r"linguaforge needs 500; indextts needs 501\)\. Pass --family"):
+        explain_family(sd, meta, 500)
 
 
 def test_recorded_family_wins_over_keys() -> None:

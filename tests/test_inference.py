@@ -107,3 +107,19 @@ def test_split_sentences_at_ends_and_long_runs(workspace: Path) -> None:
     assert [len(p.split()) for p in split_sentences(long, tokenizer, 5)] == [5, 5, 2]
     with pytest.raises(InputError):
         split_sentences("   ", tokenizer, 5)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_device_cuda_without_a_gpu_exits_2_with_one_line(
+    workspace: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tts_checkpoint(workspace)
+    monkeypatch.chdir(workspace)  # command-line paths resolve against the current directory
+    assert main(["synthesize", "--checkpoint", "checkpoints/tts.pt", "--text", "The cat sleeps.", "--output", "o.wav",
+                 "--device", "cuda"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "--device cuda" in error and "no CUDA device" in error and len(error.splitlines()) == 1
+    assert not (workspace / "o.wav").exists()
+    assert main(["synthesize", "--checkpoint", "checkpoints/tts.pt", "--text", "The cat sleeps.", "--output", "o.wav",
+                 "--device", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] == "cpu"

@@ -130,6 +130,55 @@ def test_sample_next_filters() -> None:
     assert {int(sample_next(logits, 1.0, top_k=2, generator=g)) for _ in range(50)} == {1, 3}
 
 
+def test_batched_generation_equals_one_text_at_a_time() -> None:
+    model = _tts().eval()
+    ref = torch.randn(12, 8)
+    texts, minimum = [[3, 4, 5], [6, 7, 8, 9, 10, 11, 12], [3]], [6, 10, 2]
+    for use_cache in (True, False):
+        together = model.generate_batch(texts, ref, temperature=0, min_codes=minimum, use_cache=use_cache, max_codes=25)
+        alone = [model.generate(t, ref, temperature=0, min_codes=m, use_cache=use_cache, max_codes=25)
+                 for t, m in zip(texts, minimum)]
+        assert together == alone
+        assert all(len(codes) >= m for codes, m in zip(together, minimum))
+
+
+def test_vectorised_tts_loss_equals_a_per_sample_reference() -> None:
+    """The training forward (host-built layout, logits only where scored) against a loop written out by hand."""
+    model, batch = _tts(), _tts_batch()
+    out = model(batch)
+    c = model.config
+    cond = model.reference(batch["ref_mel"], batch["ref_lengths"])
+    text_losses, mel_losses = [], []
+    for b in range(3):
+        text = torch.tensor([c.start_text, *batch["text_ids"][b, : batch["text_lengths"][b]].tolist(), c.stop_text])
+        speech = torch.tensor([c.start_speech, *batch["codes"][b, : batch["code_lengths"][b]].tolist(), c.stop_speech])
+        x = torch.cat([cond[b], model.text_embedding(text) + model.text_pos(torch.arange(len(text))),
+                       model.mel_embedding(speech[:-1]) + model.mel_pos(torch.arange(len(speech) - 1))])
+        hidden = model.gpt(x[None])[0]
+        n = cond.shape[1]
+        text_losses.append(torch.nn.functional.cross_entropy(
+            model.text_head(hidden[n : n + len(text) - 1]), text[1:], reduction="none"))
+        mel_losses.append(torch.nn.functional.cross_entropy(
+            model.mel_head(hidden[n + len(text) :]), speech[1:], reduction="none"))
+    torch.testing.assert_close(out["text_loss"], torch.cat(text_losses).mean(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out["mel_loss"], torch.cat(mel_losses).mean(), rtol=1e-5, atol=1e-6)
+    assert int(out["tokens"]) == sum(len(t) for t in text_losses) + sum(len(m) for m in mel_losses)
+
+
+def test_preallocated_kv_cache_refuses_to_overflow() -> None:
+    model = _tts().eval()
+    cache = model.gpt.new_cache(4)
+    with torch.no_grad():
+        model.gpt(torch.randn(1, 4, 32), cache)
+        assert cache.length == 4
+        try:
+            model.gpt(torch.randn(1, 1, 32), cache)
+        except ValueError as exc:
+            assert "4 positions" in str(exc)
+        else:
+            raise AssertionError("a full cache must refuse another position")
+
+
 def test_split_rows_keep_a_frozen_tail_bit_identical_and_wrap_published_modules() -> None:
     torch.manual_seed(3)
     embedding, linear = torch.nn.Embedding(12, 8), torch.nn.Linear(8, 12, bias=True)

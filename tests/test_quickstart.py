@@ -33,7 +33,7 @@ REDUCED_TTS = {
     "sample": {"per_language": 16},
     "val_ratio": 0.25,
     "codec": {"codebook_size": 64, "iterations": 20},
-    "tokenizer": {"base_size": 200, "extended_size": 400},
+    "tokenizer": {"base_size": 200, "extended_size": 700},
     "model": {"preset": "tiny", "max_speech_tokens": 600},
     "base": {"steps": 30, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3},
     "finetune": {"steps": 20, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3, "val_every": 10},

@@ -69,3 +69,37 @@ def test_sample_sets_meet_the_dataset_sample_minimum():
         stray = {c for c in sentence if not ("\u1200" <= c <= "\u137f" or c in " ?")}
         assert not stray, f"non-Ethiopic characters {stray} in {sentence!r}"
         assert sentence[-1] in "።?", sentence
+
+
+# Readings from languagesandnumbers.com "How to count in Amharic" (0-19, tens, 100, 1,000, one million)
+# and numbersdata.com "Numbers in Amharic" (54, 78, 200, 2000); 536 and 8,593 from ethiopia.limbo13.com
+# "Numbers" ("5-100-30-6", "8-ši-5-100-90-3"); 105 and 157 from the UW-Madison LCTL "Numbers" chapter.
+AMHARIC_READINGS = {
+    0: "ዜሮ", 1: "አንድ", 2: "ሁለት", 3: "ሶስት", 4: "አራት", 5: "አምስት", 6: "ስድስት", 7: "ሰባት", 8: "ስምንት",
+    9: "ዘጠኝ", 10: "አስር", 11: "አስራ አንድ", 15: "አስራ አምስት", 19: "አስራ ዘጠኝ", 20: "ሃያ", 30: "ሰላሳ",
+    40: "አርባ", 50: "ኃምሳ", 60: "ስልሳ", 70: "ሰባ", 80: "ሰማንያ", 90: "ዘጠና", 54: "ኃምሳ አራት", 78: "ሰባ ስምንት",
+    100: "መቶ", 105: "መቶ አምስት", 157: "መቶ ኃምሳ ሰባት", 200: "ሁለት መቶ", 536: "አምስት መቶ ሰላሳ ስድስት",
+    1000: "ሺህ", 2000: "ሁለት ሺህ", 8593: "ስምንት ሺህ አምስት መቶ ዘጠና ሶስት", 1_000_000: "አንድ ሚሊዮን",
+}
+# Ge'ez numerals from adamyts.wixsite.com/learnamharic "Ethiopic Numerals" (፲፻ = 1,000, ፻፼ = 1,000,000,
+# 8,234,309 = ፰፻፳፫፼፵፫፻፱).
+GEEZ_VALUES = {"፩": 1, "፱": 9, "፲": 10, "፺": 90, "፻": 100, "፪፻": 200, "፲፻": 1000, "፼": 10_000,
+               "፻፼": 1_000_000, "፰፻፳፫፼፵፫፻፱": 8_234_309, "፲፱፻፹፭": 1985}
+
+
+@pytest.mark.parametrize("number,words", sorted(AMHARIC_READINGS.items()))
+def test_amharic_number_words_match_the_published_readings(number: int, words: str) -> None:
+    from core.amharic_numbers import number_words
+
+    assert number_words(number) == words
+
+
+def test_geez_numerals_and_digits_are_spoken_in_amharic_text_only() -> None:
+    from core.amharic_numbers import geez_value
+
+    assert {g: geez_value(g) for g in GEEZ_VALUES} == GEEZ_VALUES
+    assert normalize_text("በ2010 ዓ.ም. 3.5 ኪሎ፣ 1,000 ብር", language="am") == (
+        "በ ሁለት ሺህ አስር ዓ.ም. ሶስት ነጥብ አምስት ኪሎ፣ ሺህ ብር")
+    assert normalize_text("ምዕራፍ ፲፪።", language="am") == "ምዕራፍ አስራ ሁለት።"
+    assert normalize_text("ምዕራፍ 12", language="en") == "ምዕራፍ 12"
+    assert not any(c.isdigit() or 0x1369 <= ord(c) <= 0x137C for c in normalize_text("፻፼ 42 ፳፭", language="am"))

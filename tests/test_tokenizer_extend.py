@@ -27,7 +27,7 @@ def amharic_extension(tmp_path_factory) -> tuple[Path, Path, dict]:
     folder = tmp_path_factory.mktemp("am")
     base = folder / "bpe.model"
     base.write_bytes((Path(__file__).resolve().parents[2] / "shared/fixtures/indextts2/bpe.model").read_bytes())
-    report = extend_sentencepiece(base, AMHARIC_SENTENCES, 12250, folder / "am.model")
+    report = extend_sentencepiece(base, AMHARIC_SENTENCES, 12600, folder / "am.model")
     return base, folder / "am.model", report
 
 
@@ -35,7 +35,7 @@ def test_base_pieces_unchanged_and_new_pieces_well_formed(amharic_extension):
     base_path, out_path, report = amharic_extension
     base = parse_model_proto(base_path.read_bytes())
     new = parse_model_proto(out_path.read_bytes())
-    assert len(base.pieces) == 12000 and len(new.pieces) == 12250
+    assert len(base.pieces) == 12000 and len(new.pieces) == 12600
     for old, kept in zip(base.pieces, new.pieces[:12000]):
         assert (old.piece, old.score, old.type) == (kept.piece, kept.score, kept.type)
     added = new.pieces[12000:]
@@ -43,9 +43,9 @@ def test_base_pieces_unchanged_and_new_pieces_well_formed(amharic_extension):
     texts = [p.piece for p in new.pieces]
     assert len(set(texts)) == len(texts)
     assert max(p.score for p in added) < min(p.score for p in base.pieces)
-    assert report["reached_target"] and report["pieces_added"] == 250
+    assert report["reached_target"] and report["pieces_added"] == 600
     vocab_lines = out_path.with_suffix(".vocab").read_text(encoding="utf-8").splitlines()
-    assert len(vocab_lines) == 12250 and vocab_lines[12000].split("\t")[0] == added[0].piece
+    assert len(vocab_lines) == 12600 and vocab_lines[12000].split("\t")[0] == added[0].piece
 
 
 def test_amharic_encodes_without_unk_and_uses_new_ids(amharic_extension):
@@ -53,13 +53,13 @@ def test_amharic_encodes_without_unk_and_uses_new_ids(amharic_extension):
     base, extended = load_tokenizer(base_path), load_tokenizer(out_path)
     assert base.unk_id in base.encode(AMHARIC_SENTENCES[1]), "the base cannot encode Amharic"
     ethiopic = {c for s in AMHARIC_SENTENCES for c in s if "\u1200" <= c <= "\u137f"}
-    assert report["characters_forced"] == len(ethiopic)
+    assert report["characters_forced"] == 463 and report["scripts_added"] == {"ethiopic": 463 - len(ethiopic)}
     for sentence in AMHARIC_SENTENCES:
         ids = extended.encode(sentence)
         assert extended.unk_id not in ids
         assert extended.decode(ids) == sentence
     assert report["unk_rate"] == 0.0
-    assert 200 <= report["added_pieces_used"] <= 250
+    assert len(ethiopic) <= report["added_pieces_used"] <= 600
     assert report["corpus"]["share_at_or_above_base"] > 0.5
 
 
@@ -72,7 +72,8 @@ def test_english_and_chinese_encode_identically(amharic_extension):
 def test_stops_short_and_says_how_many_candidates(indextts_bpe, tmp_path):
     report = extend_sentencepiece(indextts_bpe, AMHARIC_SENTENCES, 13000, tmp_path / "big.model")
     assert not report["reached_target"]
-    assert report["new_size"] == 12000 + report["characters_forced"] + report["candidates_available"]
+    kept = report["candidates_available"] - report["candidates_pruned"]
+    assert report["new_size"] == 12000 + report["characters_forced"] + kept
     assert report["new_size"] < 13000
     assert load_tokenizer(tmp_path / "big.model").size == report["new_size"]
 
@@ -82,7 +83,7 @@ def test_spanish_drift_without_and_with_protection(indextts_bpe, tmp_path, cli):
     english = _write(tmp_path / "en.txt", ENGLISH_UPPER)
     base = load_tokenizer(indextts_bpe)
     unprotected = extend_sentencepiece(indextts_bpe, [s.upper() for s in SPANISH_SENTENCES], 12100,
-                                       tmp_path / "free.model")
+                                       tmp_path / "free.model", protect_language="none")
     assert unprotected["base_drift"] is None
     free_drift = measure_drift(base, load_tokenizer(tmp_path / "free.model"), ENGLISH_UPPER)
     assert free_drift.lines_changed >= 1, "Spanish pieces below the base minimum still change English"
@@ -90,9 +91,10 @@ def test_spanish_drift_without_and_with_protection(indextts_bpe, tmp_path, cli):
               "--output", tmp_path / "safe.model", "--protect-corpus", english, "--json")
     assert run.code == 0, run.stderr
     report = run.json()
-    assert report["base_drift"]["lines_checked"] == len(ENGLISH_UPPER)
-    assert report["base_drift"]["lines_changed"] == 0
-    assert report["candidates_pruned"] >= 1 and report["new_size"] == 12100
+    protected = report["base_drift"]["protected"]
+    assert protected["corpus_lines"] + protected["heldout_lines"] == len(ENGLISH_UPPER) and protected["lexicon_lines"] > 0
+    assert report["base_drift"]["lines_changed"] == 0 and report["base_drift"]["heldout"]["lines_changed"] == 0
+    assert report["candidates_pruned"] >= 1 and 12000 < report["new_size"] <= 12100
     assert measure_drift(base, load_tokenizer(tmp_path / "safe.model"), ENGLISH_UPPER).lines_changed == 0
     assert (tmp_path / "safe.vocab").is_file() and (tmp_path / "safe.report.json").is_file()
 
@@ -100,9 +102,10 @@ def test_spanish_drift_without_and_with_protection(indextts_bpe, tmp_path, cli):
 def test_protect_lines_the_base_cannot_encode_are_skipped(indextts_bpe, tmp_path):
     protect = ENGLISH_UPPER[:20] + ["PRICE: 42 (CAFÉ)", "lower case"]
     report = extend_sentencepiece(indextts_bpe, [s.upper() for s in SPANISH_SENTENCES], 12060,
-                                  tmp_path / "x.model", protect_lines=protect)
-    assert report["base_drift"]["lines_skipped_unk"] >= 1
-    assert report["base_drift"]["lines_checked"] + report["base_drift"]["lines_skipped_unk"] == 22
+                                  tmp_path / "x.model", protect_lines=protect, protect_language="none")
+    drift = report["base_drift"]
+    assert drift["lines_skipped_unk"] >= 1
+    assert drift["lines_checked"] + drift["lines_skipped_unk"] + drift["protected"]["heldout_lines"] == 22
 
 
 def test_wrong_file_type_as_base(chatterbox_tokenizer, tmp_path):
@@ -119,8 +122,7 @@ def test_target_below_or_at_base_size(indextts_bpe, tmp_path):
     for target in (11000, 12000):
         with pytest.raises(InputError, match="not above the base size 12000"):
             extend_sentencepiece(indextts_bpe, AMHARIC_SENTENCES, target, tmp_path / "o.model")
-    missing = len({c for s in AMHARIC_SENTENCES for c in s if "\u1200" <= c <= "\u137f"})
-    with pytest.raises(InputError, match=f"cannot hold the {missing} characters"):
+    with pytest.raises(InputError, match="cannot hold the 463 characters .*with every letter of ethiopic"):
         extend_sentencepiece(indextts_bpe, AMHARIC_SENTENCES, 12100, tmp_path / "o.model")
     assert not (tmp_path / "o.model").exists()
 

@@ -13,7 +13,7 @@ import torch
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, run_doctor
 from core.training.run_config import load_run_config
-from core.training.memory import estimate_bytes, largest_fitting_batch
+from core.training.memory import estimate_bytes, largest_fitting_batch, micro_batch_plan
 from core.training.trainer import train
 from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 import core.checkpoint
@@ -113,3 +113,24 @@ def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(workspace: Pat
     assert loads == Counter({Path(first.last_checkpoint).resolve(): 1, tokenizer: 1})
     assert resumed.run().step == 2
     assert run_config.stat().st_mtime_ns == written
+
+
+def test_checkpointing_shrinks_activations_and_the_plan_keeps_the_effective_batch() -> None:
+    config = {"d_model": 1280, "n_layers": 24, "n_heads": 20, "max_text_tokens": 400, "max_speech_tokens": 800,
+              "text_rows": 12000, "codebook_size": 8192, "n_mels": 80, "n_latents": 4}
+    plain = estimate_bytes(config, "tts", 8, half_activations=True)
+    recomputed = estimate_bytes(config, "tts", 8, half_activations=True, checkpointing=True)
+    assert recomputed["states"] == plain["states"] and recomputed["activations"] < plain["activations"] / 2
+    budget = plain["states"] + plain["activations"]
+    assert largest_fitting_batch(config, "tts", True, budget, 512, checkpointing=True) > 8
+    assert micro_batch_plan(64, 20) == (16, 4) and micro_batch_plan(12, 100) == (12, 1) and micro_batch_plan(7, 3) == (1, 7)
+
+
+def test_memory_check_suggests_fewer_larger_micro_batches(workspace: Path) -> None:
+    lm_workspace(workspace)
+    path = lm_config(workspace, "mem", batch={"size": 2, "accumulate": 8})
+    ctx = DoctorContext(run_config=load_run_config(path), config_path=path, settings=load_settings(), device="cpu",
+                        tokenizer_path=workspace / "tokenizers" / "en_words.json")
+    check = _check(run_doctor(ctx), "memory.batch")
+    assert check.status == "pass" and "micro-batches up to" in check.message
+    assert "batch.size: 16, batch.accumulate: 1" in check.message

@@ -36,7 +36,7 @@ def tts_ws(tmp_path_factory: pytest.TempPathFactory):
         (root / "codecs").mkdir()
         make_codec(manifest, root / "codecs" / "c64.pt", codebook_size=64, iterations=20)
         train_tokenizer(list(ENGLISH_SENTENCES), "sentencepiece", 200, root / "tokenizers" / "en.model")
-        extend_sentencepiece(root / "tokenizers" / "en.model", list(AMHARIC_SENTENCES), 400,
+        extend_sentencepiece(root / "tokenizers" / "en.model", list(AMHARIC_SENTENCES), 700,
                              root / "tokenizers" / "en_am.model", protect_lines=list(ENGLISH_SENTENCES))
         yield root
 
@@ -74,12 +74,12 @@ def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path,
     assert fine.info["frozen_rows"] == 200
     before, after = load_checkpoint(extended).state_dict, load_checkpoint(fine.last_checkpoint).state_dict
     for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
-        assert after[key].shape[0] == 400
+        assert after[key].shape[0] == 700
         assert torch.equal(after[key][:200], before[key][:200]), key
         assert not torch.equal(after[key][200:], before[key][200:]), key
     assert fine.base_rows_sha256["start"] == fine.base_rows_sha256["now"] is not None
     meta = load_checkpoint(fine.last_checkpoint).meta
-    assert meta["base_size"] == 200 and meta["rows"] == 400 and meta["parent"] == load_checkpoint(extended).sha256
+    assert meta["base_size"] == 200 and meta["rows"] == 700 and meta["parent"] == load_checkpoint(extended).sha256
 
     monkeypatch.chdir(tts_ws)  # command-line paths resolve against the current directory
     assert main(["prune", "--checkpoint", fine.last_checkpoint, "--output", "pruned/am.safetensors"]) == 0
@@ -136,7 +136,7 @@ def test_doctor_fails_before_any_preprocessing(tts_ws: Path, monkeypatch: pytest
     from core.errors import InputError
 
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
-    rows = 300  # the tokenizer has 400 ids: the doctor's checkpoint.rows check must fail
+    rows = 300  # the tokenizer has 700 ids: the doctor's checkpoint.rows check must fail
     stale = {"text_embedding.weight": torch.zeros(rows, 8), "text_head.weight": torch.zeros(rows, 8),
              "text_head.bias": torch.zeros(rows)}
     save_checkpoint(tts_ws / "checkpoints" / "stale.pt", stale, {"family": "linguaforge", "task": "tts", "rows": rows})

@@ -25,7 +25,9 @@ def model_rows(ctx: DoctorContext) -> tuple[int, str] | None:
     """
     checkpoint = ctx.checkpoint_or_none()
     if checkpoint is not None:
-        family = get_family(ctx.family) if ctx.family else detect_family(checkpoint.state_dict, checkpoint.meta)
+        tokenizer = ctx.tokenizer_or_none()
+        family = get_family(ctx.family) if ctx.family else detect_family(
+            checkpoint.state_dict, checkpoint.meta, tokenizer.size if tokenizer is not None else None)
         return int(checkpoint.state_dict[family.embedding_key].shape[0]), f"checkpoint {checkpoint.path.name}"
     tokenizer = ctx.tokenizer_or_none()
     if tokenizer is not None:

@@ -102,6 +102,8 @@ class DoctorContext:
     unless the caller `provide`s the objects it already loaded."""
 
     tokenizer_path: Path | None = None
+    base_tokenizer_path: Path | None = None
+    target_config_path: Path | None = None
     checkpoint_path: Path | None = None
     family: str | None = None
     freeze_until: int | None = None

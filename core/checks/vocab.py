@@ -8,16 +8,26 @@ import torch
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
-from core.families import Family, detect_family, families_with_rows, get_family, rows_for
+from core.families import FAMILIES, Family, FamilyDecision, explain_family, families_with_rows, get_family, rows_for
 from core.families.rows import text_rows
+from core.tokenizers.vocab import require_prefix_extension
 
 RANDOM_NORM_RATIO = 2.0
 
 
-def _family(ctx: DoctorContext, checkpoint) -> Family:
+def family_decision(ctx: DoctorContext, checkpoint) -> FamilyDecision:
+    """Return the checkpoint's family and why: --family when given, else detection against the tokenizer size.
+
+    Raises InputError when the family cannot be told (the message asks for --family).
+    """
     if ctx.family:
-        return get_family(ctx.family)
-    return detect_family(checkpoint.state_dict, checkpoint.meta)
+        return FamilyDecision(get_family(ctx.family), "given with --family")
+    tok = ctx.tokenizer_or_none()
+    return explain_family(checkpoint.state_dict, checkpoint.meta, tok.size if tok is not None else None)
+
+
+def _family(ctx: DoctorContext, checkpoint) -> Family:
+    return family_decision(ctx, checkpoint).family
 
 
 def _short(fingerprint: str | None) -> str:
@@ -47,6 +57,68 @@ def _mismatch_fix(ctx: DoctorContext, family: Family, rows: int, need: int, look
         f"Rebuild the rows for this tokenizer: python -m core embeddings extend --checkpoint {ctx.checkpoint_path} "
         f"--base-tokenizer <the tokenizer it was made for> --tokenizer {ctx.tokenizer().path} --family {family.name} "
         f"--output <new checkpoint>{truncate}"
+    )
+
+
+@register_check("checkpoint.family", order=15)
+def check_family(ctx: DoctorContext) -> CheckResult | None:
+    """Return which family the checkpoint is and why; a failure when it cannot be told."""
+    checkpoint = ctx.checkpoint()
+    if checkpoint is None:
+        return None
+    try:
+        decision = family_decision(ctx, checkpoint)
+    except InputError as exc:
+        return CheckResult("checkpoint.family", "fail", str(exc), f"Pass --family ({' | '.join(FAMILIES)}).")
+    return CheckResult("checkpoint.family", "pass", f"{decision.family.name}: {decision.reason}.")
+
+
+@register_check("tokenizer.base", order=25)
+def check_base_tokenizer(ctx: DoctorContext) -> CheckResult | None:
+    """Return whether the tokenizer keeps every piece of the checkpoint's base tokenizer at its id.
+
+    With --base-tokenizer (or a run config's base tokenizer) a tokenizer that is not a prefix
+    extension fails. A foreign checkpoint with no record of its tokenizer whose rows fit the
+    tokenizer's size only by size gets a warning that spells the coincidence out.
+    """
+    tok = ctx.tokenizer_or_none()
+    if tok is None:
+        return None
+    if ctx.base_tokenizer_path is not None:
+        from core.tokenizers.tokenizer import load_tokenizer
+
+        base = load_tokenizer(ctx.base_tokenizer_path)
+        try:
+            require_prefix_extension(base, tok)
+        except InputError as exc:
+            return CheckResult(
+                "tokenizer.base", "fail",
+                f"{exc} Same size or not, ids of {tok.path.name} mean other pieces than the checkpoint learned.",
+                f"Extend the base instead: python -m core tokenizer extend --base {base.path} --corpus … "
+                f"(or tokenizer merge for .json), then embeddings extend.",
+            )
+        grown = tok.size - base.size
+        return CheckResult(
+            "tokenizer.base", "pass",
+            f"{tok.path.name} keeps all {base.size} pieces of the base {base.path.name} at their ids (+{grown} new).",
+        )
+    checkpoint = ctx.checkpoint_or_none()
+    if checkpoint is None or checkpoint.meta is not None:
+        return None
+    try:
+        family = _family(ctx, checkpoint)
+    except InputError:
+        return None
+    rows = int(checkpoint.state_dict[family.embedding_key].shape[0])
+    if rows != rows_for(family, tok.size):
+        return None
+    return CheckResult(
+        "tokenizer.base", "warn",
+        f"{ctx.checkpoint_path.name} has {rows} text rows = {tok.size}-id tokenizer {family.row_offset:+d}, but "
+        f"nothing records which tokenizer it was trained with: the sizes agree, which does not mean the pieces do "
+        f"(a tokenizer trained from scratch to {tok.size} ids gives every id another meaning).",
+        "Pass --base-tokenizer with the tokenizer published with the checkpoint (IndexTTS2 bpe.model, Chatterbox "
+        "tokenizer JSON) so the doctor can check that yours is a prefix extension of it.",
     )
 
 
@@ -98,13 +170,26 @@ def check_rows(ctx: DoctorContext) -> CheckResult | None:
 
 @register_check("config.declared_vocab", order=30)
 def check_declared_vocab(ctx: DoctorContext) -> CheckResult | None:
-    """Return whether a declared vocab size agrees with the tokenizer; a stale one is a warning for
-    LinguaForge's own models (it is never used) and a failure for a published family's run."""
+    """Return whether a declared vocab size agrees with the tokenizer.
+
+    In a run config of LinguaForge's own models a stale number is a warning (our trainer sizes
+    models from the tokenizer and never reads it); in a published family's run config, or given on
+    its own (--declared-vocab, some other trainer's number), a disagreement fails.
+    """
     tok = ctx.tokenizer_or_none()
     if ctx.declared_vocab is None or tok is None:
         return None
     if ctx.declared_vocab == tok.size:
         return CheckResult("config.declared_vocab", "pass", f"declared vocab {ctx.declared_vocab} = tokenizer size.")
+    if ctx.run_config is None:
+        return CheckResult(
+            "config.declared_vocab", "fail",
+            f"declared vocab {ctx.declared_vocab} disagrees with the tokenizer's {tok.size} ids: a trainer that "
+            f"sizes its model from that number builds {ctx.declared_vocab} rows and fails on the first id at or "
+            f"above {ctx.declared_vocab}.",
+            f"Set the number to {tok.size} in the config that declares it; for an IndexTTS2 config.yaml or a "
+            "Chatterbox/T3 config run doctor --target-config FILE, or embeddings extend --write-config FILE.",
+        )
     where = f" in {ctx.config_path}" if ctx.config_path else ""
     if ctx.run_config is not None and ctx.run_config.family != "linguaforge":
         return CheckResult(
@@ -220,7 +305,11 @@ def check_provenance(ctx: DoctorContext) -> CheckResult | None:
     meta = checkpoint.meta
     if meta is not None:
         made = "no rows added by extension"
-        if meta.get("init"):
+        counts = meta.get("init_rows")
+        if isinstance(counts, dict) and any(counts.values()):
+            by_method = ", ".join(f"{n} by `{m}`" for m, n in counts.items() if n)
+            made = f"rows from {meta.get('base_size')} on were made: {by_method}"
+        elif meta.get("init"):
             made = f"rows from {meta.get('base_size')} on were made by `{meta['init']}`"
         return CheckResult("embeddings.provenance", "pass", f"written by LinguaForge: {made} (recorded in the metadata).")
     emb = checkpoint.state_dict.get(family.embedding_key)

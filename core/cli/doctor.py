@@ -18,12 +18,16 @@ def _context(args: argparse.Namespace) -> DoctorContext:
     if args.config:
         config_path = args.config
         ctx = doctor_context_from_run_config(load_run_config(config_path), config_path, settings)
-    elif args.tokenizer or args.checkpoint or args.cache:
+    elif args.tokenizer or args.checkpoint or args.cache or args.target_config:
         ctx = DoctorContext(settings=settings)
     else:
         raise InputError("doctor needs --config RUN.yaml, or --tokenizer and/or --checkpoint. See --help.")
     if args.tokenizer:
         ctx.tokenizer_path = args.tokenizer
+    if args.base_tokenizer:
+        ctx.base_tokenizer_path = args.base_tokenizer
+    if args.target_config:
+        ctx.target_config_path = args.target_config
     if args.checkpoint:
         ctx.checkpoint_path = args.checkpoint
     if args.cache:
@@ -56,8 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
     parser.add_argument("--tokenizer", type=CLI_PATH, help="tokenizer .model or .json")
+    parser.add_argument("--base-tokenizer", type=CLI_PATH,
+                        help="the tokenizer the checkpoint was trained with (yours must extend it)")
+    parser.add_argument("--target-config", type=CLI_PATH, help="a foreign trainer's config to gate: IndexTTS2 "
+                        "config.yaml (gpt.number_text_tokens) or a Chatterbox/T3 config (text_tokens_dict_size)")
     parser.add_argument("--checkpoint", type=CLI_PATH, help="checkpoint .safetensors / .pt / .pth")
     parser.add_argument("--cache", type=CLI_PATH, help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
     parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
     parser.add_argument("--freeze-until", type=int_at_least(0), help="first trainable text row (rows below stay frozen)")
-    parser.add_argument("--declared-vocab", type=int_at_least(1), help="a vocab size some config declares (n_vocab, number_text_tokens)")
+    parser.add_argument("--declared-vocab", type=int_at_least(1),
+                        help="a vocab size some other trainer's config declares (fails when it disagrees)")

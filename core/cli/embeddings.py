@@ -6,6 +6,7 @@ import argparse
 
 from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, add_group
+from core.errors import InputError
 from core.families import FAMILIES
 from core.tokenizers.vocab import INIT_METHODS
 from core.tables import render_mapping
@@ -14,6 +15,8 @@ from core.tables import render_mapping
 def _extend(args: argparse.Namespace) -> Result:
     from core.training.embeddings import extend_checkpoint  # torch loads only when the command runs
 
+    if args.write_config and not args.target_config:
+        raise InputError("--write-config needs --target-config IN (the foreign config to correct).")
     report = extend_checkpoint(
         args.checkpoint,
         args.base_tokenizer,
@@ -23,6 +26,8 @@ def _extend(args: argparse.Namespace) -> Result:
         init=args.init,
         allow_truncate=args.allow_truncate,
         seed=args.seed,
+        target_config=args.target_config,
+        write_config=args.write_config,
     )
     init = ", ".join(f"{m} {n}" for m, n in report["init"].items() if n) or "none (no new rows)"
     text = render_mapping(
@@ -31,12 +36,16 @@ def _extend(args: argparse.Namespace) -> Result:
             "family": report["family"],
             "tokenizer": f"{report['base_size']} -> {report['size']} ids",
             "rows": f"{report['rows_before']} -> {report['rows_after']}",
+            "family because": report["family_reason"],
             "base rows copied": report["base_rows_copied"],
             "new rows": init,
             "extra rows moved": (
                 f"{report['extra_rows_moved']['from']} -> {report['extra_rows_moved']['to']}"
                 if report["extra_rows_moved"] else "none"
             ),
+            **({"config written": f"{report['config']['output']} ({report['config']['key']}: "
+                                  f"{report['config']['before']} -> {report['config']['after']})"}
+               if report.get("config") else {}),
         }
     )
     return Result(report, text)
@@ -53,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Copy base rows bit for bit and initialise the rows of new pieces.\n"
             "fvt: mean of the base rows of the pieces the base tokenizer splits a new piece into\n"
-            "     (falls back to mean when the base knows none of them); mean: mean of the base rows;\n"
+            "     (falls back to mean when the base knows none of them); translit: fvt, and a piece the base\n"
+            "     cannot spell is romanized (anyascii; upper-cased for an upper-case base) and FVT runs over the\n"
+            "     romanization; mean: mean of the base rows;\n"
             "normal: N(mean, per-dimension std of the base rows). New head-bias entries start at the base mean."
         ),
     )
@@ -65,3 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--init", default="fvt", choices=INIT_METHODS, help="how new rows start (default: fvt)")
     parser.add_argument("--allow-truncate", action="store_true", help="allow the result to have fewer rows")
     parser.add_argument("--seed", type=int, default=0, help="random seed for --init normal")
+    parser.add_argument("--target-config", type=CLI_PATH, help="a foreign trainer's config (IndexTTS2 config.yaml, Chatterbox/T3 "
+                        "config) whose vocab size must follow the new tokenizer")
+    parser.add_argument("--write-config", type=CLI_PATH, help="write the --target-config copy with the vocab size corrected "
+                        "(atomic; never over an input)")

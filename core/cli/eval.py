@@ -32,7 +32,7 @@ def _tts(args: argparse.Namespace) -> Result:
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed)
+                                 wer=not args.no_wer, seed=args.seed, device=args.device)
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([
         f"checkpoint {result['checkpoint']} (step {result['step']}), {result['sentences']} sentences, "
@@ -57,3 +57,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")
     parser.add_argument("--no-wer", action="store_true", help="skip free decoding and its word error rate (slow on CPU)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="where synthesis runs: auto = CUDA when present (default), cpu, or cuda")

@@ -16,6 +16,8 @@ def _sampling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="nucleus sampling threshold in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--tokenizer", default=None, type=CLI_PATH, help="tokenizer file; must match the checkpoint's fingerprint")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="where the model runs: auto = CUDA when present (default), cpu, or cuda")
 
 
 def _check_sampling(args: argparse.Namespace) -> None:
@@ -39,13 +41,13 @@ def _synthesize(args: argparse.Namespace) -> Result:
     reference = args.reference
     if reference is not None:
         read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
-    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts")
+    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts", device=args.device)
     wav, report = synthesize(
         inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
     )
     output = write_wav(args.output, wav, report["sample_rate"])
     report["output"] = str(output)
-    shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf")}
+    shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf", "device")}
     shown["sentences"] = len(report["sentences"])
     return Result(report, render_mapping(shown))
 
@@ -76,7 +78,7 @@ def _generate(args: argparse.Namespace) -> Result:
     _check_sampling(args)
     if args.max_new_tokens < 1:
         raise InputError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1.")
-    inference = load_for_inference(args.checkpoint, load_settings(), args.tokenizer, task="lm")
+    inference = load_for_inference(args.checkpoint, load_settings(), args.tokenizer, task="lm", device=args.device)
     report = generate_text(inference, args.prompt, args.max_new_tokens, args.temperature, args.top_k or None, args.top_p, args.seed)
     return Result(report, f"{args.prompt}{report['text']}" if report["text"] else args.prompt)
 
@@ -88,8 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
             "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
-            "sentence ends and spoken sentence by sentence with progress; at most 5000 characters per call.\n"
-            "Text of which the tokenizer knows no character is refused. Reports the real-time factor."
+            "sentence ends; the sentences are generated together, 16 at a time, with progress; at most 5000\n"
+            "characters per call. Text of which the tokenizer knows no character is refused. Reports the\n"
+            "real-time factor and the device (--device auto uses CUDA when present)."
         ),
     )
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="TTS checkpoint (.pt from train or .safetensors from prune)")

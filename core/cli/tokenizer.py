@@ -11,6 +11,8 @@ from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
 from core.tokenizers.hf_merge import merge_hf_tokenizer
 from core.tokenizers.sp_extend import extend_sentencepiece
+from core.tokenizers.protect import DEFAULT_LANGUAGE
+from core.tokenizers.scripts import AUTO, SCRIPT_CHOICES
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.report import inspect_tokenizer
 from core.tokenizers.sweep import sweep_vocabulary_sizes
@@ -34,9 +36,14 @@ def _percent(value: float | None) -> str:
 
 def _drift_text(drift: dict[str, Any] | None) -> str:
     if drift is None:
-        return "not measured (pass --protect-corpus)"
-    return (f"{drift['lines_changed']} of {drift['lines_checked']} protected lines changed "
+        return "not measured (nothing protected: pass --protect-language or --protect-corpus)"
+    text = (f"{drift['lines_changed']} of {drift['lines_checked']} protected lines changed "
             f"({drift['lines_skipped_unk']} skipped: the base encodes them with unk)")
+    heldout = drift.get("heldout")
+    if heldout:
+        text += (f"; held out (not protected): {heldout['lines_changed']} of {heldout['lines_checked']} changed "
+                 f"({heldout['rate']:.2%})")
+    return text
 
 
 def _grow_text(report: dict[str, Any], action: str) -> str:
@@ -46,6 +53,7 @@ def _grow_text(report: dict[str, Any], action: str) -> str:
         "new size": report["new_size"],
         f"pieces {action}": report["pieces_added"],
         "characters forced in": report["characters_forced"],
+        "whole scripts added": ", ".join(f"{k} (+{n})" for k, n in report["scripts_added"].items()) or "none",
         "candidates available": report["candidates_available"],
         "candidates pruned": report["candidates_pruned"],
         "unk rate on corpus": _percent(report["unk_rate"]),
@@ -72,7 +80,8 @@ def _train(args: argparse.Namespace) -> Result:
 def _extend(args: argparse.Namespace) -> Result:
     lines = read_corpus_lines(args.corpus)
     protect = read_corpus_lines(args.protect_corpus, check_variety=False) if args.protect_corpus else None
-    report = extend_sentencepiece(args.base, lines, args.target_size, args.output, protect, args.character_coverage)
+    report = extend_sentencepiece(args.base, lines, args.target_size, args.output, protect, args.character_coverage,
+                                  args.add_script, args.protect_language)
     text = _grow_text(report, "added")
     if not report["reached_target"]:
         text += (f"\nstopped short of --target-size {report['target_size']}: this corpus offered "
@@ -85,7 +94,8 @@ def _extend(args: argparse.Namespace) -> Result:
 def _merge(args: argparse.Namespace) -> Result:
     lines = read_corpus_lines(args.corpus) if args.corpus else None
     protect = read_corpus_lines(args.protect_corpus, check_variety=False) if args.protect_corpus else None
-    report = merge_hf_tokenizer(args.base, args.output, args.add, lines, args.vocab_size, args.language_tag, protect)
+    report = merge_hf_tokenizer(args.base, args.output, args.add, lines, args.vocab_size, args.language_tag, protect,
+                                args.add_script, args.protect_language)
     text = _grow_text(report, "added") + f"\nmerges added  {report['merges_added']}"
     if report["language_tag"]:
         text += f"\nlanguage tag  {report['language_tag']} = id {report['language_tag_id']}"
@@ -155,17 +165,29 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                         help='pieces kept whole, e.g. "፡,።,፣"')
 
 
+def _add_vocabulary_guards(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--add-script", choices=SCRIPT_CHOICES, default=AUTO,
+                        help="add every letter of a script (auto: the corpus's script when most of its letters are "
+                             "Ethiopic; none: corpus characters only)")
+    parser.add_argument("--protect-language", default=DEFAULT_LANGUAGE, metavar="LANG",
+                        help="protect the base language's 20,000 most frequent words (wordfreq, cased like the base) "
+                             "and the digit strings 0-9999 (default: en; none: only --protect-corpus)")
+
+
 def _add_extend(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "extend", _extend, "extend a SentencePiece model with a new language",
                          "Append new-language pieces to a SentencePiece model. Base ids are unchanged; every\n"
-                         "corpus character is added; --protect-corpus lines keep their exact base encoding.")
+                         "corpus character is added (every Ethiopic letter for an Ethiopic corpus); the base\n"
+                         "language's common words, digit strings and --protect-corpus lines keep their exact\n"
+                         "base encoding.")
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.model")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
     parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.model")
     parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
-                        help="base-language lines whose encoding must not change")
+                        help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
+    _add_vocabulary_guards(parser)
 
 
 def _add_merge(commands: argparse._SubParsersAction) -> None:
@@ -179,7 +201,9 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--vocab-size", type=int_at_least(1), metavar="N", help="size of the addition trained on --corpus")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.json")
     parser.add_argument("--language-tag", metavar="TAG", help="e.g. am, added as the special token [am]")
-    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE")
+    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
+                        help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
+    _add_vocabulary_guards(parser)
 
 
 def _add_inspect(commands: argparse._SubParsersAction) -> None:

@@ -219,8 +219,11 @@ def evaluate_checkpoint(
     settings: Settings | None = None,
     wer: bool = True,
     seed: int = 0,
+    device: str = "auto",
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
+
+    Synthesis runs on `device` (`auto` = CUDA when present).
 
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
     sentence. The entry holds `checkpoint`, `step`, `language`, `sentences`, `chance`, the rows
@@ -240,7 +243,7 @@ def evaluate_checkpoint(
     checkpoint = settings.resolve(checkpoint_path)
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
-    inference = load_for_inference(checkpoint, settings, task="tts")  # a bad checkpoint fails before any rendering
+    inference = load_for_inference(checkpoint, settings, task="tts", device=device)  # a bad checkpoint fails before any rendering
     out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK

@@ -100,30 +100,77 @@ def embedding_like_keys(keys: set[str]) -> list[str]:
     return sorted(k for k in keys if any(h in k.lower() for h in _EMBEDDING_HINTS))
 
 
-def detect_family(state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> Family:
-    """Return the family of a checkpoint from its recorded metadata or, failing that, its keys.
+@dataclass(frozen=True)
+class FamilyDecision:
+    """A detected family and the reason it was chosen (what the doctor prints)."""
 
-    Metadata naming a family wins. Among key-compatible families, one whose marker keys are
-    present (IndexTTS's `mel_pos_embedding.*`, `conditioning_encoder.*`, …) is preferred over one
-    without markers; LinguaForge's own layout shares IndexTTS's text keys but not those markers.
-    Raises InputError when the metadata names an unknown family or no family fits, listing the
-    embedding-like keys seen.
+    family: Family
+    reason: str
+
+
+def _refuse_ambiguous(candidates: list[Family], rows: int, tokenizer_size: int | None) -> InputError:
+    names = ", ".join(f.name for f in candidates)
+    sizes = "; ".join(f"{f.name} needs {tokenizer_size + f.row_offset}" for f in candidates) if tokenizer_size else ""
+    against = (f" against the {tokenizer_size}-id tokenizer ({sizes})" if tokenizer_size else
+               " and no tokenizer size was given to compare them with")
+    return InputError(
+        f"cannot tell the checkpoint's family: its keys fit {names}, and its {rows} text rows decide nothing"
+        f"{against}. Pass --family {candidates[0].name} (or another of {names})."
+    )
+
+
+def explain_family(
+    state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None = None, tokenizer_size: int | None = None
+) -> FamilyDecision:
+    """Return the family of a checkpoint and why, from its metadata, keys, markers and rows.
+
+    Metadata naming a family wins. A checkpoint without LinguaForge metadata is never
+    `linguaforge` (our trainer always writes the record). Among the key-compatible families left,
+    marker keys decide (IndexTTS's `mel_pos_embedding.*`, `conditioning_encoder.*`, …), then the
+    text rows against `tokenizer_size` (12,001 rows for a 12,000-id tokenizer is IndexTTS).
+    Raises InputError when the metadata names an unknown family, no family's keys are present,
+    or several families still fit (asking for --family).
     """
     if metadata and metadata.get("family"):
-        return get_family(str(metadata["family"]))
+        return FamilyDecision(get_family(str(metadata["family"])), "recorded in the checkpoint's LinguaForge metadata")
     keys = set(state_dict)
     candidates = [f for f in FAMILIES.values() if f.matches_keys(keys)]
+    if not candidates:
+        seen = embedding_like_keys(keys) or sorted(keys)[:20]
+        expected = "; ".join(f"{f.name}: {', '.join(f.text_keys)}" for f in FAMILIES.values())
+        raise InputError(
+            f"unknown checkpoint layout: no family's text keys are present. Embedding-like keys seen: "
+            f"{', '.join(seen) or 'none'}. Expected ({expected}). Pass --family or add a family to core/families."
+        )
+    notes = []
+    if metadata is None:
+        foreign = [f for f in candidates if f.name != "linguaforge"]
+        if len(foreign) < len(candidates):
+            notes.append("no LinguaForge metadata, so not linguaforge")
+        candidates = foreign
+        if not candidates:
+            raise InputError(
+                "the checkpoint has LinguaForge's text keys but no LinguaForge metadata, and no foreign family "
+                "fits its keys. Pass --family linguaforge if LinguaForge wrote it without its record."
+            )
+    if len(candidates) == 1:
+        keys_of = ", ".join(candidates[0].text_keys)
+        return FamilyDecision(candidates[0], "; ".join([*notes, f"its keys ({keys_of}) fit only this family"]))
     marked = [f for f in candidates if f.marker_prefixes and f.has_markers(keys)]
-    if marked:
-        return marked[0]
-    unmarked = [f for f in candidates if not f.marker_prefixes]
-    if unmarked:
-        return unmarked[0]
-    if candidates:
-        return candidates[0]
-    seen = embedding_like_keys(keys) or sorted(keys)[:20]
-    expected = "; ".join(f"{f.name}: {', '.join(f.text_keys)}" for f in FAMILIES.values())
-    raise InputError(
-        f"unknown checkpoint layout: no family's text keys are present. Embedding-like keys seen: "
-        f"{', '.join(seen) or 'none'}. Expected ({expected}). Pass --family or add a family to core/families.py."
-    )
+    if len(marked) == 1:
+        prefixes = ", ".join(p + "*" for p in marked[0].marker_prefixes if any(k.startswith(p) for k in keys))
+        return FamilyDecision(marked[0], "; ".join([*notes, f"its marker keys ({prefixes}) are present"]))
+    rows = int(state_dict[candidates[0].embedding_key].shape[0])
+    if tokenizer_size is not None:
+        fitting = [f for f in candidates if rows_for(f, tokenizer_size) == rows]
+        if len(fitting) == 1:
+            reason = f"{rows} text rows = {tokenizer_size}-id tokenizer {fitting[0].row_offset:+d}"
+            return FamilyDecision(fitting[0], "; ".join([*notes, reason]))
+    raise _refuse_ambiguous(candidates, rows, tokenizer_size)
+
+
+def detect_family(
+    state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None = None, tokenizer_size: int | None = None
+) -> Family:
+    """Return the family of a checkpoint (see `explain_family` for the rules and what it raises)."""
+    return explain_family(state_dict, metadata, tokenizer_size).family

@@ -103,5 +103,5 @@ def plan_checkpoint_rows(
     Raises InputError for an unknown layout or family, missing text keys, and everything
     `plan_row_change` refuses.
     """
-    fam = detect_family(state_dict, meta) if family == "auto" else get_family(family)
+    fam = detect_family(state_dict, meta, base.size) if family == "auto" else get_family(family)
     return plan_row_change(fam, base, new, text_rows(fam, state_dict), allow_truncate)

@@ -20,8 +20,13 @@ from typing import Any
 from core.errors import InputError
 from core.fsutil import atomic_write_json, atomic_write_text
 from core.progress import Progress
+from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.tokenizer import HF, HFTokenizer, load_tokenizer
-from core.tokenizers.report import corpus_statistics, encode_many, lines_without_unk
+from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, protection
+from core.tokenizers.report import (
+    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk,
+)
+from core.tokenizers.romanize import base_is_uppercase
 from core.tokenizers.train import VocabularyTooLarge, hf_vocab_size, train_hf_bpe_json
 
 _AFFIXES = ("continuing_subword_prefix", "end_of_word_suffix")
@@ -78,6 +83,17 @@ def _additions(base: dict[str, Any], new: dict[str, Any]) -> Additions:
 def _join(spec: dict[str, Any], a: str, b: str) -> str:
     prefix = spec["model"].get("continuing_subword_prefix") or ""
     return a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
+
+
+def _bare(spec: dict[str, Any], token: str) -> str:
+    """Return `token` without the model's continuing-subword prefix and end-of-word suffix (its text in a line)."""
+    prefix = spec["model"].get("continuing_subword_prefix") or ""
+    suffix = spec["model"].get("end_of_word_suffix") or ""
+    if prefix and token.startswith(prefix):
+        token = token[len(prefix):]
+    if suffix and token.endswith(suffix):
+        token = token[: -len(suffix)]
+    return token
 
 
 def _tag_content(tag: str) -> str:
@@ -163,6 +179,10 @@ def _protect_loop(
     tokens no remaining merge builds.
     """
     current = reachable_additions(base_spec, additions)
+    normalizer = base.raw.normalizer
+    forms = [normalizer.normalize_str(line) for line in protect] if normalizer is not None else None
+    texts = [_bare(base_spec, t) for t in current.tokens + [_join(base_spec, a, b) for a, b in current.merges]]
+    protect = lines_containing(protect, texts + ([_tag_content(language_tag)] if language_tag else []), forms)
     base_ids = encode_many(base, protect)
     pruned = 0
     rounds = 0
@@ -191,6 +211,20 @@ def _protect_loop(
         current = reachable_additions(
             base_spec, Additions(current.tokens, [m for m in current.merges if m not in culprits])
         )
+
+
+def _with_scripts(
+    base_spec: dict[str, Any], additions: Additions, choice: str | None, lines: Sequence[str]
+) -> tuple[Additions, dict[str, int]]:
+    """Return the additions with every missing character of the chosen scripts appended, and the count per script."""
+    added: dict[str, int] = {}
+    tokens = list(additions.tokens)
+    for script in resolve_scripts(choice, lines):
+        taken = _taken(base_spec) | set(tokens)
+        extra = [c for c in script_characters(script) if c not in taken]
+        tokens += extra
+        added[script] = len(extra)
+    return Additions(tokens, additions.merges), added
 
 
 def _new_spec(
@@ -223,13 +257,20 @@ def merge_hf_tokenizer(
     vocab_size: int | None = None,
     language_tag: str | None = None,
     protect_lines: Sequence[str] | None = None,
+    add_script: str | None = AUTO,
+    protect_language: str | None = DEFAULT_LANGUAGE,
+    lexicon_size: int = DEFAULT_LEXICON_SIZE,
 ) -> dict[str, Any]:
     """Merge a new-language tokenizer (`add_path`, or one trained on `corpus_lines`) into the base.
 
     Writes OUTPUT (tokenizer.json) and OUTPUT's .report.json atomically; returns the report:
     base_size, new_size, pieces_added, merges_added, language_tag and its id, characters_forced,
     candidates_available, candidates_pruned, corpus statistics and unk_rate (corpus mode),
-    added_pieces_used, base_drift (None without a protect corpus). Raises InputError for a base
+    added_pieces_used, base_drift (None when nothing is protected: the protect corpus less a
+    held-out tenth plus the built-in lexicon of `protect_language`; `heldout` is the drift on
+    the held-out lines), scripts_added. `add_script`
+    (`auto`: the dominant script of the corpus or of the addition's vocabulary; `none`;
+    `ethiopic`) adds every assigned character of that script as a vocabulary entry. Raises InputError for a base
     or addition that is not an HF BPE tokenizer, a bad option combination, or a vocabulary
     size the corpus cannot support.
     """
@@ -238,20 +279,23 @@ def merge_hf_tokenizer(
     base_size = hf_vocab_size(base_spec)
     new_spec = _new_spec(base_spec, Path(add_path) if add_path else None, corpus_lines, vocab_size)
     additions = _additions(base_spec, new_spec)
+    additions, scripts_added = _with_scripts(base_spec, additions, add_script, corpus_lines or additions.tokens)
     progress = Progress("tokenizer merge", total=2, interval=0.0)
     progress.update(1, candidates=len(additions.tokens))
     drift: dict[str, Any] | None = None
     kept = reachable_additions(base_spec, additions)
     pruned = 0
-    if protect_lines:
-        unique = list(dict.fromkeys(protect_lines))
-        protect = lines_without_unk(base, unique)
+    wanted, heldout, lexicon = protection(protect_lines, protect_language, base_is_uppercase(base), lexicon_size)
+    if wanted:
+        protect = lines_without_unk(base, wanted)
         kept, pruned, rounds = _protect_loop(base_spec, base, additions, language_tag, protect, output, progress)
-        drift = {"lines_checked": len(protect), "lines_skipped_unk": len(unique) - len(protect),
-                 "lines_changed": 0, "rounds": rounds}
+        drift = {"lines_checked": len(protect), "lines_skipped_unk": len(wanted) - len(protect),
+                 "lines_changed": 0, "rounds": rounds, "protected": lexicon}
     spec, merges_added, tag_id = build_merged_spec(base_spec, kept.tokens, kept.merges, language_tag)
     merged = _as_tokenizer(spec, output)
     stats = corpus_statistics(merged, corpus_lines, base_size) if corpus_lines else None
+    if drift is not None:
+        drift["heldout"] = heldout_drift(base, merged, heldout)
     atomic_write_text(output, json.dumps(spec, ensure_ascii=False, indent=2) + "\n")
     progress.update(1)
     report = {
@@ -271,6 +315,7 @@ def merge_hf_tokenizer(
         "added_pieces_used": stats["added_pieces_used"] if stats else None,
         "corpus": stats,
         "base_drift": drift,
+        "scripts_added": scripts_added,
     }
     report_path = output.with_suffix(".report.json")
     atomic_write_json(report_path, report)

@@ -81,6 +81,24 @@ def corpus_statistics(tokenizer: Tokenizer, lines: Sequence[str], base_size: int
     return stats
 
 
+def lines_containing(lines: Sequence[str], pieces: Sequence[str], forms: Sequence[str] | None = None) -> list[str]:
+    """Return the lines whose text (`forms[i]`, e.g. the normalised line, else the line) contains one of `pieces`.
+
+    A tokenizer extension can only change how a line encodes if some added piece occurs in it,
+    so protect loops verify just these lines.
+    """
+    wanted = {p for p in pieces if p}
+    if not wanted:
+        return []
+    longest = max(len(p) for p in wanted)
+    texts = forms if forms is not None else lines
+    found = []
+    for line, text in zip(lines, texts):
+        if any(text[i:j] in wanted for i in range(len(text)) for j in range(i + 1, min(len(text), i + longest) + 1)):
+            found.append(line)
+    return found
+
+
 def lines_without_unk(tokenizer: Tokenizer, lines: Sequence[str]) -> list[str]:
     """Return the lines `tokenizer` encodes without its unk id (all lines when it has none)."""
     if tokenizer.unk_id is None:
@@ -119,6 +137,12 @@ def measure_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str]) -> Drif
         if old_ids != new_ids
     ]
     return Drift(len(lines), len(changed), changed)
+
+
+def heldout_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str]) -> dict[str, Any] | None:
+    """Return the drift on held-out base-language lines the base encodes without unk (None without lines)."""
+    usable = lines_without_unk(base, list(lines))
+    return measure_drift(base, new, usable).as_dict() if usable else None
 
 
 def inspect_tokenizer(

@@ -20,11 +20,17 @@ from typing import Any
 from core.errors import InputError
 from core.fsutil import atomic_write_json
 from core.progress import Progress
+from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.sp_proto import NORMAL, parse_model_proto
 from core.tokenizers.tokenizer import SENTENCEPIECE, SentencePieceTokenizer, load_tokenizer
-from core.tokenizers.report import corpus_statistics, encode_many, lines_without_unk
+from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, protection
+from core.tokenizers.report import (
+    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk,
+)
+from core.tokenizers.romanize import base_is_uppercase
 from core.tokenizers.train import SentencePieceOptions, train_sentencepiece_bytes, write_sentencepiece
 
+WORD_BOUNDARY = "▁"
 _BUILTIN_NORMALIZERS = ("nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity")
 _MODEL_TYPES = {1: "unigram", 2: "bpe"}
 _COPIED_TRAINER_FIELDS = (
@@ -158,6 +164,8 @@ def _protect_loop(
     selected = multi[:needed]
     next_index = len(selected)
     pruned: set[str] = set()
+    additions = [c.piece for c in chars + multi]
+    protect = lines_containing(protect, additions, [base.processor.normalize(line) for line in protect])
     base_ids = encode_many(base, protect)
     rounds = 0
     while True:
@@ -194,14 +202,21 @@ def extend_sentencepiece(
     output: str | os.PathLike[str],
     protect_lines: Sequence[str] | None = None,
     character_coverage: float = 1.0,
+    add_script: str | None = AUTO,
+    protect_language: str | None = DEFAULT_LANGUAGE,
+    lexicon_size: int = DEFAULT_LEXICON_SIZE,
 ) -> dict[str, Any]:
     """Extend the SentencePiece model at `base_path` to `target_size` pieces for `corpus_lines`.
 
     Writes OUTPUT (.model), the matching .vocab and a .report.json, all atomically, and returns
     the report: base_size, new_size, target_size, reached_target, pieces_added,
     characters_forced (count and list), candidates_available, candidates_pruned, corpus
-    statistics (unk_rate, added_pieces_used, …) and base_drift on the protect corpus (None
-    without one). Raises InputError for a base that is not a SentencePiece model, a target not
+    statistics (unk_rate, added_pieces_used, …) and base_drift (None when nothing is protected):
+    the protected lines — `protect_lines` less a held-out tenth, plus the built-in lexicon of
+    `protect_language` (`core.tokenizers.protect`, cased like the base) — encode exactly as with
+    the base, and `heldout` gives the drift on the held-out lines that were not protected. `add_script` (`auto`: the corpus's dominant script; `none`; `ethiopic`) forces
+    in every assigned character of that script too (`scripts_added`: characters each added).
+    Raises InputError for a base that is not a SentencePiece model, a target not
     above the base size, or a target too small to hold every new character.
     """
     base_path, output = Path(base_path), Path(output)
@@ -217,11 +232,19 @@ def extend_sentencepiece(
     normalized = [base.processor.normalize(line) for line in corpus_lines]
     char_counts = Counter(c for line in normalized for c in line)
     forced = [c for c in _covered_characters(char_counts, character_coverage) if c not in base_pieces]
+    scripts_added: dict[str, int] = {}
+    for script in resolve_scripts(add_script, normalized):
+        taken = base_pieces | set(forced)
+        extra = [c for c in script_characters(script)
+                 if c not in taken and base.processor.normalize(c).lstrip(WORD_BOUNDARY) == c]
+        forced += extra
+        scripts_added[script] = len(extra)
     needed = target_size - base_size - len(forced)
     if needed < 0:
         raise InputError(
             f"--target-size {target_size} cannot hold the {len(forced)} characters of the corpus that "
-            f"{base_path} lacks. Pass --target-size {base_size + len(forced)} or more."
+            f"{base_path} lacks{' (with every letter of ' + ', '.join(scripts_added) + ')' if scripts_added else ''}. "
+            f"Pass --target-size {base_size + len(forced)} or more."
         )
     progress = Progress("tokenizer extend", total=3, interval=0.0)
     found, temp_scores = _train_candidates(
@@ -229,18 +252,20 @@ def extend_sentencepiece(
     )
     progress.update(1, candidates=len(found))
     chars, multi = _scored_candidates(forced, found, temp_scores, base_min)
-    protect = lines_without_unk(base, list(dict.fromkeys(protect_lines))) if protect_lines else []
+    wanted, heldout, lexicon = protection(protect_lines, protect_language, base_is_uppercase(base), lexicon_size)
+    protect = lines_without_unk(base, wanted)
     drift: dict[str, Any] | None = None
     pruned_count = 0
-    if protect_lines:
+    if wanted:
         selected, pruned_count, rounds = _protect_loop(
             base_proto, base, chars, multi, needed, protect, output, progress
         )
         drift = {
             "lines_checked": len(protect),
-            "lines_skipped_unk": len(set(protect_lines)) - len(protect),
+            "lines_skipped_unk": len(wanted) - len(protect),
             "lines_changed": 0,
             "rounds": rounds,
+            "protected": lexicon,
         }
     else:
         selected = multi[:needed]
@@ -249,6 +274,8 @@ def extend_sentencepiece(
     model_bytes = proto.SerializeToString()
     extended = SentencePieceTokenizer(output, model_bytes)
     stats = corpus_statistics(extended, corpus_lines, base_size)
+    if drift is not None:
+        drift["heldout"] = heldout_drift(base, extended, heldout)
     model_path, vocab_path = write_sentencepiece(model_bytes, output)
     progress.update(1)
     new_size = len(proto.pieces)
@@ -263,6 +290,7 @@ def extend_sentencepiece(
         "pieces_added": new_size - base_size,
         "characters_forced": len(chars),
         "forced_characters": "".join(c.piece for c in chars),
+        "scripts_added": scripts_added,
         "candidates_available": len(found),
         "candidates_pruned": pruned_count,
         "unk_rate": stats["unk_rate"],

@@ -10,7 +10,7 @@ from core.fsutil import sha256_file
 from core.tokenizers.tokenizer import Tokenizer
 
 TOKENIZER_SUFFIXES = (".model", ".json")
-INIT_METHODS = ("fvt", "mean", "normal")  # how rows of new pieces are made (core.training.embeddings)
+INIT_METHODS = ("fvt", "translit", "mean", "normal")  # how rows of new pieces are made (core.training.embeddings)
 
 
 def first_difference(base: Tokenizer, new: Tokenizer, limit: int | None = None) -> int | None:

@@ -5,10 +5,17 @@ windows of 50 batches, then a shuffle of the batch order), so padding stays smal
 the padding share. Its position (epoch, batch index) is saved in checkpoints, so a resumed run
 sees exactly the batches an uninterrupted run would. With several processes each rank takes
 every world-th batch.
+
+`Prefetcher` prepares batches ahead in a background thread (samples read in bulk a window of
+batches at a time, collated, pinned on CUDA) and hands them over with non-blocking copies; each
+batch carries the Batcher position after it, so what a checkpoint saves is the position of the
+last batch trained on, never of one only prepared.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -27,16 +34,24 @@ BUCKET_WINDOW = 50
 
 @dataclass
 class SampleSet:
-    """The samples of one split: `items[i]` is loaded by `load(i)`, `lengths[i]` is its token count."""
+    """The samples of one split: `items[i]` is loaded by `load(i)`, `lengths[i]` is its token count.
+
+    `load_many(indices)`, where given, reads many samples in one bulk pass (`take` uses it).
+    """
 
     lengths: list[int]
     load: Callable[[int], Any]
     n_bytes: int = 0
     filtered: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    load_many: Callable[[list[int]], list[Any]] | None = None
 
     def __len__(self) -> int:
         return len(self.lengths)
+
+    def take(self, indices: list[int]) -> list[Any]:
+        """Return the samples at `indices`, read in bulk where the set supports it."""
+        return self.load_many(indices) if self.load_many is not None else [self.load(i) for i in indices]
 
 
 def special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
@@ -89,24 +104,42 @@ def load_text_corpus(
     }
 
 
-def collate_lm(samples: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Return `ids` [B, T] (inputs) and `targets` [B, T] (IGNORE at padding) for LM sequences."""
+def collate_lm(samples: list[list[int]], pad_id: int) -> dict[str, Any]:
+    """Return `ids` [B, T] (inputs), `targets` [B, T] (IGNORE at padding) and `n_tokens` (an int)."""
     inputs = pad_sequence([torch.tensor(s[:-1]) for s in samples], batch_first=True, padding_value=pad_id)
     targets = pad_sequence([torch.tensor(s[1:]) for s in samples], batch_first=True, padding_value=IGNORE)
-    return {"ids": inputs, "targets": targets}
+    return {"ids": inputs, "targets": targets, "n_tokens": sum(len(s) - 1 for s in samples)}
 
 
-def collate_tts(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Return the padded TTS batch (`text_ids`, `codes`, `ref_mel` and their lengths)."""
-    def pad(key: str) -> tuple[torch.Tensor, torch.Tensor]:
+def collate_tts(samples: list[dict[str, torch.Tensor]], model_config: Any = None) -> dict[str, Any]:
+    """Return the padded TTS batch (`text_ids`, `codes`, `ref_mel` and their lengths) and `n_tokens`.
+
+    With `model_config` (a TTSConfig) the batch also carries the model's `sequence_layout`, built
+    here on the host so the training step never reads lengths back from the device.
+    """
+    def pad(key: str) -> tuple[torch.Tensor, list[int]]:
         tensors = [torch.as_tensor(s[key]) for s in samples]
-        return pad_sequence(tensors, batch_first=True), torch.tensor([len(t) for t in tensors])
+        return pad_sequence(tensors, batch_first=True), [len(t) for t in tensors]
 
     text, text_lengths = pad("text_ids")
     codes, code_lengths = pad("codes")
     mel, mel_lengths = pad("ref_mel")
-    return {"text_ids": text.long(), "text_lengths": text_lengths, "codes": codes.long(), "code_lengths": code_lengths,
-            "ref_mel": mel.float(), "ref_lengths": mel_lengths}
+    batch: dict[str, Any] = {
+        "text_ids": text.long(), "text_lengths": torch.tensor(text_lengths), "codes": codes.long(),
+        "code_lengths": torch.tensor(code_lengths), "ref_mel": mel.float(), "ref_lengths": torch.tensor(mel_lengths),
+        # scored positions: every text id plus stop_text, every code plus stop_speech
+        "n_tokens": sum(text_lengths) + sum(code_lengths) + 2 * len(samples),
+    }
+    if model_config is not None:
+        from models.tts import sequence_layout
+
+        batch.update(sequence_layout(text, text_lengths, codes, code_lengths, model_config))
+    return batch
+
+
+def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Return `batch` with its tensors on `device` (non-blocking copies; pin them first for overlap)."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
 class Batcher:
@@ -149,6 +182,10 @@ class Batcher:
             self.index += 1
             yield batch
 
+    def upcoming(self, count: int) -> list[list[int]]:
+        """Return up to `count` batches that follow the current position within this epoch."""
+        return self._batches[self.index : self.index + count]
+
     def padding_share(self, epoch: int = 0) -> float:
         """Return the share of padded positions over the batches of `epoch` (0 = no padding)."""
         padded = real = 0
@@ -171,3 +208,80 @@ class Batcher:
 def eval_batches(n: int, batch_size: int) -> list[list[int]]:
     """Return consecutive index batches covering 0..n-1 (validation order, no shuffle)."""
     return [list(range(s, min(n, s + batch_size))) for s in range(0, n, batch_size)]
+
+
+class Prefetcher:
+    """Collated batches of a Batcher, prepared `depth` ahead in a background thread.
+
+    Every `window` batches the thread asks the samples to read the next window's items in bulk
+    (`SampleSet.load_many`), then collates batch by batch; on CUDA the tensors are pinned so the
+    copy to the device overlaps the step. `depth` 0 prepares each batch in the caller's thread.
+    `position` is the Batcher position after the last batch handed out. Errors of the thread are
+    raised by `next()`. Call `close()` when done.
+    """
+
+    def __init__(
+        self, batcher: Batcher, samples: SampleSet, collate: Callable[[list[Any]], dict[str, Any]],
+        device: torch.device, depth: int = 4, window: int = BUCKET_WINDOW,
+    ) -> None:
+        self.batcher, self.samples, self.collate = batcher, samples, collate
+        self.device, self.window = device, window
+        self.position = batcher.state_dict()
+        self._indices = iter(batcher)
+        self._warm_left = 0
+        self._pin = device.type == "cuda"
+        self._queue: queue.Queue = queue.Queue(maxsize=max(depth, 1))
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+        if depth > 0:
+            self._thread = threading.Thread(target=self._fill, name="batch-prefetch", daemon=True)
+            self._thread.start()
+
+    def _make(self) -> tuple[dict[str, Any], dict[str, int]]:
+        indices = next(self._indices)
+        position = self.batcher.state_dict()
+        if self._warm_left == 0 and self.samples.load_many is not None:
+            ahead = [indices, *self.batcher.upcoming(self.window - 1)]
+            self.samples.load_many([i for batch in ahead for i in batch])  # one bulk read for the window
+            self._warm_left = len(ahead)
+        self._warm_left = max(self._warm_left - 1, 0)
+        batch = self.collate(self.samples.take(indices))
+        if self._pin:
+            batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        return batch, position
+
+    def _fill(self) -> None:
+        try:
+            while not self._closed.is_set():
+                item = self._make()
+                while not self._closed.is_set():
+                    try:
+                        self._queue.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as exc:  # noqa: BLE001 — handed to the training thread, raised there
+            self._queue.put((exc, None))
+
+    def next(self) -> dict[str, Any]:
+        """Return the next batch on the device; raises what preparing it raised."""
+        if self._thread is None:
+            batch, position = self._make()
+        else:
+            batch, position = self._queue.get()
+            if isinstance(batch, BaseException):
+                self.close()
+                raise batch
+        self.position = position
+        return to_device(batch, self.device)
+
+    def close(self) -> None:
+        """Stop the background thread and drop prepared batches."""
+        self._closed.set()
+        if self._thread is not None:
+            while self._thread.is_alive():
+                try:
+                    self._queue.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            self._thread = None

@@ -2,7 +2,9 @@
 
 Base rows are copied bit for bit; rows of new pieces are made by `fvt` (mean of the base rows of
 the pieces the base tokenizer splits the new piece into, falling back to `mean` when the base
-knows none of them), `mean` (mean of the base rows) or `normal` (N(mean, per-dimension std)).
+cannot spell it), `translit` (`fvt`, and for a piece the base cannot spell, FVT over its
+romanization), `mean` (mean of the base rows) or `normal` (N(mean, per-dimension std)). The
+report and the checkpoint metadata (`init_rows`) count the rows each method actually made.
 A family's extra rows (IndexTTS's never-indexed row) move to the new end. New head-bias entries
 start at the base mean.
 """
@@ -19,8 +21,9 @@ import torch
 
 from core.checkpoint import SAFETENSORS_SUFFIXES, TORCH_SUFFIXES, CheckpointMeta, load_checkpoint, save_checkpoint
 from core.errors import InputError
-from core.families import Family, detect_family, get_family
+from core.families import Family, FamilyDecision, explain_family, get_family
 from core.families.rows import RowChange, plan_row_change, text_rows
+from core.families.target_config import read_target_config, write_corrected_config
 from core.tokenizers.tokenizer import SENTENCEPIECE, Tokenizer, load_tokenizer
 from core.tokenizers.vocab import INIT_METHODS
 
@@ -34,6 +37,7 @@ class RowPlan:
 
     change: RowChange
     sources: list[list[int] | None]
+    methods: list[str]
 
     @property
     def keep(self) -> int:
@@ -55,28 +59,39 @@ class RowPlan:
         """Return the family's trailing extra rows."""
         return self.change.family.row_offset
 
-    def methods(self, init: str) -> list[str]:
-        """Return the init method actually used for each new row (`fvt` falls back to `mean`)."""
-        if init != "fvt":
-            return [init] * len(self.sources)
-        return ["fvt" if s else "mean" for s in self.sources]
+
+def _spelling(base: Tokenizer, text: str, skip: set[int | None]) -> list[int]:
+    ids = base.encode(text)
+    if base.unk_id is not None and base.unk_id in ids:
+        return []
+    ignored = skip if text.strip() else {base.unk_id}
+    return [i for i in ids if i not in ignored]
 
 
-def fvt_sources(base: Tokenizer, pieces: list[str]) -> list[list[int]]:
-    """Return, for each piece, the base ids whose rows FVT averages: the known pieces the base splits it into.
+def fvt_sources(base: Tokenizer, pieces: list[str], translit: bool = False) -> list[tuple[list[int], str]]:
+    """Return, for each piece, (the base ids whose rows are averaged, the method that found them).
 
-    Unknown ids and a bare word-boundary piece added in front of other content are left out, so a
-    piece the base cannot spell yields an empty list.
+    `fvt`: the pieces the base splits it into. A piece the base cannot spell (its encoding holds
+    the unk id) gets, with `translit`, the pieces of its romanization (`translit`), else nothing
+    (`mean`: the caller uses the mean of all base rows). A bare word-boundary piece added in front
+    of other content is left out.
     """
+    from core.tokenizers.romanize import base_is_uppercase, romanize
+
     sentencepiece = base.kind == SENTENCEPIECE
     skip = {base.unk_id}
     if sentencepiece:
         skip.update(i for i, p in enumerate(base.pieces()) if p == WORD_BOUNDARY)
+    uppercase = translit and base_is_uppercase(base)
     result = []
     for piece in pieces:
         text = piece.replace(WORD_BOUNDARY, " ") if sentencepiece else piece
-        ignored = skip if text.strip() else {base.unk_id}
-        result.append([i for i in base.encode(text) if i not in ignored])
+        ids = _spelling(base, text, skip)
+        if ids:
+            result.append((ids, "fvt"))
+            continue
+        ids = _spelling(base, romanize(text, uppercase), skip) if translit else []
+        result.append((ids, "translit") if ids else ([], "mean"))
     return result
 
 
@@ -92,8 +107,13 @@ def plan_rows(
         raise InputError(f"init {init!r} is not one of {', '.join(INIT_METHODS)}.")
     change = plan_row_change(family, base, new, source_rows, allow_truncate)
     new_pieces = [new.piece(i) for i in range(change.kept, new.size)]
-    sources = fvt_sources(base, new_pieces) if init == "fvt" else [None] * len(new_pieces)
-    return RowPlan(change, sources)
+    if init in ("fvt", "translit"):
+        found = fvt_sources(base, new_pieces, translit=init == "translit")
+        sources: list[list[int] | None] = [ids for ids, _ in found]
+        methods = [method for _, method in found]
+    else:
+        sources, methods = [None] * len(new_pieces), [init] * len(new_pieces)
+    return RowPlan(change, sources, methods)
 
 
 def _new_rows(base_rows: torch.Tensor, plan: RowPlan, init: str, generator: torch.Generator) -> torch.Tensor:
@@ -152,7 +172,8 @@ def extend_state_dict(
     """Return (new state dict, report) with the family's text tensors resized from `base` to `new`.
 
     Other tensors are passed through untouched. The report holds base/new sizes, rows before and
-    after, `init` counts per method and the shape change of each text tensor.
+    after, `init` (rows made per method: `fvt`, `translit`, `mean`, `normal`, zeros included) and
+    the shape change of each text tensor.
     Raises InputError on a missing key, a non-extension tokenizer, too few rows or an unallowed shrink.
     """
     source_rows = text_rows(family, state_dict)
@@ -163,7 +184,7 @@ def extend_state_dict(
     for key in family.text_keys:
         result[key] = resize_text_tensor(state_dict[key], plan, init, generator, is_bias=key == family.head_bias_key)
         shapes[key] = {"before": list(state_dict[key].shape), "after": list(result[key].shape)}
-    methods = Counter(plan.methods(init))
+    methods = Counter(plan.methods)
     report = {
         "family": family.name,
         "base_size": base.size,
@@ -179,6 +200,14 @@ def extend_state_dict(
     return result, report
 
 
+def init_record(report: Mapping[str, Any]) -> tuple[str | None, dict[str, int] | None]:
+    """Return (init, init_rows) for checkpoint metadata from an extension report: the methods that
+    made rows joined by `+` (e.g. `fvt+mean`) and the rows each made (e.g. `{"fvt": 457, "mean": 43}`);
+    (None, None) when no row was made."""
+    made = {m: n for m, n in report["init"].items() if n}
+    return ("+".join(made), made) if made else (None, None)
+
+
 def extend_checkpoint(
     checkpoint_path: str | os.PathLike[str],
     base_tokenizer_path: str | os.PathLike[str],
@@ -188,13 +217,20 @@ def extend_checkpoint(
     init: str = "fvt",
     allow_truncate: bool = False,
     seed: int = 0,
+    target_config: str | os.PathLike[str] | None = None,
+    write_config: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Write a copy of the checkpoint resized for the extended tokenizer and return the report.
 
     The output (atomic, `.safetensors` or `.pt`) carries LinguaForge metadata: family, tokenizer
-    fingerprint and size, base_size, init, parent (sha256 of the input). Optimizer state of a
-    wrapped input is not carried over (its shapes no longer fit).
-    Raises InputError on unreadable inputs, a non-extension tokenizer, or the output equal to the input.
+    fingerprint and size, base_size, init (the methods that made rows, joined by `+`), init_rows
+    (rows per method), parent (sha256 of the input). The family comes from the metadata, keys and
+    rows against the base tokenizer (`family="auto"`); the report says why (`family_reason`).
+    With `write_config`, a copy of the foreign `target_config` with its vocab size set to the new
+    tokenizer's is written too (report `config`). Optimizer state of a wrapped input is not
+    carried over (its shapes no longer fit).
+    Raises InputError on unreadable inputs, an undecidable family, a non-extension tokenizer, or
+    an output equal to an input.
     """
     output = Path(output_path)
     if output.suffix.lower() not in SAFETENSORS_SUFFIXES + TORCH_SUFFIXES:
@@ -204,8 +240,20 @@ def extend_checkpoint(
     base = load_tokenizer(base_tokenizer_path)
     new = load_tokenizer(tokenizer_path)
     loaded = load_checkpoint(checkpoint_path)
-    fam = detect_family(loaded.state_dict, loaded.meta) if family == "auto" else get_family(family)
+    if family == "auto":
+        decision = explain_family(loaded.state_dict, loaded.meta, base.size)
+    else:
+        decision = FamilyDecision(get_family(family), "given with --family")
+    fam = decision.family
+    if write_config is not None:
+        if target_config is None:
+            raise InputError("--write-config needs --target-config IN (the foreign config to correct).")
+        inputs = (checkpoint_path, base_tokenizer_path, tokenizer_path, output)
+        if Path(write_config).resolve() in {Path(p).resolve() for p in inputs}:
+            raise InputError(f"{write_config}: --write-config would overwrite an input or the output; choose another path.")
+        read_target_config(target_config)  # refuse a bad config before any file is written
     state_dict, report = extend_state_dict(loaded.state_dict, fam, base, new, init, allow_truncate, seed)
+    init_name, init_rows = init_record(report)
     old = loaded.meta or {}
     meta = CheckpointMeta(
         family=fam.name,
@@ -214,12 +262,18 @@ def extend_checkpoint(
         tokenizer_size=new.size,
         rows=report["rows_after"],
         base_size=report["base_rows_copied"],
-        init=init,
+        init=init_name,
+        init_rows=init_rows,
         parent=loaded.sha256,
         codec_fingerprint=old.get("codec_fingerprint"),
         model_config=old.get("model_config"),
         step=old.get("step"),
     )
     save_checkpoint(output, state_dict, meta)
-    report.update({"output": str(output), "parent": loaded.sha256, "dropped_keys": loaded.dropped})
+    report.update({"output": str(output), "parent": loaded.sha256, "dropped_keys": loaded.dropped,
+                   "family_reason": decision.reason, "config": None})
+    if write_config is not None:
+        before = read_target_config(target_config)
+        after = write_corrected_config(target_config, write_config, new.size, inputs=(checkpoint_path, output))
+        report["config"] = {"output": str(after.path), "key": after.key, "before": before.vocab, "after": after.vocab}
     return report

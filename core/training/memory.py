@@ -31,18 +31,22 @@ def sequence_length(config: dict[str, Any], task: str) -> int:
     return config["max_text_tokens"] + 1
 
 
-def estimate_bytes(config: dict[str, Any], task: str, batch: int, half_activations: bool) -> dict[str, int]:
+def estimate_bytes(
+    config: dict[str, Any], task: str, batch: int, half_activations: bool, checkpointing: bool = False
+) -> dict[str, int]:
     """Return `{"parameters", "states", "activations", "total"}` in bytes for one optimiser step.
 
     States are fp32 weights, gradients and two AdamW moments; activations follow the
     transformer estimate of Korthikanti et al. (34·T·D per layer and sample in 16-bit, plus
     5·heads·T² for explicit attention scores) and the fp32 logits of both heads with their gradients.
+    With activation `checkpointing` only each block's fp32 input is kept, plus one block recomputed.
     """
     params = parameter_count(config, task)
     T, d, heads = sequence_length(config, task), config["d_model"], config.get("n_heads", 1)
     width = 1 if half_activations else 2
     scores = 5 * heads * T * T if config.get("attention") == "naive" else 0  # fused attention keeps no T×T scores
-    per_sample = config["n_layers"] * (34 * T * d + scores) * width
+    block = (34 * T * d + scores) * width
+    per_sample = config["n_layers"] * 4 * T * d + block if checkpointing else config["n_layers"] * block
     vocab = config["text_rows"] + (config.get("codebook_size", 0) + 2 if task == "tts" else 0)
     logits = T * vocab * 4 * 2
     activations = batch * (per_sample + logits)
@@ -62,11 +66,18 @@ def free_bytes(device: str) -> int | None:
     return None
 
 
-def largest_fitting_batch(config: dict[str, Any], task: str, half: bool, budget: int, upper: int) -> int:
+def largest_fitting_batch(
+    config: dict[str, Any], task: str, half: bool, budget: int, upper: int, checkpointing: bool = False
+) -> int:
     """Return the largest batch size ≤ `upper` whose estimate fits `budget` bytes (0 when none does)."""
-    best = 0
-    for batch in range(1, upper + 1):
-        if estimate_bytes(config, task, batch, half)["total"] > budget:
-            break
-        best = batch
-    return best
+    one = estimate_bytes(config, task, 1, half, checkpointing)
+    if one["total"] > budget:
+        return 0
+    return min(upper, (budget - one["states"]) // max(one["activations"], 1))
+
+
+def micro_batch_plan(effective: int, largest: int) -> tuple[int, int]:
+    """Return (batch.size, batch.accumulate) with the largest micro-batch ≤ `largest` that divides
+    the `effective` batch exactly, so the optimisation does not change."""
+    size = max(d for d in range(1, min(effective, max(largest, 1)) + 1) if effective % d == 0)
+    return size, effective // size

@@ -36,10 +36,19 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> tuple[list[dict],
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> tuple[torch.optim.AdamW, list[str]]:
-    """Return an AdamW over the trainable parameters of `model` and the names in state order."""
+    """Return an AdamW over the trainable parameters of `model` and the names in state order.
+
+    On CUDA the fused kernel (one launch for all parameters) is used when every parameter is a
+    floating-point CUDA tensor, the multi-tensor `foreach` one otherwise; on the CPU torch's default.
+    """
     groups, names = parameter_groups(model, config.weight_decay)
-    fused = all(p.is_cuda for g in groups for p in g["params"]) and bool(names)
-    optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=tuple(config.betas), fused=fused or None)
+    params = [p for g in groups for p in g["params"]]
+    kind: dict[str, bool] = {}
+    if params and all(p.is_cuda and p.is_floating_point() for p in params):
+        kind = {"fused": True}
+    elif any(p.is_cuda for p in params):
+        kind = {"foreach": True}
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=tuple(config.betas), **kind)
     return optimizer, names
 
 

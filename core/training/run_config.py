@@ -26,6 +26,7 @@ PRESETS_DIR = REPO_ROOT / "config" / "presets"
 TASKS = ("tts", "lm")
 FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+COMPILE_MODES = (True, False, "auto")
 # How `best.pt` may be chosen: the metric and whether lower is better.
 BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False}
 EVAL_REFERENCES = ("dataset", "espeak")
@@ -33,12 +34,16 @@ EVAL_REFERENCES = ("dataset", "espeak")
 
 @dataclass
 class DataConfig:
-    """Training data: a manifest (tts) or text corpus files (lm)."""
+    """Training data: a manifest (tts) or text corpus files (lm).
+
+    `prefetch`: batches prepared ahead in a background thread (0 = in the training thread).
+    """
 
     manifest: str | None = None
     corpus: list[str] = field(default_factory=list)
     val_ratio: float = 0.05
     prompts_per_target: int = 1
+    prefetch: int = 4
 
 
 @dataclass
@@ -128,6 +133,8 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     precision: str = "auto"
+    compile: bool | str = "auto"  # torch.compile of the model: auto = on CUDA, off on the CPU
+    activation_checkpointing: bool = False
     seed: int = 0
     source: str | None = None
 
@@ -210,6 +217,10 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.freeze.until: {until} is negative; use a row index ≥ 0 or `auto`.")
     if config.precision not in PRECISIONS:
         raise InputError(f"{where}.precision: {config.precision!r} is not one of {', '.join(PRECISIONS)}.")
+    if config.compile not in COMPILE_MODES:
+        raise InputError(f"{where}.compile: {config.compile!r} must be true, false or auto.")
+    if config.data.prefetch < 0:
+        raise InputError(f"{where}.data.prefetch: {config.data.prefetch} must be 0 (no background thread) or positive.")
     if not 0.0 <= config.data.val_ratio < 1.0:
         raise InputError(f"{where}.data.val_ratio: {config.data.val_ratio} must be in [0, 1).")
     positives = {

@@ -87,4 +87,4 @@ def build_task_data(
 
     splits = tts_samples(config, settings, tokenizer, codec, model_config, cache_dir)
     forward = partial(tts_forward, text_weight=config.loss.text_weight, mel_weight=config.loss.mel_weight)
-    return TaskData(splits["train"], splits["val"], collate_tts, forward)
+    return TaskData(splits["train"], splits["val"], partial(collate_tts, model_config=model_config), forward)

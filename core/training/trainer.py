@@ -9,6 +9,12 @@ tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.
 Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
 Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
 only rank 0 writes files.
+
+The step never waits for the host: batches come from a `Prefetcher` (background thread, pinned
+memory, non-blocking copies), metrics are summed on the device (`MetricWindow`) and read at
+`schedule.log_every`, the frozen-row checksum runs at start, at each checkpoint and at the end.
+On CUDA: TF32 matmuls for fp32, fused AdamW, and `torch.compile` (`compile: auto|true|false`)
+with a fallback to eager that logs why when compilation fails.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from torch import nn
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.config import Settings, load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
-from core.training.embeddings import extend_state_dict
+from core.training.embeddings import extend_state_dict, init_record
 from core.errors import InputError
 from core.families import rows_for
 from core.families.base import FamilyRun
@@ -38,7 +44,7 @@ from core.families.registry import get_model_family
 from core.runs import run_folder
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
-from core.training.data import Batcher, SampleSet, eval_batches
+from core.training.data import Batcher, Prefetcher, SampleSet, eval_batches, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
 from core.training.optim import RowWarmup, build_optimizer, build_scheduler
@@ -53,9 +59,11 @@ from core.training.state import (
     step_checkpoint_path,
 )
 from core.training.tasks import TaskData
+from core.training.window import MetricWindow
 
 GROWTH_INIT = "fvt"
 STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
+COMPILE_BACKEND: Any = "inductor"  # torch.compile backend (tests swap in a failing one to check the fallback)
 
 
 @dataclass
@@ -140,9 +148,14 @@ class Trainer:
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
         self.config_path = Path(config_path).resolve() if config_path else None
         self._stop_requested = False
+        self.window = MetricWindow()
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True  # fp32 runs use TF32 tensor cores
+            torch.backends.cudnn.allow_tf32 = True
 
         try:
             self._setup(config_path, resume, reset_optimizer)
+            self._speed_setup()
         except BaseException as exc:
             self.log.update_status(state="failed", error=str(exc))
             self.log.close()
@@ -203,6 +216,7 @@ class Trainer:
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
+        self.init_rows = base_meta.get("init_rows") if self.base else None
         resume_loaded = ctx.resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
@@ -247,7 +261,7 @@ class Trainer:
             state_dict, report = extend_state_dict(
                 state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
             )
-            self.init = GROWTH_INIT
+            self.init, self.init_rows = init_record(report)
             self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
         self._load_weights(state_dict, str(loaded.path))
         extra = loaded.extra
@@ -275,6 +289,7 @@ class Trainer:
             self.scaler.load_state_dict(extra["scaler"])
         restore_rng(extra["rng"])
         self.batcher.load_state_dict(extra["data_position"])
+        self.window.load_state_dict(extra.get("metric_window", {}), self.device)
         self.step = int(extra["step"])
         self.best_val = extra.get("best_val_loss")
         if self.config.schedule.best_metric != "val_loss":
@@ -291,63 +306,135 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def _should_stop(self) -> bool:
+    def _should_stop(self, collective: bool) -> bool:
+        """Return True when STOP or SIGTERM asked to stop. Several ranks agree only when `collective`
+        (at logging steps), so the other steps carry no host sync."""
         flag = self._stop_requested or self.folder.stop_file.exists()
         if self.world > 1:
+            if not collective:
+                return False
             tensor = torch.tensor([1.0 if flag else 0.0], device=self.device)
             dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
             flag = bool(tensor.item())
         return flag
 
-    def _train_step(self, iterator: Any) -> dict[str, float]:
-        module = self.ddp or self.model
-        self.model.train()
-        totals: dict[str, float] = {}
-        tokens = 0
-        accumulate = self.config.batch.accumulate
-        for micro in range(accumulate):
-            batch = self.data.collate([self.data.train.load(i) for i in next(iterator)])
-            batch = {k: v.to(self.device) for k, v in batch.items()}
-            sync = self.ddp is None or micro == accumulate - 1
+    # -- speed -----------------------------------------------------------------------------
+    def _speed_setup(self) -> None:
+        """Choose the forward module (compiled or eager) and activation checkpointing; no effect on results."""
+        self.data_position = self.batcher.state_dict()
+        self.forward_module: nn.Module = self.ddp or self.model
+        backbone = getattr(self.model, "gpt", None)
+        if self.config.activation_checkpointing:
+            if hasattr(backbone, "activation_checkpointing"):
+                backbone.activation_checkpointing = True
+            else:
+                self.log.line("activation_checkpointing: not supported by this model; ignored")
+        wanted = self.config.compile
+        self.compiled = wanted is True or (wanted == "auto" and self.device.type == "cuda")
+        self._compile_unproven = self.compiled
+        if self.compiled:
+            # dynamic: one graph for every batch shape (bucketing varies the length from batch to batch)
+            self.forward_module = torch.compile(self.forward_module, backend=COMPILE_BACKEND, dynamic=True)
+
+    def _fall_back_to_eager(self, exc: BaseException) -> None:
+        root = exc
+        while getattr(root, "inner_exception", None) is not None:  # the compiler's own error, not dynamo's wrapper
+            root = root.inner_exception
+        reason = f"{type(root).__name__}: " + " ".join(line.strip() for line in str(root).splitlines() if line.strip())[:300]
+        self.log.line(f"torch.compile failed ({reason}); continuing without compile")
+        self.log.update_status(compile_error=reason)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch._dynamo.reset()
+        self.forward_module = self.ddp or self.model
+        self.compiled = False
+
+    # -- the loop --------------------------------------------------------------------------
+    def _autocast(self) -> Any:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _forward_backward(self, micro: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Run forward and backward over the micro-batches; return the metrics as device tensors."""
+        totals: dict[str, torch.Tensor] = {}
+        accumulate = len(micro)
+        for index, batch in enumerate(micro):
+            sync = self.ddp is None or index == accumulate - 1
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()), self._autocast():
-                out = self.data.forward(module, batch)
+                out = self.data.forward(self.forward_module, batch)
                 self.scaler.scale(out["loss"] / accumulate).backward()
-            tokens += int(out.pop("tokens"))
+            tokens = out.pop("tokens")
+            self._device_tokens = self._device_tokens + tokens if index else tokens
             for name, value in out.items():
-                totals[name] = totals.get(name, 0.0) + float(value.detach()) / accumulate
+                value = value.detach() / accumulate
+                totals[name] = totals[name] + value if name in totals else value
+        return totals
+
+    def _train_step(self, batches: Prefetcher) -> tuple[dict[str, torch.Tensor], int]:
+        """Run one optimiser step on the next `batch.accumulate` batches.
+
+        Returns the step's metrics as device tensors (nothing is read back to the host) and its
+        real token count (known on the host from the collate). The step's learning rate is left in
+        `self.last_lr`. A failing first compiled step is redone eagerly (see `_fall_back_to_eager`).
+        """
+        self.model.train()
+        micro = [batches.next() for _ in range(self.config.batch.accumulate)]
+        self.data_position = batches.position
+        counted = [batch.pop("n_tokens", None) for batch in micro]
+        if self._compile_unproven:
+            saved = rng_state()
+            try:
+                totals = self._forward_backward(micro)
+            except (torch.OutOfMemoryError, InputError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # noqa: BLE001 — any compiler failure: log it and go on eagerly
+                self._fall_back_to_eager(exc)
+                restore_rng(saved)
+                totals = self._forward_backward(micro)
+            self._compile_unproven = False
+        else:
+            totals = self._forward_backward(micro)
         self.scaler.unscale_(self.optimizer)
         trainable = [p for g in self.optimizer.param_groups for p in g["params"]]
         if self.config.optim.grad_clip > 0:
-            totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, self.config.optim.grad_clip))
-        totals["lr"] = self.scheduler.get_last_lr()[0]
+            totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(trainable, self.config.optim.grad_clip)
+        self.last_lr = self.scheduler.get_last_lr()[0]
         self.row_warmup.before()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.row_warmup.after()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        totals["tokens"] = tokens
-        return totals
+        # a collate that does not count tokens on the host (`n_tokens`) costs one sync here
+        tokens = sum(counted) if None not in counted else int(self._device_tokens)
+        return totals, tokens
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
-        """Return the validation metrics over the whole val split (empty when it has no samples)."""
+        """Return the validation metrics over the whole val split (empty when it has no samples).
+
+        Sums stay on the device (weighted by each batch's tokens) and are read once at the end.
+        """
         val: SampleSet = self.data.val
         if len(val) == 0:
             return {}
         self.model.eval()
-        sums: dict[str, float] = {}
+        sums: dict[str, torch.Tensor] = {}
         weight = 0
         for indices in eval_batches(len(val), self.config.batch.size):
-            batch = self.data.collate([val.load(i) for i in indices])
-            batch = {k: v.to(self.device) for k, v in batch.items()}
+            batch = to_device(self.data.collate(val.take(indices)), self.device)
+            counted = batch.pop("n_tokens", None)
             with self._autocast():
                 out = self.data.forward(self.model, batch)
-            tokens = int(out.pop("tokens"))
+            tokens = counted if counted is not None else int(out["tokens"])
+            out.pop("tokens")
             weight += tokens
             for name, value in out.items():
-                sums[name] = sums.get(name, 0.0) + float(value) * tokens
-        metrics = {name: total / weight for name, total in sums.items()}
+                value = value.detach().to(torch.float64) * tokens
+                sums[name] = sums[name] + value if name in sums else value
+        names = list(sums)
+        totals = torch.stack([sums[n] for n in names]).tolist()
+        metrics = {name: total / weight for name, total in zip(names, totals)}
         return self.data.finish_val(metrics, weight)
 
     def _meta(self) -> CheckpointMeta:
@@ -359,6 +446,7 @@ class Trainer:
             rows=rows_for(self.family.layout, self.tokenizer.size),
             base_size=self.base_size if self.base_size is not None else self.tokenizer.size,
             init=self.init,
+            init_rows=self.init_rows,
             parent=self.parent,
             codec_fingerprint=self.family.feature_fingerprint(self.family_run),
             model_config=self.model_cfg.to_dict(),
@@ -377,7 +465,8 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "rng": rng_state(),
             "step": self.step,
-            "data_position": self.batcher.state_dict(),
+            "data_position": self.data_position,
+            "metric_window": self.window.state_dict(),
             "best_val_loss": self.best_val,
             "tokenizer_path": str(self.tokenizer.path),
             "codec_path": str(self.settings.resolve(self.config.codec)) if self.codec is not None else None,
@@ -462,7 +551,7 @@ class Trainer:
         padding = self.batcher.padding_share(self.batcher.epoch)
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
-                "device": str(self.device), "resumed_from": self.resumed_from}
+                "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
         self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
@@ -479,6 +568,7 @@ class Trainer:
             self.log.close()
         sha["now"] = self.base_rows_sha256()
         require_unchanged(sha["start"], sha["now"], "at the end")
+        info["compile"] = self.compiled  # false after a fallback to eager
         if self.world > 1:
             gathered: list[str] = [""] * self.world
             dist.all_gather_object(gathered, weights_sha256(self.model))
@@ -491,27 +581,38 @@ class Trainer:
         return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
 
     def _loop(self) -> tuple[str, dict[str, float], str | None]:
+        batches = Prefetcher(self.batcher, self.data.train, self.data.collate, self.device, self.config.data.prefetch)
+        try:
+            return self._steps(batches)
+        finally:
+            batches.close()
+
+    def _steps(self, batches: Prefetcher) -> tuple[str, dict[str, float], str | None]:
         cfg = self.config.schedule
-        iterator = iter(self.batcher)
         val: dict[str, float] = {}
         last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         while self.step < self.stop_at:
-            metrics = self._train_step(iterator)
+            metrics, tokens = self._train_step(batches)
             self.step += 1
-            window_tokens += metrics.pop("tokens")
-            if self.step % cfg.log_every == 0 or self.step == self.stop_at:
+            self.window.add(metrics)
+            window_tokens += tokens
+            on_grid = self.step % cfg.log_every == 0
+            log_now = on_grid or self.step == self.stop_at
+            if log_now:
                 elapsed = max(time.monotonic() - window_start, 1e-9)
-                metrics["tokens_per_s"] = window_tokens * self.world / elapsed
-                self.log.metrics(self.step, "train", self.data.train_metrics(metrics))
+                values = self.window.read(reset=on_grid)  # the one device-to-host transfer of the window
+                values["lr"] = self.last_lr
+                values["tokens_per_s"] = window_tokens * self.world / elapsed
+                self.log.metrics(self.step, "train", self.data.train_metrics(values))
                 self.log.update_status(step=self.step)
                 window_tokens, window_start = 0, time.monotonic()
                 status_written = time.monotonic()
             elif time.monotonic() - status_written >= STATUS_INTERVAL_S:
                 self.log.update_status(step=self.step)
                 status_written = time.monotonic()
-            stopping = self._should_stop()
+            stopping = self._should_stop(collective=log_now)
             done = self.step >= self.stop_at
             val_now: dict[str, float] = {}
             if self.step % cfg.val_every == 0 or done or stopping:

@@ -4,14 +4,20 @@
 codec, and its `pairs.json`. `tts_samples` turns the cache into train/val `SampleSet`s: one
 sample per (target clip, prompt clip) pair, the prompt's mel as the reference (the target's own
 when its speaker has no other clip), with clips over the position limits filtered and counted.
+Items are held in memory by a `ClipStore` (compact arrays, up to `STORE_BYTES`), read in bulk by
+a thread pool a window of batches at a time, so each clip is read once per run when the split
+fits the budget, and at most once per window otherwise.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections import OrderedDict
+from functools import partial
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from core.data.cache import build_cache, load_item, open_cache
@@ -24,7 +30,49 @@ from core.tokenizers.tokenizer import Tokenizer
 from core.training.data import SampleSet
 
 REFERENCE_FRAMES = 256
-ITEM_CACHE = 4096
+STORE_BYTES = 4 * 1024**3
+READ_THREADS = 4
+
+
+class ClipStore:
+    """Cache items of one split held in memory (text ids, codes, the first REFERENCE_FRAMES mel frames).
+
+    `get(ids)` returns the items, reading the missing ones in one bulk pass over a thread pool;
+    the least recently used items are dropped beyond `budget` bytes.
+    """
+
+    def __init__(self, cache_dir: Path, entries: dict[str, dict[str, Any]], budget: int = STORE_BYTES) -> None:
+        self.cache_dir, self.entries, self.budget = cache_dir, entries, budget
+        self.items: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
+        self.size = 0
+        self.reads = 0
+
+    def _read(self, clip_id: str) -> dict[str, np.ndarray]:
+        raw = load_item(self.cache_dir, self.entries[clip_id])
+        return {"text_ids": raw["text_ids"], "codes": raw["codes"],
+                "ref_mel": np.ascontiguousarray(raw["ref_mel"][:REFERENCE_FRAMES])}
+
+    def get(self, clip_ids: list[str]) -> dict[str, dict[str, np.ndarray]]:
+        """Return `{clip id: item}` for `clip_ids`; raises InputError for a missing or corrupt item."""
+        missing = list(dict.fromkeys(c for c in clip_ids if c not in self.items))
+        if len(missing) > 1:
+            with ThreadPoolExecutor(min(READ_THREADS, len(missing))) as pool:
+                read = dict(zip(missing, pool.map(self._read, missing)))
+        else:
+            read = {c: self._read(c) for c in missing}
+        self.reads += len(read)
+        found = {c: self.items[c] for c in clip_ids if c in self.items}
+        for clip_id in clip_ids:
+            if clip_id in self.items:
+                self.items.move_to_end(clip_id)
+        found.update(read)
+        for clip_id, item in read.items():
+            self.items[clip_id] = item
+            self.size += sum(a.nbytes for a in item.values())
+        while self.size > self.budget and len(self.items) > len(clip_ids):
+            _, dropped = self.items.popitem(last=False)
+            self.size -= sum(a.nbytes for a in dropped.values())
+        return found
 
 
 def prepare_cache(config: RunConfig, settings: Settings, tokenizer: Tokenizer) -> Path:
@@ -57,14 +105,11 @@ def tts_samples(
     pairs = load_pairs(cache_dir)
     entries = {e["id"]: e for e in index.items}
 
-    @lru_cache(maxsize=ITEM_CACHE)
-    def item(clip_id: str) -> dict[str, torch.Tensor]:
-        raw = load_item(cache_dir, entries[clip_id])
-        return {key: torch.from_numpy(value.astype("float32" if key == "ref_mel" else "int64")) for key, value in raw.items()}
-
-    def sample(pair: tuple[str, str]) -> dict[str, torch.Tensor]:
-        target, prompt = item(pair[0]), item(pair[1])
-        return {"text_ids": target["text_ids"], "codes": target["codes"], "ref_mel": prompt["ref_mel"][:REFERENCE_FRAMES]}
+    def samples(store: ClipStore, pairs_chosen: list[tuple[str, str]], indices: list[int]) -> list[dict[str, torch.Tensor]]:
+        chosen_pairs = [pairs_chosen[i] for i in indices]
+        items = store.get([clip for pair in chosen_pairs for clip in pair])
+        return [{"text_ids": torch.from_numpy(items[t]["text_ids"]), "codes": torch.from_numpy(items[t]["codes"]),
+                 "ref_mel": torch.from_numpy(items[p]["ref_mel"])} for t, p in chosen_pairs]
 
     splits: dict[str, SampleSet] = {}
     for split in (TRAIN, VAL):
@@ -79,7 +124,8 @@ def tts_samples(
             prompts = pairs.get(entry["id"]) or [entry["id"]]
             chosen.extend((entry["id"], prompt) for prompt in prompts[: config.data.prompts_per_target])
         lengths = [entries[t]["n_text"] + entries[t]["n_codes"] for t, _ in chosen]
-        splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered)
+        many = partial(samples, ClipStore(cache_dir, entries), chosen)
+        splits[split] = SampleSet(lengths, lambda i, many=many: many([i])[0], filtered=filtered, load_many=many)
     if not splits[TRAIN].lengths:
         raise InputError(
             f"{cache_dir}: no training clip fits max_text_tokens {model_config.max_text_tokens} / "

@@ -12,6 +12,7 @@ from core.errors import InputError
 from core.families.rows import plan_checkpoint_rows
 from core.runs import CHECKPOINT_GLOBS, TOKENIZER_GLOBS
 from core.tokenizers.tokenizer import load_tokenizer
+from core.tokenizers.vocab import INIT_METHODS
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -23,7 +24,7 @@ from gradio_app.common import (
     workspace_files,
 )
 
-INITS = ["fvt", "mean", "normal"]
+INITS = list(INIT_METHODS)
 WILL = "Extend will"
 REFUSED = "Extend will refuse"
 
