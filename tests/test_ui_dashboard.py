@@ -234,11 +234,11 @@ def test_doctor_failure_disables_start(dashboard: AppProcess, page, screens: Pat
 
 def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> None:
     """Generate speech from the trained checkpoint; the audio element gets a non-zero duration."""
-    from jobs.kinds import available_kinds
+    from core.cli.catalogue import cli_catalogue
 
     open_tab(page, "Inference")
     page.screenshot(path=str(screens / "inference.png"), full_page=True)
-    if "synthesize" not in available_kinds():
+    if "synthesize" not in cli_catalogue().kinds():
         pytest.skip("the `synthesize` command (issue 5) does not exist yet")
     fill(page, "inf-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
     wait_text(page, "inf-meta", "tokenizer", 60)
