@@ -225,6 +225,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("train-config-missing", ["train", "--config", "{in}/nope.yaml"], "nope.yaml"),
     ("train-config-random", ["train", "--config", "{in}/random.yaml"], "random.yaml"),
     ("train-config-escape", ["train", "--config", "{in}/escape.yaml"], "not a name"),
+    # export
+    ("export-text-checkpoint", ["export", "--checkpoint", "{in}/text.pt", "--output", "{in}/exported"], "text.pt"),
+    ("export-output-is-file", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/corpus.txt"],
+     "corpus.txt"),
     # jobs / worker / quickstart
     ("jobs-unknown-kind", ["jobs", "submit", "no.such"], "unknown job kind 'no.such'"),
     ("jobs-bad-param", ["jobs", "submit", "doctor", "--param", "family"], "--param 'family'"),

@@ -54,3 +54,22 @@ def test_row_lookalikes_and_registry() -> None:
     assert families_with_rows(24002, 24000) == []
     assert get_family("chatterbox") is FAMILIES["chatterbox"]
     assert FAMILIES["indextts"].text_keys == ("text_embedding.weight", "text_head.weight", "text_head.bias")
+
+
+def test_model_family_registry_detects_by_keys_rows_and_metadata(chatterbox_tokenizer) -> None:
+    from core.families.registry import detect_model_family, get_model_family, model_family_names
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    assert model_family_names()[0] == "linguaforge"
+    tok = load_tokenizer(chatterbox_tokenizer)
+    t3 = {"text_emb.weight": torch.zeros(tok.size, 4), "text_head.weight": torch.zeros(tok.size, 4)}
+    assert detect_model_family(t3, None, tok).name == "chatterbox"
+    assert get_model_family("chatterbox").matches(t3, tok)
+    assert not get_model_family("chatterbox").matches({k: v[:-1] for k, v in t3.items()}, tok)
+    own = {"text_embedding.weight": torch.zeros(5, 4), "text_head.weight": torch.zeros(5, 4), "text_head.bias": torch.zeros(5)}
+    assert detect_model_family(own).name == "linguaforge"
+    assert detect_model_family(own, {"family": "chatterbox"}).name == "chatterbox"
+    with pytest.raises(InputError, match="unknown model family 'bark'"):
+        get_model_family("bark")
+    with pytest.raises(InputError, match="no model family fits"):
+        detect_model_family({"weird.weight": torch.zeros(2, 2)})

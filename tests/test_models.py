@@ -6,6 +6,7 @@ import torch
 
 from models.gpt import sample_next
 from models.lm import GPTLM, LMConfig
+from models.rows import SplitEmbedding, SplitHead
 from models.tts import GPTTTS, TTSConfig
 
 torch.set_num_threads(1)
@@ -127,3 +128,30 @@ def test_sample_next_filters() -> None:
     assert {int(sample_next(logits, 1.0, top_k=1, generator=g)) for _ in range(20)} == {1}
     assert {int(sample_next(logits, 1.0, top_p=0.01, generator=g)) for _ in range(20)} == {1}
     assert {int(sample_next(logits, 1.0, top_k=2, generator=g)) for _ in range(50)} == {1, 3}
+
+
+def test_split_rows_keep_a_frozen_tail_bit_identical_and_wrap_published_modules() -> None:
+    torch.manual_seed(3)
+    embedding, linear = torch.nn.Embedding(12, 8), torch.nn.Linear(8, 12, bias=True)
+    split_emb = SplitEmbedding.from_module(embedding, frozen=5, frozen_tail=1)
+    split_head = SplitHead.from_module(linear, frozen=5, frozen_tail=1)
+    assert torch.equal(split_emb.state_dict()["weight"], embedding.weight)
+    assert torch.equal(split_head.state_dict()["bias"], linear.bias)
+    assert split_emb.weight_new.shape[0] == 6 and split_emb.rows == 12
+    sha = split_emb.base_sha256(), split_head.base_sha256()
+    optimizer = torch.optim.AdamW([*split_emb.parameters(), *split_head.parameters()], lr=1e-2, weight_decay=0.1)
+    ids = torch.arange(12).repeat(2)  # every row, the tail included, is indexed
+    for _ in range(4):
+        split_head(split_emb(ids)).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    after = split_emb.state_dict()["weight"]
+    assert torch.equal(after[:5], embedding.weight[:5]) and torch.equal(after[11:], embedding.weight[11:])
+    assert not torch.equal(after[5:11], embedding.weight[5:11])
+    assert torch.equal(split_head.state_dict()["weight"][11:], linear.weight[11:])
+    assert (split_emb.base_sha256(), split_head.base_sha256()) == sha
+    no_bias = SplitHead.from_module(torch.nn.Linear(8, 12, bias=False), frozen=3)
+    assert sorted(no_bias.state_dict()) == ["weight"]
+    reloaded = SplitEmbedding(12, 8, frozen=2, frozen_tail=2)
+    reloaded.load_state_dict(split_emb.state_dict())
+    assert torch.equal(reloaded.state_dict()["weight"], after)

@@ -38,7 +38,7 @@ def test_config_from_form_names_the_field_at_fault(workspace: Path, tmp_path: Pa
         config_from_form({}, _form(tokenizer=str(tmp_path / "elsewhere.model")), settings)
     with pytest.raises(InputError, match=r"form.precision: 'fp8' is not one of"):
         config_from_form({}, _form(precision="fp8"), settings)
-    with pytest.raises(InputError, match="run name 'a b'"):
+    with pytest.raises(InputError, match="name 'a b'"):
         config_from_form({}, _form(name="a b"), settings)
 
 

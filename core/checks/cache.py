@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.data.cache import CacheIndex, open_cache
+from core.data.cache import SHARED_INDEX_FORMATS, CacheIndex, open_cache
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.families import detect_family, get_family
 
@@ -14,7 +14,7 @@ REBUILD_FIX = "Run `python -m core preprocess --manifest M --tokenizer T --codec
 
 
 def _cache(ctx: DoctorContext) -> CacheIndex | None:
-    return open_cache(ctx.cache_dir) if ctx.cache_dir is not None else None
+    return open_cache(ctx.cache_dir, SHARED_INDEX_FORMATS) if ctx.cache_dir is not None else None
 
 
 def model_rows(ctx: DoctorContext) -> tuple[int, str] | None:

@@ -243,17 +243,28 @@ def doctor_context_from_run_config(
 
     `freeze.until: auto` leaves freeze_until None (the checks take the base size from the
     checkpoint metadata); `freeze.mode: none` disables the freeze check. A `model` entry
-    `n_vocab`, `number_text_tokens` or `vocab_size` becomes the declared vocab size.
+    `n_vocab`, `number_text_tokens`, `vocab_size` or `text_tokens_dict_size` becomes the declared
+    vocab size. A foreign `family:` names the context's family, and its published checkpoint in
+    the model folder is the checkpoint when the run names none.
     """
     declared = None
-    for key in ("n_vocab", "number_text_tokens", "vocab_size"):
+    for key in ("n_vocab", "number_text_tokens", "vocab_size", "text_tokens_dict_size"):
         if isinstance(config.model.get(key), int):
             declared = config.model[key]
             break
     frozen = config.freeze.mode != "none"
     until = config.freeze.until if frozen and isinstance(config.freeze.until, int) else None
+    checkpoint_path = _optional_path(settings, config.base_checkpoint)
+    family = None
+    if config.family != "linguaforge":
+        from core.families.registry import get_model_family
+
+        model_family = get_model_family(config.family)
+        family = model_family.name
+        checkpoint_path = checkpoint_path or model_family.default_checkpoint(model_family.model_dir(config, settings))
     ctx = DoctorContext(
-        checkpoint_path=_optional_path(settings, config.base_checkpoint),
+        checkpoint_path=checkpoint_path,
+        family=family,
         freeze_until=until,
         declared_vocab=declared,
         run_config=config,

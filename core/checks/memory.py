@@ -16,9 +16,10 @@ def _size(n: int) -> str:
 
 def _model_config(ctx: DoctorContext) -> dict[str, Any] | None:
     if ctx.extras.get("model_config"):
-        return dict(ctx.extras["model_config"])
+        config = dict(ctx.extras["model_config"])
+        return config if "d_model" in config else None  # the estimate covers LinguaForge's own GPT shapes only
     tokenizer = ctx.tokenizer_or_none()
-    if ctx.run_config is None or tokenizer is None:
+    if ctx.run_config is None or tokenizer is None or ctx.run_config.family != "linguaforge":
         return None
     from models.registry import model_shape
 

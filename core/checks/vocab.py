@@ -98,13 +98,21 @@ def check_rows(ctx: DoctorContext) -> CheckResult | None:
 
 @register_check("config.declared_vocab", order=30)
 def check_declared_vocab(ctx: DoctorContext) -> CheckResult | None:
-    """Return whether a declared vocab size agrees with the tokenizer; a stale one is a warning (it is never used)."""
+    """Return whether a declared vocab size agrees with the tokenizer; a stale one is a warning for
+    LinguaForge's own models (it is never used) and a failure for a published family's run."""
     tok = ctx.tokenizer_or_none()
     if ctx.declared_vocab is None or tok is None:
         return None
     if ctx.declared_vocab == tok.size:
         return CheckResult("config.declared_vocab", "pass", f"declared vocab {ctx.declared_vocab} = tokenizer size.")
     where = f" in {ctx.config_path}" if ctx.config_path else ""
+    if ctx.run_config is not None and ctx.run_config.family != "linguaforge":
+        return CheckResult(
+            "config.declared_vocab", "fail",
+            f"declared vocab {ctx.declared_vocab}{where} disagrees with the tokenizer's {tok.size} ids; "
+            f"a {ctx.run_config.family} model is sized from the tokenizer and a disagreeing number is refused, not overridden.",
+            f"Remove the vocab size from the config or set it to {tok.size}.",
+        )
     return CheckResult(
         "config.declared_vocab", "warn",
         f"declared vocab {ctx.declared_vocab}{where} is stale: the tokenizer has {tok.size} ids. "

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from core.data.importing import ImportSummary
 
 SHOWN_REJECTS = 20
+INDEXTTS_PROCESSED = "indextts-processed"
 
 
 def _sample_rate() -> int:
@@ -44,9 +45,27 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
     return Result(data, "\n".join(lines))
 
 
+def _import_indextts_processed(args: argparse.Namespace) -> Result:
+    from core.families.indextts_import import import_processed
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    if not args.tokenizer:
+        raise InputError("--format indextts-processed needs --tokenizer: the run's tokenizer, with which the text ids are re-derived.")
+    result = import_processed(args.input, load_tokenizer(args.tokenizer), args.output)
+    lines = [f"imported {result.clips} clips into the IndexTTS2 feature cache {result.cache_dir} "
+             f"(use it as data.manifest of a family: indextts run)"]
+    lines.extend(f"  reject {r.message()}" for r in result.rejects[:SHOWN_REJECTS])
+    if args.strict and result.rejects:
+        raise InputError(f"--strict: {len(result.rejects)} clip(s) rejected: {result.rejects[0].message()}")
+    return Result(result.to_dict(), "\n".join(lines))
+
+
 def _import(args: argparse.Namespace) -> Result:
     from core.data.importing import import_dataset
     from core.tokenizers.tokenizer import load_tokenizer
+
+    if args.format == INDEXTTS_PROCESSED:
+        return _import_indextts_processed(args)
 
     if args.min_duration is not None or args.max_duration is not None:
         low, high = args.min_duration or 0.0, args.max_duration or float("inf")
@@ -97,12 +116,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "import a dataset into OUTPUT/manifest.jsonl (+ rejects.jsonl, summary.json, audio/)",
         description=(
             "Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),\n"
-            "srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl).\n"
+            "srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl),\n"
+            "indextts-processed (a folder from the community IndexTTS2 preprocess_data.py: codes, conditioning and\n"
+            "emotion .npy files become an IndexTTS2 feature cache in OUTPUT; text ids re-derived with --tokenizer).\n"
             "Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.\n"
             "Audio is converted to mono wav at audio.sample_rate from the config."
         ),
     )
-    imp.add_argument("--format", required=True, choices=list(FORMAT_NAMES), help="input layout")
+    imp.add_argument("--format", required=True, choices=[*FORMAT_NAMES, INDEXTTS_PROCESSED], help="input layout")
     imp.add_argument("--input", required=True, type=CLI_PATH, help="input folder or file")
     imp.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     imp.add_argument("--language", help="language code of the clips (required for folder and srt)")

@@ -28,15 +28,14 @@ def _check_sampling(args: argparse.Namespace) -> None:
 
 
 def _synthesize(args: argparse.Namespace) -> Result:
-    from core.audio import write_wav
-    from core.inference import load_for_inference, synthesize
-
-    from core.audio import read_audio
-    from core.inference import check_text_length
+    from core.audio import read_audio, write_wav
+    from core.inference import check_text_length, load_for_inference, synthesize
 
     _check_sampling(args)
     check_text_length(args.text)
     settings = load_settings()
+    if args.family != "linguaforge":
+        return _synthesize_family(args, settings)
     reference = args.reference
     if reference is not None:
         read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
@@ -49,6 +48,25 @@ def _synthesize(args: argparse.Namespace) -> Result:
     shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf")}
     shown["sentences"] = len(report["sentences"])
     return Result(report, render_mapping(shown))
+
+
+def _synthesize_family(args: argparse.Namespace, settings) -> Result:  # noqa: ANN001
+    from pathlib import Path
+
+    from core.families.base import SynthesisRequest
+    from core.families.registry import get_model_family
+
+    family = get_model_family(args.family)
+    model_dir = args.model_dir or settings.get(f"families.{args.family}.model_dir")
+    request = SynthesisRequest(
+        checkpoint=settings.resolve(args.checkpoint), text=args.text, output=settings.resolve(args.output),
+        tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
+        reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
+        model_dir=Path(settings.resolve(model_dir)) if model_dir else None, seed=args.seed,
+        options={"temperature": args.temperature},
+    )
+    report = family.synthesize(request, settings)
+    return Result(report, render_mapping({k: report[k] for k in ("output", "seconds", "sample_rate")}))
 
 
 def _generate(args: argparse.Namespace) -> Result:
@@ -80,6 +98,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reference", default=None, type=CLI_PATH, help="reference clip (wav) for the voice")
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
+    parser.add_argument("--family", default="linguaforge", choices=("linguaforge", "chatterbox", "indextts"),
+                        help="model family of the checkpoint (default linguaforge)")
+    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
+                        help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
+                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: settings families.<family>.model_dir")
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")

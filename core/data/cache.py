@@ -36,6 +36,9 @@ INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
 ITEMS_DIR = "items"
 HISTOGRAM_BINS = 10
+#: index formats with this cache's `tokenizer`, `codec`, `max_text_id`, `histograms` and `items`
+#: fields, which the doctor's cache checks read (the IndexTTS2 family's feature cache is one).
+SHARED_INDEX_FORMATS = (CACHE_FORMAT, "linguaforge-indextts-cache-1")
 
 
 @dataclass
@@ -379,8 +382,8 @@ def build_cache(
     )
 
 
-def open_cache(cache_dir: str | os.PathLike[str]) -> CacheIndex:
-    """Return the CacheIndex of a built cache folder.
+def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CACHE_FORMAT,)) -> CacheIndex:
+    """Return the CacheIndex of a built cache folder whose index format is one of `formats`.
 
     Raises InputError when index.json is missing, unreadable or of another format.
     """
@@ -392,7 +395,7 @@ def open_cache(cache_dir: str | os.PathLike[str]) -> CacheIndex:
         data = json.loads(index_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and run `preprocess` again.") from exc
-    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in formats:
         raise InputError(f"{index_path}: not a {CACHE_FORMAT} index. Run `preprocess` again.")
     return CacheIndex(path, data)
 

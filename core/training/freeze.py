@@ -1,4 +1,7 @@
-"""Freezing: how many text rows stay fixed, which other weights train, and the base-rows checksum.
+"""Freezing: how many text rows stay fixed, and the loud failure when frozen rows moved.
+
+Which weights train per mode, and the base-rows checksum, are the model family's
+(`core.families.base.ModelFamily.apply_freeze` / `base_rows_sha256`).
 
 Modes (run config `freeze.mode`):
 - `base-rows`: rows below the base size are frozen buffers; everything else trains.
@@ -7,10 +10,6 @@ Modes (run config `freeze.mode`):
 """
 
 from __future__ import annotations
-
-import hashlib
-
-from torch import nn
 
 from core.errors import InputError, InternalError
 from core.training.run_config import FreezeConfig
@@ -34,23 +33,6 @@ def frozen_row_count(freeze: FreezeConfig, base_size: int | None, rows: int) -> 
     if until > rows:
         raise InputError(f"freeze.until {until} exceeds the model's {rows} text rows; lower it or use `auto`.")
     return until
-
-
-def apply_freeze(model: nn.Module, mode: str) -> None:
-    """Set `requires_grad` for `mode`; for `all-but-new-rows` only the `*_new` text tensors train."""
-    for name, param in model.named_parameters():
-        param.requires_grad = mode != "all-but-new-rows" or name.startswith(("text_embedding.", "text_head."))
-
-
-def base_rows_sha256(model: nn.Module) -> str | None:
-    """Return one sha256 over the frozen rows of the text embedding and head, or None if none are frozen."""
-    embedding, head = model.text_embedding, model.text_head
-    if embedding.frozen == 0:
-        return None
-    digest = hashlib.sha256()
-    digest.update(embedding.base_sha256().encode())
-    digest.update(head.base_sha256().encode())
-    return digest.hexdigest()
 
 
 def require_unchanged(start: str | None, now: str | None, where: str) -> None:

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.checkpoint import CheckpointMeta, save_checkpoint
+from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.fsutil import atomic_write
@@ -27,12 +27,22 @@ def _copy(source: Path, target: Path) -> Path:
 def prune_checkpoint(checkpoint: str, output: str, settings: Settings, copy_assets: bool = True) -> dict[str, Any]:
     """Write the pruned checkpoint to `output` (must end in .safetensors) and return a report.
 
+    A checkpoint of a published family (chatterbox, indextts) is exported in its native layout
+    instead (`ModelFamily.export` into the output's folder, named after the output's stem).
     Raises InputError when the output is not .safetensors, equals the input, or the checkpoint
     lacks LinguaForge metadata or its tokenizer/codec cannot be resolved.
     """
     target = settings.resolve(output)
     if target.suffix != ".safetensors":
         raise InputError(f"--output {output}: use a .safetensors file (weights and metadata only).")
+    family = (load_checkpoint(settings.resolve(checkpoint)).meta or {}).get("family")
+    if family not in (None, "linguaforge"):
+        from core.families.registry import get_model_family
+
+        written = get_model_family(family).export(settings.resolve(checkpoint), target.parent, target.stem.removeprefix("t3_"), settings)
+        return {"output": str(written[0]), "family": family, "files": [str(p) for p in written],
+                "input_bytes": settings.resolve(checkpoint).stat().st_size, "output_bytes": written[0].stat().st_size,
+                "tensors": None, "step": None, "assets": {"tokenizer": str(written[1]), "note": str(written[2])}}
     inference = load_for_inference(checkpoint, settings)
     source = inference.checkpoint.path
     if target == source:

@@ -114,6 +114,8 @@ class RunConfig:
 
     name: str = "run"
     task: str = "tts"
+    family: str = "linguaforge"
+    model_dir: str | None = None
     tokenizer: str | None = None
     base_checkpoint: str | None = None
     codec: str | None = None
@@ -193,6 +195,12 @@ def _validate(config: RunConfig, where: str) -> None:
     check_name(config.name, f"{where}.name")
     if config.task not in TASKS:
         raise InputError(f"{where}.task: {config.task!r} is not one of {', '.join(TASKS)}.")
+    from core.families.registry import model_family_names
+
+    if config.family not in model_family_names():
+        raise InputError(f"{where}.family: {config.family!r} is not one of {', '.join(model_family_names())}.")
+    if config.family != "linguaforge" and config.task != "tts":
+        raise InputError(f"{where}.task: family {config.family} trains task tts only, not {config.task!r}.")
     if config.freeze.mode not in FREEZE_MODES:
         raise InputError(f"{where}.freeze.mode: {config.freeze.mode!r} is not one of {', '.join(FREEZE_MODES)}.")
     until = config.freeze.until

@@ -19,6 +19,7 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
+    "family", "model_dir",
 )
 
 
@@ -52,6 +53,8 @@ def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
     return merge_dicts(base, {
         "name": (form["name"] or "").strip(),
         "task": form["task"],
+        "family": form.get("family") or "linguaforge",
+        "model_dir": _opt(form.get("model_dir")),
         "tokenizer": _opt(form["tokenizer"]),
         "base_checkpoint": _opt(form["base_checkpoint"]),
         "codec": _opt(form["codec"]),
@@ -81,7 +84,7 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
         config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
         config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
         config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
-        config.precision, config.seed,
+        config.precision, config.seed, config.family, config.model_dir or "",
     ]
 
 

@@ -32,13 +32,14 @@ from core.config import Settings, load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.training.embeddings import extend_state_dict
 from core.errors import InputError
-from core.families import get_family
+from core.families import rows_for
+from core.families.base import FamilyRun
+from core.families.registry import get_model_family
 from core.runs import run_folder
-from core.training.run_config import RunConfig
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
-from core.training.data import Batcher, SampleSet, eval_batches, special_ids
-from core.training.freeze import apply_freeze, base_rows_sha256, frozen_row_count, require_unchanged
+from core.training.data import Batcher, SampleSet, eval_batches
+from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
 from core.training.optim import RowWarmup, build_optimizer, build_scheduler
 from core.training.state import (
@@ -51,8 +52,7 @@ from core.training.state import (
     rotate,
     step_checkpoint_path,
 )
-from core.training.tasks import TaskData, build_task_data
-from models.registry import build_model, model_config, model_shape, shape_of
+from core.training.tasks import TaskData
 
 GROWTH_INIT = "fvt"
 STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
@@ -155,15 +155,19 @@ class Trainer:
 
     def _setup(self, config_path: str | os.PathLike[str] | None, resume: str | None, reset_optimizer: bool) -> None:
         config = self.config
-        # 1. tokenizer, 2. model size from it
+        # 1. tokenizer, 2. model size from it (through the run's model family)
         if not config.tokenizer:
             raise InputError(f"{config.source}: `tokenizer` is not set; name the tokenizer file the model is sized from.")
+        self.family = get_model_family(config.family)
         self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
-        self.base = load_checkpoint(self.settings.resolve(config.base_checkpoint)) if config.base_checkpoint else None
+        model_dir = self.family.model_dir(config, self.settings)
+        base_path = self.settings.resolve(config.base_checkpoint) if config.base_checkpoint else self.family.default_checkpoint(model_dir)
+        self.base = self.family.load_state_dict(base_path) if base_path else None
         base_meta = (self.base.meta or {}) if self.base else {}
-        self.codec = self._load_codec()
-        self.model_cfg = self._model_config(base_meta)
-        self.base_size = base_meta.get("base_size") if self.base else None
+        self.family_run = FamilyRun(config, self.settings, self.tokenizer, self.base, model_dir)
+        self.codec = self.family_run.codec = self.family.load_codec(self.family_run)
+        self.model_cfg = self.family.model_config(self.family_run)
+        self.base_size = self.family.base_size(self.base)
         self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
@@ -172,6 +176,7 @@ class Trainer:
         for skipped in self.skipped_checkpoints:
             sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
         ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
+        ctx.checkpoint_path = None if resume_path else base_path  # a resume loads its own weights (resume.tokenizer checks them)
         ctx.resume_checkpoint = resume_path
         ctx.device = str(self.device)
         ctx.extras.update(
@@ -185,7 +190,7 @@ class Trainer:
             self._run_doctor(ctx, only="cache.")
 
         # 4. data
-        self.data: TaskData = build_task_data(config, self.settings, self.tokenizer, self.codec, self.model_cfg, cache_dir)
+        self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
         self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
 
         # 5. model, optimiser, state
@@ -202,15 +207,15 @@ class Trainer:
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
-        self.model = build_model(config.task, self.model_cfg, self.frozen_rows).to(self.device)
+        self.model = self.family.build_model(self.model_cfg, self.frozen_rows).to(self.device)
         if self.base is not None and resume_loaded is None:
             self._load_weights(self.base.state_dict, str(self.base.path))
-        apply_freeze(self.model, config.freeze.mode)
+        self.family.apply_freeze(self.model, config.freeze.mode)
         self.optimizer, self.param_names = build_optimizer(self.model, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, config.schedule.max_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
         self.row_warmup = RowWarmup({}, {}, config.optim.new_row_warmup_steps)
-        self.base_sha_start = base_rows_sha256(self.model)
+        self.base_sha_start = self.base_rows_sha256()
         if resume_loaded is not None:
             self._resume(resume_loaded, reset_optimizer)
         self.ddp = (
@@ -219,67 +224,35 @@ class Trainer:
         )
 
     # -- setup helpers ---------------------------------------------------------------------
-    def _load_codec(self) -> Any:
-        if self.config.task != "tts":
-            return None
-        if not self.config.codec:
-            raise InputError(f"{self.config.source}: task tts needs `codec:` (a file from `codec train`).")
-        from core.speech.codec import load_codec
-
-        return load_codec(self.settings.resolve(self.config.codec))
-
     def _prepare_cache(self) -> Path | None:
-        if self.config.task != "tts":
-            return None
-        from core.training.tts_data import prepare_cache
-
         # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
         if self.rank != 0:
             dist.barrier()
-        cache_dir = prepare_cache(self.config, self.settings, self.tokenizer)
+        cache_dir = self.family.prepare_features(self.family_run)
         if self.rank == 0 and self.world > 1:
             dist.barrier()
         return cache_dir
 
-    def _model_config(self, base_meta: dict[str, Any]) -> Any:
-        try:
-            saved = base_meta.get("model_config")
-            shape = shape_of(saved) if saved else model_shape(self.config.model)
-        except ValueError as exc:
-            raise InputError(f"{self.config.source}: {exc}.") from exc
-        start, stop = special_ids(self.tokenizer)
-        sizes: dict[str, Any] = {"text_rows": self.tokenizer.size}
-        if self.config.task == "tts":
-            sizes.update(codebook_size=self.codec.codebook_size, n_mels=self.codec.n_mels, start_text=start, stop_text=stop)
-        else:
-            sizes.update(bos_id=start, eos_id=stop)
-        return model_config(self.config.task, {k: v for k, v in shape.items() if k not in sizes}, **sizes)
-
     def _load_weights(self, state_dict: dict[str, torch.Tensor], source: str) -> None:
-        rows = state_dict["text_embedding.weight"].shape[0] if "text_embedding.weight" in state_dict else None
-        if rows != self.tokenizer.size:
-            raise InputError(
-                f"{source}: {rows} text rows but the tokenizer {self.tokenizer.path} has {self.tokenizer.size} ids. "
-                "Resize the checkpoint first with `embeddings extend`."
-            )
-        try:
-            self.model.load_state_dict(state_dict)
-        except RuntimeError as exc:
-            raise InputError(f"{source}: its weights do not fit this model ({str(exc).splitlines()[0]}).") from exc
+        self.family.load_weights(self.model, state_dict, source, self.tokenizer)
+
+    def base_rows_sha256(self) -> str | None:
+        """Return the checksum of the model's frozen text rows (None when none are frozen)."""
+        return self.family.base_rows_sha256(self.model)
 
     def _resume(self, loaded: Any, reset_optimizer: bool) -> None:
         plan = resume_plan(loaded, self.tokenizer, self.settings)
         state_dict = loaded.state_dict
         if plan.kind == "extension":
             state_dict, report = extend_state_dict(
-                state_dict, get_family("linguaforge"), plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
+                state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
             )
             self.init = GROWTH_INIT
             self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
         self._load_weights(state_dict, str(loaded.path))
         extra = loaded.extra
         saved_sha = extra.get("base_rows_sha256_start")
-        require_unchanged(saved_sha, base_rows_sha256(self.model), f"between {loaded.path} and this resume")
+        require_unchanged(saved_sha, self.base_rows_sha256(), f"between {loaded.path} and this resume")
         self.base_sha_start = saved_sha
         if reset_optimizer:
             self.log.line("--reset-optimizer: fresh AdamW state; the schedule continues")
@@ -379,22 +352,22 @@ class Trainer:
 
     def _meta(self) -> CheckpointMeta:
         return CheckpointMeta(
-            family="linguaforge",
+            family=self.family.name,
             task=self.config.task,
             tokenizer_fingerprint=self.tokenizer.fingerprint,
             tokenizer_size=self.tokenizer.size,
-            rows=self.tokenizer.size,
+            rows=rows_for(self.family.layout, self.tokenizer.size),
             base_size=self.base_size if self.base_size is not None else self.tokenizer.size,
             init=self.init,
             parent=self.parent,
-            codec_fingerprint=self.codec.fingerprint if self.codec is not None else None,
+            codec_fingerprint=self.family.feature_fingerprint(self.family_run),
             model_config=self.model_cfg.to_dict(),
             step=self.step,
         )
 
     def save(self, val_loss: float | None) -> Path | None:
         """Save a checkpoint of the current step (rank 0), rotate, refresh `best`; return its path."""
-        require_unchanged(self.base_sha_start, base_rows_sha256(self.model), f"at step {self.step}")
+        require_unchanged(self.base_sha_start, self.base_rows_sha256(), f"at step {self.step}")
         if self.rank != 0:
             return None
         extra = {
@@ -429,8 +402,8 @@ class Trainer:
         Returns the logged metrics, or None when skipped or failed. An eval failure never stops
         training: its message goes to log.txt and status.json (`eval_error`).
         """
-        if self.rank != 0 or self.config.task != "tts":
-            return None
+        if self.rank != 0 or self.config.task != "tts" or self.family.name != "linguaforge":
+            return None  # periodic eval speaks through LinguaForge's own inference
         from core.eval.tts import evaluate_checkpoint
         from core.training.periodic_eval import eval_metrics, heldout_set, is_better, metric_value
 
@@ -484,7 +457,7 @@ class Trainer:
                 save_run_config(cfg, self.folder.config)
         if self.world > 1:
             dist.barrier()
-        sha = {"start": self.base_sha_start, "now": base_rows_sha256(self.model)}
+        sha = {"start": self.base_sha_start, "now": self.base_rows_sha256()}
         require_unchanged(sha["start"], sha["now"], "at start")
         padding = self.batcher.padding_share(self.batcher.epoch)
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
@@ -504,7 +477,7 @@ class Trainer:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
             self.log.close()
-        sha["now"] = base_rows_sha256(self.model)
+        sha["now"] = self.base_rows_sha256()
         require_unchanged(sha["start"], sha["now"], "at the end")
         if self.world > 1:
             gathered: list[str] = [""] * self.world

@@ -1,5 +1,6 @@
 """Inference tab: a checkpoint whose tokenizer and codec come from its metadata (shown, not chosen);
-Generate speech (`synthesize`) with an optional reference clip, or text (`generate`) for LM checkpoints;
+Generate speech (`synthesize`; a chatterbox checkpoint speaks through its family with the model
+folder given here or in settings) with an optional reference clip, or text (`generate`) for LM checkpoints;
 "Compare checkpoints" (gradio_app/tabs/compare.py) shows their eval.json numbers and clips side by side."""
 
 from __future__ import annotations
@@ -65,13 +66,19 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action
     def synthesize(checkpoint: str, text: str, language: str, reference: str | None, temperature: float,
-                   top_k: float, top_p: float, seed: float):
+                   top_k: float, top_p: float, seed: float, model_dir: str):
         out = outputs / f"tts-{time.strftime('%Y%m%d-%H%M%S')}.wav"
+        path = inside_workspace(settings, checkpoint, "checkpoint")
         params: dict[str, Any] = {
-            "checkpoint": str(inside_workspace(settings, checkpoint, "checkpoint")), "text": text,
+            "checkpoint": str(path), "text": text,
             "output": str(out), "temperature": temperature, "top_k": int(top_k), "top_p": top_p, "seed": int(seed),
             "language": language.strip() or None,
         }
+        family = (load_checkpoint(path).meta or {}).get("family") or "linguaforge"
+        if family != "linguaforge":  # a published family speaks through its own code and model folder
+            params["family"] = family
+            if model_dir.strip():
+                params["model_dir"] = model_dir.strip()
         if reference:
             kept = outputs / "references" / Path(reference).name
             kept.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +113,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             with gr.Row():
                 text = gr.Textbox(label="Text", lines=2, scale=4, elem_id="inf-text")
                 language = gr.Textbox(label="Language (text normalisation, optional)", placeholder="am", scale=1)
-            reference = gr.Audio(label="Reference clip (optional)", sources=["upload", "microphone"], type="filepath")
+                model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts; default from settings)", scale=2,
+                                       elem_id="inf-model-dir")
+            reference = gr.Audio(label="Reference clip (optional; IndexTTS2 needs one)", sources=["upload", "microphone"], type="filepath")
             tts_btn = gr.Button("Generate speech", variant="primary", elem_id="inf-tts-btn")
             audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id="inf-audio",
                              buttons=["download"])
@@ -123,6 +132,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     refresh.click(refresh_choices, None, checkpoint)
     tab.select(refresh_choices, None, checkpoint, show_progress="hidden")
-    tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed], [status, audio])
+    tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed, model_dir],
+                  [status, audio])
     lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [status, generated])
     demo.load(refresh_choices, None, checkpoint)

@@ -13,6 +13,7 @@ import pandas as pd
 from core.config import read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.errors import InputError
+from core.families.registry import model_family_names
 from core.training.run_config import (
     FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict, save_run_config,
 )
@@ -130,6 +131,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
                     task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
                     model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
+                    family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
+                                         elem_id="train-family")
+                    model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts)", elem_id="train-model-dir",
+                                           placeholder="settings families.<family>.model_dir when empty")
                 with gr.Row():
                     tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
                     base_checkpoint = gr.Dropdown(
@@ -177,7 +182,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         timer = gr.Timer(LIVE_S)
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
-              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed]
+              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir]
 
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
         rows, ok, text = preflight(ctx, base_value, list(values))

@@ -1,0 +1,63 @@
+"""Chatterbox doctor checks: the published files of the model folder, and a feature cache T3 can train on
+(speech tokens < 6561, text ≤ 2048 and speech ≤ 4096 tokens — or the run model's position tables)."""
+
+from __future__ import annotations
+
+from core.checks.doctor import CheckResult, DoctorContext, register_check
+from core.data.cache import open_cache
+from core.errors import InputError
+
+LISTED_IDS = 10
+
+
+def _is_chatterbox(ctx: DoctorContext) -> bool:
+    return ctx.family == "chatterbox" or (ctx.run_config is not None and ctx.run_config.family == "chatterbox")
+
+
+@register_check("chatterbox.files", order=15)
+def check_files(ctx: DoctorContext) -> CheckResult | None:
+    """Return whether the run's Chatterbox model folder holds the published files (None for other families)."""
+    if not _is_chatterbox(ctx) or ctx.run_config is None:
+        return None
+    from core.families.registry import get_model_family
+
+    family = get_model_family("chatterbox")
+    try:
+        model_dir = family.model_dir(ctx.run_config, ctx.get_settings())
+        if model_dir is None:
+            return CheckResult("chatterbox.files", "fail", "no Chatterbox model folder: the run names no model_dir and "
+                               "settings families.chatterbox.model_dir is unset.",
+                               "Set model_dir: to your local folder with ve.pt, t3_mtl23ls_v2.safetensors, s3gen.pt and the tokenizer JSON.")
+        files = family.published_files(model_dir)
+    except InputError as exc:
+        return CheckResult("chatterbox.files", "fail", str(exc), "Copy the published Chatterbox files into the folder.")
+    return CheckResult("chatterbox.files", "pass", f"{model_dir}: {', '.join(sorted(p.name for p in files.values()))}.")
+
+
+@register_check("chatterbox.cache", order=63)
+def check_cache(ctx: DoctorContext) -> CheckResult | None:
+    """Return whether every cached clip fits T3: speech ids < 6561, text ≤ 2048, speech ≤ 4096 tokens."""
+    from core.families.chatterbox import MAX_SPEECH_TOKENS, MAX_TEXT_TOKENS, SPEECH_CODES
+
+    if ctx.cache_dir is None or not _is_chatterbox(ctx):
+        return None
+    index = open_cache(ctx.cache_dir)
+    limits = ctx.extras.get("model_config") or {}
+    max_text = int(limits.get("max_text_tokens", MAX_TEXT_TOKENS))
+    max_speech = int(limits.get("max_speech_tokens", MAX_SPEECH_TOKENS))
+    problems: list[str] = []
+    bad_ids = [e["id"] for e in index.items if e.get("max_speech_id", -1) >= SPEECH_CODES]
+    if bad_ids:
+        problems.append(f"{len(bad_ids)} clip(s) hold speech tokens ≥ {SPEECH_CODES} (not S3 codes): {', '.join(bad_ids[:LISTED_IDS])}")
+    long_text = [e["id"] for e in index.items if e["n_text"] > max_text]
+    if long_text:
+        problems.append(f"{len(long_text)} clip(s) have more than {max_text} text tokens: {', '.join(long_text[:LISTED_IDS])}")
+    long_speech = [e["id"] for e in index.items if e["n_codes"] > max_speech]
+    if long_speech:
+        problems.append(f"{len(long_speech)} clip(s) have more than {max_speech} speech tokens: {', '.join(long_speech[:LISTED_IDS])}")
+    if problems:
+        return CheckResult("chatterbox.cache", "fail", f"cache {index.path}: " + "; ".join(problems) + ".",
+                           "Rebuild the cache with Chatterbox's own S3 tokenizer (model_dir's s3gen.pt), and split clips "
+                           "longer than 160 s or texts longer than 2048 tokens.")
+    return CheckResult("chatterbox.cache", "pass", f"{len(index.items)} clips fit T3 (speech ids < {SPEECH_CODES}, "
+                       f"text ≤ {max_text}, speech ≤ {max_speech}).")

@@ -1,0 +1,39 @@
+"""`export --checkpoint CKPT --output DIR`: the family's native files plus `linguaforge.json`."""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import Result, add_command
+from core.tables import render_mapping
+from core.config import load_settings
+from core.paths import CLI_PATH
+
+
+def _export(args: argparse.Namespace) -> Result:
+    from core.checkpoint import load_checkpoint
+    from core.errors import InputError
+    from core.families.registry import get_model_family
+
+    settings = load_settings()
+    checkpoint = settings.resolve(args.checkpoint)
+    family = (load_checkpoint(checkpoint).meta or {}).get("family")
+    if not family:
+        raise InputError(f"{checkpoint}: no LinguaForge metadata names its family; export a checkpoint written by `train`.")
+    written = get_model_family(family).export(checkpoint, settings.resolve(args.output), args.name, settings)
+    report = {"family": family, "files": [str(p) for p in written]}
+    return Result(report, render_mapping({"family": family, **{p.name: str(p) for p in written}}))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the top-level `export` command."""
+    parser = add_command(
+        subparsers, "export", _export, help="write a trained checkpoint in its family's native layout",
+        description=(
+            "chatterbox: t3_<name>.safetensors (loads strictly into T3(T3Config(text_tokens_dict_size=V))), the\n"
+            "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load)."
+        ),
+    )
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
+    parser.add_argument("--output", required=True, type=CLI_PATH, help="output folder")
+    parser.add_argument("--name", default=None, help="name in the file names (default: the tokenizer's stem)")

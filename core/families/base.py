@@ -1,0 +1,218 @@
+"""The one model-family interface the trainer, the doctor, the jobs and the dashboard talk to.
+
+A `ModelFamily` provides (DESIGN.md, "Model families"): its text-row `layout`, detection from a
+state dict plus the base tokenizer, the published files it expects in a model folder, strict
+loading of its published checkpoint, the model config sized from the tokenizer (backbone shape
+read from the checkpoint's tensors), the model with its text rows split frozen/trainable, the
+freezing rules and base-rows checksum, feature extraction into a fingerprinted cache, the
+training data and loss (`TaskData`), native export and synthesis.
+
+`FamilyRun` carries what a family needs to set up one training run. Families register in
+`core.families.registry`; `get_model_family(name)` returns one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import torch
+from torch import nn
+
+from core.errors import InputError
+from core.families import Family, rows_for
+
+if TYPE_CHECKING:
+    from core.checkpoint import LoadedCheckpoint
+    from core.config import Settings
+    from core.tokenizers.tokenizer import Tokenizer
+    from core.training.run_config import RunConfig
+    from core.training.tasks import TaskData
+    from models.rows import _SplitRows
+
+
+@dataclass
+class FamilyRun:
+    """What a family sees of a training run: config, settings, tokenizer, base checkpoint, model folder.
+
+    `codec` is the family's speech-code model where it has one (`linguaforge` tts: the run's
+    codec); `feature_fingerprint` identifies the feature models (recorded in checkpoints as
+    `codec_fingerprint`). `rank`/`world` tell features which process builds the cache.
+    """
+
+    config: "RunConfig"
+    settings: "Settings"
+    tokenizer: "Tokenizer"
+    base: "LoadedCheckpoint | None" = None
+    model_dir: Path | None = None
+    codec: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_meta(self) -> dict[str, Any]:
+        """Return the base checkpoint's LinguaForge metadata ({} without one)."""
+        return dict(self.base.meta or {}) if self.base is not None else {}
+
+
+@dataclass
+class SynthesisRequest:
+    """One synthesis call: what to say, with which checkpoint and voice, and where to write it."""
+
+    checkpoint: Path
+    text: str
+    output: Path
+    tokenizer: Path | None = None
+    reference: Path | None = None
+    language: str | None = None
+    model_dir: Path | None = None
+    seed: int = 0
+    max_new_tokens: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelFamily:
+    """Base class of a model family; subclasses override what differs. Every method raises
+    InputError (one line naming the file/value and the fix) on bad input."""
+
+    name: str = ""
+    layout: Family
+    #: the `task` values this family trains
+    tasks: tuple[str, ...] = ("tts",)
+
+    # -- files and detection -----------------------------------------------------------------
+    def published_files(self, model_dir: Path) -> dict[str, Path]:
+        """Return {role: path} of the published files in `model_dir` (role e.g. `t3`, `voice_encoder`).
+
+        Raises InputError naming the first missing file and the names expected.
+        """
+        return {}
+
+    def default_checkpoint(self, model_dir: Path | None) -> Path | None:
+        """Return the published checkpoint in `model_dir` a run starts from when it names none."""
+        return None
+
+    def model_dir(self, config: "RunConfig", settings: "Settings") -> Path | None:
+        """Return the run's model folder: `model_dir:` of the run config, else `families.<name>.model_dir`
+        in settings, else None. Raises InputError when it is named but is not a folder."""
+        value = config.model_dir or settings.get(f"families.{self.name}.model_dir")
+        if not value:
+            return None
+        path = settings.resolve(value)
+        if not path.is_dir():
+            where = f"{config.source}: model_dir" if config.model_dir else f"settings families.{self.name}.model_dir"
+            raise InputError(f"{where} {value!r} is not a folder ({path}); point it at your local {self.name} model folder.")
+        return path
+
+    def matches(self, state_dict: Mapping[str, torch.Tensor], tokenizer: "Tokenizer | None" = None) -> bool:
+        """Return True when `state_dict` has this family's text keys (and, given a base tokenizer,
+        the family's row count for it)."""
+        keys = set(state_dict)
+        if not self.layout.matches_keys(keys) or (self.layout.marker_prefixes and not self.layout.has_markers(keys)):
+            return False
+        if tokenizer is None:
+            return True
+        return int(state_dict[self.layout.embedding_key].shape[0]) == rows_for(self.layout, tokenizer.size)
+
+    def load_state_dict(self, path: Path) -> "LoadedCheckpoint":
+        """Return the checkpoint at `path` loaded safely (weights_only / safetensors), unwrapped."""
+        from core.checkpoint import load_checkpoint
+
+        return load_checkpoint(path)
+
+    def base_size(self, base: "LoadedCheckpoint | None") -> int | None:
+        """Return the number of base-language rows of `base`: its metadata's `base_size`, else None."""
+        return (base.meta or {}).get("base_size") if base is not None else None
+
+    # -- the model --------------------------------------------------------------------------
+    def needs_codec(self, config: "RunConfig") -> bool:
+        """Return True when the run must name a `codec:` file (only LinguaForge's own TTS does)."""
+        return False
+
+    def load_codec(self, run: FamilyRun) -> Any:
+        """Return the run's speech-code model, or None when the family brings its own feature models."""
+        return None
+
+    def feature_fingerprint(self, run: FamilyRun) -> str | None:
+        """Return the fingerprint of the models the features came from (the codec's for LinguaForge),
+        recorded in checkpoints as `codec_fingerprint`; None when there are none."""
+        return getattr(run.codec, "fingerprint", None)
+
+    def model_config(self, run: FamilyRun) -> Any:
+        """Return the model config (an object with `to_dict()`, `max_text_tokens`, `max_speech_tokens`)
+        sized from `run.tokenizer`, the backbone shape read from the base checkpoint's tensors.
+
+        Raises InputError when a declared size disagrees with the tokenizer or the shape cannot be read.
+        """
+        raise NotImplementedError
+
+    def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
+        """Return a freshly initialised model whose first `frozen_rows` text rows (and the layout's
+        extra rows) are frozen buffers, the rest trainable."""
+        raise NotImplementedError
+
+    def text_row_modules(self, model: nn.Module) -> list["_SplitRows"]:
+        """Return the model's split text-row modules (embedding first, then head)."""
+        raise NotImplementedError
+
+    def text_row_prefixes(self, model: nn.Module) -> tuple[str, ...]:
+        """Return the parameter-name prefixes of the text rows (`text_emb.`, `text_head.`, …)."""
+        return tuple(f"{key.rsplit('.', 1)[0]}." for key in (self.layout.embedding_key, self.layout.head_weight_key))
+
+    def apply_freeze(self, model: nn.Module, mode: str) -> None:
+        """Set `requires_grad` for `mode`: `all-but-new-rows` trains only the trainable text rows;
+        `base-rows` and `none` train every parameter (frozen rows are buffers, never parameters)."""
+        prefixes = self.text_row_prefixes(model)
+        for name, param in model.named_parameters():
+            param.requires_grad = mode != "all-but-new-rows" or name.startswith(prefixes)
+
+    def base_rows_sha256(self, model: nn.Module) -> str | None:
+        """Return one sha256 over the frozen text rows of every split module, or None when none are frozen."""
+        modules = self.text_row_modules(model)
+        if not any(m.frozen or m.frozen_tail for m in modules):
+            return None
+        digest = hashlib.sha256()
+        for module in modules:
+            digest.update(module.base_sha256().encode())
+        return digest.hexdigest()
+
+    def load_weights(self, model: nn.Module, state_dict: Mapping[str, torch.Tensor], source: str, tokenizer: "Tokenizer") -> None:
+        """Load `state_dict` strictly into `model`.
+
+        Raises InputError when its text rows do not fit `tokenizer` (with the `embeddings extend`
+        fix) or any tensor is missing, unexpected or mis-shaped.
+        """
+        key = self.layout.embedding_key
+        rows = int(state_dict[key].shape[0]) if key in state_dict else None
+        need = rows_for(self.layout, tokenizer.size)
+        if rows != need:
+            raise InputError(
+                f"{source}: {rows} text rows ({key}) but the tokenizer {tokenizer.path} with {tokenizer.size} ids "
+                f"needs {need}. Resize the checkpoint first with `embeddings extend --family {self.name}`."
+            )
+        try:
+            model.load_state_dict(dict(state_dict))
+        except RuntimeError as exc:
+            raise InputError(f"{source}: its weights do not fit this model ({str(exc).splitlines()[0]}).") from exc
+
+    # -- data -------------------------------------------------------------------------------
+    def prepare_features(self, run: FamilyRun) -> Path | None:
+        """Return the fingerprinted feature cache folder for the run (built or completed now), or None
+        when the task reads no cache. Raises InputError when the data or feature models are unusable."""
+        return None
+
+    def task_data(self, run: FamilyRun, model_config: Any, cache_dir: Path | None) -> "TaskData":
+        """Return the trainer's TaskData: train/val SampleSets, collate, and `forward(module, batch)`
+        returning `loss`, the metrics and `tokens`."""
+        raise NotImplementedError
+
+    # -- export and speech ------------------------------------------------------------------
+    def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: "Settings") -> list[Path]:
+        """Write the family's native files for `checkpoint` into `output_dir` plus `linguaforge.json`;
+        return the written paths."""
+        raise InputError(f"family {self.name}: export is not available; use `prune` for LinguaForge checkpoints.")
+
+    def synthesize(self, request: SynthesisRequest, settings: "Settings") -> dict[str, Any]:
+        """Speak `request.text` into `request.output` (wav); return a report (path, seconds, sample rate)."""
+        raise InputError(f"family {self.name}: synthesis is not available through the family interface.")

@@ -1,0 +1,401 @@
+"""Chatterbox T3 (chatterbox-light 1.0.2 = Resemble AI's code) as a LinguaForge model family.
+
+The model is the published `T3` (`LinguaForgeT3` only adds a training forward; its state-dict
+keys are T3's) built with `T3Config(text_tokens_dict_size=V)`, V = the tokenizer's size. The
+Llama backbone's shape is read from the checkpoint (layers from the `tfmr.layers.N.` keys,
+widths from the tensors), registered in `LLAMA_CONFIGS` under a derived name when it differs
+from `Llama_520M`, so a reduced test model and the published one go through the same code.
+`text_emb` / `text_head` become `SplitEmbedding` / `SplitHead` (frozen base rows as buffers).
+
+Training loss: shifted labels on the text and the speech segments of `[cond | text | speech]`
+(the conditioning and prompt positions are never scored), weighted by `loss.text_weight` /
+`loss.mel_weight`; `mel_loss` / `mel_top1` are the speech-token loss and accuracy.
+
+`is_multilingual` (`T3Config`: true only at 2454 rows) flips off for a grown vocabulary; nothing
+here reads it — text preparation follows the tokenizer's language tags instead — and the export
+note tells the user. `SUPPORTED_LANGUAGES` of the published `generate()` refuses new tags, so
+synthesis runs T3 + S3Gen itself, checking the tag against the tokenizer.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+from core.errors import InputError
+from core.families import get_family
+from core.families.base import FamilyRun, ModelFamily, SynthesisRequest
+
+START_TEXT, STOP_TEXT = 255, 0
+START_SPEECH, STOP_SPEECH = 6561, 6562
+SPEECH_CODES = 6561
+MULTILINGUAL_ROWS = 2454
+MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
+HEAD_DIM = 64
+EMOTION_ADV = 0.5
+IGNORE = -100
+BASE_LLAMA = "Llama_520M"
+MULTILINGUAL_FILES = {"voice_encoder": "ve.pt", "t3": "t3_mtl23ls_v2.safetensors", "s3gen": "s3gen.pt",
+                      "tokenizer": "grapheme_mtl_merged_expanded_v1.json"}
+ENGLISH_FILES = {"voice_encoder": "ve.safetensors", "t3": "t3_cfg.safetensors", "s3gen": "s3gen.safetensors",
+                 "tokenizer": "tokenizer.json"}
+OPTIONAL_FILES = {"conds": "conds.pt"}
+
+
+@dataclass
+class ChatterboxConfig:
+    """T3's size: vocabulary from the tokenizer, backbone shape from the checkpoint's tensors."""
+
+    text_tokens_dict_size: int
+    n_layers: int
+    hidden_size: int
+    intermediate_size: int
+    max_text_tokens: int = MAX_TEXT_TOKENS
+    max_speech_tokens: int = MAX_SPEECH_TOKENS
+    speech_cond_prompt_len: int = 150
+
+    @property
+    def is_multilingual(self) -> bool:
+        """What `T3Config.is_multilingual` says at this size (true only at 2454 rows)."""
+        return self.text_tokens_dict_size == MULTILINGUAL_ROWS
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as JSON-ready data (recorded in checkpoint metadata)."""
+        return {**asdict(self), "family": "chatterbox", "is_multilingual": self.is_multilingual}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatterboxConfig":
+        """Return the config recorded by `to_dict`."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def backbone_shape(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
+    """Return {n_layers, hidden_size, intermediate_size, max_text_tokens, max_speech_tokens} read from a
+    T3 state dict's keys and shapes (the position tables hold max_text + 2 and max_speech + 4 rows).
+
+    Raises InputError when the T3 tensors are absent.
+    """
+    layers = {k.split(".")[2] for k in state_dict if k.startswith("tfmr.layers.")}
+    gate = "tfmr.layers.0.mlp.gate_proj.weight"
+    if not layers or gate not in state_dict or "text_emb.weight" not in state_dict:
+        raise InputError(f"{source}: not a Chatterbox T3 checkpoint (no tfmr.layers.* / text_emb.weight); point at t3_*.safetensors.")
+    shape = {"n_layers": len(layers), "hidden_size": int(state_dict["text_emb.weight"].shape[1]),
+             "intermediate_size": int(state_dict[gate].shape[0])}
+    if "text_pos_emb.emb.weight" in state_dict and "speech_pos_emb.emb.weight" in state_dict:
+        shape["max_text_tokens"] = int(state_dict["text_pos_emb.emb.weight"].shape[0]) - 2
+        shape["max_speech_tokens"] = int(state_dict["speech_pos_emb.emb.weight"].shape[0]) - 4
+    return shape
+
+
+def llama_config_name(config: ChatterboxConfig) -> str:
+    """Return the `LLAMA_CONFIGS` name of the config's backbone (registering a derived one when needed)."""
+    from chatterbox.models.t3.llama_configs import LLAMA_CONFIGS
+
+    base = LLAMA_CONFIGS[BASE_LLAMA]
+    shape = {"num_hidden_layers": config.n_layers, "hidden_size": config.hidden_size,
+             "intermediate_size": config.intermediate_size}
+    if all(base[k] == v for k, v in shape.items()):
+        return BASE_LLAMA
+    heads = config.hidden_size // HEAD_DIM
+    name = f"{BASE_LLAMA}_linguaforge_{config.n_layers}x{config.hidden_size}x{config.intermediate_size}"
+    LLAMA_CONFIGS.setdefault(name, {**base, **shape, "num_attention_heads": heads, "num_key_value_heads": heads})
+    return name
+
+
+def t3_hparams(config: ChatterboxConfig) -> Any:
+    """Return the published `T3Config(text_tokens_dict_size=V)` with the config's backbone."""
+    from chatterbox.models.t3.modules.t3_config import T3Config
+
+    hp = T3Config(text_tokens_dict_size=config.text_tokens_dict_size)
+    hp.llama_config_name = llama_config_name(config)
+    hp.max_text_tokens, hp.max_speech_tokens = config.max_text_tokens, config.max_speech_tokens
+    return hp
+
+
+def _trainable_t3_class() -> type:
+    from chatterbox.models.t3 import T3
+    from chatterbox.models.t3.modules.cond_enc import T3Cond
+
+    class LinguaForgeT3(T3):
+        """The published T3 with a training forward: `model(batch=…)` returns the losses."""
+
+        def forward(self, batch: dict[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
+            if batch is None:
+                return super().forward(**kwargs)
+            return self.training_losses(batch)
+
+        def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a collated batch."""
+            text, speech = batch["text_ids"], batch["codes"]
+            size = text.size(0)
+            cond = T3Cond(speaker_emb=batch["speaker_emb"], cond_prompt_speech_tokens=batch["prompt"],
+                          emotion_adv=torch.full((size, 1, 1), EMOTION_ADV, device=text.device))
+            embeds, len_cond = self.prepare_input_embeds(t3_cond=cond, text_tokens=text, speech_tokens=speech)
+            hidden = self.tfmr(inputs_embeds=embeds, use_cache=False, return_dict=True).last_hidden_state
+            n_text, n_speech = text.size(1), speech.size(1)
+            text_logits = self.text_head(hidden[:, len_cond : len_cond + n_text - 1])
+            speech_logits = self.speech_head(hidden[:, len_cond + n_text : len_cond + n_text + n_speech - 1])
+            text_targets = _shifted_targets(text, batch["text_lengths"])
+            speech_targets = _shifted_targets(speech, batch["code_lengths"])
+            text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
+            mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
+            scored = speech_targets != IGNORE
+            top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
+            tokens = scored.sum() + (text_targets != IGNORE).sum()
+            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
+
+    return LinguaForgeT3
+
+
+_LINGUAFORGE_T3: type | None = None
+
+
+def _shifted_targets(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Return ids[:, 1:] with IGNORE past each row's length (position j predicts token j+1)."""
+    targets = ids[:, 1:]
+    positions = torch.arange(targets.size(1), device=ids.device)[None]
+    return targets.masked_fill(positions >= (lengths[:, None] - 1), IGNORE)
+
+
+def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
+    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers."""
+    from models.rows import SplitEmbedding, SplitHead
+
+    global _LINGUAFORGE_T3
+    if _LINGUAFORGE_T3 is None:
+        _LINGUAFORGE_T3 = _trainable_t3_class()
+    model = _LINGUAFORGE_T3(t3_hparams(config))
+    model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
+    model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
+    return model
+
+
+def collate_t3(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Return the padded batch: text wrapped 255…0 (padded with 0), speech wrapped 6561…6562 (padded
+    with 6562), their lengths, the prompt tokens cut to the batch's shortest prompt, speaker embeddings."""
+    texts = [torch.cat([torch.tensor([START_TEXT]), s["text_ids"], torch.tensor([STOP_TEXT])]) for s in samples]
+    speech = [torch.cat([torch.tensor([START_SPEECH]), s["codes"], torch.tensor([STOP_SPEECH])]) for s in samples]
+    shortest = min(len(s["prompt"]) for s in samples)
+    return {
+        "text_ids": pad_sequence(texts, batch_first=True, padding_value=STOP_TEXT).long(),
+        "text_lengths": torch.tensor([len(t) for t in texts]),
+        "codes": pad_sequence(speech, batch_first=True, padding_value=STOP_SPEECH).long(),
+        "code_lengths": torch.tensor([len(s) for s in speech]),
+        "prompt": torch.stack([s["prompt"][:shortest] for s in samples]).long(),
+        "speaker_emb": torch.stack([s["speaker_emb"] for s in samples]).float(),
+    }
+
+
+def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
+    """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a T3 on a batch."""
+    out = module(batch=batch)
+    out["loss"] = text_weight * out["text_loss"] + mel_weight * out["mel_loss"]
+    return out
+
+
+class ChatterboxFamily(ModelFamily):
+    """Chatterbox T3 through the family interface."""
+
+    name = "chatterbox"
+    layout = get_family("chatterbox")
+    tasks = ("tts",)
+
+    # -- files ------------------------------------------------------------------------------
+    def published_files(self, model_dir: Path) -> dict[str, Path]:
+        """Return {role: path} of the multilingual release (or, failing its T3, the English release).
+
+        Raises InputError naming the first missing file and every name expected.
+        """
+        names = MULTILINGUAL_FILES if (model_dir / MULTILINGUAL_FILES["t3"]).is_file() or not (
+            model_dir / ENGLISH_FILES["t3"]).is_file() else ENGLISH_FILES
+        files = {role: model_dir / name for role, name in names.items()}
+        for role, path in files.items():
+            if not path.is_file():
+                raise InputError(
+                    f"{path}: missing from the Chatterbox folder {model_dir} (the {role}). It must hold the multilingual "
+                    f"release's {', '.join(MULTILINGUAL_FILES.values())} (or the English release's "
+                    f"{', '.join(ENGLISH_FILES.values())}); nothing is downloaded."
+                )
+        files.update({role: model_dir / n for role, n in OPTIONAL_FILES.items() if (model_dir / n).is_file()})
+        return files
+
+    def default_checkpoint(self, model_dir: Path | None) -> Path | None:
+        """Return the published T3 of `model_dir` (None without a folder)."""
+        return self.published_files(model_dir)["t3"] if model_dir is not None else None
+
+    def base_size(self, base: Any) -> int | None:
+        """Return the base checkpoint's recorded base size, else its row count (a published T3 is all base)."""
+        if base is None:
+            return None
+        recorded = (base.meta or {}).get("base_size")
+        return int(recorded) if recorded is not None else int(base.state_dict[self.layout.embedding_key].shape[0])
+
+    # -- model ------------------------------------------------------------------------------
+    def model_config(self, run: FamilyRun) -> ChatterboxConfig:
+        """Return the ChatterboxConfig: V from the tokenizer, backbone from the base checkpoint.
+
+        Raises InputError without a base checkpoint, for `model:` keys other than
+        `text_tokens_dict_size`, and when that declared size disagrees with the tokenizer.
+        """
+        config = run.config
+        unknown = sorted(set(config.model) - {"preset", "text_tokens_dict_size"})
+        if unknown:
+            raise InputError(f"{config.source}: model: {', '.join(unknown)} do not apply to family chatterbox; "
+                             "its shape comes from the checkpoint and its vocabulary from the tokenizer.")
+        declared = config.model.get("text_tokens_dict_size")
+        if declared is not None and declared != run.tokenizer.size:
+            raise InputError(
+                f"{config.source}: model.text_tokens_dict_size {declared} disagrees with the tokenizer "
+                f"{run.tokenizer.path} ({run.tokenizer.size} ids). T3 is sized from the tokenizer; remove the number or set it to {run.tokenizer.size}."
+            )
+        if run.base is None:
+            raise InputError(f"{config.source}: family chatterbox starts from a T3 checkpoint: set model_dir (its "
+                             f"{MULTILINGUAL_FILES['t3']}) or base_checkpoint (from `embeddings extend --family chatterbox`).")
+        shape = backbone_shape(run.base.state_dict, str(run.base.path))
+        return ChatterboxConfig(text_tokens_dict_size=run.tokenizer.size, **shape)
+
+    def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
+        """Return the T3 at the tokenizer's size with `frozen_rows` frozen text rows."""
+        if isinstance(model_config, Mapping):
+            model_config = ChatterboxConfig.from_dict(model_config)
+        return build_t3(model_config, frozen_rows)
+
+    def text_row_modules(self, model: nn.Module) -> list[Any]:
+        """Return [text_emb, text_head]."""
+        return [model.text_emb, model.text_head]
+
+    def feature_fingerprint(self, run: FamilyRun) -> str | None:
+        """Return the fingerprint of the voice encoder and S3 tokenizer files (None without a model folder)."""
+        from core.families.chatterbox_features import feature_fingerprint
+
+        if run.model_dir is None:
+            return None
+        if "feature_fingerprint" not in run.extra:
+            run.extra["feature_fingerprint"] = feature_fingerprint(self.published_files(run.model_dir))
+        return run.extra["feature_fingerprint"]
+
+    # -- data -------------------------------------------------------------------------------
+    def prepare_features(self, run: FamilyRun) -> Path:
+        """Return the feature cache of the run's manifest (built now when needed) with pairs.json.
+
+        Raises InputError without a manifest or model folder.
+        """
+        from core.data.pairs import PAIRS_NAME, build_pairs
+        from core.families.chatterbox_features import build_feature_cache
+
+        config = run.config
+        if not config.data.manifest:
+            raise InputError(f"{config.source}: family chatterbox needs data.manifest (from `dataset import`).")
+        if run.model_dir is None:
+            raise InputError(f"{config.source}: family chatterbox needs model_dir (or settings families.chatterbox.model_dir): "
+                             "the folder with ve.pt and s3gen.pt, whose models make the features.")
+        cache_dir = build_feature_cache(run.settings.resolve(config.data.manifest), run.tokenizer,
+                                        self.published_files(run.model_dir), run.settings.resolve("cache"), config.data.val_ratio)
+        if not (cache_dir / PAIRS_NAME).is_file():
+            report = build_pairs(cache_dir, config.data.prompts_per_target, config.seed)
+            run.extra["single_clip_speakers"] = report.single_clip_speakers
+        return cache_dir
+
+    def task_data(self, run: FamilyRun, model_config: Any, cache_dir: Path | None) -> Any:
+        """Return TaskData of (target clip, prompt clip) pairs from the feature cache.
+
+        Raises InputError when the cache was built for another tokenizer or feature models,
+        or no training clip fits T3's position limits.
+        """
+        from core.data.cache import open_cache
+        from core.data.pairs import load_pairs
+        from core.data.splits import TRAIN, VAL
+        from core.families.chatterbox_features import load_features
+        from core.training.data import SampleSet
+        from core.training.tasks import TaskData
+
+        index = open_cache(cache_dir)
+        if index.tokenizer_fingerprint != run.tokenizer.fingerprint or index.codec_fingerprint != self.feature_fingerprint(run):
+            raise InputError(f"{cache_dir}: built with another tokenizer or feature models than the run's; run `train` again to rebuild it.")
+        pairs = load_pairs(cache_dir)
+        entries = {e["id"]: e for e in index.items}
+
+        @lru_cache(maxsize=4096)
+        def item(clip_id: str) -> dict[str, torch.Tensor]:
+            raw = load_features(index.path, entries[clip_id])
+            return {k: torch.from_numpy(v.astype("float32" if k == "speaker_emb" else "int64")) for k, v in raw.items()}
+
+        def sample(pair: tuple[str, str]) -> dict[str, torch.Tensor]:
+            target, prompt = item(pair[0]), item(pair[1])
+            return {"text_ids": target["text_ids"], "codes": target["codes"], "prompt": prompt["prompt"],
+                    "speaker_emb": prompt["speaker_emb"]}
+
+        splits: dict[str, Any] = {}
+        for split in (TRAIN, VAL):
+            chosen: list[tuple[str, str]] = []
+            filtered = 0
+            for entry in index.items:
+                if entry["split"] != split:
+                    continue
+                if entry["n_text"] > model_config.max_text_tokens or entry["n_codes"] > model_config.max_speech_tokens:
+                    filtered += 1
+                    continue
+                prompts = pairs.get(entry["id"]) or [entry["id"]]
+                chosen.extend((entry["id"], p) for p in prompts[: run.config.data.prompts_per_target])
+            lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
+            splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered,
+                                      extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {})})
+        if not splits[TRAIN]:
+            raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
+                             f"speech ≤ {model_config.max_speech_tokens} tokens).")
+        forward = partial(t3_forward, text_weight=run.config.loss.text_weight, mel_weight=run.config.loss.mel_weight)
+        return TaskData(splits[TRAIN], splits[VAL], collate_t3, forward)
+
+    # -- export and speech ------------------------------------------------------------------
+    def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
+        """Write `t3_<name>.safetensors` (T3's keys, loads strictly into `T3(T3Config(text_tokens_dict_size=V))`),
+        the tokenizer JSON `<name>.json` and `linguaforge.json` into `output_dir`; return the paths.
+
+        Raises InputError when the checkpoint is not a LinguaForge chatterbox checkpoint or its tokenizer is not found.
+        """
+        from core.checkpoint import load_checkpoint, save_checkpoint
+        from core.families.chatterbox_text import language_tags
+        from core.fsutil import atomic_write, atomic_write_json
+        from core.inference import resolve_tokenizer
+
+        loaded = load_checkpoint(checkpoint)
+        meta = loaded.meta or {}
+        if meta.get("family") != self.name:
+            raise InputError(f"{checkpoint}: family {meta.get('family')!r}, not chatterbox; export the checkpoint of a chatterbox run.")
+        tokenizer = resolve_tokenizer(loaded, settings)
+        name = name or tokenizer.path.stem
+        output_dir.mkdir(parents=True, exist_ok=True)
+        rows = int(loaded.state_dict[self.layout.embedding_key].shape[0])
+        t3_path = save_checkpoint(output_dir / f"t3_{name}.safetensors", loaded.state_dict, meta)
+        tokenizer_path = output_dir / f"{name}.json"
+        with atomic_write(tokenizer_path) as tmp:
+            shutil.copyfile(tokenizer.path, tmp)
+        note = {
+            **meta,
+            "t3_file": t3_path.name,
+            "tokenizer_file": tokenizer_path.name,
+            "text_tokens_dict_size": rows,
+            "is_multilingual": rows == MULTILINGUAL_ROWS,
+            "language_tags": sorted(language_tags(tokenizer)),
+            "load_with": (f"T3(T3Config(text_tokens_dict_size={rows})) then load_state_dict(safetensors.torch.load_file"
+                          f"('{t3_path.name}')); ChatterboxMultilingualTTS.from_local hard-codes T3Config.multilingual() "
+                          f"(2454 rows) and generate() refuses language ids outside SUPPORTED_LANGUAGES, so build T3 yourself "
+                          f"or use `python -m core synthesize --family chatterbox`."),
+        }
+        note_path = atomic_write_json(output_dir / "linguaforge.json", note)
+        return [t3_path, tokenizer_path, note_path]
+
+    def synthesize(self, request: SynthesisRequest, settings: Any) -> dict[str, Any]:
+        """Speak through T3 + S3Gen from the model folder; write a 24 kHz wav; return a report."""
+        from core.families.chatterbox_speech import synthesize_chatterbox
+
+        return synthesize_chatterbox(self, request, settings)

@@ -1,0 +1,114 @@
+"""Building a run's IndexTTS2 feature cache: which models, which fingerprint, which device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.data.manifest import load_manifest_rows
+from core.errors import InputError
+from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
+from core.families.indextts_features import ClipFeaturizer, build_features, open_features, path_fingerprint
+from core.families.indextts_models import ModelPaths, SemanticFeatures, model_paths
+from core.fsutil import sha256_file
+
+_FINGERPRINTS: dict[tuple[str, float], str] = {}
+
+
+def _cached_fingerprint(path: Path) -> str:
+    key = (str(path), path.stat().st_mtime)
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = path_fingerprint(path)
+    return _FINGERPRINTS[key]
+
+
+def feature_model_parts(paths: ModelPaths, gpt_sha256: str, normalizer: IndexTextNormalizer) -> dict[str, str]:
+    """Return the fingerprint parts of the feature models: w2v-BERT (+ layer), stats, semantic codec, GPT, normaliser."""
+    config = read_indextts_config(paths.model_dir / CONFIG_NAME)
+    return {
+        "w2v_bert": _cached_fingerprint(paths.path("w2v_bert")),
+        "w2v_layer": str(paths.w2v_layer),
+        "w2v_stats": sha256_file(paths.path(config.get("w2v_stat", "wav2vec2bert_stats.pt"))),
+        "semantic_codec": _cached_fingerprint(paths.path("semantic_codec")),
+        "gpt": gpt_sha256,
+        "normalizer": normalizer.version,
+    }
+
+
+def device() -> str:
+    """Return `cuda` when a GPU is present, else `cpu` (features run where the training will)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def prepare_features(family: Any, run: Any) -> Path:
+    """Return the run's feature cache folder under `<workspace>/cache/`, building missing clips now.
+
+    Raises InputError when the run names no manifest or model folder, or a feature model is missing.
+    """
+    config = run.config
+    if not config.data.manifest:
+        raise InputError(f"{config.source}: family indextts needs data.manifest (a manifest.jsonl from `dataset import`).")
+    if run.model_dir is None:
+        raise InputError(f"{config.source}: family indextts needs `model_dir:` (the local IndexTTS2 folder) to compute features.")
+    manifest = run.settings.resolve(config.data.manifest)
+    if manifest.is_dir():
+        return imported_cache(manifest, run)
+    section = dict(run.settings.get("families.indextts") or {})
+    paths = model_paths(run.model_dir, section)
+    indextts_config = read_indextts_config(paths.model_dir / CONFIG_NAME)
+    normalizer = IndexTextNormalizer(section.get("normalizer_language"))
+    parts = feature_model_parts(paths, run.base.sha256, normalizer)
+    parts["manifest"] = sha256_file(manifest)
+    run.extra["feature_fingerprint"] = _feature_fingerprint(parts)
+    parts["features"] = run.extra["feature_fingerprint"]
+    where = device()
+
+    def featurizer() -> ClipFeaturizer:
+        semantic = SemanticFeatures(paths, indextts_config["semantic_codec"], where, paths.w2v_layer)
+        base_tokens = run.base.state_dict["text_embedding.weight"].shape[0] - 1
+        gpt, _ = load_unified_voice(run.base.state_dict, indextts_config, base_tokens)
+        return ClipFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
+
+    return build_features(
+        load_manifest_rows(manifest), run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
+        config.data.val_ratio, config.data.prompts_per_target,
+    )
+
+
+def imported_cache(folder: Path, run: Any) -> Path:
+    """Return an imported feature cache folder (`dataset import --format indextts-processed`) for the run.
+
+    Raises InputError when it is not an IndexTTS2 cache or its text ids came from another tokenizer.
+    """
+    index = open_features(folder)
+    made_with = index["tokenizer"]["fingerprint"]
+    if made_with != run.tokenizer.fingerprint:
+        raise InputError(
+            f"{folder}: its text ids came from tokenizer {made_with[:16]} ({index['tokenizer']['path']}), the run uses "
+            f"{run.tokenizer.fingerprint[:16]} ({run.tokenizer.path}). Import the folder again with --tokenizer {run.tokenizer.path}."
+        )
+    run.extra["feature_fingerprint"] = index["fingerprint"]
+    return folder
+
+
+def _feature_fingerprint(parts: dict[str, str]) -> str:
+    import hashlib
+    import json
+
+    keys = ("w2v_bert", "w2v_layer", "w2v_stats", "semantic_codec", "gpt")
+    return hashlib.sha256(json.dumps({k: parts[k] for k in keys}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class _Lazy:
+    """Build the featurizer on the first clip that needs computing (a complete cache loads no model)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+        self.featurizer: ClipFeaturizer | None = None
+
+    def __call__(self, row: Any) -> Any:
+        if self.featurizer is None:
+            self.featurizer = self.factory()
+        return self.featurizer(row)

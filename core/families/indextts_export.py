@@ -1,0 +1,66 @@
+"""Export a LinguaForge IndexTTS2 checkpoint as files IndexTTS2's own loader accepts.
+
+Writes `gpt_<name>.pth` (a plain state dict: IndexTTS2's `load_checkpoint` loads it strictly into
+`UnifiedVoice(**cfg.gpt)`), `config.yaml` (the run's IndexTTS2 config with
+`gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` corrected), `<name>.model`
+(the tokenizer) and `linguaforge.json` (the metadata record).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.checkpoint import load_checkpoint
+from core.errors import InputError
+from core.families.indextts import (
+    IndexTTSModelConfig,
+    ROW_OFFSET,
+    build_unified_voice,
+    corrected_config,
+    text_rows,
+    write_config,
+)
+from core.fsutil import atomic_write, atomic_write_text
+
+
+def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
+    """Return the paths written for `checkpoint` into `output_dir` (see the module docstring).
+
+    Raises InputError when the checkpoint is not an IndexTTS2 checkpoint of LinguaForge, its
+    tokenizer cannot be found, or its tensors do not load strictly into UnifiedVoice.
+    """
+    from core.inference import resolve_tokenizer
+
+    loaded = load_checkpoint(checkpoint)
+    meta = loaded.meta or {}
+    if meta.get("family") != "indextts":
+        raise InputError(f"{checkpoint}: family {meta.get('family')!r}, not indextts; export it with its own family.")
+    model_config = IndexTTSModelConfig.from_dict(meta.get("model_config") or {})
+    tokenizer = resolve_tokenizer(loaded, settings)
+    if text_rows(loaded.state_dict) != tokenizer.size + ROW_OFFSET:
+        raise InputError(f"{checkpoint}: {text_rows(loaded.state_dict)} text rows do not fit tokenizer {tokenizer.path} ({tokenizer.size} ids + 1).")
+    kwargs = dict(model_config.kwargs, number_text_tokens=tokenizer.size)
+    model = build_unified_voice(kwargs)
+    try:
+        model.load_state_dict(loaded.state_dict, strict=True)
+    except RuntimeError as exc:
+        raise InputError(f"{checkpoint}: does not load strictly into UnifiedVoice ({str(exc).splitlines()[0]}).") from None
+    name = name or Path(checkpoint).stem
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    gpt_path = output_dir / f"gpt_{name}.pth"
+    with atomic_write(gpt_path) as tmp:
+        torch.save({k: v.detach().cpu().contiguous() for k, v in loaded.state_dict.items()}, tmp)
+    bpe_path = output_dir / f"{name}{tokenizer.path.suffix}"
+    with atomic_write(bpe_path) as tmp:
+        shutil.copyfile(tokenizer.path, tmp)
+    config_path = write_config(
+        output_dir / "config.yaml", corrected_config(model_config.indextts_config, tokenizer.size, bpe_path.name, gpt_path.name)
+    )
+    record = atomic_write_text(output_dir / "linguaforge.json", json.dumps(meta, indent=2, ensure_ascii=False))
+    return [gpt_path, config_path, bpe_path, record]

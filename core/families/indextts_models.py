@@ -1,0 +1,147 @@
+"""IndexTTS2's feature and speech models, loaded from the user's local folder (never downloaded).
+
+IndexTTS2's own inference fetches these from the hub by name; LinguaForge reads local copies:
+
+| model | where (under `model_dir`) | settings override |
+|---|---|---|
+| w2v-BERT 2.0 (`facebook/w2v-bert-2.0`) | `w2v-bert-2.0/` (config.json, model.safetensors, preprocessor_config.json) | `families.indextts.w2v_bert` |
+| MaskGCT semantic codec (`amphion/MaskGCT`) | `semantic_codec/model.safetensors` | `families.indextts.semantic_codec` |
+| CAMPPlus (`funasr/campplus`) | `campplus_cn_common.bin` | `families.indextts.campplus` |
+| BigVGAN (`nvidia/bigvgan_v2_22khz_80band_256x`) | `bigvgan/` (config.json, bigvgan_generator.pt) | `families.indextts.bigvgan` |
+
+A missing file is an InputError naming it, where IndexTTS2 expects it and the override to set.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from core.errors import InputError
+from core.families.indextts import SEMANTIC_LAYER, STATS_NAME
+
+DEFAULT_LOCATIONS = {
+    "w2v_bert": ("w2v-bert-2.0", "facebook/w2v-bert-2.0 (a folder with config.json, model.safetensors, preprocessor_config.json)"),
+    "semantic_codec": ("semantic_codec/model.safetensors", "amphion/MaskGCT semantic_codec/model.safetensors"),
+    "campplus": ("campplus_cn_common.bin", "funasr/campplus campplus_cn_common.bin"),
+    "bigvgan": ("bigvgan", "nvidia/bigvgan_v2_22khz_80band_256x (a folder with config.json, bigvgan_generator.pt)"),
+}
+
+
+@dataclass(frozen=True)
+class ModelPaths:
+    """Where each IndexTTS2 file of one installation is: the folder plus resolved overrides."""
+
+    model_dir: Path
+    overrides: Mapping[str, str | None]
+    w2v_layer: int = SEMANTIC_LAYER
+
+    def path(self, name: str) -> Path:
+        """Return the path of feature/speech model `name` (a DEFAULT_LOCATIONS key) or a file of `model_dir`.
+
+        Raises InputError naming the file, where IndexTTS2 expects it and the override to set.
+        """
+        if name in DEFAULT_LOCATIONS:
+            relative, what = DEFAULT_LOCATIONS[name]
+            override = self.overrides.get(name)
+            path = Path(os.path.expanduser(override)) if override else self.model_dir / relative
+            if not path.exists():
+                raise InputError(
+                    f"{path}: missing {what}. IndexTTS2 would download it; LinguaForge never does. Put a local copy at "
+                    f"{self.model_dir / relative} or set `families.indextts.{name}` in the settings."
+                )
+            return path
+        path = self.model_dir / name
+        if not path.is_file():
+            raise InputError(f"{path}: missing; IndexTTS2 expects {name} in its model folder {self.model_dir}.")
+        return path
+
+
+def model_paths(model_dir: str | os.PathLike[str] | None, settings_section: Mapping[str, Any] | None = None) -> ModelPaths:
+    """Return ModelPaths for `model_dir` (else `families.indextts.model_dir` of the settings section).
+
+    Raises InputError when no folder is named or it does not exist.
+    """
+    section = dict(settings_section or {})
+    folder = model_dir or section.get("model_dir")
+    if not folder:
+        raise InputError("no IndexTTS2 model folder: pass --model-dir, set `model_dir:` in the run config or `families.indextts.model_dir`.")
+    path = Path(os.path.expanduser(str(folder))).resolve()
+    if not path.is_dir():
+        raise InputError(f"{path}: the IndexTTS2 model folder does not exist.")
+    return ModelPaths(path, {k: section.get(k) for k in DEFAULT_LOCATIONS}, int(section.get("w2v_layer") or SEMANTIC_LAYER))
+
+
+def _safe_torch_load(path: Path) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 (any unpickling failure is the file's fault)
+        raise InputError(f"{path}: not a weights-only torch file ({str(exc).splitlines()[0]}).") from None
+
+
+class SemanticFeatures:
+    """w2v-BERT 2.0 layer-17 features normalised with `wav2vec2bert_stats.pt`, and MaskGCT semantic codes."""
+
+    def __init__(
+        self, paths: ModelPaths, semantic_codec_config: Mapping[str, Any], device: str = "cpu", layer: int = SEMANTIC_LAYER
+    ) -> None:
+        from omegaconf import OmegaConf
+        from safetensors.torch import load_model
+        from transformers import SeamlessM4TFeatureExtractor, Wav2Vec2BertModel
+
+        from indextts.utils.maskgct_utils import build_semantic_codec
+
+        w2v = paths.path("w2v_bert")
+        self.extractor = SeamlessM4TFeatureExtractor.from_pretrained(str(w2v), local_files_only=True)
+        self.model = Wav2Vec2BertModel.from_pretrained(str(w2v), local_files_only=True).to(device).eval()
+        if self.model.config.num_hidden_layers < layer:
+            raise InputError(
+                f"{w2v}: w2v-BERT has {self.model.config.num_hidden_layers} layers; IndexTTS2 reads layer {layer} "
+                "(`families.indextts.w2v_layer`). Use the published facebook/w2v-bert-2.0 folder."
+            )
+        self.layer = layer
+        stats = _safe_torch_load(paths.path(STATS_NAME))
+        self.mean = stats["mean"].to(device)
+        self.std = torch.sqrt(stats["var"]).to(device)
+        self.codec = build_semantic_codec(OmegaConf.create(dict(semantic_codec_config)))
+        load_model(self.codec, str(paths.path("semantic_codec")), device="cpu")
+        self.codec = self.codec.to(device).eval()
+        self.device = device
+
+    @torch.no_grad()
+    def features(self, wav_16k: torch.Tensor) -> torch.Tensor:
+        """Return the normalised layer-`layer` (17) features [1, T, 1024] of a 16 kHz mono waveform (1-D)."""
+        inputs = self.extractor(wav_16k.cpu().numpy(), sampling_rate=16000, return_tensors="pt")
+        out = self.model(
+            input_features=inputs["input_features"].to(self.device),
+            attention_mask=inputs["attention_mask"].to(self.device),
+            output_hidden_states=True,
+        )
+        return (out.hidden_states[self.layer] - self.mean) / self.std
+
+    @torch.no_grad()
+    def codes(self, features: torch.Tensor) -> torch.Tensor:
+        """Return the MaskGCT semantic codes [1, T] of features [1, T, 1024]."""
+        codes, _ = self.codec.quantize(features)
+        return codes
+
+    def embed_codes(self, codes: torch.Tensor) -> torch.Tensor:
+        """Return the codec's embeddings [1, T, 1024] of codes [1, T] (s2mel's input, as in IndexTTS2's inference)."""
+        return self.codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2)
+
+
+@torch.no_grad()
+def conditioning(gpt: torch.nn.Module, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (speaker latents [32, model_dim], emotion vector [model_dim]) of one prompt clip's features [1, T, 1024].
+
+    `get_conditioning` and `get_emovec` of the (frozen) GPT, as IndexTTS2's inference and the
+    community preprocessing call them; the emotion vector has been through `emovec_layer` and `emo_layer`.
+    """
+    lengths = torch.tensor([features.shape[1]], device=features.device)
+    latents = gpt.get_conditioning(features.transpose(1, 2), lengths)
+    emotion = gpt.get_emovec(features, lengths)
+    return latents[0], emotion[0]

@@ -1,0 +1,72 @@
+"""The model-family registry: `get_model_family(name)` returns the family's `ModelFamily`.
+
+Family modules import lazily, so asking for `linguaforge` never imports a published model's code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Mapping
+
+from core.errors import InputError
+from core.families import FAMILIES, get_family
+from core.families.base import ModelFamily
+
+if TYPE_CHECKING:
+    from core.tokenizers.tokenizer import Tokenizer
+
+#: family name → "module:Class"
+MODEL_FAMILIES: dict[str, str] = {
+    "linguaforge": "core.families.linguaforge:LinguaForgeFamily",
+    "chatterbox": "core.families.chatterbox:ChatterboxFamily",
+    "indextts": "core.families.indextts:IndexTTSFamily",
+}
+_INSTANCES: dict[str, ModelFamily] = {}
+
+
+def model_family_names() -> tuple[str, ...]:
+    """Return the names of the registered model families."""
+    return tuple(MODEL_FAMILIES)
+
+
+def get_model_family(name: str) -> ModelFamily:
+    """Return the ModelFamily `name` (one instance per process).
+
+    Raises InputError listing the families for an unknown name, or naming the missing package
+    when the family's published code is not installed.
+    """
+    if name not in MODEL_FAMILIES:
+        raise InputError(f"unknown model family {name!r}; known families: {', '.join(MODEL_FAMILIES)}.")
+    if name not in _INSTANCES:
+        module_name, class_name = MODEL_FAMILIES[name].split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                raise InputError(f"model family {name!r} is not implemented in this version ({module_name} missing).") from exc
+            raise InputError(
+                f"model family {name!r} needs the package providing {exc.name!r}; install requirements.txt."
+            ) from exc
+        _INSTANCES[name] = getattr(module, class_name)()
+    return _INSTANCES[name]
+
+
+def detect_model_family(state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None = None,
+                        tokenizer: "Tokenizer | None" = None) -> ModelFamily:
+    """Return the family of a checkpoint: the one its metadata names, else the first published family
+    (then `linguaforge`) whose keys — and, given the base tokenizer, row count — fit `state_dict`.
+
+    Raises InputError when none fits, naming the text keys each family expects.
+    """
+    if metadata and metadata.get("family"):
+        return get_model_family(str(metadata["family"]))
+    order = [n for n in MODEL_FAMILIES if n != "linguaforge"] + ["linguaforge"]
+    for name in order:
+        try:
+            family = get_model_family(name)
+        except InputError:
+            continue  # a family whose module is not in this version
+        if family.matches(state_dict, tokenizer):
+            return family
+    expected = "; ".join(f"{n}: {', '.join(get_family(n).text_keys)}" for n in FAMILIES)
+    raise InputError(f"no model family fits this checkpoint's text keys and rows (expected {expected}); pass the family explicitly.")

@@ -1,0 +1,58 @@
+"""A Chatterbox model folder of random-initialised REAL classes at reduced size, in the published layout.
+
+T3 keeps the width (its perceiver fixes 1024) with one Llama layer, a narrower MLP and shorter
+position tables (256 text, 512 speech rows); the
+VoiceEncoder is full size (1.4M parameters); `s3gen.pt` holds the S3 tokenizer's `tokenizer.*`
+tensors at width 128 with one block (a full S3Gen is 264M parameters, too large for CPU tests).
+The folder is built once per session and copied to each caller.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from tests.data_helpers import _session_dir
+
+SHARED_TOKENIZER = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "chatterbox" / "tokenizer_mtl_2454.json"
+REDUCED = {"n_layers": 1, "hidden_size": 1024, "intermediate_size": 256, "max_text_tokens": 254, "max_speech_tokens": 508}
+
+
+def _build(folder: Path) -> None:
+    from chatterbox.models.voice_encoder import VoiceEncoder
+
+    from core.families.chatterbox import ChatterboxConfig, build_t3
+    from core.families.chatterbox_features import build_s3_tokenizer
+
+    torch.manual_seed(0)
+    folder.mkdir(parents=True)
+    t3 = build_t3(ChatterboxConfig(text_tokens_dict_size=2454, **REDUCED))
+    save_file({k: v.contiguous() for k, v in t3.state_dict().items()}, str(folder / "t3_mtl23ls_v2.safetensors"))
+    torch.save(VoiceEncoder().state_dict(), folder / "ve.pt")
+    s3 = build_s3_tokenizer(128, 1)
+    torch.save({f"tokenizer.{k}": v for k, v in s3.state_dict().items()}, folder / "s3gen.pt")
+    shutil.copyfile(SHARED_TOKENIZER, folder / "grapheme_mtl_merged_expanded_v1.json")
+
+
+def make_chatterbox_folder(dest: Path) -> Path:
+    """Copy the session's reduced Chatterbox folder to `dest` and return it."""
+    built = _session_dir() / "chatterbox-model"
+    if not (built / "grapheme_mtl_merged_expanded_v1.json").is_file():
+        shutil.rmtree(built, ignore_errors=True)
+        _build(built)
+    shutil.copytree(built, dest, dirs_exist_ok=True)
+    return dest
+
+
+def with_pieces(base: Path, pieces: list[str], dest: Path) -> Path:
+    """Write a copy of the HF tokenizer `base` with `pieces` appended after its highest id (a prefix extension)."""
+    data = json.loads(base.read_text(encoding="utf-8"))
+    top = max([*data["model"]["vocab"].values(), *(t["id"] for t in data.get("added_tokens", []))])
+    for i, piece in enumerate(pieces, 1):
+        data["model"]["vocab"][piece] = top + i
+    dest.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return dest

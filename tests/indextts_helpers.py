@@ -1,0 +1,123 @@
+"""A reduced IndexTTS2 model folder: random-initialised modules of the REAL published classes.
+
+`build_model_folder(dest)` writes what LinguaForge reads from a user's IndexTTS2 folder, with
+IndexTTS2's file names and `config.yaml` layout (the published config with the widths shrunk):
+`config.yaml`, `gpt.pth` (`UnifiedVoice`, 2 layers × 64 wide, V = 12,000 from the real
+`bpe.model`, so 12,001 text rows), `bpe.model`, `wav2vec2bert_stats.pt`, `w2v-bert-2.0/` (a
+`Wav2Vec2BertModel` 1024 wide as UnifiedVoice's conformer input requires, with W2V_LAYERS layers
+instead of 24: 17 layers of width 1024 would be a 485 MB file and a minute of CPU per session, so
+the tests read layer W2V_LAYERS through the `families.indextts.w2v_layer` setting, default 17) and `semantic_codec/model.safetensors` (MaskGCT `RepCodec`,
+8192 codes, a one-layer Vocos). Speech-side files (`s2mel.pth`, CAMPPlus, BigVGAN) are written by
+`add_speech_models` for the synthesis test only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+import yaml
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "indextts2"
+W2V_LAYERS = 2
+SMALL_CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
+SMALL_CODEC = {"codebook_size": 8192, "hidden_size": 1024, "codebook_dim": 8, "vocos_dim": 32, "vocos_intermediate_dim": 64, "vocos_num_layers": 1}
+
+
+def small_config(model_dim: int = 64, heads: int = 4, layers: int = 2) -> dict:
+    """Return the published config.yaml with the GPT, conformers and codec shrunk (limits 600/1815 kept)."""
+    config = yaml.safe_load((FIXTURES / "config.yaml").read_text(encoding="utf-8"))
+    config["gpt"].update(model_dim=model_dim, heads=heads, layers=layers)
+    config["gpt"]["condition_module"] = dict(SMALL_CONFORMER)
+    config["gpt"]["emo_condition_module"] = dict(SMALL_CONFORMER)
+    config["semantic_codec"] = dict(SMALL_CODEC)
+    return config
+
+
+def _gpt_kwargs(config: dict) -> dict:
+    return dict(config["gpt"])
+
+
+def write_w2v_bert(dest: Path) -> None:
+    """Save a random W2V_LAYERS-layer Wav2Vec2BertModel and its SeamlessM4T feature extractor to `dest`."""
+    from transformers import SeamlessM4TFeatureExtractor, Wav2Vec2BertConfig, Wav2Vec2BertModel
+
+    config = Wav2Vec2BertConfig(
+        hidden_size=1024, num_hidden_layers=W2V_LAYERS, num_attention_heads=2, intermediate_size=16,
+        conv_depthwise_kernel_size=3, add_adapter=False,
+    )
+    torch.manual_seed(1)
+    Wav2Vec2BertModel(config).eval().save_pretrained(dest)
+    SeamlessM4TFeatureExtractor().save_pretrained(dest)
+
+
+def build_model_folder(dest: Path, seed: int = 0) -> Path:
+    """Write the reduced IndexTTS2 folder to `dest` and return it."""
+    from safetensors.torch import save_model
+
+    from indextts.gpt.model_v2 import UnifiedVoice
+    from indextts.utils.maskgct_utils import build_semantic_codec
+    from omegaconf import OmegaConf
+
+    dest.mkdir(parents=True, exist_ok=True)
+    config = small_config()
+    (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    shutil.copyfile(FIXTURES / "bpe.model", dest / "bpe.model")
+    torch.manual_seed(seed)
+    gpt = UnifiedVoice(**_gpt_kwargs(config))
+    torch.save(gpt.state_dict(), dest / "gpt.pth")
+    torch.save({"mean": torch.randn(1024) * 0.1, "var": torch.rand(1024) + 0.5}, dest / "wav2vec2bert_stats.pt")
+    write_w2v_bert(dest / "w2v-bert-2.0")
+    codec = build_semantic_codec(OmegaConf.create(config["semantic_codec"]))
+    (dest / "semantic_codec").mkdir(exist_ok=True)
+    save_model(codec, str(dest / "semantic_codec" / "model.safetensors"))
+    return dest
+
+
+def add_speech_models(folder: Path) -> None:
+    """Add a small `s2mel.pth` (MyModel: CFM + length regulator + gpt_layer), CAMPPlus and a small BigVGAN."""
+    from munch import DefaultMunch
+
+    from indextts.s2mel.modules.bigvgan.bigvgan import BigVGAN
+    from indextts.s2mel.modules.campplus.DTDNN import CAMPPlus
+    from indextts.s2mel.modules.commons import MyModel
+
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    s2mel = config["s2mel"]
+    s2mel["length_regulator"]["channels"] = 32
+    s2mel["DiT"].update(hidden_dim=32, num_heads=2, depth=1, content_dim=32)
+    s2mel["wavenet"].update(hidden_dim=32, num_layers=1)
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    model = MyModel(DefaultMunch.fromDict(s2mel), use_gpt_latent=True)
+    torch.save({"net": {k: m.state_dict() for k, m in model.models.items()}}, folder / "s2mel.pth")
+    torch.save(CAMPPlus(feat_dim=80, embedding_size=192).state_dict(), folder / "campplus_cn_common.bin")
+    h = {
+        "resblock": "1", "num_mels": 80, "upsample_rates": [4, 4, 4, 4], "upsample_kernel_sizes": [8, 8, 8, 8],
+        "upsample_initial_channel": 32, "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
+        "activation": "snakebeta", "snake_logscale": True, "use_tanh_at_final": False, "use_bias_at_final": False,
+        "sampling_rate": 22050, "hop_size": 256,
+    }
+    (folder / "bigvgan").mkdir(exist_ok=True)
+    (folder / "bigvgan" / "config.json").write_text(json.dumps(h), encoding="utf-8")
+    from indextts.s2mel.modules.bigvgan.bigvgan import load_hparams_from_json
+
+    vocoder = BigVGAN(load_hparams_from_json(folder / "bigvgan" / "config.json"))
+    torch.save({"generator": vocoder.state_dict()}, folder / "bigvgan" / "bigvgan_generator.pt")
+
+
+def build_speech_folder(base: Path, dest: Path, seed: int = 0) -> Path:
+    """Write a folder for synthesis: the base folder's feature models (linked), a 1-layer GPT at the
+    published width 1280 (s2mel's `gpt_layer` takes 1280-wide latents) and small speech models."""
+    from indextts.gpt.model_v2 import UnifiedVoice
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("bpe.model", "wav2vec2bert_stats.pt", "w2v-bert-2.0", "semantic_codec"):
+        (dest / name).symlink_to(base / name)
+    config = small_config(model_dim=1280, heads=20, layers=1)
+    (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    torch.manual_seed(seed)
+    torch.save(UnifiedVoice(**_gpt_kwargs(config)).state_dict(), dest / "gpt.pth")
+    add_speech_models(dest)
+    return dest

@@ -1,0 +1,234 @@
+"""Chatterbox T3 as a model family, on random-initialised REAL classes at reduced size (no weights exist here).
+
+One module-scoped workspace: the reduced model folder (published file names), the espeak en+am
+sample, the real multilingual tokenizer merged with Amharic (`[am]` tag) and the T3 extended to
+it. Then: features, the doctor (pass and each failure), 20 training steps with frozen base rows
+under weight decay 0.1, vocabulary-growth resume, export with a strict reload into a fresh T3,
+and the English-unchanged property.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from core.checkpoint import load_checkpoint
+from core.checks.doctor import doctor_context_from_run_config, run_doctor
+from core.cli import main as cli_main
+from core.config import load_settings
+from core.data.cache import INDEX_NAME, open_cache
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.errors import InputError
+from core.families.chatterbox_text import text_ids
+from core.families.registry import get_model_family
+from core.tokenizers.hf_merge import merge_hf_tokenizer
+from core.tokenizers.tokenizer import load_tokenizer
+from core.training.embeddings import extend_checkpoint
+from core.training.run_config import run_config_from_dict
+from core.training.state import step_checkpoints
+from core.training.trainer import Trainer, train
+from tests.chatterbox_helpers import REDUCED, make_chatterbox_folder, with_pieces
+from tests.data_helpers import make_espeak_dataset
+
+torch.set_num_threads(2)
+BASE_ROWS = 2454
+# The module fixtures (model folder, features, 20 training steps) take a few CPU minutes; on a
+# machine shared by many jobs their wall time can pass the global 900 s per-test limit.
+pytestmark = pytest.mark.timeout(2400)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("cb") / "workspace"
+    root.mkdir()
+    patch = pytest.MonkeyPatch()
+    patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
+    model_dir = make_chatterbox_folder(root / "models" / "chatterbox")
+    make_espeak_dataset(root / "datasets" / "espeak", per_language=6)
+    base_tok = model_dir / "grapheme_mtl_merged_expanded_v1.json"
+    am = root / "tokenizers" / "am.json"
+    am.parent.mkdir()
+    merge_hf_tokenizer(base_tok, am, corpus_lines=list(AMHARIC_SENTENCES), vocab_size=400, language_tag="am")
+    (root / "checkpoints").mkdir()
+    extend_checkpoint(model_dir / "t3_mtl23ls_v2.safetensors", base_tok, am, root / "checkpoints" / "t3_am.safetensors",
+                      family="chatterbox", init="mean")
+    yield root
+    patch.undo()
+
+
+def _config(name: str, **overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": name, "family": "chatterbox", "model_dir": "models/chatterbox", "tokenizer": "tokenizers/am.json",
+        "base_checkpoint": "checkpoints/t3_am.safetensors",
+        "data": {"manifest": "datasets/espeak/manifest.jsonl", "val_ratio": 0.2},
+        "optim": {"lr": 2.0e-3, "weight_decay": 0.1, "warmup_steps": 2},
+        "batch": {"size": 4},
+        "schedule": {"max_steps": 20, "val_every": 20, "save_every": 20, "keep_last": 1, "log_every": 5},
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture(scope="module")
+def trained(ws: Path) -> Any:
+    return train(run_config_from_dict(_config("cb"), "cb.yaml"), settings=load_settings())
+
+
+def test_features_match_chatterbox_inference_inputs(ws: Path, trained: Any) -> None:
+    cache = next(p for p in (ws / "cache").iterdir() if (p / INDEX_NAME).is_file())
+    index = open_cache(cache)
+    assert index.data["family"] == "chatterbox" and index.tokenizer_fingerprint == load_tokenizer(ws / "tokenizers" / "am.json").fingerprint
+    assert 0 <= index.data["max_speech_id"] < 6561 and len(index.items) == 12
+    entry = next(e for e in index.items if e["language"] == "am")
+    with np.load(cache / entry["file"]) as item:
+        assert item["speaker_emb"].shape == (256,) and abs(float(np.linalg.norm(item["speaker_emb"])) - 1) < 1e-3
+        assert 0 < item["prompt"].shape[0] <= 150
+        assert item["codes"].shape[0] == entry["n_codes"]
+        rows = [json.loads(line) for line in (ws / "datasets" / "espeak" / "manifest.jsonl").read_text().splitlines()]
+        seconds = next(r["duration"] for r in rows if r["id"] == entry["id"])
+        assert abs(item["codes"].shape[0] - 25 * seconds) <= 2  # 25 S3 tokens per second
+        tokenizer = load_tokenizer(ws / "tokenizers" / "am.json")
+        tag = tokenizer.encode("[am]")[0]
+        assert item["text_ids"][0] == tag >= BASE_ROWS
+    assert (cache / "pairs.json").is_file()
+
+
+def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, trained: Any) -> None:
+    assert trained.state == "finished" and trained.step == 20
+    status = json.loads((trained.run_dir / "status.json").read_text())
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"] is not None
+    base = load_checkpoint(ws / "checkpoints" / "t3_am.safetensors").state_dict
+    final = load_checkpoint(step_checkpoints(trained.run_dir)[-1])
+    assert final.meta["family"] == "chatterbox" and final.meta["rows"] == base["text_emb.weight"].shape[0]
+    for key in ("text_emb.weight", "text_head.weight"):
+        assert torch.equal(final.state_dict[key][:BASE_ROWS], base[key][:BASE_ROWS]), key
+        assert not torch.equal(final.state_dict[key][BASE_ROWS:], base[key][BASE_ROWS:]), key
+    assert not torch.equal(final.state_dict["speech_head.weight"], base["speech_head.weight"])
+    lines = [json.loads(line) for line in (trained.run_dir / "metrics.jsonl").read_text().splitlines()]
+    train_lines = [m for m in lines if m["split"] == "train"]
+    assert {"text_loss", "mel_loss", "mel_top1", "loss"} <= set(train_lines[0])
+    assert train_lines[-1]["mel_loss"] < train_lines[0]["mel_loss"]
+    assert any(m["split"] == "val" for m in lines)
+
+
+def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any) -> None:
+    old = load_tokenizer(ws / "tokenizers" / "am.json")
+    with_pieces(old.path, ["ሰላምታ", "qzxw"], ws / "tokenizers" / "am2.json")
+    saved = load_checkpoint(step_checkpoints(trained.run_dir)[-1])
+    config = run_config_from_dict(_config("cb", tokenizer="tokenizers/am2.json", schedule={
+        "max_steps": 22, "val_every": 22, "save_every": 22, "keep_last": 1, "log_every": 1}), "cb2.yaml")
+    trainer = Trainer(config, settings=load_settings(), resume="auto")
+    assert trainer.step == 20 and trainer.model.text_emb.rows == old.size + 2
+    names = trainer.param_names
+    index = names.index("text_emb.weight_new")
+    saved_index = saved.extra["optimizer_names"].index("text_emb.weight_new")
+    state = trainer.optimizer.state_dict()["state"][index]["exp_avg"]
+    before = saved.extra["optimizer"]["state"][saved_index]["exp_avg"]
+    assert torch.equal(state[: before.shape[0]], before) and torch.count_nonzero(state[before.shape[0]:]) == 0
+    assert trainer.grown_rows["text_emb.weight_new"] == before.shape[0]
+    result = trainer.run()
+    assert result.state == "finished" and result.step == 22
+    assert result.base_rows_sha256["start"] == result.base_rows_sha256["now"]
+
+
+def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any) -> None:
+    from chatterbox.models.t3 import T3
+
+    from core.families.chatterbox import ChatterboxConfig, t3_hparams
+
+    family = get_model_family("chatterbox")
+    out = ws / "export"
+    written = family.export(step_checkpoints(trained.run_dir)[-1], out, "am", load_settings())
+    assert [p.name for p in written] == ["t3_am.safetensors", "am.json", "linguaforge.json"]
+    note = json.loads((out / "linguaforge.json").read_text())
+    rows = note["text_tokens_dict_size"]
+    assert rows == load_tokenizer(out / "am.json").size and note["is_multilingual"] is False and "am" in note["language_tags"]
+    fresh = T3(t3_hparams(ChatterboxConfig(text_tokens_dict_size=rows, **REDUCED)))
+    fresh.load_state_dict(load_file(str(out / "t3_am.safetensors")), strict=True)
+    assert type(fresh.text_emb) is torch.nn.Embedding and fresh.text_emb.weight.shape[0] == rows
+    # synthesis refuses a language the tokenizer has no tag for, in one line with exit 2
+    code = cli_main(["synthesize", "--family", "chatterbox", "--model-dir", str(ws / "models" / "chatterbox"),
+                     "--checkpoint", str(out / "t3_am.safetensors"), "--tokenizer", str(out / "am.json"),
+                     "--language", "xx", "--text", "selam", "--output", str(ws / "x.wav")])
+    assert code == 2 and not (ws / "x.wav").exists()
+
+
+def test_english_is_unchanged_by_the_extension(ws: Path) -> None:
+    from chatterbox.models.t3.modules.cond_enc import T3Cond
+
+    from core.families.chatterbox import ChatterboxConfig, build_t3
+    from core.families.chatterbox_speech import greedy_speech_tokens, wrap_text
+
+    base_tok = load_tokenizer(ws / "models" / "chatterbox" / "grapheme_mtl_merged_expanded_v1.json")
+    am_tok = load_tokenizer(ws / "tokenizers" / "am.json")
+    sentence = ENGLISH_SENTENCES[0]
+    ids = text_ids(base_tok, sentence, "en")
+    assert ids == text_ids(am_tok, sentence, "en")
+    models = []
+    for path, tok in ((ws / "models" / "chatterbox" / "t3_mtl23ls_v2.safetensors", base_tok),
+                      (ws / "checkpoints" / "t3_am.safetensors", am_tok)):
+        model = build_t3(ChatterboxConfig(text_tokens_dict_size=tok.size, **REDUCED), frozen_rows=BASE_ROWS).eval()
+        model.load_state_dict(load_checkpoint(path).state_dict)
+        models.append(model)
+    g = torch.Generator().manual_seed(0)
+    cond = T3Cond(speaker_emb=torch.randn(1, 256, generator=g), cond_prompt_speech_tokens=torch.randint(0, 6561, (1, 150), generator=g),
+                  emotion_adv=0.5 * torch.ones(1, 1, 1))
+    text = wrap_text(ids, 255, 0)
+    tokens = [greedy_speech_tokens(m, cond, text, 12) for m in models]
+    assert len(tokens[0]) > 0 and tokens[0] == tokens[1]
+
+
+def _doctor(ws: Path, config: dict[str, Any], cache_dir: Path | None = None) -> dict[str, Any]:
+    run = run_config_from_dict(config, "doc.yaml")
+    ctx = doctor_context_from_run_config(run, None, load_settings())
+    ctx.cache_dir = cache_dir
+    return {c.id: c for c in run_doctor(ctx).checks}
+
+
+def test_doctor_passes_and_fails_each_chatterbox_problem(ws: Path, trained: Any) -> None:
+    checks = _doctor(ws, _config("doc"))
+    assert all(c.status != "fail" for c in checks.values()), [c for c in checks.values() if c.status == "fail"]
+    assert checks["chatterbox.files"].status == "pass"
+    # published T3 (2454 rows) with the grown tokenizer: rows refused
+    rows = _doctor(ws, _config("doc", base_checkpoint=None))
+    assert rows["checkpoint.rows"].status == "fail"
+    declared = _doctor(ws, _config("doc", model={"text_tokens_dict_size": 2454}))
+    assert declared["config.declared_vocab"].status == "fail"
+    with pytest.raises(InputError, match="text_tokens_dict_size 2454 disagrees"):
+        train(run_config_from_dict(_config("declared", model={"text_tokens_dict_size": 2454}), "d.yaml"), settings=load_settings())
+    missing = ws / "models" / "incomplete"
+    missing.mkdir()
+    shutil.copy(ws / "models" / "chatterbox" / "ve.pt", missing)
+    assert _doctor(ws, _config("doc", model_dir="models/incomplete", base_checkpoint="checkpoints/t3_am.safetensors"))[
+        "chatterbox.files"].status == "fail"
+    # cache problems: a speech id ≥ 6561, text > 2048, speech > 4096; tokens ≥ V against the base tokenizer
+    cache = next(p for p in (ws / "cache").iterdir() if (p / INDEX_NAME).is_file())
+    bad = ws / "cache" / "bad"
+    shutil.copytree(cache, bad)
+    index = json.loads((bad / INDEX_NAME).read_text())
+    index["items"][0]["max_speech_id"] = 6561
+    index["items"][1]["n_text"] = 2049
+    index["items"][2]["n_codes"] = 4097
+    (bad / INDEX_NAME).write_text(json.dumps(index))
+    failed = _doctor(ws, _config("doc"), bad)["chatterbox.cache"]
+    assert failed.status == "fail" and "≥ 6561" in failed.message
+    assert "1 clip(s) have more than 2048 text tokens" in failed.message and "more than 4096 speech" in failed.message
+    assert _doctor(ws, _config("doc"), cache)["chatterbox.cache"].status == "pass"
+    base_tok = _config("doc", tokenizer="models/chatterbox/grapheme_mtl_merged_expanded_v1.json",
+                       base_checkpoint="models/chatterbox/t3_mtl23ls_v2.safetensors")
+    assert _doctor(ws, base_tok, cache)["cache.max_text_id"].status == "fail"
+
+
+def test_run_config_rejects_an_unknown_family(ws: Path) -> None:
+    with pytest.raises(InputError, match="family: 'bark' is not one of linguaforge, chatterbox, indextts"):
+        run_config_from_dict(_config("x", family="bark"), "x.yaml")
+    written = yaml.safe_load(yaml.safe_dump(_config("x")))
+    assert run_config_from_dict(written, "x.yaml").model_dir == "models/chatterbox"
