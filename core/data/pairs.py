@@ -98,3 +98,26 @@ def load_pairs(cache_dir: str | os.PathLike[str]) -> dict[str, list[str]]:
     if not path.is_file():
         raise InputError(f"{path}: no prompt pairs. Run `pairs build --cache {cache_dir}` first.")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def training_pairs(
+    items: list[dict[str, Any]], pairs: dict[str, list[str]], split: str,
+    max_text: int, max_codes: int, prompts_per_target: int,
+) -> tuple[list[tuple[str, str]], int]:
+    """Return the (target id, prompt id) pairs of `split` and how many targets were filtered out.
+
+    `items` are cache index entries (`id`, `split`, `n_text`, `n_codes`); a target longer than
+    `max_text` text ids or `max_codes` codes is filtered (it would overflow the position tables).
+    Each target takes up to `prompts_per_target` prompts from `pairs`, or itself when it has none.
+    """
+    chosen: list[tuple[str, str]] = []
+    filtered = 0
+    for entry in items:
+        if entry["split"] != split:
+            continue
+        if entry["n_text"] > max_text or entry["n_codes"] > max_codes:
+            filtered += 1
+            continue
+        prompts = pairs.get(entry["id"]) or [entry["id"]]
+        chosen.extend((entry["id"], prompt) for prompt in prompts[:prompts_per_target])
+    return chosen, filtered

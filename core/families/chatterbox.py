@@ -312,7 +312,7 @@ class ChatterboxFamily(ModelFamily):
         or no training clip fits T3's position limits.
         """
         from core.data.cache import open_cache
-        from core.data.pairs import load_pairs
+        from core.data.pairs import load_pairs, training_pairs
         from core.data.splits import TRAIN, VAL
         from core.families.chatterbox_features import load_features
         from core.training.data import SampleSet
@@ -336,16 +336,8 @@ class ChatterboxFamily(ModelFamily):
 
         splits: dict[str, Any] = {}
         for split in (TRAIN, VAL):
-            chosen: list[tuple[str, str]] = []
-            filtered = 0
-            for entry in index.items:
-                if entry["split"] != split:
-                    continue
-                if entry["n_text"] > model_config.max_text_tokens or entry["n_codes"] > model_config.max_speech_tokens:
-                    filtered += 1
-                    continue
-                prompts = pairs.get(entry["id"]) or [entry["id"]]
-                chosen.extend((entry["id"], p) for p in prompts[: run.config.data.prompts_per_target])
+            chosen, filtered = training_pairs(index.items, pairs, split, model_config.max_text_tokens,
+                                              model_config.max_speech_tokens, run.config.data.prompts_per_target)
             lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
             splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered,
                                       extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {})})

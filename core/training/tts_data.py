@@ -23,7 +23,7 @@ import torch
 from core.data.cache import build_cache, load_item, open_cache
 from core.config import Settings
 from core.errors import InputError
-from core.data.pairs import PAIRS_NAME, build_pairs, load_pairs
+from core.data.pairs import PAIRS_NAME, build_pairs, load_pairs, training_pairs
 from core.training.run_config import RunConfig
 from core.data.splits import TRAIN, VAL
 from core.tokenizers.tokenizer import Tokenizer
@@ -113,16 +113,8 @@ def tts_samples(
 
     splits: dict[str, SampleSet] = {}
     for split in (TRAIN, VAL):
-        chosen: list[tuple[str, str]] = []
-        filtered = 0
-        for entry in index.items:
-            if entry["split"] != split:
-                continue
-            if entry["n_text"] > model_config.max_text_tokens or entry["n_codes"] > model_config.max_speech_tokens:
-                filtered += 1
-                continue
-            prompts = pairs.get(entry["id"]) or [entry["id"]]
-            chosen.extend((entry["id"], prompt) for prompt in prompts[: config.data.prompts_per_target])
+        chosen, filtered = training_pairs(index.items, pairs, split, model_config.max_text_tokens,
+                                          model_config.max_speech_tokens, config.data.prompts_per_target)
         lengths = [entries[t]["n_text"] + entries[t]["n_codes"] for t, _ in chosen]
         many = partial(samples, ClipStore(cache_dir, entries), chosen)
         splits[split] = SampleSet(lengths, lambda i, many=many: many([i])[0], filtered=filtered, load_many=many)
