@@ -31,7 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "export", _export, help="write a trained checkpoint in its family's native layout",
         description=(
             "chatterbox: t3_<name>.safetensors (loads strictly into T3(T3Config(text_tokens_dict_size=V))), the\n"
-            "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load)."
+            "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load).\n"
+            "indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with\n"
+            "gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.\n"
+            "LinguaForge's own checkpoints: use `prune`."
         ),
     )
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
