@@ -82,7 +82,7 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
             assert (job["kind"], job["status"]) == (stage["kind"], "succeeded")
 
     tokenizer = report["tokenizer"]
-    assert (tokenizer["base_size"], tokenizer["size"]) == (200, 400)
+    assert (tokenizer["base_size"], tokenizer["size"]) == (200, 700)
     assert tokenizer["unk_rate_new_language"] == 0.0
     assert tokenizer["base_drift"]["lines_checked"] > 100 and tokenizer["base_drift"]["lines_changed"] == 0
 
@@ -92,7 +92,7 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     base = load_checkpoint(report["training"]["base_run"] + "/checkpoints/step_0000030.pt").state_dict
     final = load_checkpoint(report["checkpoint"]).state_dict
     for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
-        assert final[key].shape[0] == 400 and torch.equal(final[key][:200], base[key][:200]), key
+        assert final[key].shape[0] == 700 and torch.equal(final[key][:200], base[key][:200]), key
 
     training = report["training"]
     assert training["val_samples"] >= 2 and training["finetune_steps"] == 20
