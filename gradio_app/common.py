@@ -163,8 +163,11 @@ def inside_workspace(settings: Settings, value: str | None, what: str, must_exis
 
 
 def relative(settings: Settings, path: Path | str) -> str:
-    """Return `path` relative to the workspace when it lies inside it, else as an absolute string."""
-    resolved = Path(path).resolve()
+    """Return `path` relative to the workspace when it lies inside it, else as an absolute string.
+
+    A relative `path` is a dashboard value, so it resolves against the workspace (the path rule).
+    """
+    resolved = settings.resolve(path)
     try:
         return str(resolved.relative_to(settings.workspace))
     except ValueError:

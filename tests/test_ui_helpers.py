@@ -119,3 +119,16 @@ def test_chart_frames_are_numeric_even_when_empty() -> None:
     frame = metric_frame(rows, LOSS_METRICS)
     assert frame.values.tolist() == [[1, 2.5, "train loss"], [2, 2.0, "train loss"], [2, 2.2, "val loss"],
                                      [2, 1.1, "val mel_loss"]]
+
+
+def test_dashboard_paths_show_relative_to_the_workspace_whatever_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradio_app.common import relative
+
+    workspace, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
+    monkeypatch.chdir(elsewhere)
+    settings = load_settings()
+    assert relative(settings, "codecs/sample.pt") == "codecs/sample.pt"
+    assert relative(settings, workspace / "runs" / "a" / "config.yaml") == "runs/a/config.yaml"
+    assert relative(settings, elsewhere / "x.wav") == str((elsewhere / "x.wav").resolve())
