@@ -14,6 +14,7 @@ training data and loss (`TaskData`), native export and synthesis.
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -72,8 +73,8 @@ class SynthesisRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-class ModelFamily:
-    """Base class of a model family; subclasses override what differs. Every method raises
+class ModelFamily(ABC):
+    """Base class of a model family; subclasses must implement the abstract methods and override what differs. Every method raises
     InputError (one line naming the file/value and the fix) on bad input."""
 
     name: str = ""
@@ -139,6 +140,7 @@ class ModelFamily:
         recorded in checkpoints as `codec_fingerprint`; None when there are none."""
         return getattr(run.codec, "fingerprint", None)
 
+    @abstractmethod
     def model_config(self, run: FamilyRun) -> Any:
         """Return the model config (an object with `to_dict()`, `max_text_tokens`, `max_speech_tokens`)
         sized from `run.tokenizer`, the backbone shape read from the base checkpoint's tensors.
@@ -147,11 +149,13 @@ class ModelFamily:
         """
         raise NotImplementedError
 
+    @abstractmethod
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
         """Return a freshly initialised model whose first `frozen_rows` text rows (and the layout's
         extra rows) are frozen buffers, the rest trainable."""
         raise NotImplementedError
 
+    @abstractmethod
     def text_row_modules(self, model: nn.Module) -> list["_SplitRows"]:
         """Return the model's split text-row modules (embedding first, then head)."""
         raise NotImplementedError
@@ -202,6 +206,7 @@ class ModelFamily:
         when the task reads no cache. Raises InputError when the data or feature models are unusable."""
         return None
 
+    @abstractmethod
     def task_data(self, run: FamilyRun, model_config: Any, cache_dir: Path | None) -> "TaskData":
         """Return the trainer's TaskData: train/val SampleSets, collate, and `forward(module, batch)`
         returning `loss`, the metrics and `tokens`."""
