@@ -135,16 +135,17 @@ def resolve_codec(loaded: LoadedCheckpoint, settings: Settings, explicit: str | 
 
 
 def load_for_inference(
-    checkpoint: str | Path, settings: Settings, tokenizer: str | None = None, codec: str | None = None,
+    checkpoint: str | Path | LoadedCheckpoint, settings: Settings, tokenizer: str | None = None, codec: str | None = None,
     task: str | None = None, device: str | None = "auto",
 ) -> InferenceModel:
-    """Return the model of `checkpoint` in eval mode on `device` with its tokenizer (and codec for tts).
+    """Return the model of `checkpoint` (a path or an already loaded checkpoint) in eval mode on `device`
+    with its tokenizer (and codec for tts).
 
     Raises InputError when the checkpoint has no LinguaForge metadata, is of another task than
     `task`, its tokenizer or codec cannot be resolved, or `device` is unavailable.
     """
     target = resolve_device(device)
-    loaded = load_checkpoint(settings.resolve(checkpoint))
+    loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(settings.resolve(checkpoint))
     meta = loaded.meta or {}
     if not meta.get("model_config") or meta.get("task") not in ("tts", "lm"):
         raise InputError(f"{loaded.path}: no LinguaForge model metadata (task, model_config); train it with `train`.")

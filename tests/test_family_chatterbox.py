@@ -232,3 +232,35 @@ def test_run_config_rejects_an_unknown_family(ws: Path) -> None:
         run_config_from_dict(_config("x", family="bark"), "x.yaml")
     written = yaml.safe_load(yaml.safe_dump(_config("x")))
     assert run_config_from_dict(written, "x.yaml").model_dir == "models/chatterbox"
+
+
+def test_synthesis_speaks_amharic_through_the_full_s3gen_at_24_khz(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The extended T3 (reduced) speaks `am` greedily through the full published S3Gen (random weights,
+    built once per session): a 24 kHz wav of (speech tokens − 1) × 960 samples, 25 tokens per second.
+    What random weights cannot show: that the words are intelligible and the voice is the reference's."""
+    from core.audio import read_audio, write_wav
+    from core.families.base import SynthesisRequest
+    from tests.chatterbox_helpers import make_chatterbox_speech_folder
+
+    speech = make_chatterbox_speech_folder(ws / "models" / "chatterbox-speech")
+    clip, rate = read_audio(ws / "datasets" / "espeak" / "audio" / "am_0000.wav")
+    reference = write_wav(ws / "spoken" / "reference.wav", clip[:rate], rate)   # 1 s: S3Gen's work grows with the prompt
+    family = get_model_family("chatterbox")
+    request = SynthesisRequest(
+        checkpoint=ws / "checkpoints" / "t3_am.safetensors", text=AMHARIC_SENTENCES[1], output=ws / "spoken" / "am.wav",
+        tokenizer=ws / "tokenizers" / "am.json", reference=reference, language="am", model_dir=speech,
+        max_new_tokens=12, options={"temperature": 0, "cfm_steps": 2},
+    )
+    report = family.synthesize(request, load_settings())
+    wav, rate = read_audio(report["output"])
+    assert rate == report["sample_rate"] == 24000
+    assert report["language"] == "am" and report["upstream_supported"] is False   # not in SUPPORTED_LANGUAGES
+    assert 1 <= report["speech_tokens"] <= 12
+    assert wav.numel() == max(1, report["speech_tokens"] - 1) * 960 and report["seconds"] == round(wav.numel() / 24000, 3)
+    assert torch.isfinite(wav).all() and wav.abs().max() > 0
+    # a language tag the tokenizer lacks is refused in one line, exit 2, before S3Gen loads
+    code = cli_main(["synthesize", "--family", "chatterbox", "--model-dir", str(speech), "--checkpoint",
+                     str(request.checkpoint), "--tokenizer", str(request.tokenizer), "--language", "xx", "--reference",
+                     str(reference), "--text", "selam", "--output", str(ws / "spoken" / "xx.wav")])
+    err = capsys.readouterr().err
+    assert code == 2 and "has no [xx] tag" in err and "Traceback" not in err and not (ws / "spoken" / "xx.wav").exists()

@@ -13,8 +13,10 @@ from core.tables import render_table
 EPILOG = """\
 SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its clips are then
 the references unless --references says otherwise). --references DIR holds <n>.wav for line n.
-Rows: model = synthesized speech; codec = references through the codec (the ceiling);
-references = the references themselves (the judges' own accuracy). Chance is 1/N.
+Rows: model = synthesized speech; codec = references through the codec (the ceiling; own models
+only); references = the references themselves (the judges' own accuracy). Chance is 1/N.
+A Chatterbox or IndexTTS2 checkpoint (from a family run or `export`) speaks through its family's
+speech models: --model-dir, else the run's model_dir:, else settings families.<family>.model_dir.
 """
 
 METRICS = ("mcd_db", "log_f0_ratio", "duration_ratio", "dtw_identification", "sphinx_identification", "wer")
@@ -32,12 +34,13 @@ def _tts(args: argparse.Namespace) -> Result:
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed, device=args.device)
+                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir)
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([
-        f"checkpoint {result['checkpoint']} (step {result['step']}), {result['sentences']} sentences, "
+        f"checkpoint {result['checkpoint']} ({result['family']}, step {result['step']}), {result['sentences']} sentences, "
         f"chance {result['chance']}, references {result['references_source']}",
         render_table(["row", *METRICS], rows),
+        *(f"no {name} row: {why}" for name, why in result["absent_rows"].items()),
         f"written to {Path(result['checkpoint']).parent / 'eval.json'} in {result['seconds']} s",
     ])
     return Result(result, text)
@@ -51,7 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="synthesize held-out sentences and measure MCD, F0/duration ratios and intelligibility",
     )
     parser.epilog = EPILOG
-    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LinguaForge TTS checkpoint (.safetensors or .pt)")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
+                        help="TTS checkpoint (.safetensors or .pt): LinguaForge's own, or a chatterbox/indextts run's")
+    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
+                        help="a family checkpoint's published model folder (default: its run's model_dir:, "
+                             "else settings families.<family>.model_dir)")
     parser.add_argument("--sentences", required=True, type=CLI_PATH, help="held-out sentences: text file, one per line, or manifest.jsonl")
     parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")

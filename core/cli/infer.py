@@ -65,7 +65,7 @@ def _synthesize_family(args: argparse.Namespace, settings) -> Result:  # noqa: A
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
         reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
         model_dir=Path(settings.resolve(model_dir)) if model_dir else None, seed=args.seed,
-        options={"temperature": args.temperature},
+        options={"temperature": args.temperature}, device=args.device,
     )
     report = family.synthesize(request, settings)
     return Result(report, render_mapping({k: report[k] for k in ("output", "seconds", "sample_rate")}))

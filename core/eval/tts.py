@@ -6,7 +6,9 @@ rows of numbers are computed against the references:
 
 - `model`: the synthesized clips;
 - `codec`: the references passed through the checkpoint's codec alone (encode → decode), the
-  ceiling any model trained on these codes can reach;
+  ceiling any model trained on these codes can reach — LinguaForge's own models only: a model
+  family (Chatterbox, IndexTTS2) speaks through its own vocoder and the entry's `absent_rows`
+  says so;
 - `references`: the references themselves, the judges' own accuracy (distances are 0 there).
 
 Each row holds MCD-DTW (dB), log-F0 and duration ratios, DTW nearest-neighbour sentence
@@ -220,20 +222,25 @@ def evaluate_checkpoint(
     wer: bool = True,
     seed: int = 0,
     device: str = "auto",
+    model_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
-    Synthesis runs on `device` (`auto` = CUDA when present).
+    Synthesis runs on `device` (`auto` = CUDA when present). A checkpoint of another model family
+    (chatterbox, indextts: its metadata says which) speaks through the family's Speaker with the
+    speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`).
 
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
-    sentence. The entry holds `checkpoint`, `step`, `language`, `sentences`, `chance`, the rows
-    `model`, `codec` and `references`, `audio` (synthesized clip paths) and `seconds`. It is also
-    written to `eval.json` beside the checkpoint and to TensorBoard.
-    Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, fewer than 2
-    sentences, or references that are missing, unreadable or not one per sentence.
+    sentence. The entry holds `checkpoint`, `family`, `step`, `language`, `sentences`, `chance`,
+    the rows `model`, `codec` (own models only) and `references`, `absent_rows` ({row: why} for
+    rows not computed), `audio` (synthesized clip paths) and `seconds`. It is also written to
+    `eval.json` beside the checkpoint and to TensorBoard.
+    Raises InputError for a checkpoint that is neither a LinguaForge TTS checkpoint nor a family
+    checkpoint with its model folder, fewer than 2 sentences, or references that are missing,
+    unreadable or not one per sentence.
     """
     from core.eval.asr import SphinxJudge
-    from core.inference import load_for_inference, synthesize
+    from core.eval.voices import load_eval_voice
 
     settings = settings or load_settings()
     start = time.perf_counter()
@@ -243,7 +250,7 @@ def evaluate_checkpoint(
     checkpoint = settings.resolve(checkpoint_path)
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
-    inference = load_for_inference(checkpoint, settings, task="tts", device=device)  # a bad checkpoint fails before any rendering
+    voice = load_eval_voice(checkpoint, settings, device, model_dir)  # a bad checkpoint fails before any rendering
     out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK
@@ -257,28 +264,28 @@ def evaluate_checkpoint(
         if len(reference_paths) != len(sentences):
             raise InputError(f"{len(reference_paths)} reference clips for {len(sentences)} sentences; pass one per sentence.")
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
-    codec = inference.codec
+    codec, rate = voice.codec, voice.sample_rate
     progress = Progress("eval tts: synthesize", total=len(sentences))
     synthesized, codec_wavs, audio = [], [], []
     for i, sentence in enumerate(sentences):
         prompt = reference_paths[(i + 1) % len(sentences)]
-        wav, _ = synthesize(inference, sentence, reference=prompt, seed=seed, language=language)
-        audio.append(str(write_wav(out_dir / f"{i + 1:03d}.wav", wav, codec.sample_rate)))
-        synthesized.append(resample(wav, codec.sample_rate, SAMPLE_RATE) if wav.numel() else wav)
-        at_codec_rate = read_audio(reference_paths[i], codec.sample_rate)[0]
-        codec_wavs.append(resample(codec.decode(codec.encode(at_codec_rate)), codec.sample_rate, SAMPLE_RATE))
+        wav = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        audio.append(str(write_wav(out_dir / f"{i + 1:03d}.wav", wav, rate)))
+        synthesized.append(resample(wav, rate, SAMPLE_RATE) if wav.numel() else wav)
+        if codec is not None:
+            at_codec_rate = read_audio(reference_paths[i], codec.sample_rate)[0]
+            codec_wavs.append(resample(codec.decode(codec.encode(at_codec_rate)), codec.sample_rate, SAMPLE_RATE))
         progress.update()
     progress.finish()
     sphinx = SphinxJudge(sentences) if language.split("-")[0] == "en" else None
-    rows = {
-        "model": score_row(synthesized, reference_wavs, sentences, sphinx, wer),
-        "codec": score_row(codec_wavs, reference_wavs, sentences, sphinx, wer),
-        "references": score_row(reference_wavs, reference_wavs, sentences, sphinx, wer,
-                                distances=False, dtw_judge=False),
-    }
-    step = int(inference.meta.get("step") or 0)
+    rows = {"model": score_row(synthesized, reference_wavs, sentences, sphinx, wer)}
+    if codec is not None:
+        rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
+    rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
+    step = voice.step
     result = {
         "checkpoint": str(checkpoint),
+        "family": voice.family,
         "step": step,
         "language": language,
         "sentences": len(sentences),
@@ -286,6 +293,7 @@ def evaluate_checkpoint(
         "references_source": source,
         "sphinx_out_of_vocabulary": sphinx.out_of_vocabulary if sphinx is not None else None,
         "rows": rows,
+        "absent_rows": voice.absent_rows,
         "audio": audio,
         "seconds": round(time.perf_counter() - start, 2),
     }

@@ -5,7 +5,10 @@ state dict plus the base tokenizer, the published files it expects in a model fo
 loading of its published checkpoint, the model config sized from the tokenizer (backbone shape
 read from the checkpoint's tensors), the model with its text rows split frozen/trainable, the
 freezing rules and base-rows checksum, feature extraction into a fingerprinted cache, the
-training data and loss (`TaskData`), native export and synthesis.
+training data and loss (`TaskData`), native export, and speech: `load_speaker` returns a
+`Speaker` (the checkpoint and the family's speech models loaded once) whose `speak` turns one
+text into a waveform; `synthesize` (the CLI and the Inference tab) and periodic evaluation both
+speak through it, and `speech_files` names what a model folder must hold for it.
 
 `FamilyRun` carries what a family needs to set up one training run. Families register in
 `core.families.registry`; `get_model_family(name)` returns one.
@@ -71,6 +74,30 @@ class SynthesisRequest:
     seed: int = 0
     max_new_tokens: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+
+
+class Speaker(ABC):
+    """One checkpoint with its family's speech models, loaded once; `speak` says one text at a time.
+
+    `sample_rate` is the rate of the waveforms `speak` returns; `tokens_per_second` the rate of
+    the speech tokens the model generates (it bounds `max_new_tokens` by a duration).
+    """
+
+    sample_rate: int
+    tokens_per_second: float
+
+    @abstractmethod
+    def speak(
+        self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Return (waveform [samples], float32 on the CPU at `sample_rate`; report with at least `seconds`
+        and `sample_rate`) for `text` in `reference`'s voice.
+
+        Raises InputError for a text, language or reference the model cannot speak.
+        """
+        raise NotImplementedError
 
 
 class ModelFamily(ABC):
@@ -218,6 +245,31 @@ class ModelFamily(ABC):
         return the written paths."""
         raise InputError(f"family {self.name}: export is not available; use `prune` for LinguaForge checkpoints.")
 
-    def synthesize(self, request: SynthesisRequest, settings: "Settings") -> dict[str, Any]:
-        """Speak `request.text` into `request.output` (wav); return a report (path, seconds, sample rate)."""
+    def speech_files(self, model_dir: Path, settings: "Settings") -> dict[str, Path]:
+        """Return {role: path} of the files in (or named for) `model_dir` that synthesis reads.
+
+        Raises InputError naming the first missing file and where the family expects it.
+        """
+        return {}
+
+    def load_speaker(
+        self, checkpoint: "Path | LoadedCheckpoint", tokenizer: Path | None, model_dir: Path | None,
+        settings: "Settings", device: str = "auto",
+    ) -> Speaker:
+        """Return a Speaker for `checkpoint` (a path or an already loaded checkpoint) with the speech
+        models of `model_dir`, on `device` (`auto` = CUDA when present).
+
+        Raises InputError for a missing or mis-shaped file, or a tokenizer that does not fit.
+        """
         raise InputError(f"family {self.name}: synthesis is not available through the family interface.")
+
+    def synthesize(self, request: SynthesisRequest, settings: "Settings") -> dict[str, Any]:
+        """Speak `request.text` into `request.output` (wav) through `load_speaker`; return the speaker's
+        report with `output` first. Raises InputError as `load_speaker` and `Speaker.speak` do."""
+        from core.audio import write_wav
+
+        speaker = self.load_speaker(request.checkpoint, request.tokenizer, request.model_dir, settings, request.device)
+        wav, report = speaker.speak(request.text, request.reference, request.language, request.seed,
+                                    request.max_new_tokens, request.options)
+        output = write_wav(request.output, wav, speaker.sample_rate)
+        return {"output": str(output), **report}

@@ -32,7 +32,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import FamilyRun, ModelFamily, SynthesisRequest
+from core.families.base import FamilyRun, ModelFamily
 
 START_TEXT, STOP_TEXT = 255, 0
 START_SPEECH, STOP_SPEECH = 6561, 6562
@@ -386,8 +386,16 @@ class ChatterboxFamily(ModelFamily):
         note_path = atomic_write_json(output_dir / "linguaforge.json", note)
         return [t3_path, tokenizer_path, note_path]
 
-    def synthesize(self, request: SynthesisRequest, settings: Any) -> dict[str, Any]:
-        """Speak through T3 + S3Gen from the model folder; write a 24 kHz wav; return a report."""
-        from core.families.chatterbox_speech import synthesize_chatterbox
+    def speech_files(self, model_dir: Path, settings: Any) -> dict[str, Path]:
+        """Return the published files synthesis reads (S3Gen and the VoiceEncoder beside T3; conds.pt when present).
 
-        return synthesize_chatterbox(self, request, settings)
+        Raises InputError naming the first missing file.
+        """
+        return self.published_files(model_dir)
+
+    def load_speaker(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
+                     device: str = "auto") -> Any:
+        """Return a ChatterboxSpeaker: T3 + S3Gen (24 kHz) from the model folder."""
+        from core.families.chatterbox_speech import ChatterboxSpeaker
+
+        return ChatterboxSpeaker(self, checkpoint, tokenizer, model_dir, settings, device)

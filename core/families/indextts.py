@@ -416,8 +416,24 @@ class IndexTTSFamily(ModelFamily):
 
         return export_indextts(checkpoint, output_dir, name, settings)
 
-    def synthesize(self, request: Any, settings: Any) -> dict[str, Any]:
-        """Speak `request.text` with GPT → s2mel → BigVGAN (22.05 kHz) into `request.output`."""
-        from core.families.indextts_speech import synthesize_indextts
+    def speech_files(self, model_dir: Path, settings: Any) -> dict[str, Path]:
+        """Return the files IndexTTS2 synthesis reads (s2mel.pth, CAMPPlus, BigVGAN, w2v-BERT, the semantic codec, …).
 
-        return synthesize_indextts(request, settings)
+        Raises InputError naming the first missing one, where IndexTTS2 expects it and the override to set.
+        """
+        from core.families.indextts_speech import speech_files
+
+        return speech_files(model_dir, settings)
+
+    def load_speaker(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
+                     device: str = "auto") -> Any:
+        """Return an IndexTTSSpeaker: GPT → s2mel → BigVGAN (22.05 kHz) with the folder's models."""
+        from core.families.indextts_speech import IndexTTSSpeaker
+
+        return IndexTTSSpeaker(checkpoint, tokenizer, model_dir, settings, device)
+
+    def synthesize(self, request: Any, settings: Any) -> dict[str, Any]:
+        """Refuse a request without a reference before any model loads; otherwise speak as every family does."""
+        if request.reference is None:
+            raise InputError("IndexTTS2 speaks in a reference voice: pass --reference WAV (a few seconds of the speaker).")
+        return super().synthesize(request, settings)

@@ -3,23 +3,27 @@
 The stages follow `indextts.infer_v2.IndexTTS2.infer_generator` with the models loaded from the
 local folder (`indextts_models`), greedy or sampled GPT decoding, and each stage's output shape
 checked: codes [1, N] < 8192, GPT latents [1, N, model_dim], s2mel mel [1, 80, frames], wav
-[1, samples]. s2mel's `gpt_layer` takes 1280-wide latents (the published GPT's width): a GPT of
-another width is refused at that stage with the reason.
+[1, samples]. `IndexTTSSpeaker` loads the GPT and every model once and speaks many texts.
+s2mel's `gpt_layer` takes 1280-wide latents (the published GPT's width): a GPT of another width
+is refused when the speaker loads, with the reason.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 import torch
 
-from core.audio import read_audio, resample, write_wav
+from core.audio import read_audio, resample
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
+from core.families.base import Speaker
 from core.families.indextts import (
     CONFIG_NAME,
     SEMANTIC_CODES,
+    STATS_NAME,
     IndexTextNormalizer,
     load_unified_voice,
     read_indextts_config,
@@ -28,6 +32,7 @@ from core.families.indextts import (
 from core.families.indextts_models import SemanticFeatures, model_paths
 
 SAMPLE_RATE = 22050
+SEMANTIC_CODES_PER_SECOND = 50
 MAX_PROMPT_SECONDS = 15
 DIFFUSION_STEPS = 25
 CFG_RATE = 0.7
@@ -88,88 +93,127 @@ class SpeechModels:
         return self.campplus((feat - feat.mean(dim=0, keepdim=True)).unsqueeze(0))
 
 
-def _load_gpt(request: Any, settings: Any, config: dict[str, Any], device: str) -> tuple[torch.nn.Module, Any]:
+def _load_gpt(checkpoint: Any, tokenizer_path: Path | None, settings: Any, config: dict[str, Any], device: str) -> tuple[torch.nn.Module, Any]:
+    from core.checkpoint import LoadedCheckpoint
     from core.inference import resolve_tokenizer
     from core.tokenizers.tokenizer import load_tokenizer
 
-    loaded = load_checkpoint(request.checkpoint)
+    loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
     if loaded.meta:
-        tokenizer = resolve_tokenizer(loaded, settings, str(request.tokenizer) if request.tokenizer else None)
-    elif request.tokenizer:
-        tokenizer = load_tokenizer(request.tokenizer)
+        tokenizer = resolve_tokenizer(loaded, settings, str(tokenizer_path) if tokenizer_path else None)
+    elif tokenizer_path:
+        tokenizer = load_tokenizer(tokenizer_path)
     else:
-        raise InputError(f"{request.checkpoint}: a plain IndexTTS2 checkpoint records no tokenizer; pass --tokenizer.")
+        raise InputError(f"{loaded.path}: a plain IndexTTS2 checkpoint records no tokenizer; pass --tokenizer.")
     if text_rows(loaded.state_dict) != tokenizer.size + 1:
-        raise InputError(f"{request.checkpoint}: {text_rows(loaded.state_dict)} text rows do not fit {tokenizer.path} ({tokenizer.size} ids + 1).")
+        raise InputError(f"{loaded.path}: {text_rows(loaded.state_dict)} text rows do not fit {tokenizer.path} ({tokenizer.size} ids + 1).")
     gpt, _ = load_unified_voice(loaded.state_dict, config, tokenizer.size)
     gpt = gpt.to(device).eval()
     gpt.post_init_gpt2_config(kv_cache=True)
     return gpt, tokenizer
 
 
-@torch.no_grad()
-def synthesize_indextts(request: Any, settings: Any) -> dict[str, Any]:
-    """Write `request.text` spoken in `request.reference`'s voice to `request.output`; return the report.
+def speech_files(model_dir: Path | None, settings: Any) -> dict[str, Path]:
+    """Return {role: path} of what IndexTTS2 synthesis reads: config.yaml, s2mel.pth, CAMPPlus, BigVGAN's
+    config and generator, w2v-BERT 2.0, the semantic codec and the w2v-BERT stats.
 
-    Raises InputError when the model folder, a model file, the reference or the tokenizer is missing
-    or does not fit; InternalError when a stage's output has the wrong shape.
+    Raises InputError naming the first missing file, where IndexTTS2 expects it and the override to set.
     """
-    start = time.monotonic()
-    if request.reference is None:
-        raise InputError("IndexTTS2 speaks in a reference voice: pass --reference WAV (a few seconds of the speaker).")
-    section = dict(settings.get("families.indextts") or {})
-    paths = model_paths(request.model_dir, section)
+    paths = model_paths(model_dir, dict(settings.get("families.indextts") or {}))
     config = read_indextts_config(paths.model_dir / CONFIG_NAME)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.manual_seed(request.seed)
-    gpt, tokenizer = _load_gpt(request, settings, config, device)
-    semantic = SemanticFeatures(paths, config["semantic_codec"], device, paths.w2v_layer)
-    speech = SpeechModels(paths, config, device)
-    if speech.latent_width != gpt.model_dim:
-        raise InputError(
-            f"{paths.model_dir}: s2mel's gpt_layer takes {speech.latent_width}-wide GPT latents, the GPT is {gpt.model_dim} wide; "
-            "use the s2mel.pth published with this GPT."
+    bigvgan = paths.path("bigvgan")
+    files = {"config": paths.model_dir / CONFIG_NAME, "s2mel": paths.path(config.get("s2mel_checkpoint", "s2mel.pth")),
+             "campplus": paths.path("campplus"), "w2v_bert": paths.path("w2v_bert"),
+             "semantic_codec": paths.path("semantic_codec"), "w2v_stats": paths.path(STATS_NAME)}
+    for name in ("config.json", "bigvgan_generator.pt"):
+        if not (bigvgan / name).is_file():
+            raise InputError(f"{bigvgan / name}: missing from the BigVGAN folder {bigvgan} "
+                             "(nvidia/bigvgan_v2_22khz_80band_256x: config.json, bigvgan_generator.pt).")
+        files[f"bigvgan_{Path(name).stem}"] = bigvgan / name
+    return files
+
+
+class IndexTTSSpeaker(Speaker):
+    """An IndexTTS2 GPT checkpoint with the folder's w2v-BERT, semantic codec, s2mel, CAMPPlus and BigVGAN."""
+
+    sample_rate = SAMPLE_RATE
+    tokens_per_second = SEMANTIC_CODES_PER_SECOND
+
+    def __init__(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any, device: str = "auto") -> None:
+        from core.inference import resolve_device
+
+        self.section = dict(settings.get("families.indextts") or {})
+        paths = model_paths(model_dir, self.section)
+        self.config = read_indextts_config(paths.model_dir / CONFIG_NAME)
+        self.device = str(resolve_device(device))
+        self.gpt, self.tokenizer = _load_gpt(checkpoint, tokenizer, settings, self.config, self.device)
+        self.semantic = SemanticFeatures(paths, self.config["semantic_codec"], self.device, paths.w2v_layer)
+        self.speech = SpeechModels(paths, self.config, self.device)
+        if self.speech.latent_width != self.gpt.model_dim:
+            raise InputError(
+                f"{paths.model_dir}: s2mel's gpt_layer takes {self.speech.latent_width}-wide GPT latents, the GPT is "
+                f"{self.gpt.model_dim} wide; use the s2mel.pth published with this GPT."
+            )
+        self.normalizer = IndexTextNormalizer(self.section.get("normalizer_language"))
+
+    @torch.no_grad()
+    def speak(
+        self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Return (22.05 kHz waveform, report with seconds, sample_rate, codes, mel_frames, wall_seconds) for
+        `text` in `reference`'s voice (`language` is not used: the normaliser comes from the settings).
+
+        Options: temperature (0.8; 0 = greedy), max_mel_tokens (1500), diffusion_steps (25).
+        Raises InputError without a reference or for an empty text; InternalError when a stage's
+        output has the wrong shape.
+        """
+        start = time.monotonic()
+        options = dict(options or {})
+        if reference is None:
+            raise InputError("IndexTTS2 speaks in a reference voice: pass --reference WAV (a few seconds of the speaker).")
+        ids = self.normalizer.text_ids(text, self.tokenizer)
+        if not ids:
+            raise InputError("--text is empty after IndexTTS2's normalisation.")
+        torch.manual_seed(seed)
+        gpt, speech, semantic, device = self.gpt, self.speech, self.semantic, self.device
+        wav, rate = read_audio(reference)
+        wav = wav[: int(MAX_PROMPT_SECONDS * rate)]
+        wav_16k, wav_22k = resample(wav, rate, 16000).unsqueeze(0), resample(wav, rate, SAMPLE_RATE).unsqueeze(0)
+        spk = semantic.features(wav_16k[0])
+        _, quantized = semantic.codec.quantize(spk)
+        ref_mel = speech.mel(wav_22k.to(device))
+        style = speech.style(wav_16k.to(device))
+        prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device), n_quantizers=3, f0=None)[0]
+        text_ids = torch.tensor([ids], dtype=torch.int32, device=device)
+        lengths = torch.tensor([spk.shape[1]], device=device)
+        emovec = gpt.merge_emovec(spk, spk, lengths, lengths, alpha=1.0)
+        max_codes = int(max_new_tokens or options.get("max_mel_tokens") or 1500)
+        temperature = float(options.get("temperature", 0.8))
+        codes, latents = gpt.inference_speech(
+            spk, text_ids, spk, cond_lengths=lengths, emo_cond_lengths=lengths, emo_vec=emovec,
+            do_sample=temperature > 0, top_p=0.8, top_k=30, temperature=max(temperature, 1e-5), num_beams=1,
+            repetition_penalty=10.0, max_generate_length=max_codes,
         )
-    wav, rate = read_audio(request.reference)
-    wav = wav[: int(MAX_PROMPT_SECONDS * rate)]
-    wav_16k, wav_22k = resample(wav, rate, 16000).unsqueeze(0), resample(wav, rate, SAMPLE_RATE).unsqueeze(0)
-    spk = semantic.features(wav_16k[0])
-    _, quantized = semantic.codec.quantize(spk)
-    ref_mel = speech.mel(wav_22k.to(device))
-    style = speech.style(wav_16k.to(device))
-    prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device), n_quantizers=3, f0=None)[0]
-    ids = IndexTextNormalizer(section.get("normalizer_language")).text_ids(request.text, tokenizer)
-    if not ids:
-        raise InputError("--text is empty after IndexTTS2's normalisation.")
-    text = torch.tensor([ids], dtype=torch.int32, device=device)
-    lengths = torch.tensor([spk.shape[1]], device=device)
-    emovec = gpt.merge_emovec(spk, spk, lengths, lengths, alpha=1.0)
-    max_codes = int(request.max_new_tokens or request.options.get("max_mel_tokens") or 1500)
-    temperature = float(request.options.get("temperature") or 0.8)
-    codes, latents = gpt.inference_speech(
-        spk, text, spk, cond_lengths=lengths, emo_cond_lengths=lengths, emo_vec=emovec,
-        do_sample=temperature > 0, top_p=0.8, top_k=30, temperature=max(temperature, 1e-5), num_beams=1,
-        repetition_penalty=10.0, max_generate_length=max_codes,
-    )
-    stops = (codes[0] == gpt.stop_mel_token).nonzero()
-    n = int(stops[0, 0]) if stops.numel() else codes.shape[1]
-    codes = codes[:, :n]
-    _expect("gpt codes", codes, (1, None))
-    if n == 0 or int(codes.max()) >= SEMANTIC_CODES:
-        raise InternalError(f"IndexTTS2 stage gpt codes: {n} codes, largest {int(codes.max()) if n else None}.")
-    latent = gpt(latents, text, torch.tensor([text.shape[1]], device=device), codes, torch.tensor([n], device=device), spk,
-                 cond_mel_lengths=lengths, emo_cond_mel_lengths=lengths, emo_vec=emovec,
-                 use_speed=torch.zeros(1, dtype=torch.long, device=device))
-    _expect("gpt latents", latent, (1, n, gpt.model_dim))
-    content = semantic.embed_codes(codes) + speech.s2mel.models["gpt_layer"](latent)
-    cond = speech.s2mel.models["length_regulator"](content, ylens=(torch.tensor([n], device=device) * 1.72).long(), n_quantizers=3, f0=None)[0]
-    both = torch.cat([prompt, cond], dim=1)
-    mel = speech.s2mel.models["cfm"].inference(both, torch.tensor([both.shape[1]], device=device), ref_mel, style, None,
-                                               int(request.options.get("diffusion_steps") or DIFFUSION_STEPS),
-                                               inference_cfg_rate=CFG_RATE)[:, :, ref_mel.shape[-1]:]
-    _expect("s2mel mel", mel, (1, speech.mel_args["num_mels"], None))
-    audio = torch.clamp(speech.bigvgan(mel.float()).squeeze(1), -1.0, 1.0)
-    _expect("bigvgan wav", audio, (1, mel.shape[2] * speech.mel_args["hop_size"]))
-    output = write_wav(request.output, audio[0].cpu(), SAMPLE_RATE)
-    return {"output": str(output), "seconds": round(audio.shape[1] / SAMPLE_RATE, 3), "sample_rate": SAMPLE_RATE,
-            "codes": n, "mel_frames": int(mel.shape[2]), "wall_seconds": round(time.monotonic() - start, 2)}
+        stops = (codes[0] == gpt.stop_mel_token).nonzero()
+        n = int(stops[0, 0]) if stops.numel() else codes.shape[1]
+        codes = codes[:, :n]
+        _expect("gpt codes", codes, (1, None))
+        if n == 0 or int(codes.max()) >= SEMANTIC_CODES:
+            raise InternalError(f"IndexTTS2 stage gpt codes: {n} codes, largest {int(codes.max()) if n else None}.")
+        latent = gpt(latents, text_ids, torch.tensor([text_ids.shape[1]], device=device), codes, torch.tensor([n], device=device), spk,
+                     cond_mel_lengths=lengths, emo_cond_mel_lengths=lengths, emo_vec=emovec,
+                     use_speed=torch.zeros(1, dtype=torch.long, device=device))
+        _expect("gpt latents", latent, (1, n, gpt.model_dim))
+        content = semantic.embed_codes(codes) + speech.s2mel.models["gpt_layer"](latent)
+        cond = speech.s2mel.models["length_regulator"](content, ylens=(torch.tensor([n], device=device) * 1.72).long(), n_quantizers=3, f0=None)[0]
+        both = torch.cat([prompt, cond], dim=1)
+        mel = speech.s2mel.models["cfm"].inference(both, torch.tensor([both.shape[1]], device=device), ref_mel, style, None,
+                                                   int(options.get("diffusion_steps") or DIFFUSION_STEPS),
+                                                   inference_cfg_rate=CFG_RATE)[:, :, ref_mel.shape[-1]:]
+        _expect("s2mel mel", mel, (1, speech.mel_args["num_mels"], None))
+        audio = torch.clamp(speech.bigvgan(mel.float()).squeeze(1), -1.0, 1.0)
+        _expect("bigvgan wav", audio, (1, mel.shape[2] * speech.mel_args["hop_size"]))
+        return audio[0].float().cpu(), {
+            "seconds": round(audio.shape[1] / SAMPLE_RATE, 3), "sample_rate": SAMPLE_RATE, "codes": n,
+            "mel_frames": int(mel.shape[2]), "wall_seconds": round(time.monotonic() - start, 2)}

@@ -77,10 +77,11 @@ def heldout_set(config: RunConfig, settings: Settings) -> HeldoutSet:
 
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     """Return the numbers of an `eval tts` result logged as a `split: eval` line (None values left out):
-    the model row's metrics by name, the codec ceiling as `codec_<name>`, `chance` and `seconds`."""
+    the model row's metrics by name, the codec ceiling as `codec_<name>` (absent for model families),
+    `chance` and `seconds`."""
     out: dict[str, float] = {}
     for row_name, prefix in (("model", ""), ("codec", "codec_")):
-        row = result["rows"][row_name]
+        row = result["rows"].get(row_name) or {}  # no codec row for a model family
         out.update({prefix + key: float(row[key]) for key in LOGGED if row.get(key) is not None})
     out["chance"] = float(result["chance"])
     out["seconds"] = float(result["seconds"])

@@ -485,14 +485,15 @@ class Trainer:
         return path
 
     def evaluate(self, checkpoint: Path) -> dict[str, float] | None:
-        """Evaluate a saved checkpoint on the run's held-out set (tts, rank 0) and log a `split: eval`
-        line; refresh `best.pt` when `schedule.best_metric` is an eval metric it beats.
+        """Evaluate a saved checkpoint on the run's held-out set (tts, rank 0; a model family speaks through
+        its Speaker with the run's model folder) and log a `split: eval` line; refresh `best.pt` when
+        `schedule.best_metric` is an eval metric it beats.
 
         Returns the logged metrics, or None when skipped or failed. An eval failure never stops
         training: its message goes to log.txt and status.json (`eval_error`).
         """
-        if self.rank != 0 or self.config.task != "tts" or self.family.name != "linguaforge":
-            return None  # periodic eval speaks through LinguaForge's own inference
+        if self.rank != 0 or self.config.task != "tts":
+            return None
         from core.eval.tts import evaluate_checkpoint
         from core.training.periodic_eval import eval_metrics, heldout_set, is_better, metric_value
 
@@ -502,7 +503,7 @@ class Trainer:
                 self._heldout = heldout_set(self.config, self.settings)
             held = self._heldout
             result = evaluate_checkpoint(checkpoint, held.sentences, held.references, held.language, self.settings,
-                                         wer=self.config.eval.wer, seed=self.config.seed)
+                                         wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir)
         except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
             self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
             self.log.update_status(eval_error=f"step {self.step}: {exc}")

@@ -1,0 +1,97 @@
+"""What `eval tts` speaks through: LinguaForge's own inference, or a model family's loaded Speaker.
+
+`load_eval_voice(checkpoint, …)` reads the checkpoint once and returns an `EvalVoice`: the own
+model (task tts) with its codec, or — for a checkpoint whose metadata names another family
+(chatterbox, indextts) — that family's `Speaker` with the speech models of its model folder.
+A family has no codec of LinguaForge's, so its voice has no `codec` ceiling row; `absent_rows`
+says why. A family speaks at most `MAX_LENGTH_RATIO` × the sentence's reference duration + 1 s:
+an undertrained checkpoint that never emits its stop token would otherwise generate its maximum
+(40 s of T3 speech, 30 s of IndexTTS2 codes) for every sentence of every periodic evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from core.config import Settings
+from core.errors import InputError
+
+MAX_LENGTH_RATIO = 2.0
+
+
+@dataclass
+class EvalVoice:
+    """A checkpoint ready to speak held-out sentences."""
+
+    family: str
+    sample_rate: int
+    step: int
+    speak: Callable[[str, Path, float, int, str], torch.Tensor]  # (text, prompt clip, reference seconds, seed, language) → wav
+    codec: Any = None
+    absent_rows: dict[str, str] = field(default_factory=dict)
+
+
+def family_model_dir(family: str, checkpoint: Path, settings: Settings, explicit: str | Path | None = None) -> Path | None:
+    """Return the model folder a family checkpoint speaks with: `explicit`, else `model_dir:` of the run
+    config beside a run's checkpoint, else settings `families.<family>.model_dir` (None when none is set)."""
+    from core.runs import run_folder_of_checkpoint
+    from core.training.run_config import load_run_config
+
+    if explicit:
+        return settings.resolve(explicit)
+    run = run_folder_of_checkpoint(checkpoint)
+    if run is not None and run.config.is_file():
+        config = load_run_config(run.config)
+        if config.family == family and config.model_dir:
+            return settings.resolve(config.model_dir)
+    value = settings.get(f"families.{family}.model_dir")
+    return settings.resolve(value) if value else None
+
+
+def _own_voice(loaded: Any, settings: Settings, device: str) -> EvalVoice:
+    from core.inference import load_for_inference, synthesize
+
+    inference = load_for_inference(loaded, settings, task="tts", device=device)
+
+    def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
+        return synthesize(inference, text, reference=prompt, seed=seed, language=language)[0]
+
+    return EvalVoice("linguaforge", inference.codec.sample_rate, int(inference.meta.get("step") or 0), speak, inference.codec)
+
+
+def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model_dir: Path | None) -> EvalVoice:
+    from core.families.registry import get_model_family
+
+    family = get_model_family(name)
+    if model_dir is None:
+        raise InputError(f"{loaded.path}: a {name} checkpoint speaks with the family's model folder; pass --model-dir "
+                         f"or set families.{name}.model_dir in the settings.")
+    speaker = family.load_speaker(loaded, None, model_dir, settings, device)
+
+    def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
+        limit = math.ceil((MAX_LENGTH_RATIO * reference_seconds + 1) * speaker.tokens_per_second)
+        return speaker.speak(text, prompt, language, seed, max_new_tokens=limit)[0]
+
+    absent = {"codec": f"family {name} decodes its own speech tokens with its vocoder; there is no LinguaForge codec "
+                       "whose ceiling could be measured"}
+    return EvalVoice(name, speaker.sample_rate, int((loaded.meta or {}).get("step") or 0), speak, None, absent)
+
+
+def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None) -> EvalVoice:
+    """Return the EvalVoice of `checkpoint`: the own TTS model, or its family's Speaker (family from the metadata).
+
+    Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a family checkpoint
+    without a model folder, or a model folder missing a file synthesis reads.
+    """
+    from core.checkpoint import load_checkpoint
+
+    loaded = load_checkpoint(checkpoint)
+    family = (loaded.meta or {}).get("family") or "linguaforge"
+    if family == "linguaforge":
+        return _own_voice(loaded, settings, device)
+    return _family_voice(family, loaded, settings, device, family_model_dir(family, checkpoint, settings, model_dir))
