@@ -232,6 +232,9 @@ def test_run_config_rejects_an_unknown_family(ws: Path) -> None:
         run_config_from_dict(_config("x", family="bark"), "x.yaml")
     written = yaml.safe_load(yaml.safe_dump(_config("x")))
     assert run_config_from_dict(written, "x.yaml").model_dir == "models/chatterbox"
+    assert run_config_from_dict(_config("x", eval={"synthesis": {"cfm_steps": 2}}), "x.yaml").eval.synthesis == {"cfm_steps": 2}
+    with pytest.raises(InputError, match="eval.synthesis: applies to model-family runs"):
+        run_config_from_dict(_config("x", family="linguaforge", eval={"synthesis": {"temperature": 0}}), "x.yaml")
 
 
 def test_synthesis_speaks_amharic_through_the_full_s3gen_at_24_khz(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -372,16 +372,22 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
     assert not (tmp_path / "stale" / "index.json").exists()
 
 
-def test_synthesis_runs_gpt_s2mel_bigvgan_with_each_stage_shape_checked(folder: Path, ws: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def speech(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reduced folder plus speech models: a 1-layer GPT at the published width 1280, s2mel, CAMPPlus, BigVGAN."""
+    from tests.indextts_helpers import build_speech_folder
+
+    return build_speech_folder(folder, tmp_path_factory.mktemp("indextts-speech") / "IndexTTS-2-speech")
+
+
+def test_synthesis_runs_gpt_s2mel_bigvgan_with_each_stage_shape_checked(folder: Path, ws: Path, speech: Path, tmp_path: Path) -> None:
     """Every stage runs on random weights of the real classes: the GPT (1 layer at the published
     width 1280, because s2mel's gpt_layer is hard-wired to 1280-wide latents), s2mel (CFM with 2
     diffusion steps, length regulator) and BigVGAN. What no test here can cover without weights:
     that the words are intelligible and the voice matches the reference."""
     from core.audio import read_audio
     from core.families.base import SynthesisRequest
-    from tests.indextts_helpers import build_speech_folder
 
-    speech = build_speech_folder(folder, tmp_path / "IndexTTS-2-speech")
     settings = _settings(speech)
     reference = sorted((ws / "datasets" / "am" / "audio").glob("*.wav"))[0]
     request = SynthesisRequest(
@@ -399,3 +405,65 @@ def test_synthesis_runs_gpt_s2mel_bigvgan_with_each_stage_shape_checked(folder: 
         small = SynthesisRequest(checkpoint=folder / "gpt.pth", text="HI", output=tmp_path / "y.wav", tokenizer=folder / "bpe.model",
                                  reference=reference, model_dir=folder)
         get_model_family("indextts").synthesize(small, _settings(folder))
+
+
+# ------------------------------------------------------------------ periodic evaluation
+
+
+def _speech_run(model_dir: Path, **schedule) -> dict:  # noqa: ANN003
+    """Two steps on the speech folder's GPT extended to am8 (only the 8 new rows train), evaluated on 2 clips."""
+    return _run("am-eval", model_dir, "tokenizers/am8.model", 2, base_checkpoint="checkpoints/gpt_speech_am8.pt",
+                freeze={"mode": "all-but-new-rows", "until": "auto"},
+                schedule={"max_steps": 2, "val_every": 2, "save_every": 2, "log_every": 1, **schedule},
+                eval={"sentences": "datasets/am/manifest.jsonl", "count": 2, "language": "am",
+                      "synthesis": {"temperature": 0, "diffusion_steps": 2, "max_seconds": 0.5}})
+
+
+def test_periodic_eval_speaks_through_the_family_and_the_doctor_wants_its_speech_files(
+    speech: Path, ws: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """`schedule.eval_every` on an IndexTTS2 run: the saved checkpoint speaks the held-out sentences
+    through the family's Speaker (GPT → s2mel → BigVGAN), eval.json and a `split: eval` metrics
+    line are written, without a codec row (said in `absent_rows`). A model folder without s2mel.pth
+    fails the doctor before training, naming the file and both fixes."""
+    from core.audio import read_audio
+    from core.checks.doctor import doctor_context_from_run_config, run_doctor
+    from core.training.embeddings import extend_checkpoint
+    from core.training.run_config import run_config_from_dict
+    from core.training.trainer import train
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    settings = _settings(speech)
+    extend_checkpoint(speech / "gpt.pth", speech / "bpe.model", ws / "tokenizers" / "am8.model",
+                      ws / "checkpoints" / "gpt_speech_am8.pt", family="indextts", init="mean")
+    broken = tmp_path / "no-s2mel"
+    broken.mkdir()
+    for path in speech.iterdir():
+        if path.name != "s2mel.pth":
+            (broken / path.name).symlink_to(path)
+    config = run_config_from_dict(_speech_run(broken, eval_every=1))
+    check = {c.id: c for c in run_doctor(doctor_context_from_run_config(config, None, settings), only="eval.").checks}["eval.speech_files"]
+    assert check.status == "fail" and f"{broken / 's2mel.pth'}: missing" in check.message
+    assert "Add that file" in check.fix and "schedule.eval_every: 0" in check.fix
+    with pytest.raises(InputError, match=r"preflight doctor refused to start: eval\.speech_files: .*s2mel\.pth: missing"):
+        train(config, None, settings)
+    assert not (ws / "runs" / "am-eval" / "metrics.jsonl").exists()
+    without = run_config_from_dict(_speech_run(broken))
+    assert "eval.speech_files" not in {c.id for c in run_doctor(doctor_context_from_run_config(without, None, settings), only="eval.").checks}
+
+    result = train(run_config_from_dict(_speech_run(speech, eval_every=1)), None, settings)
+    assert result.state == "finished" and result.step == 2
+    status = json.loads((result.run_dir / "status.json").read_text())
+    assert "eval_error" not in status, status.get("eval_error")
+    lines = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [m for m in lines if m["split"] == "eval"]
+    assert len(evals) == 1 and evals[0]["step"] == 2
+    assert evals[0]["mcd_db"] > 0 and 0 <= evals[0]["dtw_identification"] <= 1 and evals[0]["chance"] == 0.5
+    assert not any(key.startswith("codec_") for key in evals[0])
+    stored = json.loads((result.run_dir / "checkpoints" / "eval.json").read_text())["checkpoints"]
+    entry = stored[Path(result.last_checkpoint).name]
+    assert entry["family"] == "indextts" and entry["step"] == 2 and set(entry["rows"]) == {"model", "references"}
+    assert "codec" in entry["absent_rows"] and entry["rows"]["model"]["mcd_db"] == evals[0]["mcd_db"]
+    for clip in entry["audio"]:                       # at most 0.5 s of codes: 25 codes → 43 mel frames × 256 samples
+        wav, rate = read_audio(clip)
+        assert rate == 22050 and 0 < wav.numel() <= int(25 * 1.72) * 256

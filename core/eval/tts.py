@@ -223,12 +223,14 @@ def evaluate_checkpoint(
     seed: int = 0,
     device: str = "auto",
     model_dir: str | os.PathLike[str] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
     Synthesis runs on `device` (`auto` = CUDA when present). A checkpoint of another model family
     (chatterbox, indextts: its metadata says which) speaks through the family's Speaker with the
-    speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`).
+    speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`)
+    and the speaker `options` (`max_seconds` caps each sentence; see `core.eval.voices`).
 
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
     sentence. The entry holds `checkpoint`, `family`, `step`, `language`, `sentences`, `chance`,
@@ -250,7 +252,7 @@ def evaluate_checkpoint(
     checkpoint = settings.resolve(checkpoint_path)
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
-    voice = load_eval_voice(checkpoint, settings, device, model_dir)  # a bad checkpoint fails before any rendering
+    voice = load_eval_voice(checkpoint, settings, device, model_dir, options)  # a bad checkpoint fails before any rendering
     out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK

@@ -4,7 +4,8 @@
 model (task tts) with its codec, or — for a checkpoint whose metadata names another family
 (chatterbox, indextts) — that family's `Speaker` with the speech models of its model folder.
 A family has no codec of LinguaForge's, so its voice has no `codec` ceiling row; `absent_rows`
-says why. A family speaks at most `MAX_LENGTH_RATIO` × the sentence's reference duration + 1 s:
+says why. A family speaks at most `MAX_LENGTH_RATIO` × the sentence's reference duration + 1 s
+(or `max_seconds` of the options, when shorter):
 an undertrained checkpoint that never emits its stop token would otherwise generate its maximum
 (40 s of T3 speech, 30 s of IndexTTS2 codes) for every sentence of every periodic evaluation.
 """
@@ -64,26 +65,31 @@ def _own_voice(loaded: Any, settings: Settings, device: str) -> EvalVoice:
     return EvalVoice("linguaforge", inference.codec.sample_rate, int(inference.meta.get("step") or 0), speak, inference.codec)
 
 
-def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model_dir: Path | None) -> EvalVoice:
+def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model_dir: Path | None,
+                  options: dict[str, Any]) -> EvalVoice:
     from core.families.registry import get_model_family
 
     family = get_model_family(name)
+    options = dict(options)
+    max_seconds = float(options.pop("max_seconds", math.inf))
     if model_dir is None:
         raise InputError(f"{loaded.path}: a {name} checkpoint speaks with the family's model folder; pass --model-dir "
                          f"or set families.{name}.model_dir in the settings.")
     speaker = family.load_speaker(loaded, None, model_dir, settings, device)
 
     def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
-        limit = math.ceil((MAX_LENGTH_RATIO * reference_seconds + 1) * speaker.tokens_per_second)
-        return speaker.speak(text, prompt, language, seed, max_new_tokens=limit)[0]
+        seconds = min(MAX_LENGTH_RATIO * reference_seconds + 1, max_seconds)
+        return speaker.speak(text, prompt, language, seed, math.ceil(seconds * speaker.tokens_per_second), options)[0]
 
     absent = {"codec": f"family {name} decodes its own speech tokens with its vocoder; there is no LinguaForge codec "
                        "whose ceiling could be measured"}
     return EvalVoice(name, speaker.sample_rate, int((loaded.meta or {}).get("step") or 0), speak, None, absent)
 
 
-def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None) -> EvalVoice:
-    """Return the EvalVoice of `checkpoint`: the own TTS model, or its family's Speaker (family from the metadata).
+def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None,
+                    options: dict[str, Any] | None = None) -> EvalVoice:
+    """Return the EvalVoice of `checkpoint`: the own TTS model, or its family's Speaker (family from the
+    metadata) speaking with `options` (speaker options plus `max_seconds`, a cap on each sentence).
 
     Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a family checkpoint
     without a model folder, or a model folder missing a file synthesis reads.
@@ -94,4 +100,5 @@ def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", 
     family = (loaded.meta or {}).get("family") or "linguaforge"
     if family == "linguaforge":
         return _own_voice(loaded, settings, device)
-    return _family_voice(family, loaded, settings, device, family_model_dir(family, checkpoint, settings, model_dir))
+    return _family_voice(family, loaded, settings, device, family_model_dir(family, checkpoint, settings, model_dir),
+                         options or {})

@@ -104,6 +104,10 @@ class EvalConfig:
     `sentences`: a text file (one sentence per line) or a manifest.jsonl; null takes the first
     `count` clips of the run's own val split (one language: `language`, else the first clip's).
     `references`: `dataset` (the manifest's clips), `espeak`, or a folder of `<n>.wav` clips.
+    `synthesis` (model-family runs only): options of the family's speaker — chatterbox
+    `temperature`, `cfg_weight`, `exaggeration`, `cfm_steps`; indextts `temperature`,
+    `diffusion_steps` — and `max_seconds`, a cap on each sentence's speech (default: 2 × its
+    reference + 1 s).
     """
 
     sentences: str | None = None
@@ -111,6 +115,7 @@ class EvalConfig:
     references: str = "dataset"
     wer: bool = False
     language: str | None = None
+    synthesis: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -244,6 +249,9 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.schedule.best_metric: {best!r} is not one of {', '.join(BEST_METRICS)}.")
     if best != "val_loss" and (config.schedule.eval_every == 0 or config.task != "tts"):
         raise InputError(f"{where}.schedule.best_metric: {best} needs a tts run with schedule.eval_every > 0.")
+    if config.eval.synthesis and config.family == "linguaforge":
+        raise InputError(f"{where}.eval.synthesis: applies to model-family runs (family: chatterbox | indextts); "
+                         "LinguaForge's own models speak with their defaults. Remove it.")
     if config.eval.count < 2:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
 

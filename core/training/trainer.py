@@ -503,7 +503,8 @@ class Trainer:
                 self._heldout = heldout_set(self.config, self.settings)
             held = self._heldout
             result = evaluate_checkpoint(checkpoint, held.sentences, held.references, held.language, self.settings,
-                                         wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir)
+                                         wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir,
+                                         options=self.config.eval.synthesis)
         except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
             self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
             self.log.update_status(eval_error=f"step {self.step}: {exc}")
