@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
+from core.paths import PathType
+
 GPU_KINDS = (
     "train",
     "synthesize",
@@ -45,6 +47,10 @@ class JobCatalogue(Protocol):
 
     def build_argv(self, kind: str, params: dict[str, Any]) -> list[str]:
         """Return the checked argv (with `--json`) running `kind` with `params`; raise InputError when it is wrong."""
+        ...
+
+    def path_options(self, kind: str) -> dict[str, PathType]:
+        """Return the kind's path parameters (the options typed as paths), each with its PathType."""
         ...
 
     def absolute_paths(self, kind: str, params: dict[str, Any], workspace: Path) -> dict[str, Any]:

@@ -53,8 +53,8 @@ class JobRunner:
         if nproc < 1 or (nproc > 1 and kind != "train"):
             raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
         given = dict(params or {})
+        check_job_params(self.settings, kind, given, self.catalogue.path_options(kind))  # as given: `a,../../b` must not collapse into the workspace
         params, argv = self.plan(kind, given)
-        check_job_params(self.settings, kind, given)  # as given: `a,../../b` must not collapse into the workspace
         run_dir = self._run_dir(kind, params)
         resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
         logs = self.settings.workspace / "logs" / "jobs"

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from core.cli import build_parser
 from core.errors import InputError, LinguaForgeError
-from core.paths import absolute_path_params
+from core.paths import PathType, absolute_path_params, path_options
 from jobs.kinds import CommandOutcome
 
 NOT_JOBS = ("jobs", "worker")
@@ -147,6 +147,14 @@ class CliCatalogue:
         argv = [*words, *positionals, *options, "--json"]
         _parse_checked(top, argv, kind)
         return argv
+
+    def path_options(self, kind: str) -> dict[str, PathType]:
+        """Return the command's path parameters: the options whose argparse type is a `core.paths.PathType`.
+
+        Raises InputError when `kind` is not a CLI command.
+        """
+        _, parser, _ = self.command_parser(kind)
+        return path_options(parser._actions)
 
     def absolute_paths(self, kind: str, params: dict[str, Any], workspace: Path) -> dict[str, Any]:
         """Return `params` with the command's path parameters absolute, relative ones resolved against `workspace`.
