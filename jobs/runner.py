@@ -5,7 +5,7 @@
     runner.get_job(job_id)["status"]      # queued | running | succeeded | failed | cancelled | interrupted
     runner.read_log(job_id, tail=50)
     runner.cancel(job_id); runner.resume(job_id)
-    worker = start_worker(settings, catalogue=catalogue); …; worker.stop()
+    worker = start_worker(settings); …; worker.stop()
 """
 
 from __future__ import annotations
@@ -183,11 +183,11 @@ class JobRunner:
             time.sleep(0.2)
 
 
-def start_worker(settings: Settings | None = None, workers: int | None = None, *, catalogue: JobCatalogue) -> Worker:
+def start_worker(settings: Settings | None = None, workers: int | None = None) -> Worker:
     """Start a consumer in background threads of this process (the dashboard's); return it.
 
     Call `.stop()` on the result to stop it. Raises InputError for an unsupported queue.url.
     """
-    worker = Worker(settings or load_settings(), workers, catalogue=catalogue)
+    worker = Worker(settings or load_settings(), workers)
     worker.start()
     return worker

@@ -169,13 +169,15 @@ class CliCatalogue:
         """Run one command (argv as `build_argv` returns it) in this process; return its outcome.
 
         A LinguaForgeError becomes its exit code with `error: …` as the text and
-        `{"ok": False, "error": …}` as the data; other exceptions propagate (they are bugs).
+        `{"ok": False, "error": …}` (plus its `detail`, when it has one) as the data, as the
+        command's `--json` prints it; other exceptions propagate (they are bugs).
         """
         args = build_parser().parse_args(list(argv))
         try:
             result = args.handler(args)
         except LinguaForgeError as exc:
-            return CommandOutcome(exc.exit_code, {"ok": False, "error": str(exc)}, f"error: {exc}")
+            data = {"ok": False, "error": str(exc), **({"detail": exc.detail} if exc.detail else {})}
+            return CommandOutcome(exc.exit_code, data, f"error: {exc}")
         return CommandOutcome(result.exit_code, result.data, result.text)
 
 

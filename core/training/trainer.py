@@ -172,16 +172,23 @@ class Trainer:
         if not config.tokenizer:
             raise InputError(f"{config.source}: `tokenizer` is not set; name the tokenizer file the model is sized from.")
         self.family = get_model_family(config.family)
-        self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
-        model_dir = self.family.model_dir(config, self.settings)
-        base_path = self.settings.resolve(config.base_checkpoint) if config.base_checkpoint else self.family.default_checkpoint(model_dir)
-        self.base = self.family.load_state_dict(base_path) if base_path else None
+        try:
+            self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
+            model_dir = self.family.model_dir(config, self.settings)
+            base_path = self.settings.resolve(config.base_checkpoint) if config.base_checkpoint else self.family.default_checkpoint(model_dir)
+            self.base = self.family.load_state_dict(base_path) if base_path else None
+            self.family_run = FamilyRun(config, self.settings, self.tokenizer, self.base, model_dir)
+            self.codec = self.family_run.codec = self.family.load_codec(self.family_run)
+            self.model_cfg = self.family.model_config(self.family_run)
+            self.base_size = self.family.base_size(self.base)
+            self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
+        except InputError:  # when the doctor sees the problem, its report (with the fixes) is the error
+            report = run_doctor(doctor_context_from_run_config(config, config_path, self.settings))
+            if not report.ok:
+                self.log.line("doctor:\n" + report.render())
+                report.raise_for_failures()
+            raise
         base_meta = (self.base.meta or {}) if self.base else {}
-        self.family_run = FamilyRun(config, self.settings, self.tokenizer, self.base, model_dir)
-        self.codec = self.family_run.codec = self.family.load_codec(self.family_run)
-        self.model_cfg = self.family.model_config(self.family_run)
-        self.base_size = self.family.base_size(self.base)
-        self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
         self.skipped_checkpoints: list[str] = []
