@@ -132,6 +132,7 @@ class Supervisor:
         self.progress_path = Path(job["progress_path"])
         self.run_dir = RunFolder(Path(job["run_dir"])) if job["run_dir"] else None
         self.train = TrainProgress(self.run_dir) if self.run_dir else None
+        self.attempt_offset = 0  # where this attempt's output starts in the job log
 
     def log(self, line: str) -> None:
         """Append one line from the runner to the job log (best effort: an unwritable log loses the line)."""
@@ -155,6 +156,7 @@ class Supervisor:
                 pass
             self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
             self._prepare_run_dir()
+            self.attempt_offset = self.log_path.stat().st_size
             proc = launch(
                 self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path, self.job["nproc"]
             )
@@ -222,9 +224,7 @@ class Supervisor:
                 return
             self.finish("succeeded", exit_code=code, artifacts=result)
             return
-        failure = last_json_line(self.log_path) or {}
-        detail = failure.get("detail") if failure.get("ok") is False else None  # the doctor's table, for one
-        self.finish("failed", exit_code=code, error=detail if isinstance(detail, str) and detail else error_summary(self.log_path))
+        self.finish("failed", exit_code=code, error=error_summary(self.log_path, self.attempt_offset))
 
     def finish(self, status: str, **fields: Any) -> None:
         """Record the final `status` (only while the job is still `running`) with `fields`."""

@@ -6,6 +6,7 @@ train` when present). One worker serves the tests of this module to keep the sui
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from core.config import load_settings
 from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
-from jobs.supervise import is_alive
+from jobs.supervise import error_summary, is_alive
 from tests.test_jobs_support import JOB_BPE, JobsEnv, has_kind, held_fifo, make_jobs_env, wait_running
 
 
@@ -108,3 +109,21 @@ def test_tokenizer_jobs_record_progress_and_artifacts(env: JobsEnv) -> None:
     assert sweep["progress"]["label"] == "tokenizer sweep"
     assert sweep["progress"]["done"] == sweep["progress"]["total"] == 2
     assert sweep["progress"]["fraction"] == 1.0
+
+
+def test_a_failed_attempt_is_described_by_its_own_output(tmp_path: Path) -> None:
+    """The doctor's table (the `--json` failure's detail) is the error; a later attempt that dies without a
+    word is not described by the earlier attempt's table or error line."""
+    log = tmp_path / "job.log"
+    table = "doctor found problems:\ncheck  status  message\n-----  ------  -------\ntokenizer  FAIL  missing.json\n"
+    log.write_text("$ python -m core train --config c.yaml --json\nerror: preflight doctor refused to start: x\n"
+                   + json.dumps({"ok": False, "error": "preflight doctor refused to start: x", "detail": table}) + "\n")
+    assert error_summary(log) == table
+    second = log.stat().st_size
+    with open(log, "a") as handle:
+        handle.write("$ python -m core train --config c.yaml --json\nstep 3\n")
+    assert error_summary(log, second) == "$ python -m core train --config c.yaml --json\nstep 3"
+    assert error_summary(log, log.stat().st_size) == "the command failed without output"
+    with open(log, "a") as handle:
+        handle.write("error: c.yaml: line 2: bad value\n" + json.dumps({"ok": False, "error": "c.yaml: line 2: bad value"}) + "\n")
+    assert error_summary(log, second) == "c.yaml: line 2: bad value"

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import signal
 import time
 from typing import Any, Iterator
 
 import pytest
 
 from core.checkpoint import load_checkpoint
-from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env
+from jobs.supervise import is_alive
+from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env, wait_running
 
 pytestmark = pytest.mark.skipif(not has_kind("train"), reason="the trainer (`python -m core train`) is not present")
 
@@ -118,11 +121,19 @@ def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> No
 
 
 def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -> None:
+    """The worker dies (kill -9) while its training job runs; the next worker stops the orphan and the
+    job resumes to step 16. The job's process group is held (SIGSTOP) from its start-up until the worker
+    is dead, so the job cannot finish first however fast the machine; where the orphan then stops (on
+    the STOP file, or at its last step) does not change what the resumed run must show."""
     job_id = submit_run(env, "crash", max_steps=16, save_every=2)
-    wait_for(lambda: run_status(env, "crash").get("last_checkpoint"), 240, "the first checkpoint")
-    env.workers[-1].kill9()
-    killed_at = run_status(env, "crash")["step"]
-    assert killed_at < 16, "training finished before the worker could be killed"
+    running = wait_running(env.runner, job_id)
+    os.killpg(running["pid"], signal.SIGSTOP)
+    try:
+        assert run_status(env, "crash").get("state") != "finished"
+        env.workers[-1].kill9()
+        assert is_alive(running["pid"], running["pid_start"])  # orphaned, not finished
+    finally:
+        os.killpg(running["pid"], signal.SIGCONT)
     env.start_worker()
     job = env.runner.wait(job_id, 300)
     assert job["status"] == "succeeded", env.runner.read_log(job_id)

@@ -465,6 +465,9 @@ class Trainer:
         require_unchanged(self.base_sha_start, self.base_rows_sha256(), f"at step {self.step}")
         if self.rank != 0:
             return None
+        is_best = val_loss is not None and (self.best_val is None or val_loss <= self.best_val)
+        if is_best:
+            self.best_val = val_loss  # the checkpoint records the best validation loss up to and including its own
         extra = {
             "optimizer": self.optimizer.state_dict(),
             "optimizer_names": self.param_names,
@@ -483,10 +486,8 @@ class Trainer:
             "row_warmup": self.row_warmup.state_dict(),
         }
         path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
-        if val_loss is not None and (self.best_val is None or val_loss <= self.best_val):
-            self.best_val = val_loss
-            if self.config.schedule.best_metric == "val_loss":
-                copy_as_best(path)
+        if is_best and self.config.schedule.best_metric == "val_loss":
+            copy_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
         self.log.update_status(last_checkpoint=str(path), step=self.step)
         return path
