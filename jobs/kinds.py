@@ -3,7 +3,7 @@
 A job kind is a dotted CLI command (`tokenizer.train`, `train`); its parameters are the command's
 long option names. The runner never imports the command line: an entry point builds a
 `JobCatalogue` from the CLI's own parsers (`core.cli.catalogue.cli_catalogue()`) and hands it to
-`JobRunner`, `Worker` and the journeys at start-up, so a job is validated exactly like the CLI,
+`JobRunner` and the journeys at start-up, so a job is validated exactly like the CLI,
 with the same messages.
 """
 
