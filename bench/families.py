@@ -76,31 +76,28 @@ def measure(step: Callable[[], None], steps: int, device: torch.device) -> float
     return (time.perf_counter() - start) / steps
 
 
-def bench_chatterbox(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
-    """Return tokens/s, ms/step and peak memory of the family step and the plain loop."""
-    from chatterbox.models.t3 import T3
+def device_name(device: torch.device) -> str:
+    """Return the GPU's name on CUDA, else the CPU's (what the figures were measured on)."""
+    return torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu"
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    shape = {"n_layers": 1, "hidden_size": 1024, "intermediate_size": 4096} if smoke else \
-        {"n_layers": 30, "hidden_size": 1024, "intermediate_size": 4096}
-    rows = BASE_ROWS + 256
-    config = ChatterboxConfig(text_tokens_dict_size=rows, **shape)
-    batch = {k: v.to(device) for k, v in collate_t3(batch_samples(batch_size, rows, torch.Generator().manual_seed(0))).items()}
-    tokens = batch_size * (TEXT + SPEECH)
+
+def time_family_and_plain(
+    build: Callable[[str], tuple[torch.nn.Module, Callable[[], torch.Tensor]]],
+    steps: int, device: torch.device, tokens: int,
+) -> dict[str, dict[str, Any]]:
+    """Return, for "family" then "plain", ms/step, tokens/s, peak GiB (CUDA) and parameters of AdamW steps.
+
+    `build(name)` returns the model (on `device`, in train mode) and its loss function; each is
+    timed by `measure` (bf16 autocast on CUDA) and freed before the next is built.
+    """
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else contextlib.nullcontext
-    results: dict[str, Any] = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-                               "layers": shape["n_layers"], "batch": batch_size, "tokens_per_step": tokens}
+    results: dict[str, dict[str, Any]] = {}
     torch.manual_seed(0)
     for name in ("family", "plain"):
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-        if name == "family":
-            model = build_t3(config, frozen_rows=BASE_ROWS).to(device).train()
-            loss_of = lambda: t3_forward(model, batch, 0.2, 0.8)["loss"]  # noqa: E731
-        else:
-            model = T3(t3_hparams(config)).to(device).train()
-            loss_of = lambda: plain_step(model, batch)  # noqa: E731
+        model, loss_of = build(name)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.1)
 
@@ -115,9 +112,33 @@ def bench_chatterbox(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]
         results[name] = {"ms_per_step": round(seconds * 1000, 1), "tokens_per_s": round(tokens / seconds, 1),
                          "peak_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device.type == "cuda" else None,
                          "parameters": sum(p.numel() for p in model.parameters())}
-        del model, optimizer, params
+        del model, optimizer, params, loss_of
     results["speed_up"] = round(results["family"]["tokens_per_s"] / results["plain"]["tokens_per_s"], 2)
     return results
+
+
+def bench_chatterbox(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
+    """Return tokens/s, ms/step and peak memory of the family step and the plain loop."""
+    from chatterbox.models.t3 import T3
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    shape = {"n_layers": 1, "hidden_size": 1024, "intermediate_size": 4096} if smoke else \
+        {"n_layers": 30, "hidden_size": 1024, "intermediate_size": 4096}
+    rows = BASE_ROWS + 256
+    config = ChatterboxConfig(text_tokens_dict_size=rows, **shape)
+    batch = {k: v.to(device) for k, v in collate_t3(batch_samples(batch_size, rows, torch.Generator().manual_seed(0))).items()}
+    tokens = batch_size * (TEXT + SPEECH)
+    results: dict[str, Any] = {"device": device_name(device), "layers": shape["n_layers"], "batch": batch_size,
+                               "tokens_per_step": tokens}
+
+    def build(name: str) -> tuple[torch.nn.Module, Callable[[], torch.Tensor]]:
+        if name == "family":
+            model = build_t3(config, frozen_rows=BASE_ROWS).to(device).train()
+            return model, lambda: t3_forward(model, batch, 0.2, 0.8)["loss"]
+        model = T3(t3_hparams(config)).to(device).train()
+        return model, lambda: plain_step(model, batch)
+
+    return {**results, **time_family_and_plain(build, steps, device, tokens)}
 
 
 INDEX_TEXT, INDEX_CODES, INDEX_BASE = 64, 500, 12000
@@ -154,9 +175,8 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
     }
     batch = {k: v.to(device) for k, v in batch.items()}
     tokens = batch_size * (INDEX_TEXT + INDEX_CODES)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else contextlib.nullcontext
-    results: dict[str, Any] = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-                               "layers": kwargs["layers"], "width": dim, "batch": batch_size, "tokens_per_step": tokens}
+    results: dict[str, Any] = {"device": device_name(device), "layers": kwargs["layers"], "width": dim, "batch": batch_size,
+                               "tokens_per_step": tokens}
 
     def plain_loss(model: Any) -> torch.Tensor:
         conds = conditioning_prefix(model, batch["condition"], batch["emo_vec"])
@@ -169,38 +189,18 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
         text_logits, mel_logits = model.get_logits(conds, text_emb, model.text_head, mel_emb, model.mel_head)
         return 0.2 * F.cross_entropy(text_logits.float(), text_target) + 0.8 * F.cross_entropy(mel_logits.float(), code_target)
 
-    torch.manual_seed(0)
-    for name in ("family", "plain"):
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
+    def build(name: str) -> tuple[torch.nn.Module, Callable[[], torch.Tensor]]:
         model = build_unified_voice(kwargs)
-        if name == "family":
-            model = split_text_rows(model, INDEX_BASE).to(device).train()
-            for module in (model.conditioning_encoder, model.perceiver_encoder, model.emo_conditioning_encoder,
-                           model.emo_perceiver_encoder, model.emovec_layer, model.emo_layer):
-                module.requires_grad_(False)
-            loss_of = lambda: indextts_forward(model, batch, 0.2, 0.8)["loss"]  # noqa: E731
-        else:
+        if name == "plain":
             model = model.to(device).train()
-            loss_of = lambda: plain_loss(model)  # noqa: E731
-        params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.1)
+            return model, lambda: plain_loss(model)
+        model = split_text_rows(model, INDEX_BASE).to(device).train()
+        for module in (model.conditioning_encoder, model.perceiver_encoder, model.emo_conditioning_encoder,
+                       model.emo_perceiver_encoder, model.emovec_layer, model.emo_layer):
+            module.requires_grad_(False)
+        return model, lambda: indextts_forward(model, batch, 0.2, 0.8)["loss"]
 
-        def step() -> None:
-            with autocast():
-                loss = loss_of()
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        seconds = measure(step, steps, device)
-        results[name] = {"ms_per_step": round(seconds * 1000, 1), "tokens_per_s": round(tokens / seconds, 1),
-                         "peak_gib": round(torch.cuda.max_memory_allocated() / 1024**3, 2) if device.type == "cuda" else None,
-                         "parameters": sum(p.numel() for p in model.parameters())}
-        del model, optimizer, params
-    results["speed_up"] = round(results["family"]["tokens_per_s"] / results["plain"]["tokens_per_s"], 2)
-    return results
+    return {**results, **time_family_and_plain(build, steps, device, tokens)}
 
 
 def rows(device: torch.device, smoke: bool) -> list[dict[str, Any]]:

@@ -2,9 +2,14 @@
 
 
 class LinguaForgeError(Exception):
-    """Base class of every error LinguaForge raises on purpose."""
+    """Base class of every error LinguaForge raises on purpose.
+
+    `detail` is optional text for people beyond the one-line message (the doctor's table): `--json`
+    output carries it, and a job shows it as its error.
+    """
 
     exit_code = 1
+    detail = ""
 
 
 class InputError(LinguaForgeError):

@@ -32,7 +32,7 @@ class JobRunner:
     def start_worker(self) -> None:
         """Start the embedded Huey consumer (thread workers), recovering jobs a crash left running."""
         if self._worker is None:
-            self._worker = jobs_runner.start_worker(self.settings, catalogue=self.catalogue)
+            self._worker = jobs_runner.start_worker(self.settings)
 
     def stop_worker(self) -> None:
         """Stop the embedded consumer; its running jobs are stopped and marked interrupted."""

@@ -3,7 +3,7 @@
 A job kind is a dotted CLI command (`tokenizer.train`, `train`); its parameters are the command's
 long option names. The runner never imports the command line: an entry point builds a
 `JobCatalogue` from the CLI's own parsers (`core.cli.catalogue.cli_catalogue()`) and hands it to
-`JobRunner`, `Worker` and the journeys at start-up, so a job is validated exactly like the CLI,
+`JobRunner` and the journeys at start-up, so a job is validated exactly like the CLI,
 with the same messages.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
+
+from core.paths import PathType
 
 GPU_KINDS = (
     "train",
@@ -45,6 +47,10 @@ class JobCatalogue(Protocol):
 
     def build_argv(self, kind: str, params: dict[str, Any]) -> list[str]:
         """Return the checked argv (with `--json`) running `kind` with `params`; raise InputError when it is wrong."""
+        ...
+
+    def path_options(self, kind: str) -> dict[str, PathType]:
+        """Return the kind's path parameters (the options typed as paths), each with its PathType."""
         ...
 
     def absolute_paths(self, kind: str, params: dict[str, Any], workspace: Path) -> dict[str, Any]:

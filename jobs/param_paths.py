@@ -2,31 +2,29 @@
 
 A job runs with the workspace as its working directory, so a relative parameter resolves there;
 `../` that climbs out, or an absolute path outside every allowed root, is refused at submission.
-Names (`name`) are one path segment.
+Which parameters are paths is not listed here: the job catalogue reports each kind's path-typed
+options (`JobCatalogue.path_options`, read from the command's parser), so a new path option is
+confined the day it is added. Names (`name`) are one path segment.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from core.config import Settings
 from core.confine import check_name
 from core.errors import InputError
+from core.paths import PathType
 
-PATH_PARAMS = frozenset({
-    "add", "base", "base_tokenizer", "cache", "checkpoint", "codec", "codes", "config", "corpus", "input",
-    "manifest", "model_dir", "output", "path", "protect_corpus", "reference", "references", "resume", "root",
-    "sentences", "tokenizer",
-})
-WORDS = {"resume": ("auto", "never"), "references": ("espeak",)}
 NAME_PARAMS = frozenset({"name"})
 
 
-def check_job_params(settings: Settings, kind: str, params: dict[str, Any]) -> None:
+def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path_types: Mapping[str, PathType]) -> None:
     """Check every path parameter of a job against the allowed roots and every name parameter.
 
-    Raises InputError naming the kind, the parameter and the value when one points outside the
-    workspace and the data roots, or a name is not one path segment.
+    `path_types` maps the kind's path parameters to their PathType (its keywords, such as `auto`,
+    are not paths). Raises InputError naming the kind, the parameter and the value when one points
+    outside the workspace and the data roots, or a name is not one path segment.
     """
     for key, value in params.items():
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -35,7 +33,7 @@ def check_job_params(settings: Settings, kind: str, params: dict[str, Any]) -> N
                 continue
             if key in NAME_PARAMS:
                 check_name(item, f"{kind}: parameter {key}")
-            elif key in PATH_PARAMS and str(item) not in WORDS.get(key, ()):
+            elif key in path_types and path_types[key].is_path(str(item)):
                 for part in {str(item), *str(item).split(",")}:
                     try:
                         settings.check_inside_roots(part.strip() or ".")

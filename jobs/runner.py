@@ -5,7 +5,7 @@
     runner.get_job(job_id)["status"]      # queued | running | succeeded | failed | cancelled | interrupted
     runner.read_log(job_id, tail=50)
     runner.cancel(job_id); runner.resume(job_id)
-    worker = start_worker(settings, catalogue=catalogue); …; worker.stop()
+    worker = start_worker(settings); …; worker.stop()
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class JobRunner:
         if nproc < 1 or (nproc > 1 and kind != "train"):
             raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
         given = dict(params or {})
+        check_job_params(self.settings, kind, given, self.catalogue.path_options(kind))  # as given: `a,../../b` must not collapse into the workspace
         params, argv = self.plan(kind, given)
-        check_job_params(self.settings, kind, given)  # as given: `a,../../b` must not collapse into the workspace
         run_dir = self._run_dir(kind, params)
         resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
         logs = self.settings.workspace / "logs" / "jobs"
@@ -183,11 +183,11 @@ class JobRunner:
             time.sleep(0.2)
 
 
-def start_worker(settings: Settings | None = None, workers: int | None = None, *, catalogue: JobCatalogue) -> Worker:
+def start_worker(settings: Settings | None = None, workers: int | None = None) -> Worker:
     """Start a consumer in background threads of this process (the dashboard's); return it.
 
     Call `.stop()` on the result to stop it. Raises InputError for an unsupported queue.url.
     """
-    worker = Worker(settings or load_settings(), workers, catalogue=catalogue)
+    worker = Worker(settings or load_settings(), workers)
     worker.start()
     return worker

@@ -7,6 +7,7 @@ identified by PID plus their kernel start time, so a recycled PID is never mista
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ from core.config import REPO_ROOT, WORKSPACE_ENV
 from core.progress import PROGRESS_FILE_ENV
 
 TERM_GRACE_S = 10.0
+SUMMARY_BYTES = 1 << 20  # how much of an attempt's output `error_summary` reads
 
 
 def process_start_time(pid: int) -> str | None:
@@ -160,10 +162,28 @@ def tail_text(path: Path, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def error_summary(path: Path) -> str:
-    """Return the most useful failure text from a job log: its last `error:` line, else its tail."""
-    tail = tail_text(path, 40)
-    for line in reversed(tail.splitlines()):
+def error_summary(path: Path, start: int = 0) -> str:
+    """Return the most useful failure text from the part of a job log after byte `start` (one attempt's
+    output): its `--json` failure's `detail` (the doctor's table, for one), else its last `error:`
+    line, else its last 5 lines."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(start, handle.tell() - SUMMARY_BYTES))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        lines = []
+    for line in reversed(lines):
+        if line.startswith("{") and line.rstrip().endswith("}"):
+            try:
+                failure = json.loads(line)
+            except ValueError:
+                continue
+            detail = failure.get("detail") if isinstance(failure, dict) and failure.get("ok") is False else None
+            if isinstance(detail, str) and detail:
+                return detail
+            break
+    for line in reversed(lines[-40:]):
         if line.startswith(("error:", "internal error:")):
             return line.split(":", 1)[1].strip()
-    return tail_text(path, 5) or "the command failed without output"
+    return "\n".join(lines[-5:]) or "the command failed without output"

@@ -22,9 +22,6 @@ from core.config import Settings
 from core.errors import InputError
 from core.fsutil import last_json_line
 from core.runs import RunFolder
-from jobs import kinds
-from core.errors import InputError
-from jobs.kinds import JobCatalogue
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
@@ -43,13 +40,11 @@ GPU_RETRY_DELAY_S = 1.0
 
 @dataclass
 class JobContext:
-    """What running jobs in one consumer process share: settings, records, GPU slots, children,
-    and the catalogue that runs the doctor before a training job."""
+    """What running jobs in one consumer process share: settings, records, GPU slots, children."""
 
     settings: Settings
     store: JobStore
     gpu_slots: threading.BoundedSemaphore
-    catalogue: JobCatalogue
     worker_id: str = field(default_factory=worker_identity)
     active: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     shutting_down: threading.Event = field(default_factory=threading.Event)
@@ -65,10 +60,10 @@ class JobContext:
         return float(self.settings.get("queue.term_grace_s", 10))
 
 
-def make_context(settings: Settings, catalogue: JobCatalogue) -> JobContext:
+def make_context(settings: Settings) -> JobContext:
     """Return a JobContext for `settings` with `queue.gpu_slots` GPU slots (default 1)."""
     slots = int(settings.get("queue.gpu_slots", 1) or 1)
-    return JobContext(settings, JobStore(jobs_db_path(settings)), threading.BoundedSemaphore(slots), catalogue)
+    return JobContext(settings, JobStore(jobs_db_path(settings)), threading.BoundedSemaphore(slots))
 
 
 def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper:
@@ -126,19 +121,6 @@ def _supervise(ctx: JobContext, job_id: str) -> None:
         supervisor.finish("failed", error=f"internal error in the job runner: {exc}")
 
 
-def doctor_argv(job: dict[str, Any], settings: Settings, catalogue: JobCatalogue) -> list[str] | None:
-    """Return the `doctor` argv to run before a training job, or None when there is no doctor."""
-    config = job["params"].get("config")
-    if job["kind"] != "train" or config is None:
-        return None
-    try:
-        if not catalogue.accepts("doctor", "config"):
-            return None
-    except InputError:
-        return None
-    return ["doctor", "--config", str(settings.resolve(str(config)))]
-
-
 class Supervisor:
     """Runs one claimed job's process to the end and records progress and outcome."""
 
@@ -150,6 +132,7 @@ class Supervisor:
         self.progress_path = Path(job["progress_path"])
         self.run_dir = RunFolder(Path(job["run_dir"])) if job["run_dir"] else None
         self.train = TrainProgress(self.run_dir) if self.run_dir else None
+        self.attempt_offset = 0  # where this attempt's output starts in the job log
 
     def log(self, line: str) -> None:
         """Append one line from the runner to the job log (best effort: an unwritable log loses the line)."""
@@ -160,8 +143,10 @@ class Supervisor:
             pass
 
     def run(self) -> None:
-        """Run the doctor (training), then the command; record the final status.
+        """Run the command; record the final status.
 
+        A training job's doctor runs inside the trainer (on the tokenizer and checkpoint it
+        loaded), the one gate after submission; its report becomes the job's error when it fails.
         A folder the job must write (logs/, the run folder) that is not writable ends it `failed`
         with an error naming the folder.
         """
@@ -170,9 +155,8 @@ class Supervisor:
             with open(self.log_path, "a", encoding="utf-8"):
                 pass
             self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
-            if not self._doctor_passes():
-                return
             self._prepare_run_dir()
+            self.attempt_offset = self.log_path.stat().st_size
             proc = launch(
                 self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path, self.job["nproc"]
             )
@@ -190,19 +174,6 @@ class Supervisor:
         if self.ctx.shutting_down.is_set() and not cancelled:
             return
         self._record_outcome(proc.returncode, cancelled)
-
-    def _doctor_passes(self) -> bool:
-        argv = doctor_argv(self.job, self.ctx.settings, self.ctx.catalogue)
-        if argv is None:
-            return True
-        self.log(f"$ python -m core {' '.join(argv)}")
-        outcome = self.ctx.catalogue.run(argv)
-        table = outcome.text.strip()
-        self.log(table)
-        if outcome.exit_code == 0:
-            return True
-        self.finish("failed", error=f"doctor found problems:\n{table}", exit_code=outcome.exit_code)
-        return False
 
     def _prepare_run_dir(self) -> None:
         if self.run_dir is not None:
@@ -253,7 +224,7 @@ class Supervisor:
                 return
             self.finish("succeeded", exit_code=code, artifacts=result)
             return
-        self.finish("failed", exit_code=code, error=error_summary(self.log_path))
+        self.finish("failed", exit_code=code, error=error_summary(self.log_path, self.attempt_offset))
 
     def finish(self, status: str, **fields: Any) -> None:
         """Record the final `status` (only while the job is still `running`) with `fields`."""

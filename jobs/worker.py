@@ -19,7 +19,6 @@ from huey.consumer import Consumer
 
 from core.config import WORKSPACE_ENV, Settings
 from core.runs import RunFolder
-from jobs.kinds import JobCatalogue
 from jobs.queue import build_huey, describe as describe_queue
 from jobs.records import with_busy_retry
 from jobs.recovery import recover
@@ -40,15 +39,16 @@ class _Consumer(Consumer):
 class Worker:
     """One consumer process's job runner: `queue.workers` threads, `queue.gpu_slots` GPU slots.
 
-    Creating it sets LINGUAFORGE_WORKSPACE in this process to the settings' workspace, so the
-    doctor (run in-process through `catalogue`) and job commands see the same workspace as the worker.
+    Creating it sets LINGUAFORGE_WORKSPACE in this process to the settings' workspace, so job
+    commands see the same workspace as the worker. It runs recorded argv only: the catalogue that
+    checked them stays with the submitter (`JobRunner`).
     """
 
-    def __init__(self, settings: Settings, workers: int | None = None, *, catalogue: JobCatalogue) -> None:
+    def __init__(self, settings: Settings, workers: int | None = None) -> None:
         self.settings = settings
         os.environ[WORKSPACE_ENV] = str(settings.workspace)
         self.huey = build_huey(settings)
-        self.context = make_context(settings, catalogue)
+        self.context = make_context(settings)
         self.task = register_tasks(self.huey, self.context)
         self.workers = int(workers or settings.get("queue.workers", 2) or 2)
         self.consumer = _Consumer(

@@ -80,7 +80,7 @@ class StageRunner:
             self._runner = JobRunner(self.settings, catalogue=self.catalogue)
             if self.embedded_worker:
                 saved = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
-                self._worker = start_worker(self.settings, catalogue=self.catalogue)
+                self._worker = start_worker(self.settings)
                 for sig, handler in saved.items():  # the consumer's handlers would swallow Ctrl-C and SIGTERM
                     if handler is not None and threading.current_thread() is threading.main_thread():
                         signal.signal(sig, handler)

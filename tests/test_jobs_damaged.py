@@ -58,7 +58,7 @@ def test_list_show_logs_resume_name_the_damage(damaged, capsys: pytest.CaptureFi
 
 def test_worker_starts_skips_damaged_and_runs_the_rest(damaged) -> None:
     runner, ids, good = damaged
-    worker = Worker(load_settings(), workers=1, catalogue=cli_catalogue())
+    worker = Worker(load_settings(), workers=1)
     report = worker.recover()
     assert set(report["damaged"]) == set(ids.values())
     worker.consumer.start()

@@ -6,7 +6,9 @@ train` when present). One worker serves the tests of this module to keep the sui
 
 from __future__ import annotations
 
-import time
+import json
+import os
+import signal
 from pathlib import Path
 from typing import Iterator
 
@@ -15,8 +17,8 @@ import pytest
 from core.config import load_settings
 from core.cli.catalogue import cli_catalogue
 from jobs.runner import JobRunner
-from jobs.supervise import is_alive
-from tests.test_jobs_support import JOB_BPE, JobsEnv, has_kind, make_jobs_env
+from jobs.supervise import error_summary, is_alive
+from tests.test_jobs_support import JOB_BPE, JobsEnv, has_kind, held_fifo, make_jobs_env, wait_running
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +31,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsEnv]:
         yield from make_jobs_env(workspace, tmp)
 
 
-def wait_running(runner: JobRunner, job_id: str, timeout_s: float = 60) -> dict:
-    """Return the record once the job is running with a recorded PID."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = runner.get_job(job_id)
-        if job["status"] == "running" and job["pid"]:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} never started: {runner.get_job(job_id)}")
-
-
 def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: JobsEnv, tmp_path: Path) -> None:
     runner = env.runner
     override = tmp_path / "gpu.yaml"
@@ -47,26 +38,30 @@ def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: Job
     gpu_runner = JobRunner(load_settings(override), catalogue=cli_catalogue())
     skipped = runner.submit("doctor", {"tokenizer": JOB_BPE})
     assert runner.cancel(skipped)["status"] == "cancelled"
-    first = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE})
-    second = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE})
-    bad = runner.submit("doctor", {"tokenizer": "tokenizers/missing.model"})
+    holder = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE, "target_config": held_fifo(env, "held.yaml")})
     env.start_worker()
+    wait_running(runner, holder)  # it holds the one GPU slot until it is cancelled
+    waiting = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE})
+    bad = runner.submit("doctor", {"tokenizer": "tokenizers/missing.model"})
 
-    a, b = (runner.wait(job, 180) for job in (first, second))
-    for done in (a, b):
-        assert done["status"] == "succeeded", runner.read_log(done["id"])
-        assert done["exit_code"] == 0 and done["gpu"]
-        assert done["artifacts"]["checks"][0]["status"] == "pass"
-        assert "12000 ids" in done["artifacts"]["checks"][0]["message"]
-    assert "$ python -m core doctor --tokenizer" in runner.read_log(first)
-    earlier, later = sorted([a, b], key=lambda j: j["started_at"])
-    assert later["started_at"] >= earlier["finished_at"], "two GPU jobs overlapped on one slot"
-
-    failed = runner.wait(bad, 120)
+    failed = runner.wait(bad, 120)  # a CPU job does not wait behind a GPU job
     assert failed["status"] == "failed" and not failed["gpu"]
     assert failed["exit_code"] == 2
     assert "missing.model" in failed["error"]
-    assert failed["started_at"] < earlier["finished_at"], "the CPU job waited behind a GPU job"
+    assert runner.get_job(holder)["status"] == "running"
+    queued = runner.get_job(waiting)
+    assert queued["status"] == "queued" and queued["started_at"] is None, "two GPU jobs shared one slot"
+
+    runner.cancel(holder)
+    held = runner.wait(holder, 60)
+    done = runner.wait(waiting, 180)
+    assert held["status"] == "cancelled" and held["gpu"]
+    assert done["status"] == "succeeded", runner.read_log(waiting)
+    assert done["exit_code"] == 0 and done["gpu"]
+    assert done["artifacts"]["checks"][0]["status"] == "pass"
+    assert "12000 ids" in done["artifacts"]["checks"][0]["message"]
+    assert "$ python -m core doctor --tokenizer" in runner.read_log(waiting)
+    assert done["started_at"] >= held["finished_at"], "two GPU jobs overlapped on one slot"
 
     never = runner.get_job(skipped)
     assert never["status"] == "cancelled" and never["started_at"] is None
@@ -74,13 +69,22 @@ def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: Job
 
 
 def test_cancel_running_job_stops_its_process_group(env: JobsEnv) -> None:
+    """A job that cannot finish on its own (`held_fifo`) runs until the cancel: SIGTERM ends its
+    whole process group, and the record says so."""
     runner = env.runner
-    job_id = runner.submit("doctor", {"tokenizer": JOB_BPE})
-    running = wait_running(runner, job_id)
+    if not env.workers:  # run alone (-k), this test starts the module's worker itself
+        env.start_worker()
+    job_id = runner.submit("doctor", {"tokenizer": JOB_BPE, "target_config": held_fifo(env, "blocked.yaml")})
+    running = wait_running(runner, job_id)  # a lasting state: nothing writes the FIFO, so the job waits
+    assert os.getpgid(running["pid"]) == running["pid"]  # the job leads its own process group
     assert runner.cancel(job_id)["cancel_requested"]
     job = runner.wait(job_id, 60)
-    assert job["status"] == "cancelled"
+    assert job["status"] == "cancelled" and job["error"] == "cancelled by request"
+    assert job["exit_code"] == -signal.SIGTERM  # ended by the signal, not by finishing
+    assert job["artifacts"] == {}
     assert not is_alive(running["pid"], running["pid_start"])
+    with pytest.raises(ProcessLookupError):
+        os.killpg(running["pid"], 0)  # no process of the group is left
     assert "cancelled (sigterm)" in runner.read_log(job_id)
 
 
@@ -105,3 +109,21 @@ def test_tokenizer_jobs_record_progress_and_artifacts(env: JobsEnv) -> None:
     assert sweep["progress"]["label"] == "tokenizer sweep"
     assert sweep["progress"]["done"] == sweep["progress"]["total"] == 2
     assert sweep["progress"]["fraction"] == 1.0
+
+
+def test_a_failed_attempt_is_described_by_its_own_output(tmp_path: Path) -> None:
+    """The doctor's table (the `--json` failure's detail) is the error; a later attempt that dies without a
+    word is not described by the earlier attempt's table or error line."""
+    log = tmp_path / "job.log"
+    table = "doctor found problems:\ncheck  status  message\n-----  ------  -------\ntokenizer  FAIL  missing.json\n"
+    log.write_text("$ python -m core train --config c.yaml --json\nerror: preflight doctor refused to start: x\n"
+                   + json.dumps({"ok": False, "error": "preflight doctor refused to start: x", "detail": table}) + "\n")
+    assert error_summary(log) == table
+    second = log.stat().st_size
+    with open(log, "a") as handle:
+        handle.write("$ python -m core train --config c.yaml --json\nstep 3\n")
+    assert error_summary(log, second) == "$ python -m core train --config c.yaml --json\nstep 3"
+    assert error_summary(log, log.stat().st_size) == "the command failed without output"
+    with open(log, "a") as handle:
+        handle.write("error: c.yaml: line 2: bad value\n" + json.dumps({"ok": False, "error": "c.yaml: line 2: bad value"}) + "\n")
+    assert error_summary(log, second) == "c.yaml: line 2: bad value"

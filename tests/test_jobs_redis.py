@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from jobs.supervise import is_alive
-from tests.test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env, redis_server
+from tests.test_jobs_support import JOB_BPE, JobsEnv, held_fifo, make_jobs_env, redis_server, release_fifo, wait_running
 
 
 @pytest.fixture
@@ -28,16 +27,14 @@ def test_redis_queue_runs_cancels_and_recovers_jobs(env: JobsEnv) -> None:
     assert runner.wait(ok, 120)["status"] == "succeeded", runner.read_log(ok)
     assert runner.get_job(skipped)["started_at"] is None
 
-    crashed = runner.submit("doctor", {"tokenizer": JOB_BPE})
-    deadline = time.monotonic() + 60
-    while not runner.get_job(crashed)["pid"]:
-        assert time.monotonic() < deadline, "job never started"
-        time.sleep(0.1)
-    running = runner.get_job(crashed)
+    target = held_fifo(env, "held.yaml")
+    crashed = runner.submit("doctor", {"tokenizer": JOB_BPE, "target_config": target})
+    running = wait_running(runner, crashed)  # it cannot finish: its target config is a FIFO no one writes
     env.workers[-1].kill9()
     env.start_worker()
     assert runner.get_job(crashed)["status"] == "interrupted"
     assert not is_alive(running["pid"], running["pid_start"])
+    release_fifo(env, target)
     runner.resume(crashed)
     done = runner.wait(crashed, 120)
     assert done["status"] == "succeeded" and done["attempts"] == 2

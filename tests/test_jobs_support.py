@@ -123,6 +123,38 @@ class JobsEnv:
                     pass
 
 
+def wait_running(runner: JobRunner, job_id: str, timeout_s: float = 60) -> dict:
+    """Return the record once the job is running with a recorded PID (wait on a job that cannot end
+    before the test acts, such as one reading `held_fifo`, so this is a lasting state)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = runner.get_job(job_id)
+        if job["status"] == "running" and job["pid"]:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} never started: {runner.get_job(job_id)}")
+
+
+def held_fifo(env: JobsEnv, name: str) -> str:
+    """Make a FIFO that no one writes in the workspace; return its workspace path.
+
+    A `doctor` job reading it as its `--target-config` waits there until it is cancelled, so
+    what a test sees while that job runs is a lasting state, not a moment it must catch.
+    """
+    fifo = env.workspace / "configs" / name
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    return f"configs/{name}"
+
+
+def release_fifo(env: JobsEnv, relative: str) -> None:
+    """Put a readable IndexTTS2 target config where `held_fifo` made its FIFO: the next run of the job
+    reads it and can finish (a process already waiting on the old FIFO stays where it is)."""
+    path = env.workspace / relative
+    path.unlink()
+    shutil.copyfile(FIXTURE_BPE.parent / "config.yaml", path)
+
+
 def make_jobs_env(workspace: Path, tmp: Path, **overrides: Any) -> Iterator[JobsEnv]:
     """Yield a JobsEnv whose workers and job processes are stopped afterwards."""
     env = JobsEnv(workspace, tmp, overrides)

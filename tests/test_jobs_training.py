@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import signal
 import time
 from typing import Any, Iterator
 
 import pytest
 
 from core.checkpoint import load_checkpoint
-from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env
+from jobs.supervise import is_alive
+from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env, wait_running
 
 pytestmark = pytest.mark.skipif(not has_kind("train"), reason="the trainer (`python -m core train`) is not present")
 
@@ -70,20 +73,38 @@ def test_tiny_training_job_finishes_with_progress(env: JobsEnv) -> None:
     assert job["progress"]["fraction"] == 1.0
     assert "loss" in job["progress"]["metrics"]
     assert job["artifacts"]["state"] == "finished"
-    assert "$ python -m core doctor --config" in env.runner.read_log(job_id)
+    log = env.runner.read_log(job_id)
+    assert "doctor: all checks passed" in log  # the trainer's own doctor, the one gate after submission
+    assert "python -m core doctor" not in log and log.count("$ python -m core") == 1
 
 
-def test_failing_doctor_fails_the_job_before_the_trainer_starts(env: JobsEnv) -> None:
+@pytest.mark.parametrize("name, override, check, found, fix", [
+    ("broken", {"tokenizer": "tokenizers/missing.json"}, "tokenizer", "missing.json: tokenizer file not found",
+     "Pass --tokenizer PATH"),
+    ("overfrozen", {"freeze": {"mode": "base-rows", "until": 100000}}, "freeze.range", "freeze_until 100000 is outside",
+     "Set freeze_until to the base tokenizer's size"),
+])
+def test_failing_doctor_fails_the_job_with_its_table_before_training(
+    env: JobsEnv, name: str, override: dict[str, Any], check: str, found: str, fix: str,
+) -> None:
+    """The trainer's doctor is the gate: the job fails with the doctor's table and fixes as its error."""
     from tests.trainer_helpers import lm_config
 
-    config = lm_config(env.workspace, "broken", tokenizer="tokenizers/missing.json")
-    job_id = env.runner.submit("train", {"config": "runs_cfg/broken.yaml"})
+    config = lm_config(env.workspace, name, **override)
+    job_id = env.runner.submit("train", {"config": f"runs_cfg/{name}.yaml"})
     job = env.runner.wait(job_id, 120)
-    assert job["status"] == "failed"
-    assert job["error"].startswith("doctor found problems")
-    assert "missing.json" in job["error"]
-    assert job["pid"] is None and config.is_file()
-    assert not (env.workspace / "runs" / "broken").exists()
+    assert job["status"] == "failed" and job["exit_code"] == 2, env.runner.read_log(job_id)
+    lines = job["error"].splitlines()
+    assert lines[0] == "doctor found problems:" and lines[1].split() == ["check", "status", "message"]
+    rows = [line.split()[:2] for line in lines[3:lines.index("")]]  # one line per check
+    assert [row for row in rows if row[1] == "FAIL"] == [[check, "FAIL"]]
+    assert found in next(line for line in lines[3:] if line.startswith(f"{check} "))
+    assert lines[lines.index("fixes:") + 1].startswith(f"  {check}: {fix}")
+    assert lines[-1] == "doctor: 1 check(s) failed"
+    assert config.is_file()
+    status = run_status(env, name)
+    assert status["state"] == "failed" and f"preflight doctor refused to start: {check}:" in status["error"]
+    assert not (env.workspace / "runs" / name / "checkpoints").exists()
 
 
 def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> None:
@@ -100,11 +121,19 @@ def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> No
 
 
 def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -> None:
+    """The worker dies (kill -9) while its training job runs; the next worker stops the orphan and the
+    job resumes to step 16. The job's process group is held (SIGSTOP) from its start-up until the worker
+    is dead, so the job cannot finish first however fast the machine; where the orphan then stops (on
+    the STOP file, or at its last step) does not change what the resumed run must show."""
     job_id = submit_run(env, "crash", max_steps=16, save_every=2)
-    wait_for(lambda: run_status(env, "crash").get("last_checkpoint"), 240, "the first checkpoint")
-    env.workers[-1].kill9()
-    killed_at = run_status(env, "crash")["step"]
-    assert killed_at < 16, "training finished before the worker could be killed"
+    running = wait_running(env.runner, job_id)
+    os.killpg(running["pid"], signal.SIGSTOP)
+    try:
+        assert run_status(env, "crash").get("state") != "finished"
+        env.workers[-1].kill9()
+        assert is_alive(running["pid"], running["pid_start"])  # orphaned, not finished
+    finally:
+        os.killpg(running["pid"], signal.SIGCONT)
     env.start_worker()
     job = env.runner.wait(job_id, 300)
     assert job["status"] == "succeeded", env.runner.read_log(job_id)

@@ -10,6 +10,8 @@ from core.cli.catalogue import cli_catalogue
 from core.cli.jobs import parse_params
 from core.config import load_settings
 from core.errors import InputError
+from core.paths import PathType
+from jobs.param_paths import check_job_params
 from jobs.queue import build_huey
 from jobs.runner import JobRunner
 from jobs.supervise import command_line
@@ -87,3 +89,35 @@ def test_several_gpus_run_train_under_torchrun(workspace: Path) -> None:
         "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "core"
     ]
     assert command_line(["doctor"])[1:] == ["-m", "core", "doctor"]
+
+
+def every_path_option() -> list[tuple[str, str, PathType]]:
+    """Return (kind, parameter, type) for every option typed as a path in every job kind's parser."""
+    catalogue = cli_catalogue()
+    found = []
+    for kind in catalogue.kinds():
+        _, parser, _ = catalogue.command_parser(kind)
+        found.extend((kind, a.dest, a.type) for a in parser._actions if isinstance(a.type, PathType))
+    return found
+
+
+def test_every_path_typed_option_of_every_kind_is_confined(workspace: Path) -> None:
+    """No hand-kept list: each path-typed option (a new one included) is refused when it climbs out."""
+    options = every_path_option()
+    assert {("embeddings.extend", "write_config"), ("doctor", "target_config"), ("quickstart.tts", "preset"),
+            ("train", "config"), ("checkpoint.inspect", "path")} <= {(kind, name) for kind, name, _ in options}
+    runner = JobRunner(catalogue=cli_catalogue())
+    for kind, name, path_type in options:
+        value = "../../outside/x" + (path_type.suffixes[0] if path_type.suffixes else "")
+        with pytest.raises(InputError) as err:
+            runner.submit(kind, {name: value})
+        assert f"parameter {name}={value}" in str(err.value) and "outside the allowed folders" in str(err.value), (kind, err.value)
+        assert runner.catalogue.path_options(kind)[name] == path_type
+    assert runner.list_jobs() == []
+
+
+def test_path_keywords_and_bare_names_are_not_paths(workspace: Path) -> None:
+    check_job_params(load_settings(), "train", {"resume": "auto"}, cli_catalogue().path_options("train"))
+    check_job_params(load_settings(), "quickstart.tts", {"preset": "reduced"}, cli_catalogue().path_options("quickstart.tts"))
+    with pytest.raises(InputError, match="parameter resume=../../x.pt"):
+        check_job_params(load_settings(), "train", {"resume": "../../x.pt"}, cli_catalogue().path_options("train"))

@@ -62,7 +62,7 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     """What the dashboard's button does: a `quickstart.tts` job whose stages go to the same worker."""
     require_espeak()
     jobs = JobRunner(catalogue=CATALOGUE)
-    worker = start_worker(jobs.settings, catalogue=CATALOGUE)
+    worker = start_worker(jobs.settings)
     try:
         job_id = jobs.submit("quickstart.tts", {"preset": str(_preset(tmp_path, "reduced", REDUCED_TTS)), "name": "qs",
                                                 "external_worker": True})

@@ -61,7 +61,7 @@ def test_job_that_cannot_write_its_log_ends_failed_with_the_reason(workspace: Pa
     job_id = runner.submit("doctor", {"tokenizer": "tokenizers/t.model"})
     logs = workspace / "logs" / "jobs"
     with read_only(logs):
-        worker = Worker(load_settings(), workers=1, catalogue=cli_catalogue())
+        worker = Worker(load_settings(), workers=1)
         worker.start()
         try:
             job = runner.wait(job_id, 120)

@@ -63,6 +63,8 @@ def test_loss_falls_and_run_folder_follows_the_contract(lm_ws: Path) -> None:
     assert loaded.meta["family"] == "linguaforge" and loaded.meta["rows"] == len(SPECIALS) + len(english_words())
     assert loaded.state_dict["text_head.bias"].shape[0] == loaded.meta["tokenizer_size"]
     assert set(loaded.extra) >= {"optimizer", "scheduler", "rng", "step", "data_position", "best_val_loss"}
+    # a checkpoint records the best validation loss up to and including its own step's
+    assert loaded.extra["best_val_loss"] == result.best_val_loss == min(m["loss"] for m in val)
 
 
 def test_resume_continues_exactly(lm_ws: Path) -> None:

@@ -132,3 +132,62 @@ def test_dashboard_paths_show_relative_to_the_workspace_whatever_the_cwd(tmp_pat
     assert relative(settings, "codecs/sample.pt") == "codecs/sample.pt"
     assert relative(settings, workspace / "runs" / "a" / "config.yaml") == "runs/a/config.yaml"
     assert relative(settings, elsewhere / "x.wav") == str((elsewhere / "x.wav").resolve())
+
+
+def test_preflight_loads_the_base_checkpoint_once_per_file_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Training tab's live preflight reads and hashes an unchanged base checkpoint once; a changed file
+    (new size, or only a new mtime) is read again, and its new rows are what the doctor judges."""
+    import os
+
+    import torch
+
+    import core.checkpoint
+    from core.checkpoint import save_checkpoint
+    from core.cli.catalogue import cli_catalogue
+    from gradio_app.common import UIContext
+    from gradio_app.runner import JobRunner
+    from gradio_app.tabs.training import form_values, load_config_source, preflight
+    from tests.trainer_helpers import lm_config, lm_workspace
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
+    lm_workspace(workspace)  # a 1135-id tokenizer
+    lm_config(workspace, "cached", base_checkpoint="checkpoints/base.safetensors")
+    base = workspace / "checkpoints" / "base.safetensors"
+
+    def write_base(rows: int) -> None:
+        save_checkpoint(base, {"text_emb.weight": torch.randn(rows, 8), "text_head.weight": torch.randn(rows, 8)}, None)
+
+    loads: list[Path] = []
+    real_load = core.checkpoint.load_checkpoint
+
+    def counting_load(path, *args, **kwargs):  # the real loader, counted
+        loads.append(Path(path))
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(core.checkpoint, "load_checkpoint", counting_load)
+    settings = load_settings()
+    ctx = UIContext(settings, JobRunner(settings, cli_catalogue()))
+    data = load_config_source(ctx, "runs_cfg/cached.yaml")
+
+    def rows_check() -> list[str]:
+        rows, _, _ = preflight(ctx, data, form_values(data, settings))
+        return next(row for row in rows if row[0] == "checkpoint.rows")
+
+    write_base(1135)
+    for _ in range(3):
+        assert rows_check()[1] == "PASS"
+    assert loads == [base]
+
+    write_base(1000)  # another size: read again, and the doctor sees the new rows
+    first = rows_check()
+    assert first[1] == "FAIL" and "1000 rows" in first[2]
+    assert rows_check() == first and loads == [base, base]
+
+    stat = base.stat()  # same size, only a new mtime: a new version too
+    os.utime(base, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert rows_check() == first and rows_check() == first
+    assert loads == [base, base, base]

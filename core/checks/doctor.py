@@ -3,7 +3,9 @@
 Checks live in the `core.checks` package, one module per topic, and register themselves with
 `@register_check(id, order)`. A check takes a `DoctorContext` and returns a `CheckResult`, a list
 of them, or None when it does not apply. `run_doctor(ctx)` runs them all in order; a check that
-raises InputError becomes a failure carrying that message, never a traceback.
+raises InputError becomes a failure carrying that message, never a traceback. A checkpoint the
+checks load themselves is loaded and hashed once per process per file version (`load_checkpoint_once`),
+so the dashboard's live preflight does not read the base checkpoint again on every form change.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -66,7 +70,17 @@ class DoctorReport:
         failures = self.failures()
         if failures:
             lines = "; ".join(f"{c.id}: {c.message}" + (f" Fix: {c.fix}" if c.fix else "") for c in failures)
-            raise InputError(f"preflight doctor refused to start: {lines}")
+            raise DoctorRefused(self, f"preflight doctor refused to start: {lines}")
+
+
+class DoctorRefused(InputError):
+    """The doctor found failures: the message lists them on one line; `detail` is the whole report
+    (its table and fixes) for surfaces that show more than one line, such as a job's error."""
+
+    def __init__(self, report: DoctorReport, message: str) -> None:
+        super().__init__(message)
+        self.report = report
+        self.detail = f"doctor found problems:\n{report.render()}"
 
 
 CheckFunction = Callable[["DoctorContext"], "CheckResult | list[CheckResult] | None"]
@@ -94,6 +108,41 @@ def discover_checks() -> list[tuple[str, CheckFunction]]:
 
 
 _UNSET = object()
+CHECKPOINT_VERSIONS_KEPT = 1  # a published checkpoint is gigabytes: keep only the latest version loaded
+_checkpoints: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+_checkpoints_lock = threading.Lock()
+
+
+def _file_version(path: Path) -> tuple[str, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+def load_checkpoint_once(path: str | os.PathLike[str]) -> Any:
+    """Return the LoadedCheckpoint at `path`, loaded and hashed once per process per file version.
+
+    A version is the resolved path, size and mtime_ns: a rewritten file loads again. The latest
+    CHECKPOINT_VERSIONS_KEPT versions stay in memory. Raises InputError (from
+    `core.checkpoint.load_checkpoint`) when the file does not load; a failure is not kept.
+    """
+    from core.checkpoint import load_checkpoint
+
+    resolved = Path(path).resolve()
+    version = _file_version(resolved)
+    with _checkpoints_lock:
+        if version is not None and version in _checkpoints:
+            _checkpoints.move_to_end(version)
+            return _checkpoints[version]
+    loaded = load_checkpoint(path)
+    if version is not None and _file_version(resolved) == version:  # unchanged while it was read
+        with _checkpoints_lock:
+            _checkpoints[version] = loaded
+            while len(_checkpoints) > CHECKPOINT_VERSIONS_KEPT:
+                _checkpoints.popitem(last=False)
+    return loaded
 
 
 @dataclass
@@ -193,14 +242,12 @@ class DoctorContext:
             _, self._tokenizer_source = self._resolve_tokenizer()
             self._tokenizer = tokenizer
 
-    def _load_once(self, attr: str, path: Path | None) -> Any:
+    def _load_once(self, attr: str, path: Path | None, load: Callable[[Path], Any]) -> Any:
         if path is None:
             return None
         if getattr(self, attr) is _UNSET:
-            from core.checkpoint import load_checkpoint
-
             try:
-                setattr(self, attr, load_checkpoint(path))
+                setattr(self, attr, load(path))
             except InputError as exc:
                 setattr(self, attr, exc)
         loaded = getattr(self, attr)
@@ -209,18 +256,20 @@ class DoctorContext:
         return loaded
 
     def checkpoint(self) -> Any:
-        """Return the LoadedCheckpoint at `checkpoint_path`, or None when no checkpoint is involved.
+        """Return the LoadedCheckpoint at `checkpoint_path` (`load_checkpoint_once`), or None when no checkpoint is involved.
 
         Raises InputError (the same one on every call) when it fails to load.
         """
-        return self._load_once("_checkpoint", self.checkpoint_path)
+        return self._load_once("_checkpoint", self.checkpoint_path, load_checkpoint_once)
 
     def resume(self) -> Any:
         """Return the LoadedCheckpoint at `resume_checkpoint` (loaded once), or None when not resuming.
 
         Raises InputError (the same one on every call) when it fails to load.
         """
-        return self._load_once("_resume", self.resume_checkpoint)
+        from core.checkpoint import load_checkpoint
+
+        return self._load_once("_resume", self.resume_checkpoint, load_checkpoint)  # the trainer loads its weights from it: never shared
 
     def checkpoint_or_none(self) -> Any:
         """Return the LoadedCheckpoint, or None when there is none or it fails to load."""

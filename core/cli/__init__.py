@@ -48,10 +48,10 @@ def _emit(result: Result, as_json: bool) -> None:
     sys.stdout.flush()
 
 
-def _fail(message: str, code: int, as_json: bool) -> int:
+def _fail(message: str, code: int, as_json: bool, detail: str = "") -> int:
     sys.stderr.write(f"error: {message}\n")
     if as_json:
-        _emit(Result({"ok": False, "error": message}), True)
+        _emit(Result({"ok": False, "error": message, **({"detail": detail} if detail else {})}), True)
     return code
 
 
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_arguments(args)
         result = args.handler(args)
     except LinguaForgeError as exc:
-        return _fail(str(exc), exc.exit_code, as_json)
+        return _fail(str(exc), exc.exit_code, as_json, exc.detail)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from core.cli import build_parser
 from core.errors import InputError, LinguaForgeError
-from core.paths import absolute_path_params
+from core.paths import PathType, absolute_path_params, path_options
 from jobs.kinds import CommandOutcome
 
 NOT_JOBS = ("jobs", "worker")
@@ -148,6 +148,14 @@ class CliCatalogue:
         _parse_checked(top, argv, kind)
         return argv
 
+    def path_options(self, kind: str) -> dict[str, PathType]:
+        """Return the command's path parameters: the options whose argparse type is a `core.paths.PathType`.
+
+        Raises InputError when `kind` is not a CLI command.
+        """
+        _, parser, _ = self.command_parser(kind)
+        return path_options(parser._actions)
+
     def absolute_paths(self, kind: str, params: dict[str, Any], workspace: Path) -> dict[str, Any]:
         """Return `params` with the command's path parameters absolute, relative ones resolved against `workspace`.
 
@@ -161,13 +169,15 @@ class CliCatalogue:
         """Run one command (argv as `build_argv` returns it) in this process; return its outcome.
 
         A LinguaForgeError becomes its exit code with `error: …` as the text and
-        `{"ok": False, "error": …}` as the data; other exceptions propagate (they are bugs).
+        `{"ok": False, "error": …}` (plus its `detail`, when it has one) as the data, as the
+        command's `--json` prints it; other exceptions propagate (they are bugs).
         """
         args = build_parser().parse_args(list(argv))
         try:
             result = args.handler(args)
         except LinguaForgeError as exc:
-            return CommandOutcome(exc.exit_code, {"ok": False, "error": str(exc)}, f"error: {exc}")
+            data = {"ok": False, "error": str(exc), **({"detail": exc.detail} if exc.detail else {})}
+            return CommandOutcome(exc.exit_code, data, f"error: {exc}")
         return CommandOutcome(result.exit_code, result.data, result.text)
 
 

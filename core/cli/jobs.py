@@ -1,7 +1,7 @@
 """`python -m core jobs submit|list|show|logs|cancel|resume` and the top-level `worker` command.
 
 The `jobs` package (and Huey) is imported inside the handlers only, so `python -m core` starts
-without the queue. The handlers hand the runner and the worker the CLI's job catalogue.
+without the queue. The handlers hand the runner the CLI's job catalogue (the worker runs recorded argv).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def cmd_worker(args: argparse.Namespace) -> Result:
     from jobs.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    worker = Worker(_settings(args), workers=args.workers, catalogue=cli_catalogue())
+    worker = Worker(_settings(args), workers=args.workers)
     sys.stderr.write(f"worker: {worker.describe()}\n")
     sys.stderr.flush()
     report = worker.run()

@@ -172,16 +172,23 @@ class Trainer:
         if not config.tokenizer:
             raise InputError(f"{config.source}: `tokenizer` is not set; name the tokenizer file the model is sized from.")
         self.family = get_model_family(config.family)
-        self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
-        model_dir = self.family.model_dir(config, self.settings)
-        base_path = self.settings.resolve(config.base_checkpoint) if config.base_checkpoint else self.family.default_checkpoint(model_dir)
-        self.base = self.family.load_state_dict(base_path) if base_path else None
+        try:
+            self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
+            model_dir = self.family.model_dir(config, self.settings)
+            base_path = self.settings.resolve(config.base_checkpoint) if config.base_checkpoint else self.family.default_checkpoint(model_dir)
+            self.base = self.family.load_state_dict(base_path) if base_path else None
+            self.family_run = FamilyRun(config, self.settings, self.tokenizer, self.base, model_dir)
+            self.codec = self.family_run.codec = self.family.load_codec(self.family_run)
+            self.model_cfg = self.family.model_config(self.family_run)
+            self.base_size = self.family.base_size(self.base)
+            self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
+        except InputError:  # when the doctor sees the problem, its report (with the fixes) is the error
+            report = run_doctor(doctor_context_from_run_config(config, config_path, self.settings))
+            if not report.ok:
+                self.log.line("doctor:\n" + report.render())
+                report.raise_for_failures()
+            raise
         base_meta = (self.base.meta or {}) if self.base else {}
-        self.family_run = FamilyRun(config, self.settings, self.tokenizer, self.base, model_dir)
-        self.codec = self.family_run.codec = self.family.load_codec(self.family_run)
-        self.model_cfg = self.family.model_config(self.family_run)
-        self.base_size = self.family.base_size(self.base)
-        self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
 
         # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
         self.skipped_checkpoints: list[str] = []
@@ -458,6 +465,9 @@ class Trainer:
         require_unchanged(self.base_sha_start, self.base_rows_sha256(), f"at step {self.step}")
         if self.rank != 0:
             return None
+        is_best = val_loss is not None and (self.best_val is None or val_loss <= self.best_val)
+        if is_best:
+            self.best_val = val_loss  # the checkpoint records the best validation loss up to and including its own
         extra = {
             "optimizer": self.optimizer.state_dict(),
             "optimizer_names": self.param_names,
@@ -476,10 +486,8 @@ class Trainer:
             "row_warmup": self.row_warmup.state_dict(),
         }
         path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
-        if val_loss is not None and (self.best_val is None or val_loss <= self.best_val):
-            self.best_val = val_loss
-            if self.config.schedule.best_metric == "val_loss":
-                copy_as_best(path)
+        if is_best and self.config.schedule.best_metric == "val_loss":
+            copy_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
         self.log.update_status(last_checkpoint=str(path), step=self.step)
         return path
