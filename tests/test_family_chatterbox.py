@@ -101,6 +101,33 @@ def test_features_match_chatterbox_inference_inputs(ws: Path, trained: Any) -> N
     assert (cache / "pairs.json").is_file()
 
 
+SPEAKER_EMB_TOLERANCE = 1e-5   # absolute, on a unit-norm 256-d embedding: float rounding of batched LSTM matmuls
+
+
+def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
+    """6 clips of different lengths through the S3 tokenizer and VoiceEncoder 4 at a time give the cache
+    of 1 at a time: the same fingerprint folder, speech and prompt tokens identical, embeddings within tolerance."""
+    from core.families.chatterbox_features import build_feature_cache
+
+    family = get_model_family("chatterbox")
+    files = family.published_files(ws / "models" / "chatterbox")
+    tokenizer = load_tokenizer(ws / "tokenizers" / "am.json")
+    lines = (ws / "datasets" / "espeak" / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
+    manifest = ws / "datasets" / "espeak" / "batch-check.jsonl"
+    manifest.write_text("\n".join(lines[::2]) + "\n", encoding="utf-8")   # 6 clips, en and am
+    caches = {size: build_feature_cache(manifest, tokenizer, files, ws / "batch-check" / str(size), 0.2, torch.device("cpu"), size)
+              for size in (1, 4)}
+    assert caches[1].name == caches[4].name                                    # batching is not in the fingerprint
+    one, four = (open_cache(caches[size]).items for size in (1, 4))
+    assert len(one) == 6 and len({e["n_codes"] for e in one}) > 3 and {e["language"] for e in one} == {"en", "am"}
+    for a, b in zip(one, four):
+        assert {k: v for k, v in a.items() if k != "sha256"} == {k: v for k, v in b.items() if k != "sha256"}
+        with np.load(caches[1] / a["file"]) as x, np.load(caches[4] / b["file"]) as y:
+            for key in ("text_ids", "codes", "prompt"):
+                assert np.array_equal(x[key], y[key]), (a["id"], key)
+            assert np.abs(x["speaker_emb"] - y["speaker_emb"]).max() <= SPEAKER_EMB_TOLERANCE, a["id"]
+
+
 def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, trained: Any) -> None:
     assert trained.state == "finished" and trained.step == 20
     status = json.loads((trained.run_dir / "status.json").read_text())

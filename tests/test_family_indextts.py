@@ -220,6 +220,37 @@ def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folde
     assert all(p != t and speaker[p] == speaker[t] for t, ps in pairs.items() for p in ps)
 
 
+FLOAT_TOLERANCE = 1e-4   # absolute, on latents / emotion vectors of magnitude ~1: float rounding of batched matmuls
+
+
+def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) -> None:
+    """Clips of different lengths through the feature models 3 at a time give the cache of 1 at a time:
+    the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
+    from core.data.manifest import load_manifest_rows
+    from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts_features import BatchFeaturizer, build_features, load_item, open_features
+    from core.families.indextts_models import SemanticFeatures, model_paths
+
+    config = read_indextts_config(folder / "config.yaml")
+    semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": W2V_LAYERS}), config["semantic_codec"], "cpu", W2V_LAYERS)
+    gpt, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), config, 12000)
+    tokenizer = load_tokenizer(ws / "tokenizers" / "am8.model")
+    featurize = BatchFeaturizer(semantic, gpt, IndexTextNormalizer(), tokenizer)
+    rows = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")
+    assert len({round(r.duration, 2) for r in rows}) == len(rows) == 4          # every clip a different length
+    caches = {size: build_features(rows, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
+              for size in (1, 3)}
+    assert caches[1].name == caches[3].name                                    # batching is not in the fingerprint
+    one, three = (open_features(caches[size])["items"] for size in (1, 3))
+    assert [e["id"] for e in one] == [e["id"] for e in three]
+    for a, b in zip(one, three):
+        assert {k: v for k, v in a.items() if k != "sha256"} == {k: v for k, v in b.items() if k != "sha256"}
+        x, y = load_item(caches[1], a), load_item(caches[3], b)
+        assert np.array_equal(x["text_ids"], y["text_ids"]) and np.array_equal(x["codes"], y["codes"]), a["id"]
+        for key in ("condition", "emo_vec"):
+            assert np.abs(x[key] - y[key]).max() <= FLOAT_TOLERANCE, (a["id"], key, np.abs(x[key] - y[key]).max())
+
+
 def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, trained) -> None:
     result, _ = trained
     assert result.state == "finished" and result.step == 20
