@@ -3,8 +3,9 @@
 Both families batch clips through their feature models (Chatterbox: S3 tokenizer + VoiceEncoder;
 IndexTTS2: w2v-BERT and the GPT's conditioning encoders) with padding masks, so a batch gives
 the features of the same clips one by one (codes identical, floats within rounding). The size is
-`families.<family>.feature_batch_size` in the settings; null picks by device: a GPU is kept busy
-by many clips, a CPU gains little and pays for the padding.
+`families.<family>.feature_batch_size` in the settings; null picks by device: 16 clips on a GPU
+(w2v-BERT keeps every layer's hidden states, about 5 GB for 16 clips of 30 s in fp32), 8 on a
+CPU, where batching mostly saves per-call overhead (bench/family_features.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 from core.errors import InputError
 
-DEFAULT_BATCH = {"cuda": 16, "cpu": 4}
+DEFAULT_BATCH = {"cuda": 16, "cpu": 8}
 T = TypeVar("T")
 
 
