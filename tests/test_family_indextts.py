@@ -138,7 +138,10 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
     ctx.extras["indextts_config"] = str(folder / "config.yaml")         # the same file as the config to use with am8
     by_id = {c.id: c for c in run_doctor(ctx, only="indextts.").checks}
     assert by_id["indextts.config"].status == "fail"
-    assert "number_text_tokens is 12000, but the tokenizer has 12008" in by_id["indextts.config"].message
+    assert "`gpt.number_text_tokens` is 12000, but the tokenizer has 12008 ids" in by_id["indextts.config"].message
+    assert "\n" not in by_id["indextts.config"].message and "\n" not in by_id["indextts.config"].fix
+    ctx.target_config_path = folder / "config.yaml"                     # `doctor --target-config`: the same gate, the same verdict
+    assert {c.id: c for c in run_doctor(ctx, only="config.target").checks}["config.target"].message == by_id["indextts.config"].message
     fixed = ws / "families" / "indextts" / "config.12008.yaml"
     assert str(fixed) in by_id["indextts.config"].fix
     written = yaml.safe_load(fixed.read_text())
