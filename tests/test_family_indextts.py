@@ -276,6 +276,121 @@ def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, t
     assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
 
 
+def _stop_file_at_step(monkeypatch: pytest.MonkeyPatch, ws: Path, run: str, step: int) -> None:
+    """Make the family's collate touch `runs/<run>/STOP` while preparing batch `step` (with `data.prefetch: 0`
+    that is inside step `step`, so the trainer sees the file after exactly that step: no timing involved)."""
+    import dataclasses
+    import itertools
+
+    from core.families.indextts import IndexTTSFamily
+
+    original = IndexTTSFamily.task_data
+
+    def task_data(self, family_run, model_config, cache_dir):  # noqa: ANN001, ANN202
+        data = original(self, family_run, model_config, cache_dir)
+        calls = itertools.count(1)
+
+        def collate(samples):  # noqa: ANN001, ANN202
+            if next(calls) == step:
+                (ws / "runs" / run / "STOP").touch()
+            return data.collate(samples)
+
+        return dataclasses.replace(data, collate=collate)
+
+    monkeypatch.setattr(IndexTTSFamily, "task_data", task_data)
+
+
+def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
+    folder: Path, ws: Path, trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.training.run_config import run_config_from_dict
+    from core.training.state import step_checkpoints
+    from core.training.trainer import train
+
+    _, settings = trained
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    config = {"schedule": {"max_steps": 4, "val_every": 4, "save_every": 4, "log_every": 1},
+              "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.0, "prompts_per_target": 1, "prefetch": 0}}
+    straight = train(run_config_from_dict(_run("straight", folder, "tokenizers/am8.model", 4, **config)), None, settings)
+    assert straight.state == "finished" and straight.step == 4
+    _stop_file_at_step(monkeypatch, ws, "paused", 2)
+    stopped = train(run_config_from_dict(_run("paused", folder, "tokenizers/am8.model", 4, **config)), None, settings)
+    assert stopped.state == "stopped" and stopped.step == 2
+    status = json.loads((ws / "runs" / "paused" / "status.json").read_text())
+    assert status["state"] == "stopped" and status["step"] == 2 and status["last_checkpoint"].endswith("step_0000002.pt")
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+    assert load_checkpoint(Path(status["last_checkpoint"])).extra["step"] == 2
+    monkeypatch.undo()
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    resumed = train(run_config_from_dict(_run("paused", folder, "tokenizers/am8.model", 4, **config)), None, settings, resume="auto")
+    assert resumed.state == "finished" and resumed.step == 4 and resumed.info["resumed_from"].endswith("step_0000002.pt")
+    a = load_checkpoint(step_checkpoints(straight.run_dir)[-1]).state_dict
+    b = load_checkpoint(step_checkpoints(resumed.run_dir)[-1]).state_dict
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+    losses = {name: {m["step"]: m["loss"] for m in map(json.loads, (ws / "runs" / name / "metrics.jsonl").read_text().splitlines())
+                     if m["split"] == "train"} for name in ("straight", "paused")}
+    assert losses["paused"] == losses["straight"] and sorted(losses["paused"]) == [1, 2, 3, 4]
+
+
+def test_length_bucketing_applies_to_family_samples(ws: Path, trained) -> None:
+    """The run's reported padding share is that of length-bucketed batches of the family's samples
+    (target text + codes), lower than the same batches in shuffled order."""
+    from core.families.indextts_training import paired_samples
+    from core.training.data import Batcher
+
+    result, _ = trained
+    cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
+    lengths = paired_samples(cache, 600, 1815)["train"].lengths
+    assert len(set(lengths)) == len(lengths) == 4
+    status = json.loads((result.run_dir / "status.json").read_text())
+    pairs = sorted(lengths)                                   # batch 2: the two shortest, the two longest
+    best = 1 - sum(lengths) / (2 * pairs[1] + 2 * pairs[3])
+    assert status["padding_share"] == round(best, 4) == round(Batcher(lengths, 2, seed=0).padding_share(0), 4)
+    shuffled = [Batcher(lengths, 2, seed=0, bucket=False).padding_share(epoch) for epoch in range(12)]
+    assert status["padding_share"] < sum(shuffled) / len(shuffled)
+
+
+def test_sigterm_to_a_cli_family_run_ends_it_stopped_with_a_checkpoint(folder: Path, ws: Path, trained, tmp_path: Path) -> None:
+    """`python -m core train` of an IndexTTS2 run (features from the run's cache folder, as an imported
+    one is used) gets SIGTERM once it trains; it saves, exits 0 and reports `stopped`."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
+    run = _run("sigterm", folder, "tokenizers/am8.model", 100000,
+               schedule={"max_steps": 100000, "val_every": 100000, "save_every": 100000, "log_every": 1})
+    run["data"]["manifest"] = str(cache)
+    config = tmp_path / "sigterm.yaml"
+    config.write_text(yaml.safe_dump(run), encoding="utf-8")
+    env = dict(os.environ, LINGUAFORGE_WORKSPACE=str(ws))
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen([sys.executable, "-m", "core", "train", "--config", str(config), "--json"], cwd=root, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    status_path = ws / "runs" / "sigterm" / "status.json"
+    deadline = time.monotonic() + 600
+    try:
+        while process.poll() is None and time.monotonic() < deadline:       # wait until it trains (the handler is in place)
+            if status_path.is_file() and json.loads(status_path.read_text() or "{}").get("step", 0) >= 1:
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err[-2000:]
+    result = json.loads(out)
+    status = json.loads(status_path.read_text())
+    assert result["state"] == status["state"] == "stopped" and 1 <= status["step"] < 100000
+    saved = load_checkpoint(Path(status["last_checkpoint"]))
+    assert saved.extra["step"] == saved.meta["step"] == status["step"] and saved.meta["family"] == "indextts"
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+
+
 def test_export_is_accepted_by_indextts2s_own_loader(folder: Path, ws: Path, trained, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
