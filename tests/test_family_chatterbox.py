@@ -146,6 +146,50 @@ def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, tra
     assert any(m["split"] == "val" for m in lines)
 
 
+def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(ws: Path, trained: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.families.chatterbox import ChatterboxFamily
+    from tests.trainer_helpers import stop_file_at_step
+
+    def config(name: str) -> Any:
+        return run_config_from_dict(_config(name, data={"manifest": "datasets/espeak/manifest.jsonl", "val_ratio": 0.2, "prefetch": 0},
+                                            batch={"size": 2},
+                                            schedule={"max_steps": 3, "val_every": 3, "save_every": 3, "log_every": 1}), f"{name}.yaml")
+
+    straight = train(config("cb-straight"), settings=load_settings())
+    stop_file_at_step(monkeypatch, ChatterboxFamily, ws / "runs" / "cb-paused" / "STOP", 1)
+    stopped = train(config("cb-paused"), settings=load_settings())
+    status = json.loads((ws / "runs" / "cb-paused" / "status.json").read_text())
+    assert stopped.state == status["state"] == "stopped" and stopped.step == status["step"] == 1
+    assert status["last_checkpoint"].endswith("step_0000001.pt") and status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+    monkeypatch.undo()
+    resumed = train(config("cb-paused"), settings=load_settings(), resume="auto")
+    assert straight.state == resumed.state == "finished" and resumed.step == 3
+    a = load_checkpoint(step_checkpoints(straight.run_dir)[-1]).state_dict
+    b = load_checkpoint(step_checkpoints(resumed.run_dir)[-1]).state_dict
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+    losses = {name: {m["step"]: m["loss"] for m in map(json.loads, (ws / "runs" / name / "metrics.jsonl").read_text().splitlines())
+                     if m["split"] == "train"} for name in ("cb-straight", "cb-paused")}
+    assert losses["cb-paused"] == losses["cb-straight"] and sorted(losses["cb-paused"]) == [1, 2, 3]
+
+
+def test_length_bucketing_applies_to_family_samples(ws: Path, trained: Any) -> None:
+    """The run's padding share is that of length-bucketed batches of the family's samples (target text +
+    speech + 4 start/stop tokens), lower than the same samples in shuffled batches."""
+    from core.data.pairs import load_pairs, training_pairs
+    from core.training.data import Batcher
+
+    cache = next(p for p in (ws / "cache").iterdir() if (p / INDEX_NAME).is_file() and p.name != "bad")
+    index = open_cache(cache)
+    entries = {e["id"]: e for e in index.items}
+    chosen, _ = training_pairs(index.items, load_pairs(cache), "train", 254, 508, 1)
+    lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
+    status = json.loads((trained.run_dir / "status.json").read_text())
+    assert status["train_samples"] == len(lengths) > 4
+    assert status["padding_share"] == round(Batcher(lengths, 4, seed=0).padding_share(0), 4)
+    shuffled = [Batcher(lengths, 4, seed=0, bucket=False).padding_share(epoch) for epoch in range(12)]
+    assert status["padding_share"] < sum(shuffled) / len(shuffled)
+
+
 def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any) -> None:
     old = load_tokenizer(ws / "tokenizers" / "am.json")
     with_pieces(old.path, ["ሰላምታ", "qzxw"], ws / "tokenizers" / "am2.json")

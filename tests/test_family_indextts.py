@@ -276,30 +276,6 @@ def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, t
     assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
 
 
-def _stop_file_at_step(monkeypatch: pytest.MonkeyPatch, ws: Path, run: str, step: int) -> None:
-    """Make the family's collate touch `runs/<run>/STOP` while preparing batch `step` (with `data.prefetch: 0`
-    that is inside step `step`, so the trainer sees the file after exactly that step: no timing involved)."""
-    import dataclasses
-    import itertools
-
-    from core.families.indextts import IndexTTSFamily
-
-    original = IndexTTSFamily.task_data
-
-    def task_data(self, family_run, model_config, cache_dir):  # noqa: ANN001, ANN202
-        data = original(self, family_run, model_config, cache_dir)
-        calls = itertools.count(1)
-
-        def collate(samples):  # noqa: ANN001, ANN202
-            if next(calls) == step:
-                (ws / "runs" / run / "STOP").touch()
-            return data.collate(samples)
-
-        return dataclasses.replace(data, collate=collate)
-
-    monkeypatch.setattr(IndexTTSFamily, "task_data", task_data)
-
-
 def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
     folder: Path, ws: Path, trained, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -313,7 +289,10 @@ def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
               "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.0, "prompts_per_target": 1, "prefetch": 0}}
     straight = train(run_config_from_dict(_run("straight", folder, "tokenizers/am8.model", 4, **config)), None, settings)
     assert straight.state == "finished" and straight.step == 4
-    _stop_file_at_step(monkeypatch, ws, "paused", 2)
+    from core.families.indextts import IndexTTSFamily
+    from tests.trainer_helpers import stop_file_at_step
+
+    stop_file_at_step(monkeypatch, IndexTTSFamily, ws / "runs" / "paused" / "STOP", 2)
     stopped = train(run_config_from_dict(_run("paused", folder, "tokenizers/am8.model", 4, **config)), None, settings)
     assert stopped.state == "stopped" and stopped.step == 2
     status = json.loads((ws / "runs" / "paused" / "status.json").read_text())
