@@ -126,6 +126,14 @@ def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
             for key in ("text_ids", "codes", "prompt"):
                 assert np.array_equal(x[key], y[key]), (a["id"], key)
             assert np.abs(x["speaker_emb"] - y["speaker_emb"]).max() <= SPEAKER_EMB_TOLERANCE, a["id"]
+    # an interrupted build (no index yet, one item missing) continues: the written items are reused as they are
+    (caches[4] / INDEX_NAME).unlink()
+    (caches[4] / four[0]["file"]).unlink()
+    written = {e["file"]: (caches[4] / e["file"]).stat().st_mtime_ns for e in four[1:]}
+    assert build_feature_cache(manifest, tokenizer, files, ws / "batch-check" / "4", 0.2, torch.device("cpu"), 4) == caches[4]
+    again = open_cache(caches[4]).items
+    assert [{k: v for k, v in e.items() if k != "sha256"} for e in again] == [{k: v for k, v in e.items() if k != "sha256"} for e in four]
+    assert again[1:] == four[1:] and {f: (caches[4] / f).stat().st_mtime_ns for f in written} == written
 
 
 def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, trained: Any) -> None:

@@ -1,10 +1,11 @@
 """How many clips the families' feature models take per forward pass.
 
 Both families batch clips through their feature models (Chatterbox: S3 tokenizer + VoiceEncoder;
-IndexTTS2: w2v-BERT and the GPT's conditioning encoders) with padding masks, so a batch gives
-the features of the same clips one by one (codes identical, floats within rounding). The size is
+IndexTTS2: w2v-BERT with its padding mask, the semantic codec and conditioning encoders on
+equal-length groups), so a batch gives the features of the same clips one by one (codes
+identical, floats within rounding). The size is
 `families.<family>.feature_batch_size` in the settings; null picks by device: 16 clips on a GPU
-(w2v-BERT keeps every layer's hidden states, about 5 GB for 16 clips of 30 s in fp32), 8 on a
+(w2v-BERT keeps every layer's hidden states: about 2.5 GB for 16 clips of 30 s in fp32), 8 on a
 CPU, where batching mostly saves per-call overhead (bench/family_features.py, docs/benchmarks.md).
 """
 
