@@ -162,6 +162,23 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
     assert "id 500" in result["indextts.tokenizer_prefix"].message
 
 
+def test_unreadable_indextts_configs_fail_in_one_line_through_the_gate(tmp_path: Path) -> None:
+    from core.families.indextts import read_indextts_config
+
+    cases = {
+        "binary.yaml": (bytes(range(256)) * 2, "not UTF-8 text"),
+        "broken.yaml": (b"gpt: [a\n  b: {\n", r"not valid YAML \(line 2: expected ',' or '\]', but got ':'\)"),
+        "t3.yaml": (b"t3: {text_tokens_dict_size: 2454}\n", "declares `t3.text_tokens_dict_size`, not `gpt.number_text_tokens`"),
+        "no_vocab.yaml": (b"gpt: {layers: 2}\n", "no text vocabulary size found"),
+        "no_heads.yaml": (b"gpt: {number_text_tokens: 12000, model_dim: 64}\n", "`gpt.heads` is missing"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(InputError, match=message) as raised:
+            read_indextts_config(tmp_path / name)
+        assert "\n" not in str(raised.value) and str(tmp_path / name) in str(raised.value)
+
+
 def test_doctor_cache_limits_fail_each(tmp_path: Path) -> None:
     from core.checks.doctor import DoctorContext, run_doctor
     from core.families.indextts_features import CACHE_FORMAT

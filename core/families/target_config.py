@@ -59,11 +59,22 @@ def _parse(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the target config ({exc.strerror}).") from exc
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; a trainer config is a YAML or JSON file.") from None
     try:
         return json.loads(text) if path.suffix.lower() in _JSON_SUFFIXES else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        kind = "JSON" if path.suffix.lower() in _JSON_SUFFIXES else "YAML"
-        raise InputError(f"{path}: not valid {kind} ({str(exc).splitlines()[0]}); fix the file or point at the right one.") from None
+        raise InputError(f"{path}: not valid {'JSON' if path.suffix.lower() in _JSON_SUFFIXES else 'YAML'} ({_where(exc)}); "
+                         "fix the file or point at the right one.") from None
+
+
+def _where(exc: Exception) -> str:
+    """Return a one-line account of a parse error: its line and problem where the parser gives them."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}: {exc.msg}"
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}: {problem}" if mark is not None else problem
 
 
 def read_target_config(path: str | os.PathLike[str]) -> TargetConfig:
