@@ -179,6 +179,16 @@ def test_unreadable_indextts_configs_fail_in_one_line_through_the_gate(tmp_path:
         assert "\n" not in str(raised.value) and str(tmp_path / name) in str(raised.value)
 
 
+def test_feature_batch_size_defaults_by_device_and_refuses_nonsense() -> None:
+    from core.families.feature_batch import DEFAULT_BATCH, feature_batch_size
+
+    assert feature_batch_size({}, "cpu", "indextts") == DEFAULT_BATCH["cpu"] < DEFAULT_BATCH["cuda"] == feature_batch_size(None, "cuda", "indextts")
+    assert feature_batch_size({"feature_batch_size": 3}, "cuda", "indextts") == 3
+    for bad in (0, -2, "8", True, 2.5):
+        with pytest.raises(InputError, match=r"families\.indextts\.feature_batch_size is .*positive integer"):
+            feature_batch_size({"feature_batch_size": bad}, "cpu", "indextts")
+
+
 def test_doctor_cache_limits_fail_each(tmp_path: Path) -> None:
     from core.checks.doctor import DoctorContext, run_doctor
     from core.families.indextts_features import CACHE_FORMAT
