@@ -3,7 +3,8 @@
 Per clip, as IndexTTS2 computes them: text ids (`IndexTextNormalizer.text_ids`), w2v-BERT 2.0
 layer-17 features → MaskGCT semantic codes (the targets), and — from the same features — the
 clip's speaker latents (32 × model_dim) and emotion vector for when it serves as a PROMPT.
-Training pairs each target with a different clip of the same speaker (`pairs.json`).
+Training pairs each target with a different clip of the same speaker (`pairs.json`). Clips are
+computed `batch_size` at a time (`BatchFeaturizer`) with the same results as one at a time.
 
 Folder `<root>/<fingerprint>/`: `index.json`, `journal.jsonl` (one line per finished clip, so
 an interrupted build resumes), `items/<n>.npz` and `pairs.json`. The fingerprint covers the
