@@ -85,24 +85,9 @@ def cli(workspace: Path):
 def grow_sentencepiece(tmp_path: Path):
     """Return `grow(base, size, name)`: a copy of a SentencePiece model grown to `size` pieces by
     appending NORMAL pieces `▁QXA`, `▁QXB`, … (upper-case letters, scores below the base minimum)."""
-    from core.tokenizers.sp_proto import NORMAL, parse_model_proto
-
-    def letters(n: int) -> str:
-        out = ""
-        while True:
-            n, rem = divmod(n, 26)
-            out = chr(65 + rem) + out
-            if n == 0:
-                return out
+    from tests.sp_helpers import grow_to
 
     def grow(base: Path, size: int, name: str = "grown.model") -> Path:
-        proto = parse_model_proto(base.read_bytes())
-        low = min(p.score for p in proto.pieces)
-        for i in range(size - len(proto.pieces)):
-            piece = proto.pieces.add()
-            piece.piece, piece.score, piece.type = f"▁QX{letters(i)}", low - 1 - i * 1e-3, NORMAL
-        path = tmp_path / name
-        path.write_bytes(proto.SerializeToString())
-        return path
+        return grow_to(base, size, tmp_path / name)
 
     return grow

@@ -13,8 +13,9 @@ from core.training.embeddings import extend_checkpoint, extend_state_dict
 from core.errors import InputError
 from core.families import get_family
 from core.fsutil import sha256_file
-from core.tokenizers.sp_proto import NORMAL, parse_model_proto
+from core.tokenizers.sp_proto import parse_model_proto
 from core.tokenizers.tokenizer import load_tokenizer
+from tests.sp_helpers import append_pieces
 from core.tokenizers.vocab import first_difference, require_prefix_extension
 
 DIM = 8
@@ -50,15 +51,6 @@ def _chatterbox_with(base: Path, chars: list[str], name: str) -> Path:
     return path
 
 
-def _sp_with(base: Path, pieces: list[str], name: str) -> Path:
-    proto = parse_model_proto(base.read_bytes())
-    for text in pieces:
-        piece = proto.pieces.add()
-        piece.piece, piece.score, piece.type = text, -1e6, NORMAL
-    path = base.with_name(name)
-    path.write_bytes(proto.SerializeToString())
-    return path
-
 
 def test_indextts_12k_to_24k_copies_base_moves_extra_row_and_uses_fvt(
     tmp_path: Path, indextts_bpe: Path, grow_sentencepiece
@@ -92,7 +84,7 @@ def test_indextts_12k_to_24k_copies_base_moves_extra_row_and_uses_fvt(
 
 
 def test_ethiopic_falls_back_to_mean_on_both_fixtures(indextts_bpe: Path, chatterbox_tokenizer: Path) -> None:
-    sp_new = _sp_with(indextts_bpe, ["▁ሰላም", "ም"], "am.model")
+    sp_new = append_pieces(indextts_bpe, ["▁ሰላም", "ም"], indextts_bpe.with_name("am.model"))
     sd = _indextts_state(12001)
     out, report = extend_state_dict(sd, get_family("indextts"), load_tokenizer(indextts_bpe), load_tokenizer(sp_new))
     assert report["init"] == {"fvt": 0, "translit": 0, "mean": 2, "normal": 0}

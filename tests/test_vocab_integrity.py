@@ -15,6 +15,7 @@ from core.errors import InputError
 from core.families.target_config import read_target_config, write_corrected_config
 from core.tokenizers.romanize import base_is_uppercase, romanize
 from core.tokenizers.tokenizer import load_tokenizer
+from tests.sp_helpers import append_pieces
 from core.training.embeddings import extend_checkpoint, extend_state_dict
 from core.families import get_family
 
@@ -137,20 +138,9 @@ def test_same_size_tokenizer_with_other_pieces(tmp_path: Path, chatterbox_tokeni
     assert same["tokenizer.base"]["status"] == "pass"
 
 
-def _sp_with(base: Path, pieces: list[str], name: str) -> Path:
-    from core.tokenizers.sp_proto import NORMAL, parse_model_proto
-
-    proto = parse_model_proto(base.read_bytes())
-    for text in pieces:
-        piece = proto.pieces.add()
-        piece.piece, piece.score, piece.type = text, -1e6, NORMAL
-    path = base.with_name(name)
-    path.write_bytes(proto.SerializeToString())
-    return path
-
 
 def test_init_counts_are_recorded_and_translit_spells_ethiopic(tmp_path: Path, indextts_bpe: Path) -> None:
-    new = _sp_with(indextts_bpe, ["▁ሰላም", "ም", "▁THEZ", "።"], "am.model")
+    new = append_pieces(indextts_bpe, ["▁ሰላም", "ም", "▁THEZ", "።"], indextts_bpe.with_name("am.model"))
     sd = _text_only_indextts(12001)
     src = save_checkpoint(tmp_path / "gpt.pth", sd, None)
     report = extend_checkpoint(src, indextts_bpe, new, tmp_path / "fvt.safetensors", init="fvt")
