@@ -281,7 +281,7 @@ def test_doctor_passes_and_fails_each_chatterbox_problem(ws: Path, trained: Any)
     assert rows["checkpoint.rows"].status == "fail"
     declared = _doctor(ws, _config("doc", model={"text_tokens_dict_size": 2454}))
     assert declared["config.declared_vocab"].status == "fail"
-    with pytest.raises(InputError, match="text_tokens_dict_size 2454 disagrees"):
+    with pytest.raises(InputError, match=r"config.declared_vocab: declared vocab 2454 disagrees with the tokenizer.s 3120 ids"):
         train(run_config_from_dict(_config("declared", model={"text_tokens_dict_size": 2454}), "d.yaml"), settings=load_settings())
     missing = ws / "models" / "incomplete"
     missing.mkdir()

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from core.audio import read_audio
-from core.data.cache import CACHE_FORMAT, INDEX_NAME, ITEMS_DIR, _histogram, open_cache, write_item
+from core.data.cache import CACHE_FORMAT, INDEX_NAME, ITEMS_DIR, _histogram, open_cache, read_checked_item, write_item
 from core.data.manifest import read_manifest
 from core.data.splits import split_of
 from core.errors import InputError
@@ -158,6 +158,9 @@ def batch_features(models: FeatureModels, wavs16: list[torch.Tensor]) -> list[di
     ]
 
 
+ITEM_KEYS = ("text_ids", "codes", "prompt", "speaker_emb")
+
+
 def item_bytes(text: list[int], features: dict[str, np.ndarray]) -> bytes:
     """Return the `.npz` bytes of one item: text_ids int32, codes int32 (speech tokens), prompt int32, speaker_emb float32."""
     buffer = io.BytesIO()
@@ -167,15 +170,9 @@ def item_bytes(text: list[int], features: dict[str, np.ndarray]) -> bytes:
 
 
 def load_features(cache_dir: Path, entry: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Return the arrays of one cached item. Raises InputError when it is missing or fails its checksum."""
-    path = cache_dir / entry["file"]
-    if not path.is_file():
-        raise InputError(f"{path}: cache item missing. Run `train` (or `preprocess`) again to rebuild it.")
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise InputError(f"{path}: cache item fails its checksum. Delete it and run `train` again to rebuild it.")
-    with np.load(io.BytesIO(data)) as arrays:
-        return {k: arrays[k] for k in arrays.files}
+    """Return the arrays of one cached item. Raises InputError when it is missing, corrupt or unreadable."""
+    return read_checked_item(cache_dir / entry["file"], entry["sha256"], ITEM_KEYS,
+                             "Delete it and run `train` (or `preprocess`) again to rebuild it.")
 
 
 def cache_fingerprint(tokenizer: Tokenizer, features: str, manifest_sha: str, val_ratio: float) -> str:

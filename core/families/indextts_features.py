@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from core.audio import read_audio
+from core.data.cache import read_checked_item
 from core.data.manifest import ManifestRow
 from core.data.pairs import choose_prompts
 from core.data.splits import split_of
@@ -81,13 +82,9 @@ def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
 
 
 def load_item(cache_dir: str | os.PathLike[str], entry: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Return the arrays of one cached item; raises InputError when the file is missing or corrupt."""
-    path = Path(cache_dir) / entry["file"]
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in ITEM_KEYS}
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"{path}: unreadable cache item ({exc}); delete the cache folder and rebuild it.") from None
+    """Return the arrays of one cached item; raises InputError when the file is missing, corrupt or unreadable."""
+    return read_checked_item(Path(cache_dir) / entry["file"], entry["sha256"], ITEM_KEYS,
+                             "Delete the cache folder and rebuild it.")
 
 
 def _read_journal(path: Path) -> dict[str, dict[str, Any]]:
