@@ -101,6 +101,41 @@ def test_features_match_chatterbox_inference_inputs(ws: Path, trained: Any) -> N
     assert (cache / "pairs.json").is_file()
 
 
+SPEAKER_EMB_TOLERANCE = 1e-5   # absolute, on a unit-norm 256-d embedding: float rounding of batched LSTM matmuls
+
+
+def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
+    """6 clips of different lengths through the S3 tokenizer and VoiceEncoder 4 at a time give the cache
+    of 1 at a time: the same fingerprint folder, speech and prompt tokens identical, embeddings within tolerance."""
+    from core.families.chatterbox_features import build_feature_cache
+
+    family = get_model_family("chatterbox")
+    files = family.published_files(ws / "models" / "chatterbox")
+    tokenizer = load_tokenizer(ws / "tokenizers" / "am.json")
+    lines = (ws / "datasets" / "espeak" / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
+    manifest = ws / "datasets" / "espeak" / "batch-check.jsonl"
+    manifest.write_text("\n".join(lines[::2]) + "\n", encoding="utf-8")   # 6 clips, en and am
+    caches = {size: build_feature_cache(manifest, tokenizer, files, ws / "batch-check" / str(size), 0.2, torch.device("cpu"), size)
+              for size in (1, 4)}
+    assert caches[1].name == caches[4].name                                    # batching is not in the fingerprint
+    one, four = (open_cache(caches[size]).items for size in (1, 4))
+    assert len(one) == 6 and len({e["n_codes"] for e in one}) > 3 and {e["language"] for e in one} == {"en", "am"}
+    for a, b in zip(one, four):
+        assert {k: v for k, v in a.items() if k != "sha256"} == {k: v for k, v in b.items() if k != "sha256"}
+        with np.load(caches[1] / a["file"]) as x, np.load(caches[4] / b["file"]) as y:
+            for key in ("text_ids", "codes", "prompt"):
+                assert np.array_equal(x[key], y[key]), (a["id"], key)
+            assert np.abs(x["speaker_emb"] - y["speaker_emb"]).max() <= SPEAKER_EMB_TOLERANCE, a["id"]
+    # an interrupted build (no index yet, one item missing) continues: the written items are reused as they are
+    (caches[4] / INDEX_NAME).unlink()
+    (caches[4] / four[0]["file"]).unlink()
+    written = {e["file"]: (caches[4] / e["file"]).stat().st_mtime_ns for e in four[1:]}
+    assert build_feature_cache(manifest, tokenizer, files, ws / "batch-check" / "4", 0.2, torch.device("cpu"), 4) == caches[4]
+    again = open_cache(caches[4]).items
+    assert [{k: v for k, v in e.items() if k != "sha256"} for e in again] == [{k: v for k, v in e.items() if k != "sha256"} for e in four]
+    assert again[1:] == four[1:] and {f: (caches[4] / f).stat().st_mtime_ns for f in written} == written
+
+
 def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, trained: Any) -> None:
     assert trained.state == "finished" and trained.step == 20
     status = json.loads((trained.run_dir / "status.json").read_text())
@@ -117,6 +152,50 @@ def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, tra
     assert {"text_loss", "mel_loss", "mel_top1", "loss"} <= set(train_lines[0])
     assert train_lines[-1]["mel_loss"] < train_lines[0]["mel_loss"]
     assert any(m["split"] == "val" for m in lines)
+
+
+def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(ws: Path, trained: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.families.chatterbox import ChatterboxFamily
+    from tests.trainer_helpers import stop_file_at_step
+
+    def config(name: str) -> Any:
+        return run_config_from_dict(_config(name, data={"manifest": "datasets/espeak/manifest.jsonl", "val_ratio": 0.2, "prefetch": 0},
+                                            batch={"size": 2},
+                                            schedule={"max_steps": 3, "val_every": 3, "save_every": 3, "log_every": 1}), f"{name}.yaml")
+
+    straight = train(config("cb-straight"), settings=load_settings())
+    stop_file_at_step(monkeypatch, ChatterboxFamily, ws / "runs" / "cb-paused" / "STOP", 1)
+    stopped = train(config("cb-paused"), settings=load_settings())
+    status = json.loads((ws / "runs" / "cb-paused" / "status.json").read_text())
+    assert stopped.state == status["state"] == "stopped" and stopped.step == status["step"] == 1
+    assert status["last_checkpoint"].endswith("step_0000001.pt") and status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+    monkeypatch.undo()
+    resumed = train(config("cb-paused"), settings=load_settings(), resume="auto")
+    assert straight.state == resumed.state == "finished" and resumed.step == 3
+    a = load_checkpoint(step_checkpoints(straight.run_dir)[-1]).state_dict
+    b = load_checkpoint(step_checkpoints(resumed.run_dir)[-1]).state_dict
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+    losses = {name: {m["step"]: m["loss"] for m in map(json.loads, (ws / "runs" / name / "metrics.jsonl").read_text().splitlines())
+                     if m["split"] == "train"} for name in ("cb-straight", "cb-paused")}
+    assert losses["cb-paused"] == losses["cb-straight"] and sorted(losses["cb-paused"]) == [1, 2, 3]
+
+
+def test_length_bucketing_applies_to_family_samples(ws: Path, trained: Any) -> None:
+    """The run's padding share is that of length-bucketed batches of the family's samples (target text +
+    speech + 4 start/stop tokens), lower than the same samples in shuffled batches."""
+    from core.data.pairs import load_pairs, training_pairs
+    from core.training.data import Batcher
+
+    cache = next(p for p in (ws / "cache").iterdir() if (p / INDEX_NAME).is_file() and p.name != "bad")
+    index = open_cache(cache)
+    entries = {e["id"]: e for e in index.items}
+    chosen, _ = training_pairs(index.items, load_pairs(cache), "train", 254, 508, 1)
+    lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
+    status = json.loads((trained.run_dir / "status.json").read_text())
+    assert status["train_samples"] == len(lengths) > 4
+    assert status["padding_share"] == round(Batcher(lengths, 4, seed=0).padding_share(0), 4)
+    shuffled = [Batcher(lengths, 4, seed=0, bucket=False).padding_share(epoch) for epoch in range(12)]
+    assert status["padding_share"] < sum(shuffled) / len(shuffled)
 
 
 def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any) -> None:
@@ -202,7 +281,7 @@ def test_doctor_passes_and_fails_each_chatterbox_problem(ws: Path, trained: Any)
     assert rows["checkpoint.rows"].status == "fail"
     declared = _doctor(ws, _config("doc", model={"text_tokens_dict_size": 2454}))
     assert declared["config.declared_vocab"].status == "fail"
-    with pytest.raises(InputError, match=r"config\.declared_vocab: declared vocab 2454 disagrees"):  # the doctor's report
+    with pytest.raises(InputError, match=r"config.declared_vocab: declared vocab 2454 disagrees with the tokenizer.s 3120 ids"):
         train(run_config_from_dict(_config("declared", model={"text_tokens_dict_size": 2454}), "d.yaml"), settings=load_settings())
     missing = ws / "models" / "incomplete"
     missing.mkdir()

@@ -138,7 +138,10 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
     ctx.extras["indextts_config"] = str(folder / "config.yaml")         # the same file as the config to use with am8
     by_id = {c.id: c for c in run_doctor(ctx, only="indextts.").checks}
     assert by_id["indextts.config"].status == "fail"
-    assert "number_text_tokens is 12000, but the tokenizer has 12008" in by_id["indextts.config"].message
+    assert "`gpt.number_text_tokens` is 12000, but the tokenizer has 12008 ids" in by_id["indextts.config"].message
+    assert "\n" not in by_id["indextts.config"].message and "\n" not in by_id["indextts.config"].fix
+    ctx.target_config_path = folder / "config.yaml"                     # `doctor --target-config`: the same gate, the same verdict
+    assert {c.id: c for c in run_doctor(ctx, only="config.target").checks}["config.target"].message == by_id["indextts.config"].message
     fixed = ws / "families" / "indextts" / "config.12008.yaml"
     assert str(fixed) in by_id["indextts.config"].fix
     written = yaml.safe_load(fixed.read_text())
@@ -157,6 +160,33 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
     result = {c.id: c for c in run_doctor(doctor_context_from_run_config(bad, None, settings), only="indextts.").checks}
     assert result["indextts.tokenizer_prefix"].status == "fail"
     assert "id 500" in result["indextts.tokenizer_prefix"].message
+
+
+def test_unreadable_indextts_configs_fail_in_one_line_through_the_gate(tmp_path: Path) -> None:
+    from core.families.indextts import read_indextts_config
+
+    cases = {
+        "binary.yaml": (bytes(range(256)) * 2, "not UTF-8 text"),
+        "broken.yaml": (b"gpt: [a\n  b: {\n", r"not valid YAML \(line 2: expected ',' or '\]', but got ':'\)"),
+        "t3.yaml": (b"t3: {text_tokens_dict_size: 2454}\n", "declares `t3.text_tokens_dict_size`, not `gpt.number_text_tokens`"),
+        "no_vocab.yaml": (b"gpt: {layers: 2}\n", "no text vocabulary size found"),
+        "no_heads.yaml": (b"gpt: {number_text_tokens: 12000, model_dim: 64}\n", "`gpt.heads` is missing"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(InputError, match=message) as raised:
+            read_indextts_config(tmp_path / name)
+        assert "\n" not in str(raised.value) and str(tmp_path / name) in str(raised.value)
+
+
+def test_feature_batch_size_defaults_by_device_and_refuses_nonsense() -> None:
+    from core.families.feature_batch import DEFAULT_BATCH, feature_batch_size
+
+    assert feature_batch_size({}, "cpu", "indextts") == DEFAULT_BATCH["cpu"] < DEFAULT_BATCH["cuda"] == feature_batch_size(None, "cuda", "indextts")
+    assert feature_batch_size({"feature_batch_size": 3}, "cuda", "indextts") == 3
+    for bad in (0, -2, "8", True, 2.5):
+        with pytest.raises(InputError, match=r"families\.indextts\.feature_batch_size is .*positive integer"):
+            feature_batch_size({"feature_batch_size": bad}, "cpu", "indextts")
 
 
 def test_doctor_cache_limits_fail_each(tmp_path: Path) -> None:
@@ -220,6 +250,37 @@ def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folde
     assert all(p != t and speaker[p] == speaker[t] for t, ps in pairs.items() for p in ps)
 
 
+FLOAT_TOLERANCE = 1e-4   # absolute, on latents / emotion vectors of magnitude ~1: float rounding of batched matmuls
+
+
+def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) -> None:
+    """Clips of different lengths through the feature models 3 at a time give the cache of 1 at a time:
+    the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
+    from core.data.manifest import load_manifest_rows
+    from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts_features import BatchFeaturizer, build_features, load_item, open_features
+    from core.families.indextts_models import SemanticFeatures, model_paths
+
+    config = read_indextts_config(folder / "config.yaml")
+    semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": W2V_LAYERS}), config["semantic_codec"], "cpu", W2V_LAYERS)
+    gpt, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), config, 12000)
+    tokenizer = load_tokenizer(ws / "tokenizers" / "am8.model")
+    featurize = BatchFeaturizer(semantic, gpt, IndexTextNormalizer(), tokenizer)
+    rows = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")
+    assert len({round(r.duration, 2) for r in rows}) == len(rows) == 4          # every clip a different length
+    caches = {size: build_features(rows, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
+              for size in (1, 3)}
+    assert caches[1].name == caches[3].name                                    # batching is not in the fingerprint
+    one, three = (open_features(caches[size])["items"] for size in (1, 3))
+    assert [e["id"] for e in one] == [e["id"] for e in three]
+    for a, b in zip(one, three):
+        assert {k: v for k, v in a.items() if k != "sha256"} == {k: v for k, v in b.items() if k != "sha256"}
+        x, y = load_item(caches[1], a), load_item(caches[3], b)
+        assert np.array_equal(x["text_ids"], y["text_ids"]) and np.array_equal(x["codes"], y["codes"]), a["id"]
+        for key in ("condition", "emo_vec"):
+            assert np.abs(x[key] - y[key]).max() <= FLOAT_TOLERANCE, (a["id"], key, np.abs(x[key] - y[key]).max())
+
+
 def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, trained) -> None:
     result, _ = trained
     assert result.state == "finished" and result.step == 20
@@ -239,6 +300,100 @@ def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, t
     assert train[0]["mel_loss"] > train[-1]["mel_loss"]
     assert {"text_loss", "mel_loss", "mel_top1", "loss"} <= set(train[-1])
     status = json.loads((result.run_dir / "status.json").read_text())
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+
+
+def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
+    folder: Path, ws: Path, trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.training.run_config import run_config_from_dict
+    from core.training.state import step_checkpoints
+    from core.training.trainer import train
+
+    _, settings = trained
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    config = {"schedule": {"max_steps": 4, "val_every": 4, "save_every": 4, "log_every": 1},
+              "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.0, "prompts_per_target": 1, "prefetch": 0}}
+    straight = train(run_config_from_dict(_run("straight", folder, "tokenizers/am8.model", 4, **config)), None, settings)
+    assert straight.state == "finished" and straight.step == 4
+    from core.families.indextts import IndexTTSFamily
+    from tests.trainer_helpers import stop_file_at_step
+
+    stop_file_at_step(monkeypatch, IndexTTSFamily, ws / "runs" / "paused" / "STOP", 2)
+    stopped = train(run_config_from_dict(_run("paused", folder, "tokenizers/am8.model", 4, **config)), None, settings)
+    assert stopped.state == "stopped" and stopped.step == 2
+    status = json.loads((ws / "runs" / "paused" / "status.json").read_text())
+    assert status["state"] == "stopped" and status["step"] == 2 and status["last_checkpoint"].endswith("step_0000002.pt")
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+    assert load_checkpoint(Path(status["last_checkpoint"])).extra["step"] == 2
+    monkeypatch.undo()
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
+    resumed = train(run_config_from_dict(_run("paused", folder, "tokenizers/am8.model", 4, **config)), None, settings, resume="auto")
+    assert resumed.state == "finished" and resumed.step == 4 and resumed.info["resumed_from"].endswith("step_0000002.pt")
+    a = load_checkpoint(step_checkpoints(straight.run_dir)[-1]).state_dict
+    b = load_checkpoint(step_checkpoints(resumed.run_dir)[-1]).state_dict
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+    losses = {name: {m["step"]: m["loss"] for m in map(json.loads, (ws / "runs" / name / "metrics.jsonl").read_text().splitlines())
+                     if m["split"] == "train"} for name in ("straight", "paused")}
+    assert losses["paused"] == losses["straight"] and sorted(losses["paused"]) == [1, 2, 3, 4]
+
+
+def test_length_bucketing_applies_to_family_samples(ws: Path, trained) -> None:
+    """The run's reported padding share is that of length-bucketed batches of the family's samples
+    (target text + codes), lower than the same batches in shuffled order."""
+    from core.families.indextts_training import paired_samples
+    from core.training.data import Batcher
+
+    result, _ = trained
+    cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
+    lengths = paired_samples(cache, 600, 1815)["train"].lengths
+    assert len(set(lengths)) == len(lengths) == 4
+    status = json.loads((result.run_dir / "status.json").read_text())
+    pairs = sorted(lengths)                                   # batch 2: the two shortest, the two longest
+    best = 1 - sum(lengths) / (2 * pairs[1] + 2 * pairs[3])
+    assert status["padding_share"] == round(best, 4) == round(Batcher(lengths, 2, seed=0).padding_share(0), 4)
+    shuffled = [Batcher(lengths, 2, seed=0, bucket=False).padding_share(epoch) for epoch in range(12)]
+    assert status["padding_share"] < sum(shuffled) / len(shuffled)
+
+
+def test_sigterm_to_a_cli_family_run_ends_it_stopped_with_a_checkpoint(folder: Path, ws: Path, trained, tmp_path: Path) -> None:
+    """`python -m core train` of an IndexTTS2 run (features from the run's cache folder, as an imported
+    one is used) gets SIGTERM once it trains; it saves, exits 0 and reports `stopped`."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
+    run = _run("sigterm", folder, "tokenizers/am8.model", 100000,
+               schedule={"max_steps": 100000, "val_every": 100000, "save_every": 100000, "log_every": 1})
+    run["data"]["manifest"] = str(cache)
+    config = tmp_path / "sigterm.yaml"
+    config.write_text(yaml.safe_dump(run), encoding="utf-8")
+    env = dict(os.environ, LINGUAFORGE_WORKSPACE=str(ws))
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen([sys.executable, "-m", "core", "train", "--config", str(config), "--json"], cwd=root, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    status_path = ws / "runs" / "sigterm" / "status.json"
+    deadline = time.monotonic() + 600
+    try:
+        while process.poll() is None and time.monotonic() < deadline:       # wait until it trains (the handler is in place)
+            if status_path.is_file() and json.loads(status_path.read_text() or "{}").get("step", 0) >= 1:
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err[-2000:]
+    result = json.loads(out)
+    status = json.loads(status_path.read_text())
+    assert result["state"] == status["state"] == "stopped" and 1 <= status["step"] < 100000
+    saved = load_checkpoint(Path(status["last_checkpoint"]))
+    assert saved.extra["step"] == saved.meta["step"] == status["step"] and saved.meta["family"] == "indextts"
     assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
 
 

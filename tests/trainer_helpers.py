@@ -71,3 +71,28 @@ def lm_workspace(workspace: Path) -> None:
     """Put the English word tokenizer and corpus into `workspace`."""
     write_word_tokenizer(workspace / "tokenizers" / "en_words.json", english_words())
     write_corpus(workspace / "corpus" / "en.txt")
+
+
+def stop_file_at_step(monkeypatch: Any, family_class: type, stop_file: Path, step: int) -> None:
+    """Make `family_class`'s training collate touch `stop_file` while preparing batch `step`.
+
+    With `data.prefetch: 0` batch `step` is prepared inside step `step`, so the trainer finds the
+    STOP file right after that step: a deterministic stop, no timing involved.
+    """
+    import dataclasses
+    import itertools
+
+    original = family_class.task_data
+
+    def task_data(self: Any, family_run: Any, model_config: Any, cache_dir: Any) -> Any:
+        data = original(self, family_run, model_config, cache_dir)
+        calls = itertools.count(1)
+
+        def collate(samples: list[Any]) -> Any:
+            if next(calls) == step:
+                stop_file.touch()
+            return data.collate(samples)
+
+        return dataclasses.replace(data, collate=collate)
+
+    monkeypatch.setattr(family_class, "task_data", task_data)

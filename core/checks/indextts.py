@@ -9,15 +9,8 @@ from pathlib import Path
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
-from core.families.indextts import (
-    BPE_NAME,
-    CONFIG_NAME,
-    SEMANTIC_CODES,
-    config_problems,
-    corrected_config,
-    read_indextts_config,
-    write_config,
-)
+from core.families.indextts import BPE_NAME, CONFIG_NAME, SEMANTIC_CODES, read_indextts_config
+from core.families.target_config import read_target_config, target_config_mismatch, write_indextts_config
 
 LISTED = 5
 
@@ -37,17 +30,19 @@ def fixed_config_path(ctx: DoctorContext, tokenizer_size: int) -> Path:
 
 def check_foreign_config(ctx: DoctorContext, path: Path, tokenizer) -> CheckResult:  # noqa: ANN001 (a Tokenizer)
     """Return pass when IndexTTS2's config.yaml at `path` sizes UnifiedVoice for `tokenizer`, else a failure
-    whose fix names the corrected copy written into the workspace (reusable by `doctor --target-config`)."""
+    whose fix names the corrected copy written into the workspace (reusable by `doctor --target-config`).
+
+    The decision is the foreign-config gate's (`target_config_mismatch`), the same as `config.target`'s.
+    """
     config = read_indextts_config(path)
-    problems = config_problems(config, tokenizer.size)
-    if not problems:
+    problem = target_config_mismatch(read_target_config(path), tokenizer.size)
+    if problem is None:
         return CheckResult("indextts.config", "pass", f"{path}: gpt.number_text_tokens {tokenizer.size} = tokenizer size.")
-    fixed = write_config(
-        fixed_config_path(ctx, tokenizer.size),
-        corrected_config(config, tokenizer.size, str(tokenizer.path), config.get("gpt_checkpoint", "gpt.pth")),
-    )
+    fixed = write_indextts_config(
+        fixed_config_path(ctx, tokenizer.size), config, tokenizer.size, str(tokenizer.path), config.get("gpt_checkpoint", "gpt.pth")
+    ).path
     return CheckResult(
-        "indextts.config", "fail", f"{path}: " + "; ".join(p.message for p in problems),
+        "indextts.config", "fail", problem + ".",
         f"Use the corrected copy LinguaForge wrote, {fixed} (gpt.number_text_tokens: {tokenizer.size}, "
         f"dataset.bpe_model: {tokenizer.path}); `export` writes the same beside the exported checkpoint.",
     )

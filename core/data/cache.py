@@ -19,7 +19,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -400,6 +400,24 @@ def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CA
     return CacheIndex(path, data)
 
 
+def read_checked_item(path: Path, sha256: str, keys: Sequence[str], rebuild: str) -> dict[str, np.ndarray]:
+    """Return the arrays `keys` of the .npz cache item at `path` after checking its bytes against `sha256`.
+
+    Raises InputError naming the file when it is missing, fails its checksum or lacks an array;
+    the message ends with `rebuild`, the command that rebuilds the item.
+    """
+    if not path.is_file():
+        raise InputError(f"{path}: cache item missing. {rebuild}")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise InputError(f"{path}: cache item fails its checksum (corrupt). {rebuild}")
+    try:
+        with np.load(io.BytesIO(data)) as npz:
+            return {key: npz[key] for key in keys}
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"{path}: unreadable cache item ({exc}). {rebuild}") from None
+
+
 def load_item(cache_dir: str | os.PathLike[str], entry: dict[str, Any]) -> dict[str, np.ndarray]:
     """Return {text_ids int32 [n], codes int32 [m], ref_mel float16 [frames, n_mels]} of one item.
 
@@ -407,13 +425,7 @@ def load_item(cache_dir: str | os.PathLike[str], entry: dict[str, Any]) -> dict[
     shapes; `preprocess` (build_cache) rebuilds such items.
     """
     path = Path(cache_dir) / entry["file"]
-    if not path.is_file():
-        raise InputError(f"{path}: cache item missing. Run `preprocess` again to rebuild it.")
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise InputError(f"{path}: cache item fails its checksum (corrupt). Run `preprocess` again to rebuild it.")
-    with np.load(io.BytesIO(data)) as npz:
-        item = {key: npz[key] for key in ("text_ids", "codes", "ref_mel")}
+    item = read_checked_item(path, entry["sha256"], ("text_ids", "codes", "ref_mel"), "Run `preprocess` again to rebuild it.")
     if item["text_ids"].shape != (entry["n_text"],) or item["codes"].shape != (entry["n_codes"],):
         raise InputError(f"{path}: cache item shapes do not match the index. Run `preprocess` again.")
     return item

@@ -291,6 +291,7 @@ class ChatterboxFamily(ModelFamily):
         """
         from core.data.pairs import PAIRS_NAME, build_pairs
         from core.families.chatterbox_features import build_feature_cache
+        from core.families.feature_batch import feature_batch_size
 
         config = run.config
         if not config.data.manifest:
@@ -298,8 +299,11 @@ class ChatterboxFamily(ModelFamily):
         if run.model_dir is None:
             raise InputError(f"{config.source}: family chatterbox needs model_dir (or settings families.chatterbox.model_dir): "
                              "the folder with ve.pt and s3gen.pt, whose models make the features.")
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        batch_size = feature_batch_size(run.settings.get("families.chatterbox"), device, "chatterbox")
         cache_dir = build_feature_cache(run.settings.resolve(config.data.manifest), run.tokenizer,
-                                        self.published_files(run.model_dir), run.settings.resolve("cache"), config.data.val_ratio)
+                                        self.published_files(run.model_dir), run.settings.resolve("cache"), config.data.val_ratio,
+                                        device, batch_size)
         if not (cache_dir / PAIRS_NAME).is_file():
             report = build_pairs(cache_dir, config.data.prompts_per_target, config.seed)
             run.extra["single_clip_speakers"] = report.single_clip_speakers

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from core.audio import read_audio
-from core.data.cache import CACHE_FORMAT, INDEX_NAME, ITEMS_DIR, _histogram, open_cache, write_item
+from core.data.cache import CACHE_FORMAT, INDEX_NAME, ITEMS_DIR, _histogram, open_cache, read_checked_item, write_item
 from core.data.manifest import read_manifest
 from core.data.splits import split_of
 from core.errors import InputError
@@ -136,17 +136,29 @@ def load_feature_models(files: dict[str, Path]) -> FeatureModels:
 
 
 @torch.no_grad()
-def clip_features(models: FeatureModels, wav16: torch.Tensor) -> dict[str, np.ndarray]:
-    """Return {speech (int), prompt (int, ≤150), speaker_emb (float32 [256])} of one 16 kHz clip."""
-    audio = wav16.numpy().astype(np.float32)
-    speech, lengths = models.s3_tokenizer.forward([audio])
-    prompt, prompt_lengths = models.s3_tokenizer.forward([audio[: PROMPT_SECONDS * S3_SR]], max_len=PROMPT_TOKENS)
-    embeds = models.voice_encoder.embeds_from_wavs([audio], sample_rate=S3_SR)
-    return {
-        "speech": speech[0, : int(lengths[0])].cpu().numpy(),
-        "prompt": prompt[0, : int(prompt_lengths[0])].cpu().numpy(),
-        "speaker_emb": np.asarray(embeds, dtype=np.float32).mean(axis=0),
-    }
+def batch_features(models: FeatureModels, wavs16: list[torch.Tensor]) -> list[dict[str, np.ndarray]]:
+    """Return, per 16 kHz clip, {speech (int), prompt (int, ≤150), speaker_emb (float32 [256])}.
+
+    The clips go through the models together: the S3 tokenizer pads their mels and masks the
+    padding in every convolution, FSMN memory and attention (`make_non_pad_mask` on the lengths),
+    so each clip's tokens are those it gets alone; the VoiceEncoder embeds each clip's own
+    fixed-length partials (no padding), averaged per clip.
+    """
+    audios = [w.numpy().astype(np.float32) for w in wavs16]
+    speech, lengths = models.s3_tokenizer.forward(audios)
+    prompt, prompt_lengths = models.s3_tokenizer.forward([a[: PROMPT_SECONDS * S3_SR] for a in audios], max_len=PROMPT_TOKENS)
+    embeds = np.asarray(models.voice_encoder.embeds_from_wavs(audios, sample_rate=S3_SR), dtype=np.float32)
+    return [
+        {
+            "speech": speech[i, : int(lengths[i])].cpu().numpy(),
+            "prompt": prompt[i, : int(prompt_lengths[i])].cpu().numpy(),
+            "speaker_emb": embeds[i],
+        }
+        for i in range(len(audios))
+    ]
+
+
+ITEM_KEYS = ("text_ids", "codes", "prompt", "speaker_emb")
 
 
 def item_bytes(text: list[int], features: dict[str, np.ndarray]) -> bytes:
@@ -158,15 +170,9 @@ def item_bytes(text: list[int], features: dict[str, np.ndarray]) -> bytes:
 
 
 def load_features(cache_dir: Path, entry: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Return the arrays of one cached item. Raises InputError when it is missing or fails its checksum."""
-    path = cache_dir / entry["file"]
-    if not path.is_file():
-        raise InputError(f"{path}: cache item missing. Run `train` (or `preprocess`) again to rebuild it.")
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise InputError(f"{path}: cache item fails its checksum. Delete it and run `train` again to rebuild it.")
-    with np.load(io.BytesIO(data)) as arrays:
-        return {k: arrays[k] for k in arrays.files}
+    """Return the arrays of one cached item. Raises InputError when it is missing, corrupt or unreadable."""
+    return read_checked_item(cache_dir / entry["file"], entry["sha256"], ITEM_KEYS,
+                             "Delete it and run `train` (or `preprocess`) again to rebuild it.")
 
 
 def cache_fingerprint(tokenizer: Tokenizer, features: str, manifest_sha: str, val_ratio: float) -> str:
@@ -175,12 +181,37 @@ def cache_fingerprint(tokenizer: Tokenizer, features: str, manifest_sha: str, va
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def _entry(row: Any, file: str, val_ratio: float, ids: list[int], sha: str, clip: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {
+        "id": row.id, "file": file, "split": split_of(row.id, val_ratio), "speaker": row.speaker,
+        "language": row.language, "n_text": len(ids), "n_codes": int(clip["speech"].shape[0]),
+        "n_prompt": int(clip["prompt"].shape[0]), "max_id": max(ids, default=-1),
+        "max_speech_id": int(clip["speech"].max(initial=-1)), "sha256": sha,
+    }
+
+
+def _finished_item(path: Path) -> tuple[str, dict[str, np.ndarray]] | None:
+    """Return (sha256, arrays as clip features) of an item an interrupted build already wrote, or None."""
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        with np.load(io.BytesIO(data)) as arrays:
+            clip = {"speech": arrays["codes"], "prompt": arrays["prompt"], "speaker_emb": arrays["speaker_emb"]}
+    except (OSError, ValueError, KeyError):
+        return None
+    return hashlib.sha256(data).hexdigest(), clip
+
+
 def build_feature_cache(
-    manifest: Path, tokenizer: Tokenizer, files: dict[str, Path], output_root: Path, val_ratio: float, device: torch.device | None = None
+    manifest: Path, tokenizer: Tokenizer, files: dict[str, Path], output_root: Path, val_ratio: float,
+    device: torch.device | None = None, batch_size: int = 1,
 ) -> Path:
     """Build (or reuse) `output_root/<fingerprint>/` for the manifest; return the folder.
 
-    Items already present with a valid checksum are reused, so an interrupted build continues.
+    Clips go through the feature models `batch_size` at a time (`batch_features`); the batch
+    size does not change the features, so it is not part of the fingerprint. Items an
+    interrupted build already wrote (atomically, named by clip id) are reused, so it continues.
     A clip whose text uses a language the tokenizer has no tag for fails the build (InputError);
     unreadable audio is listed in `skipped`. Raises InputError when no clip can be featurised.
     """
@@ -194,30 +225,43 @@ def build_feature_cache(
     if (cache_dir / INDEX_NAME).is_file():
         return cache_dir
     (cache_dir / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
-    models = load_feature_models(files).to(device)
+    models: FeatureModels | None = None
     start = time.monotonic()
-    items: list[dict[str, Any]] = []
+    entries: dict[str, dict[str, Any]] = {}
     skipped = [{"id": r.id, "line": r.line, "error": r.reason} for r in rejects]
     progress = Progress("chatterbox features", total=len(rows))
+    pending: list[tuple[Any, str, list[int], torch.Tensor]] = []
+
+    def flush() -> None:
+        nonlocal models
+        if not pending:
+            return
+        models = models or load_feature_models(files).to(device)
+        for (row, file, ids, _), clip in zip(pending, batch_features(models, [p[3] for p in pending])):
+            entries[row.id] = _entry(row, file, val_ratio, ids, write_item(cache_dir / file, item_bytes(ids, clip)), clip)
+            progress.update()
+        pending.clear()
+
     for row in rows:
         ids = text_ids(tokenizer, row.text, row.language)
         file = f"{ITEMS_DIR}/{hashlib.sha256(row.id.encode()).hexdigest()[:24]}.npz"
+        finished = _finished_item(cache_dir / file)
+        if finished is not None:
+            entries[row.id] = _entry(row, file, val_ratio, ids, *finished)
+            progress.update()
+            continue
         try:
             wav, _ = read_audio(row.path, S3_SR)
         except InputError as exc:
             skipped.append({"id": row.id, "line": row.line, "error": str(exc)})
             progress.update()
             continue
-        clip = clip_features(models, wav)
-        sha = write_item(cache_dir / file, item_bytes(ids, clip))
-        items.append({
-            "id": row.id, "file": file, "split": split_of(row.id, val_ratio), "speaker": row.speaker,
-            "language": row.language, "n_text": len(ids), "n_codes": int(clip["speech"].shape[0]),
-            "n_prompt": int(clip["prompt"].shape[0]), "max_id": max(ids, default=-1),
-            "max_speech_id": int(clip["speech"].max(initial=-1)), "sha256": sha,
-        })
-        progress.update()
+        pending.append((row, file, ids, wav))
+        if len(pending) >= batch_size:
+            flush()
+    flush()
     progress.finish()
+    items = [entries[row.id] for row in rows if row.id in entries]
     if not items:
         detail = f" First problem: {skipped[0]['error']}" if skipped else ""
         raise InputError(f"{manifest}: no clip could be featurised.{detail}")
@@ -228,7 +272,7 @@ def build_feature_cache(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "manifest": {"path": str(manifest), "sha256": manifest_sha, "rows": len(rows), "rejected": len(rejects)},
         "tokenizer": {"path": str(tokenizer.path.resolve()), "fingerprint": tokenizer.fingerprint, "size": tokenizer.size},
-        "codec": {"fingerprint": features, "files": models.files, "codebook_size": SPEECH_CODES, "frame_rate": 25},
+        "codec": {"fingerprint": features, "files": {k: str(v) for k, v in files.items()}, "codebook_size": SPEECH_CODES, "frame_rate": 25},
         "text_preparation": TEXT_PREP_VERSION,
         "val_ratio": val_ratio,
         "max_text_id": max(e["max_id"] for e in items),

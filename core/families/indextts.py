@@ -1,7 +1,7 @@
 """IndexTTS2's GPT (`indextts.gpt.model_v2.UnifiedVoice`) as LinguaForge sees it.
 
-What lives here: the published folder's file names, the IndexTTS2 `config.yaml` read as a
-foreign trainer config (and the corrected copy LinguaForge writes), the backbone shape read
+What lives here: the published folder's file names, reading the IndexTTS2 `config.yaml` (its
+vocabulary size is checked and corrected by the one foreign-config gate, `target_config`), the backbone shape read
 from a checkpoint's tensors, building `UnifiedVoice` at a tokenizer's size (V + 1 text rows,
 the extra row last), strict loading of `gpt.pth`, growing the text rows for a larger
 tokenizer, and the ONE text → ids function that features and synthesis share.
@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-import yaml
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.families.base import ModelFamily
-from core.fsutil import atomic_write_text
 
 ROW_OFFSET = 1
 TEXT_KEYS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
@@ -48,66 +46,24 @@ GPT_REQUIRED = ("model_dim", "heads", "layers", "max_text_tokens", "max_mel_toke
 def read_indextts_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Return IndexTTS2's `config.yaml` as a dict.
 
-    Raises InputError when the file is missing, not YAML, or lacks the `gpt:` entries
-    `UnifiedVoice` is built from (naming the first missing one).
+    Read through the foreign-config gate (`core.families.target_config`), so it parses and declares
+    one positive `gpt.number_text_tokens`. Raises InputError when the file is missing, does not
+    parse, declares no or another vocabulary key, or lacks a `gpt:` entry `UnifiedVoice` is built
+    from (naming the first missing one).
     """
+    from core.families.target_config import read_target_config
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no IndexTTS2 config.yaml here; IndexTTS2 expects it at <model_dir>/{CONFIG_NAME}.")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a readable YAML file ({str(exc).splitlines()[0]}).") from None
-    gpt = data.get("gpt") if isinstance(data, dict) else None
-    if not isinstance(gpt, dict):
-        raise InputError(f"{path}: no `gpt:` section; this is not an IndexTTS2 config.yaml.")
+    target = read_target_config(path)
+    if target.family != "indextts" or target.key != "gpt.number_text_tokens":
+        raise InputError(f"{path}: declares `{target.key}`, not `gpt.number_text_tokens`; this is not an IndexTTS2 config.yaml.")
+    gpt = target.data["gpt"]
     for key in GPT_REQUIRED:
         if key not in gpt:
             raise InputError(f"{path}: `gpt.{key}` is missing; IndexTTS2's UnifiedVoice needs it.")
-    return data
-
-
-@dataclass
-class ConfigProblem:
-    """One disagreement between an IndexTTS2 config.yaml and the tokenizer/checkpoint it is used with."""
-
-    key: str
-    found: Any
-    expected: Any
-    message: str
-
-
-def config_problems(config: Mapping[str, Any], tokenizer_size: int) -> list[ConfigProblem]:
-    """Return what in `config` disagrees with a tokenizer of `tokenizer_size` ids (empty when it fits).
-
-    IndexTTS2 builds `text_embedding` with `gpt.number_text_tokens + 1` rows, so the number must
-    equal the tokenizer size exactly: smaller dies with a CUDA assert on the new ids, larger
-    fails the strict load of a checkpoint sized from the tokenizer.
-    """
-    declared = config["gpt"].get("number_text_tokens")
-    if declared == tokenizer_size:
-        return []
-    return [
-        ConfigProblem(
-            "gpt.number_text_tokens", declared, tokenizer_size,
-            f"gpt.number_text_tokens is {declared}, but the tokenizer has {tokenizer_size} ids "
-            f"(UnifiedVoice would build {declared}+1 text rows instead of {tokenizer_size + ROW_OFFSET}).",
-        )
-    ]
-
-
-def corrected_config(config: Mapping[str, Any], tokenizer_size: int, bpe_name: str, gpt_name: str) -> dict[str, Any]:
-    """Return a copy of `config` with `gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` set."""
-    fixed = copy.deepcopy(dict(config))
-    fixed["gpt"]["number_text_tokens"] = int(tokenizer_size)
-    fixed.setdefault("dataset", {})["bpe_model"] = bpe_name
-    fixed["gpt_checkpoint"] = gpt_name
-    return fixed
-
-
-def write_config(path: str | os.PathLike[str], config: Mapping[str, Any]) -> Path:
-    """Write `config` as YAML atomically to `path` and return the path."""
-    return atomic_write_text(path, yaml.safe_dump(dict(config), sort_keys=False, allow_unicode=True))
+    return target.data
 
 
 # ---------------------------------------------------------------- shape from tensors

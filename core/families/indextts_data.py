@@ -10,8 +10,9 @@ import torch
 from core.data.manifest import load_manifest_rows
 from core.errors import InputError
 from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
-from core.families.indextts_features import ClipFeaturizer, build_features, open_features, path_fingerprint
+from core.families.indextts_features import BatchFeaturizer, build_features, open_features, path_fingerprint
 from core.families.indextts_models import ModelPaths, SemanticFeatures, model_paths
+from core.families.feature_batch import feature_batch_size
 from core.fsutil import sha256_file
 
 _FINGERPRINTS: dict[tuple[str, float], str] = {}
@@ -65,15 +66,15 @@ def prepare_features(family: Any, run: Any) -> Path:
     parts["features"] = run.extra["feature_fingerprint"]
     where = device()
 
-    def featurizer() -> ClipFeaturizer:
+    def featurizer() -> BatchFeaturizer:
         semantic = SemanticFeatures(paths, indextts_config["semantic_codec"], where, paths.w2v_layer)
         base_tokens = run.base.state_dict["text_embedding.weight"].shape[0] - 1
         gpt, _ = load_unified_voice(run.base.state_dict, indextts_config, base_tokens)
-        return ClipFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
+        return BatchFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
 
     return build_features(
         load_manifest_rows(manifest), run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
-        config.data.val_ratio, config.data.prompts_per_target,
+        config.data.val_ratio, config.data.prompts_per_target, batch_size=feature_batch_size(section, where, "indextts"),
     )
 
 
@@ -106,9 +107,9 @@ class _Lazy:
 
     def __init__(self, factory: Any) -> None:
         self.factory = factory
-        self.featurizer: ClipFeaturizer | None = None
+        self.featurizer: BatchFeaturizer | None = None
 
-    def __call__(self, row: Any) -> Any:
+    def __call__(self, rows: list[Any]) -> list[Any]:
         if self.featurizer is None:
             self.featurizer = self.factory()
-        return self.featurizer(row)
+        return self.featurizer(rows)

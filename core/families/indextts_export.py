@@ -2,7 +2,8 @@
 
 Writes `gpt_<name>.pth` (a plain state dict: IndexTTS2's `load_checkpoint` loads it strictly into
 `UnifiedVoice(**cfg.gpt)`), `config.yaml` (the run's IndexTTS2 config with
-`gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` corrected), `<name>.model`
+`gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` corrected, and passed through
+the foreign-config gate the doctor uses), `<name>.model`
 (the tokenizer) and `linguaforge.json` (the metadata record).
 """
 
@@ -17,14 +18,8 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
-from core.families.indextts import (
-    IndexTTSModelConfig,
-    ROW_OFFSET,
-    build_unified_voice,
-    corrected_config,
-    text_rows,
-    write_config,
-)
+from core.families.indextts import IndexTTSModelConfig, ROW_OFFSET, build_unified_voice, text_rows
+from core.families.target_config import write_indextts_config
 from core.fsutil import atomic_write, atomic_write_text
 
 
@@ -59,8 +54,8 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
     bpe_path = output_dir / f"{name}{tokenizer.path.suffix}"
     with atomic_write(bpe_path) as tmp:
         shutil.copyfile(tokenizer.path, tmp)
-    config_path = write_config(
-        output_dir / "config.yaml", corrected_config(model_config.indextts_config, tokenizer.size, bpe_path.name, gpt_path.name)
-    )
+    config_path = write_indextts_config(
+        output_dir / "config.yaml", model_config.indextts_config, tokenizer.size, bpe_path.name, gpt_path.name
+    ).path
     record = atomic_write_text(output_dir / "linguaforge.json", json.dumps(meta, indent=2, ensure_ascii=False))
     return [gpt_path, config_path, bpe_path, record]

@@ -3,7 +3,8 @@
 Per clip, as IndexTTS2 computes them: text ids (`IndexTextNormalizer.text_ids`), w2v-BERT 2.0
 layer-17 features → MaskGCT semantic codes (the targets), and — from the same features — the
 clip's speaker latents (32 × model_dim) and emotion vector for when it serves as a PROMPT.
-Training pairs each target with a different clip of the same speaker (`pairs.json`).
+Training pairs each target with a different clip of the same speaker (`pairs.json`). Clips are
+computed `batch_size` at a time (`BatchFeaturizer`) with the same results as one at a time.
 
 Folder `<root>/<fingerprint>/`: `index.json`, `journal.jsonl` (one line per finished clip, so
 an interrupted build resumes), `items/<n>.npz` and `pairs.json`. The fingerprint covers the
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from core.audio import read_audio
+from core.data.cache import read_checked_item
 from core.data.manifest import ManifestRow
 from core.data.pairs import choose_prompts
 from core.data.splits import split_of
@@ -80,13 +82,9 @@ def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
 
 
 def load_item(cache_dir: str | os.PathLike[str], entry: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Return the arrays of one cached item; raises InputError when the file is missing or corrupt."""
-    path = Path(cache_dir) / entry["file"]
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in ITEM_KEYS}
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"{path}: unreadable cache item ({exc}); delete the cache folder and rebuild it.") from None
+    """Return the arrays of one cached item; raises InputError when the file is missing, corrupt or unreadable."""
+    return read_checked_item(Path(cache_dir) / entry["file"], entry["sha256"], ITEM_KEYS,
+                             "Delete the cache folder and rebuild it.")
 
 
 def _read_journal(path: Path) -> dict[str, dict[str, Any]]:
@@ -140,29 +138,49 @@ def open_features(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return index
 
 
-ClipFeatures = Callable[[ManifestRow], dict[str, np.ndarray]]
+BatchFeatures = Callable[[list[ManifestRow]], list[dict[str, np.ndarray]]]
 
 
 def _histogram(values: list[int]) -> dict[str, int]:
     return {"min": min(values, default=0), "max": max(values, default=0), "count": len(values)}
 
 
+def _write_entry(number: int, row: ManifestRow, arrays: Mapping[str, np.ndarray], val_ratio: float, cache_dir: Path) -> dict[str, Any]:
+    """Write clip `number`'s item file and return its index entry."""
+    file = f"items/{number:07d}.npz"
+    return {
+        "id": row.id,
+        "file": file,
+        "split": split_of(row.id, val_ratio),
+        "speaker": row.speaker,
+        "language": row.language,
+        "text": row.text,
+        "n_text": int(arrays["text_ids"].size),
+        "n_codes": int(arrays["codes"].size),
+        "max_id": int(np.max(arrays["text_ids"], initial=-1)),
+        "max_code": int(np.max(arrays["codes"], initial=-1)),
+        "sha256": write_item(cache_dir / file, arrays),
+    }
+
+
 def build_features(
     rows: Iterable[ManifestRow],
     output_root: str | os.PathLike[str],
     fingerprint_parts: Mapping[str, str],
-    featurize: ClipFeatures,
+    featurize: BatchFeatures,
     tokenizer: Any,
     val_ratio: float = 0.05,
     prompts_per_target: int = 1,
     progress_label: str = "indextts features",
+    batch_size: int = 1,
 ) -> Path:
     """Return the cache folder for these rows, computing only clips not already cached.
 
-    `featurize(row)` returns the arrays of ITEM_KEYS for one clip. Finished clips are journaled
-    so an interrupted build resumes; a journaled item whose bytes changed is rebuilt. The index
-    carries the same `tokenizer`, `codec`, `max_text_id`, `histograms` and `items` fields as the
-    LinguaForge cache, so the doctor's cache checks read both.
+    `featurize(rows)` returns the arrays of ITEM_KEYS for each of up to `batch_size` clips
+    (the batch size does not change the features, so it is not in the fingerprint). Finished
+    clips are journaled one by one, so an interrupted build resumes; a journaled item whose
+    bytes changed is rebuilt. The index carries the same `tokenizer`, `codec`, `max_text_id`,
+    `histograms` and `items` fields as the LinguaForge cache, so the doctor's cache checks read both.
     """
     rows = list(rows)
     parts = dict(fingerprint_parts, tokenizer=tokenizer.fingerprint, val_ratio=str(val_ratio))
@@ -172,31 +190,32 @@ def build_features(
     journal_path = cache_dir / JOURNAL_NAME
     done = _read_journal(journal_path)
     progress = Progress(progress_label, total=len(rows))
-    items = []
+    entries: dict[int, dict[str, Any]] = {}
+    pending: list[tuple[int, ManifestRow]] = []
     with journal_path.open("a", encoding="utf-8") as journal:
+
+        def flush() -> None:
+            if not pending:
+                return
+            for (number, row), arrays in zip(pending, featurize([row for _, row in pending])):
+                entries[number] = _write_entry(number, row, arrays, val_ratio, cache_dir)
+                journal.write(json.dumps(entries[number], ensure_ascii=False) + "\n")
+                journal.flush()
+                progress.update(1)
+            pending.clear()
+
         for number, row in enumerate(rows):
             entry = done.get(row.id)
-            if entry is None or not _reusable(cache_dir, entry):
-                arrays = featurize(row)
-                file = f"items/{number:07d}.npz"
-                entry = {
-                    "id": row.id,
-                    "file": file,
-                    "split": split_of(row.id, val_ratio),
-                    "speaker": row.speaker,
-                    "language": row.language,
-                    "text": row.text,
-                    "n_text": int(arrays["text_ids"].size),
-                    "n_codes": int(arrays["codes"].size),
-                    "max_id": int(np.max(arrays["text_ids"], initial=-1)),
-                    "max_code": int(np.max(arrays["codes"], initial=-1)),
-                    "sha256": write_item(cache_dir / file, arrays),
-                }
-                journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
-                journal.flush()
-            items.append(entry)
-            progress.update(1)
+            if entry is not None and _reusable(cache_dir, entry):
+                entries[number] = entry
+                progress.update(1)
+                continue
+            pending.append((number, row))
+            if len(pending) >= batch_size:
+                flush()
+        flush()
     progress.finish()
+    items = [entries[number] for number in range(len(rows))]
     write_index(cache_dir, fingerprint, parts, tokenizer, items, prompts_per_target)
     return cache_dir
 
@@ -220,8 +239,21 @@ def write_index(
     })
 
 
-class ClipFeaturizer:
-    """Computes ITEM_KEYS for one manifest row with IndexTTS2's feature models and the frozen base GPT."""
+def equal_length_groups(tensors: list[torch.Tensor]) -> list[list[int]]:
+    """Return the indices of `tensors` [1, T, …] grouped by equal T (groups in first-seen order)."""
+    groups: dict[int, list[int]] = {}
+    for i, tensor in enumerate(tensors):
+        groups.setdefault(int(tensor.shape[1]), []).append(i)
+    return list(groups.values())
+
+
+class BatchFeaturizer:
+    """Computes ITEM_KEYS for a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
+
+    w2v-BERT (the large model) runs on the padded batch with its attention mask. The semantic
+    codec and the conditioning encoders pad nothing: their convolutions would carry padding into
+    the last real frames, so they run on groups of equal length (`equal_length_groups`).
+    """
 
     def __init__(self, semantic: Any, gpt: torch.nn.Module, normalizer: Any, tokenizer: Any) -> None:
         self.semantic = semantic
@@ -230,18 +262,22 @@ class ClipFeaturizer:
         self.tokenizer = tokenizer
 
     @torch.no_grad()
-    def __call__(self, row: ManifestRow) -> dict[str, np.ndarray]:
-        """Return text ids, semantic codes, speaker latents and emotion vector of `row`'s clip."""
-        from core.families.indextts_models import conditioning
+    def __call__(self, rows: list[ManifestRow]) -> list[dict[str, np.ndarray]]:
+        """Return, per row, text ids, semantic codes, speaker latents and emotion vector of its clip."""
+        from core.families.indextts_models import conditioning_batch
 
-        wav, _ = read_audio(row.path, 16000)
-        features = self.semantic.features(wav)
-        codes = self.semantic.codes(features)
-        prompt = features[:, : int(MAX_PROMPT_SECONDS * 50)]
-        latents, emotion = conditioning(self.gpt, prompt)
-        return {
-            "text_ids": np.asarray(self.normalizer.text_ids(row.text, self.tokenizer), dtype=np.int32),
-            "codes": codes[0].cpu().numpy().astype(np.int32),
-            "condition": latents.float().cpu().numpy(),
-            "emo_vec": emotion.float().cpu().numpy(),
-        }
+        features = self.semantic.features_batch([read_audio(row.path, 16000)[0] for row in rows])
+        prompts = [f[:, : int(MAX_PROMPT_SECONDS * 50)] for f in features]
+        out: list[dict[str, np.ndarray]] = [
+            {"text_ids": np.asarray(self.normalizer.text_ids(row.text, self.tokenizer), dtype=np.int32)} for row in rows
+        ]
+        for group in equal_length_groups(features):
+            codes = self.semantic.codes(torch.cat([features[i] for i in group]))
+            for row, i in enumerate(group):
+                out[i]["codes"] = codes[row].cpu().numpy().astype(np.int32)
+        for group in equal_length_groups(prompts):
+            latents, emotion = conditioning_batch(self.gpt, torch.cat([prompts[i] for i in group]))
+            for row, i in enumerate(group):
+                out[i]["condition"] = latents[row].float().cpu().numpy()
+                out[i]["emo_vec"] = emotion[row].float().cpu().numpy()
+        return out

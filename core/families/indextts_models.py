@@ -115,13 +115,27 @@ class SemanticFeatures:
     @torch.no_grad()
     def features(self, wav_16k: torch.Tensor) -> torch.Tensor:
         """Return the normalised layer-`layer` (17) features [1, T, 1024] of a 16 kHz mono waveform (1-D)."""
-        inputs = self.extractor(wav_16k.cpu().numpy(), sampling_rate=16000, return_tensors="pt")
-        out = self.model(
-            input_features=inputs["input_features"].to(self.device),
-            attention_mask=inputs["attention_mask"].to(self.device),
-            output_hidden_states=True,
-        )
-        return (out.hidden_states[self.layer] - self.mean) / self.std
+        return self.features_batch([wav_16k])[0]
+
+    @torch.no_grad()
+    def features_batch(self, wavs_16k: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Return each waveform's normalised layer features [1, T_i, 1024], computed in one padded batch.
+
+        Each clip is framed alone (the extractor normalises per clip and may add one masked frame,
+        which IndexTTS2 keeps), then padded with the extractor's padding value and a zero attention
+        mask; w2v-BERT masks padding in attention and zeroes it before its causal depthwise
+        convolutions, so T_i and the values are those of the clip alone (up to float rounding).
+        """
+        from torch.nn.utils.rnn import pad_sequence
+
+        inputs = [self.extractor(w.cpu().numpy(), sampling_rate=16000, return_tensors="pt") for w in wavs_16k]
+        lengths = [int(i["input_features"].shape[1]) for i in inputs]
+        features = pad_sequence([i["input_features"][0] for i in inputs], batch_first=True,
+                                padding_value=float(self.extractor.padding_value))
+        mask = pad_sequence([i["attention_mask"][0] for i in inputs], batch_first=True, padding_value=0)
+        out = self.model(input_features=features.to(self.device), attention_mask=mask.to(self.device), output_hidden_states=True)
+        hidden = (out.hidden_states[self.layer] - self.mean) / self.std
+        return [hidden[i : i + 1, :length] for i, length in enumerate(lengths)]
 
     @torch.no_grad()
     def codes(self, features: torch.Tensor) -> torch.Tensor:
@@ -141,7 +155,17 @@ def conditioning(gpt: torch.nn.Module, features: torch.Tensor) -> tuple[torch.Te
     `get_conditioning` and `get_emovec` of the (frozen) GPT, as IndexTTS2's inference and the
     community preprocessing call them; the emotion vector has been through `emovec_layer` and `emo_layer`.
     """
-    lengths = torch.tensor([features.shape[1]], device=features.device)
-    latents = gpt.get_conditioning(features.transpose(1, 2), lengths)
-    emotion = gpt.get_emovec(features, lengths)
+    latents, emotion = conditioning_batch(gpt, features)
     return latents[0], emotion[0]
+
+
+@torch.no_grad()
+def conditioning_batch(gpt: torch.nn.Module, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (latents [B, 32, model_dim], emotion vectors [B, model_dim]) of B prompts of EQUAL length [B, T, 1024].
+
+    Equal length only: IndexTTS2's conformer zeroes padding before its biased pointwise
+    convolution, so padding becomes non-zero and reaches the last real frames through the
+    symmetric depthwise convolution; unpadded, a batch gives what each prompt gives alone.
+    """
+    lengths = torch.full((features.shape[0],), features.shape[1], device=features.device)
+    return gpt.get_conditioning(features.transpose(1, 2), lengths), gpt.get_emovec(features, lengths)

@@ -3,22 +3,28 @@
 IndexTTS2's `config.yaml` sizes the GPT from `gpt.number_text_tokens` (rows = that + 1); a
 Chatterbox T3 config (JSON or YAML, top level or nested) from `text_tokens_dict_size` (rows =
 that). Both must equal the tokenizer size, or the foreign trainer builds too few rows and dies
-on a CUDA device-side assert. LinguaForge's own trainer never reads these numbers; the IndexTTS
-and Chatterbox family helpers and the doctor call `check_target_config`.
+on a CUDA device-side assert. LinguaForge's own trainer never reads these numbers.
+
+This module is the ONE gate for them: `read_target_config` + `target_config_mismatch` decide
+whether a config fits a tokenizer, for the doctor's `config.target` (`--target-config`) and
+`indextts.config` checks alike, and every corrected copy LinguaForge writes (`--write-config`,
+the doctor's IndexTTS2 copy, `export`'s config.yaml) is re-read through the same gate.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
-from core.errors import InputError
+from core.errors import InputError, InternalError
+from core.families import get_family, rows_for
 from core.fsutil import atomic_write_text
 
 # family -> the key holding the text vocabulary size (IndexTTS2's sits under `gpt:`).
@@ -53,10 +59,22 @@ def _parse(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the target config ({exc.strerror}).") from exc
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; a trainer config is a YAML or JSON file.") from None
     try:
         return json.loads(text) if path.suffix.lower() in _JSON_SUFFIXES else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: not valid {'JSON' if path.suffix.lower() in _JSON_SUFFIXES else 'YAML'}: {exc}") from exc
+        raise InputError(f"{path}: not valid {'JSON' if path.suffix.lower() in _JSON_SUFFIXES else 'YAML'} ({_where(exc)}); "
+                         "fix the file or point at the right one.") from None
+
+
+def _where(exc: Exception) -> str:
+    """Return a one-line account of a parse error: its line and problem where the parser gives them."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}: {exc.msg}"
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}: {problem}" if mark is not None else problem
 
 
 def read_target_config(path: str | os.PathLike[str]) -> TargetConfig:
@@ -87,7 +105,7 @@ def target_config_mismatch(config: TargetConfig, tokenizer_size: int) -> str | N
     """Return a one-line description of how the config's vocab size disagrees with the tokenizer, or None."""
     if config.vocab == tokenizer_size:
         return None
-    rows = config.vocab + (1 if config.family == "indextts" else 0)
+    rows = rows_for(get_family(config.family), config.vocab)
     return (
         f"{config.path}: `{config.key}` is {config.vocab}, but the tokenizer has {tokenizer_size} ids: the "
         f"{config.family} trainer builds {rows} text rows from it and fails (CUDA device-side assert) on the first "
@@ -147,3 +165,29 @@ def write_corrected_config(
     config = read_target_config(source)
     atomic_write_text(output, corrected_config_text(config, tokenizer_size))
     return read_target_config(output)
+
+
+def corrected_indextts_config(config: Mapping[str, Any], tokenizer_size: int, bpe_name: str, gpt_name: str) -> dict[str, Any]:
+    """Return a copy of an IndexTTS2 config.yaml's data with `gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` set."""
+    fixed = copy.deepcopy(dict(config))
+    fixed["gpt"]["number_text_tokens"] = int(tokenizer_size)
+    fixed.setdefault("dataset", {})["bpe_model"] = bpe_name
+    fixed["gpt_checkpoint"] = gpt_name
+    return fixed
+
+
+def write_indextts_config(
+    path: str | os.PathLike[str], config: Mapping[str, Any], tokenizer_size: int, bpe_name: str, gpt_name: str
+) -> TargetConfig:
+    """Write IndexTTS2's config.yaml corrected for a tokenizer (`corrected_indextts_config`) atomically to `path`.
+
+    Returns the written file re-read through the gate. Raises InternalError when it does not pass
+    (the corrected number would not be what IndexTTS2 reads).
+    """
+    data = corrected_indextts_config(config, tokenizer_size, bpe_name, gpt_name)
+    atomic_write_text(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    written = read_target_config(path)
+    problem = target_config_mismatch(written, tokenizer_size)
+    if problem is not None or written.family != "indextts":
+        raise InternalError(f"the corrected IndexTTS2 config does not pass the config gate: {problem or written.key}")
+    return written
