@@ -465,6 +465,37 @@ def test_english_codes_unchanged_by_the_extension(folder: Path, ws: Path) -> Non
     assert torch.equal(codes[0], codes[1])
 
 
+def test_decoding_reaches_the_kv_cache_under_transformers_5(folder: Path) -> None:
+    """The published GPT2InferenceModel misses its cache under transformers 5 (every code recomputes the
+    whole sequence); `reach_kv_cache` makes each step after the prompt feed one position on a growing cache."""
+    from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts_speech import reach_kv_cache
+
+    tok = load_tokenizer(folder / "bpe.model")
+    model, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), read_indextts_config(folder / "config.yaml"), tok.size)
+    model.eval().post_init_gpt2_config(kv_cache=True)
+    ids = torch.tensor([IndexTextNormalizer().text_ids("HELLO THERE", tok)])
+    speech = torch.randn(1, 60, 1024, generator=torch.Generator().manual_seed(0))
+    transformer = model.inference_model.transformer
+    published_forward, steps = transformer.forward, []
+
+    def recording_forward(*args, **kwargs):  # noqa: ANN002, ANN003
+        cache = kwargs.get("past_key_values")
+        steps.append((kwargs["inputs_embeds"].shape[1], cache.get_seq_length() if cache is not None else 0))
+        return published_forward(*args, **kwargs)
+
+    transformer.forward = recording_forward
+    with torch.no_grad():
+        model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=6)
+        uncached, steps[:] = list(steps), []
+        reach_kv_cache(model)
+        codes, _ = model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=6)
+    prompt = uncached[0][0]
+    assert uncached == [(prompt + i, 0) for i in range(len(uncached))]          # upstream as installed: no cache
+    assert steps == [(prompt, 0)] + [(1, prompt + i) for i in range(len(steps) - 1)]
+    assert len(steps) == codes.shape[1] >= 2
+
+
 def _community_folder(cache_dir: Path, dest: Path, tokenizer) -> Path:  # noqa: ANN001
     """Write the cache's clips in the community preprocess_data.py layout (npy files + train/val manifests)."""
     from core.families.indextts_features import load_item, open_features

@@ -110,7 +110,33 @@ def _load_gpt(checkpoint: Any, tokenizer_path: Path | None, settings: Any, confi
     gpt, _ = load_unified_voice(loaded.state_dict, config, tokenizer.size)
     gpt = gpt.to(device).eval()
     gpt.post_init_gpt2_config(kv_cache=True)
+    reach_kv_cache(gpt)
     return gpt, tokenizer
+
+
+def reach_kv_cache(gpt: torch.nn.Module) -> None:
+    """Make IndexTTS2's cached decoding work under transformers 5 (changes `gpt.inference_model` in place).
+
+    Under transformers 5.x `generate` hands the cache to `prepare_inputs_for_generation` as `cache`
+    (not `past_key_values`) and drops an all-ones attention mask, so the published
+    `GPT2InferenceModel` never sees its KV cache and recomputes the whole sequence at every code
+    (quadratic, and at the uncached path's positions). This adapter passes the cache and an all-ones
+    mask (decoding here is one unpadded text at a time) to the published method, which then runs
+    IndexTTS2's own cached path: one position per step after the prompt.
+    """
+    import types
+
+    model = gpt.inference_model
+    published = type(model).prepare_inputs_for_generation
+
+    def prepare(self: Any, input_ids: torch.Tensor, past_key_values: Any = None, **kwargs: Any) -> dict[str, Any]:
+        cache = kwargs.pop("cache", None)
+        if kwargs.get("attention_mask") is None:
+            kwargs["attention_mask"] = torch.ones_like(input_ids)
+        kwargs.pop("position_ids", None)  # the published method derives them from the mask
+        return published(self, input_ids, past_key_values if past_key_values is not None else cache, **kwargs)
+
+    model.prepare_inputs_for_generation = types.MethodType(prepare, model)
 
 
 def speech_files(model_dir: Path | None, settings: Any) -> dict[str, Path]:
