@@ -64,7 +64,8 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     jobs = JobRunner(catalogue=CATALOGUE)
     worker = start_worker(jobs.settings)
     try:
-        job_id = jobs.submit("quickstart.tts", {"preset": str(_preset(tmp_path, "reduced", REDUCED_TTS)), "name": "qs",
+        # a job's paths are confined to the workspace, so the preset lives there (as the dashboard's would)
+        job_id = jobs.submit("quickstart.tts", {"preset": str(_preset(workspace, "reduced", REDUCED_TTS)), "name": "qs",
                                                 "external_worker": True})
         job = jobs.wait(job_id, 600)
     finally:
