@@ -51,7 +51,6 @@ def _chatterbox_with(base: Path, chars: list[str], name: str) -> Path:
     return path
 
 
-
 def test_indextts_12k_to_24k_copies_base_moves_extra_row_and_uses_fvt(
     tmp_path: Path, indextts_bpe: Path, grow_sentencepiece
 ) -> None:

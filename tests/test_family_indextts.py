@@ -24,6 +24,7 @@ from core.families.registry import get_model_family
 from core.tokenizers.tokenizer import load_tokenizer
 from tests.data_helpers import make_espeak_dataset
 from tests.indextts_helpers import W2V_LAYERS, build_model_folder
+from tests.sp_helpers import grow_to
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -32,19 +33,6 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reduced IndexTTS2 folder (read-only for the tests; copy before changing)."""
     return build_model_folder(tmp_path_factory.mktemp("indextts") / "IndexTTS-2")
-
-
-def _grow(base: Path, size: int, dest: Path) -> Path:
-    from core.tokenizers.sp_proto import NORMAL, parse_model_proto
-
-    proto = parse_model_proto(base.read_bytes())
-    low = min(p.score for p in proto.pieces)
-    for i in range(size - len(proto.pieces)):
-        piece = proto.pieces.add()
-        piece.piece, piece.score, piece.type = f"▁QX{chr(65 + i // 26)}{chr(65 + i % 26)}", low - 1 - i * 1e-3, NORMAL
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(proto.SerializeToString())
-    return dest
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +45,8 @@ def ws(folder: Path, tmp_path_factory: pytest.TempPathFactory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
         make_espeak_dataset(root / "datasets" / "am", per_language=4, languages=("am",))
-        _grow(folder / "bpe.model", 12008, root / "tokenizers" / "am8.model")
-        _grow(folder / "bpe.model", 12016, root / "tokenizers" / "am16.model")
+        grow_to(folder / "bpe.model", 12008, root / "tokenizers" / "am8.model")
+        grow_to(folder / "bpe.model", 12016, root / "tokenizers" / "am16.model")
         extend_checkpoint(folder / "gpt.pth", folder / "bpe.model", root / "tokenizers" / "am8.model",
                           root / "checkpoints" / "gpt_am8.pt", family="indextts", init="mean")
         yield root
@@ -102,7 +90,7 @@ def test_published_gpt_loads_strictly_with_v_plus_one_rows(folder: Path) -> None
     family.load_weights(model, state, str(files["gpt"]), tokenizer)
     assert model.text_embedding.frozen == 12000 and model.text_embedding.frozen_tail == 1
     assert torch.equal(model.state_dict()["text_head.bias"], state["text_head.bias"])
-    small = _grow(files["bpe"], 12004, folder.parent / "t4.model")
+    small = grow_to(files["bpe"], 12004, folder.parent / "t4.model")
     with pytest.raises(InputError, match="12001 text rows.*12004 ids.*needs 12005.*embeddings extend"):
         family.load_weights(model, state, str(files["gpt"]), load_tokenizer(small))
 

@@ -138,7 +138,6 @@ def test_same_size_tokenizer_with_other_pieces(tmp_path: Path, chatterbox_tokeni
     assert same["tokenizer.base"]["status"] == "pass"
 
 
-
 def test_init_counts_are_recorded_and_translit_spells_ethiopic(tmp_path: Path, indextts_bpe: Path) -> None:
     new = append_pieces(indextts_bpe, ["▁ሰላም", "ም", "▁THEZ", "።"], indextts_bpe.with_name("am.model"))
     sd = _text_only_indextts(12001)

@@ -97,7 +97,6 @@ class Speaker(ABC):
 
         Raises InputError for a text, language or reference the model cannot speak.
         """
-        raise NotImplementedError
 
 
 class ModelFamily(ABC):
@@ -174,18 +173,15 @@ class ModelFamily(ABC):
 
         Raises InputError when a declared size disagrees with the tokenizer or the shape cannot be read.
         """
-        raise NotImplementedError
 
     @abstractmethod
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
         """Return a freshly initialised model whose first `frozen_rows` text rows (and the layout's
         extra rows) are frozen buffers, the rest trainable."""
-        raise NotImplementedError
 
     @abstractmethod
     def text_row_modules(self, model: nn.Module) -> list["_SplitRows"]:
         """Return the model's split text-row modules (embedding first, then head)."""
-        raise NotImplementedError
 
     def text_row_prefixes(self, model: nn.Module) -> tuple[str, ...]:
         """Return the parameter-name prefixes of the text rows (`text_emb.`, `text_head.`, …)."""
@@ -237,7 +233,6 @@ class ModelFamily(ABC):
     def task_data(self, run: FamilyRun, model_config: Any, cache_dir: Path | None) -> "TaskData":
         """Return the trainer's TaskData: train/val SampleSets, collate, and `forward(module, batch)`
         returning `loss`, the metrics and `tokens`."""
-        raise NotImplementedError
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: "Settings") -> list[Path]:
