@@ -8,13 +8,16 @@ known alias keys dropped. `.safetensors` files keep the metadata as JSON under `
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import pickle
+import shutil
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -108,6 +111,32 @@ def _unshare(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return result
 
 
+# Free bytes below which a failed write is taken as the disk running out (torch.save reports it as a
+# RuntimeError "unexpected pos", safetensors as an OSError or a RuntimeError, not always ENOSPC).
+DISK_FULL_BYTES = 16 * 1024**2
+
+
+@contextmanager
+def _disk_full_as_input_error(path: Path, tmp: Path) -> Iterator[None]:
+    """Turn a write of `tmp` (for `path`) that failed because its disk is full into a one-line InputError.
+
+    Other failures propagate unchanged. atomic_write then removes `tmp`, so `path` stays as it was.
+    """
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        free = shutil.disk_usage(tmp.parent).free
+        out_of_space = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+        if not (out_of_space or free < DISK_FULL_BYTES):
+            raise
+        written = tmp.stat().st_size if tmp.exists() else 0
+        raise InputError(
+            f"{path}: the disk ran out of space while writing this checkpoint ({written / 1024**2:.1f} MiB written, "
+            f"{free / 1024**2:.1f} MiB free); the file was not changed. Free space on that disk, lower "
+            "schedule.keep_last, or move the workspace to a larger disk."
+        ) from exc
+
+
 def save_checkpoint(
     path: str | os.PathLike[str],
     state_dict: Mapping[str, torch.Tensor],
@@ -118,8 +147,9 @@ def save_checkpoint(
 
     `.safetensors`: tensors plus metadata JSON under `linguaforge` (no `extra` allowed).
     `.pt`/`.pth`: `{"model": state_dict, "linguaforge": meta, **extra}`.
-    Raises InputError for an unsupported suffix, InternalError for extras that would not load
-    with weights_only=True or that use the reserved keys.
+    Raises InputError for an unsupported suffix or when the disk runs out of space (the file at
+    `path` is then left as it was), InternalError for extras that would not load with
+    weights_only=True or that use the reserved keys.
     """
     path = Path(path)
     meta_dict = _meta_dict(meta)
@@ -131,7 +161,7 @@ def save_checkpoint(
 
         metadata = {META_KEY: json.dumps(meta_dict)} if meta_dict is not None else None
         tensors = _unshare(state_dict)
-        with atomic_write(path) as tmp:
+        with atomic_write(path) as tmp, _disk_full_as_input_error(path, tmp):
             save_file(tensors, str(tmp), metadata=metadata)
         return path
     if suffix in TORCH_SUFFIXES:
@@ -141,8 +171,8 @@ def save_checkpoint(
             raise InternalError(f"checkpoint extra uses reserved key(s) {', '.join(sorted(reserved))}.")
         _check_plain(extra, "extra")
         payload = {"model": dict(state_dict), META_KEY: meta_dict, **extra}
-        with atomic_write(path) as tmp:
-            torch.save(payload, tmp)
+        with atomic_write(path) as tmp, _disk_full_as_input_error(path, tmp), open(tmp, "wb") as handle:
+            torch.save(payload, handle)   # our handle: closed on a failed write, so removing tmp frees its space
         return path
     raise InputError(
         f"{path}: unsupported checkpoint suffix {path.suffix!r}; use .safetensors, .pt or .pth."

@@ -8,11 +8,26 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def module_tmp(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder for one test module's shared fixtures, deleted after the module's last test.
+
+    It is kept when a test of the module failed, for a post-mortem. The family workspaces hold
+    hundreds of MB of checkpoints each; keeping them all to the session's end would fill a small disk.
+    """
+    path = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])
+    failed_before = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

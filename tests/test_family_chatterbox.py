@@ -46,8 +46,8 @@ pytestmark = pytest.mark.timeout(2400)
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root = tmp_path_factory.mktemp("cb") / "workspace"
+def ws(module_tmp: Path) -> Any:
+    root = module_tmp / "workspace"
     root.mkdir()
     patch = pytest.MonkeyPatch()
     patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
@@ -161,7 +161,8 @@ def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
     def config(name: str) -> Any:
         return run_config_from_dict(_config(name, data={"manifest": "datasets/espeak/manifest.jsonl", "val_ratio": 0.2, "prefetch": 0},
                                             batch={"size": 2},
-                                            schedule={"max_steps": 3, "val_every": 3, "save_every": 3, "log_every": 1}), f"{name}.yaml")
+                                            schedule={"max_steps": 3, "val_every": 3, "save_every": 3, "log_every": 1, "keep_last": 1}),
+                                     f"{name}.yaml")
 
     straight = train(config("cb-straight"), settings=load_settings())
     stop_file_at_step(monkeypatch, ChatterboxFamily, ws / "runs" / "cb-paused" / "STOP", 1)
@@ -178,6 +179,8 @@ def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
     losses = {name: {m["step"]: m["loss"] for m in map(json.loads, (ws / "runs" / name / "metrics.jsonl").read_text().splitlines())
                      if m["split"] == "train"} for name in ("cb-straight", "cb-paused")}
     assert losses["cb-paused"] == losses["cb-straight"] and sorted(losses["cb-paused"]) == [1, 2, 3]
+    for run_dir in (straight.run_dir, resumed.run_dir):   # 1 GB of checkpoints that no later test reads
+        shutil.rmtree(run_dir)
 
 
 def test_length_bucketing_applies_to_family_samples(ws: Path, trained: Any) -> None:

@@ -30,18 +30,18 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def folder(module_tmp: Path) -> Path:
     """The reduced IndexTTS2 folder (read-only for the tests; copy before changing)."""
-    return build_model_folder(tmp_path_factory.mktemp("indextts") / "IndexTTS-2")
+    return build_model_folder(module_tmp / "IndexTTS-2")
 
 
 @pytest.fixture(scope="module")
-def ws(folder: Path, tmp_path_factory: pytest.TempPathFactory):
+def ws(folder: Path, module_tmp: Path):
     """A workspace: 4 espeak Amharic clips (2 speakers), tokenizers grown 12,000 → 12,008 → 12,016,
     and `gpt.pth` extended to 12,008 + 1 rows by `embeddings extend` (mean init, extra row moved last)."""
     from core.training.embeddings import extend_checkpoint
 
-    root = tmp_path_factory.mktemp("indextts-ws") / "workspace"
+    root = module_tmp / "workspace"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
         make_espeak_dataset(root / "datasets" / "am", per_language=4, languages=("am",))
@@ -324,6 +324,8 @@ def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
     losses = {name: {m["step"]: m["loss"] for m in map(json.loads, (ws / "runs" / name / "metrics.jsonl").read_text().splitlines())
                      if m["split"] == "train"} for name in ("straight", "paused")}
     assert losses["paused"] == losses["straight"] and sorted(losses["paused"]) == [1, 2, 3, 4]
+    for run_dir in (straight.run_dir, resumed.run_dir):   # checkpoints that no later test reads
+        shutil.rmtree(run_dir)
 
 
 def test_length_bucketing_applies_to_family_samples(ws: Path, trained) -> None:
@@ -383,6 +385,7 @@ def test_sigterm_to_a_cli_family_run_ends_it_stopped_with_a_checkpoint(folder: P
     saved = load_checkpoint(Path(status["last_checkpoint"]))
     assert saved.extra["step"] == saved.meta["step"] == status["step"] and saved.meta["family"] == "indextts"
     assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+    shutil.rmtree(status_path.parent)                      # a checkpoint that no later test reads
 
 
 def test_export_is_accepted_by_indextts2s_own_loader(folder: Path, ws: Path, trained, tmp_path: Path) -> None:
@@ -547,11 +550,11 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
 
 
 @pytest.fixture(scope="module")
-def speech(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def speech(folder: Path, module_tmp: Path) -> Path:
     """The reduced folder plus speech models: a 1-layer GPT at the published width 1280, s2mel, CAMPPlus, BigVGAN."""
     from tests.indextts_helpers import build_speech_folder
 
-    return build_speech_folder(folder, tmp_path_factory.mktemp("indextts-speech") / "IndexTTS-2-speech")
+    return build_speech_folder(folder, module_tmp / "IndexTTS-2-speech")
 
 
 def test_synthesis_runs_gpt_s2mel_bigvgan_with_each_stage_shape_checked(folder: Path, ws: Path, speech: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -24,16 +25,15 @@ SCHEDULE = {"val_every": 1000, "keep_last": 2, "log_every": 1}
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsEnv]:
+def env(module_tmp: Path) -> Iterator[JobsEnv]:
     from tests.trainer_helpers import lm_workspace
 
-    tmp = tmp_path_factory.mktemp("train_jobs")
-    workspace = tmp / "workspace"
+    workspace = module_tmp / "workspace"
     workspace.mkdir()
     lm_workspace(workspace)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
-        for env in make_jobs_env(workspace, tmp, cancel_grace_s=60, term_grace_s=5):
+        for env in make_jobs_env(workspace, module_tmp, cancel_grace_s=60, term_grace_s=5):
             env.start_worker()
             yield env
 

@@ -25,9 +25,9 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def tts_ws(tmp_path_factory: pytest.TempPathFactory):
+def tts_ws(module_tmp: Path):
     """A workspace with the espeak sample (en + am), a 64-code codec and en / en+am SentencePiece models."""
-    root = tmp_path_factory.mktemp("tts") / "workspace"
+    root = module_tmp / "workspace"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
         manifest = make_espeak_dataset(root / "datasets" / "sample", per_language=12)

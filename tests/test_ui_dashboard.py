@@ -28,10 +28,10 @@ MAX_STEPS = 40
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
     """The real app on a free port with --auth, for a fresh workspace holding the IndexTTS2 tokenizer."""
     chromium_path()
-    root = tmp_path_factory.mktemp("dashboard")
+    root = module_tmp
     workspace = root / "workspace"
     (workspace / "tokenizers").mkdir(parents=True)
     shutil.copyfile(SHARED_FIXTURES / "indextts2" / "bpe.model", workspace / "tokenizers" / "indextts.model")

@@ -60,10 +60,10 @@ RECORDER = """
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
     """The real app on a free port for a fresh workspace holding the reduced quickstart preset."""
     chromium_path()
-    root = tmp_path_factory.mktemp("journey")
+    root = module_tmp
     workspace = root / "workspace"
     (workspace / "quickstart").mkdir(parents=True)
     (workspace / "quickstart" / "reduced.yaml").write_text(yaml.safe_dump(REDUCED_TTS), encoding="utf-8")

@@ -20,7 +20,8 @@ def _size(n: int) -> str:
     return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 1024**2:.1f} MiB"
 
 
-def _model_config(ctx: DoctorContext) -> dict[str, Any] | None:
+def own_model_config(ctx: DoctorContext) -> dict[str, Any] | None:
+    """Return the shape of the run's own LinguaForge GPT for the estimates, or None for a model family run."""
     if ctx.extras.get("model_config"):
         config = dict(ctx.extras["model_config"])
         return config if "d_model" in config else None  # the estimate covers LinguaForge's own GPT shapes only
@@ -51,7 +52,7 @@ def run_device(ctx: DoctorContext) -> str:
 def check_memory(ctx: DoctorContext) -> CheckResult | None:
     """Return pass when the estimate for the run's batch fits 80 % of the free memory of the device the
     run will use (naming the largest micro-batch that fits), else fail with a batch that fits."""
-    config = _model_config(ctx)
+    config = own_model_config(ctx)
     if config is None or ctx.run_config is None:
         return None
     run = ctx.run_config

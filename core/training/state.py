@@ -12,6 +12,7 @@ tensor with zero rows, so old rows keep their moments and new rows start fresh.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -60,10 +61,19 @@ def rotate(run_dir: Path, keep_last: int) -> list[Path]:
 
 
 def copy_as_best(path: Path) -> Path:
-    """Copy the checkpoint `path` atomically to `best.pt` beside it and return the new path."""
+    """Make `best.pt` beside the checkpoint `path` hold its bytes, atomically; return the best path.
+
+    `best.pt` is a hard link to `path` where the filesystem allows one (checkpoints are only ever
+    replaced by rename, never written in place, so rotating `path` away leaves `best.pt` whole),
+    which saves a checkpoint's worth of disk per run; elsewhere it is a copy.
+    """
     best = path.parent / BEST_FILE
     with atomic_write(best) as tmp:
-        shutil.copyfile(path, tmp)
+        tmp.unlink()
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copyfile(path, tmp)
     return best
 
 

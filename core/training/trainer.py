@@ -570,7 +570,8 @@ class Trainer:
         try:
             state, val, last = self._loop()
         except BaseException as exc:
-            self.log.update_status(state="failed", error=str(exc))
+            with contextlib.suppress(OSError):   # a full disk must not hide the error that ended the run
+                self.log.update_status(state="failed", error=str(exc))
             raise
         finally:
             if previous is not None:

@@ -1,0 +1,72 @@
+"""Doctor check `disk.checkpoints`: does the disk of the run folder hold the checkpoints the run keeps?
+
+A training checkpoint holds the fp32 weights and, for the trainable tensors, AdamW's two moments:
+up to three times the weights. The run keeps `schedule.keep_last` of them, `best.pt` (a hard link to
+one, or an older one whose step was rotated away) and the one being written before rotation. The
+check fails when the disk cannot hold even the weights once (the first save would fail hours in)
+and warns when it cannot hold what the run keeps at worst.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from core.checks.doctor import CheckResult, DoctorContext, register_check
+from core.checks.memory import own_model_config
+from core.runs import run_folder
+from core.training.memory import parameter_count
+
+CHECK_ID = "disk.checkpoints"
+FP32_BYTES = 4
+WEIGHTS_AND_MOMENTS = 3
+GIB = 1024**3
+
+
+def _size(n: int) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 1024**2:.1f} MiB"
+
+
+def existing_ancestor(path: Path) -> Path:
+    """Return `path` or its nearest existing parent folder (the disk a new file there would land on)."""
+    for candidate in (path, *path.parents):
+        if candidate.is_dir():
+            return candidate
+    return Path(path.anchor or ".")
+
+
+def _parameters(ctx: DoctorContext) -> int | None:
+    loaded = ctx.checkpoint_or_none()
+    if loaded is not None:
+        return sum(tensor.numel() for tensor in loaded.state_dict.values())
+    config = own_model_config(ctx)
+    if config is None or ctx.run_config is None:
+        return None
+    return parameter_count(config, ctx.run_config.task)
+
+
+@register_check(CHECK_ID, order=85)
+def check_checkpoint_disk(ctx: DoctorContext) -> CheckResult | None:
+    """Return pass when the run folder's disk holds the worst case of what the run keeps, warn when it
+    holds the weights but not that, fail when it cannot hold the weights once (None without a run config
+    or a model whose size is known)."""
+    if ctx.run_config is None:
+        return None
+    params = _parameters(ctx)
+    if not params:
+        return None
+    run_dir = run_folder(ctx.get_settings(), ctx.run_config.name).path
+    free = shutil.disk_usage(existing_ancestor(run_dir)).free
+    weights = params * FP32_BYTES
+    keep_last = ctx.run_config.schedule.keep_last
+    worst = weights * WEIGHTS_AND_MOMENTS * (keep_last + 2)
+    fix = ("Free space on that disk, lower schedule.keep_last, or move the workspace (LINGUAFORGE_WORKSPACE) "
+           "to a larger disk.")
+    described = (f"{run_dir}: a checkpoint of {params:,} parameters is {_size(weights)} to {_size(weights * WEIGHTS_AND_MOMENTS)} "
+                 f"(weights, then AdamW moments); the disk has {_size(free)} free")
+    if free < weights:
+        return CheckResult(CHECK_ID, "fail", described + "; the first save would fail.", fix)
+    if free < worst:
+        return CheckResult(CHECK_ID, "warn", described + f"; keep_last {keep_last}, best.pt and the one being written "
+                           f"need up to {_size(worst)}.", fix)
+    return CheckResult(CHECK_ID, "pass", described + f", more than the {_size(worst)} the run keeps at worst.")
