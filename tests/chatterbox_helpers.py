@@ -9,8 +9,8 @@ The folder is built once per session and copied to each caller.
 `make_chatterbox_speech_folder` is the folder synthesis needs: the same T3, VoiceEncoder and
 tokenizer JSON with `s3gen.pt` holding a random-initialised FULL published `S3Gen()` (its size is
 fixed by the class) in the published layout, its floating tensors saved in bf16 (529 MB instead
-of 1 GB; `S3Gen.load_state_dict` copies them into its fp32 weights, strictly). It is built once
-per session; callers get a folder of links to it (read-only: replace a file, never write into one).
+of 1 GB; `S3Gen.load_state_dict` copies them into its fp32 weights, strictly). It is built into
+the caller's folder (one test speaks through it), so it goes when that folder goes.
 """
 
 from __future__ import annotations
@@ -58,27 +58,19 @@ def make_chatterbox_folder(dest: Path) -> Path:
     return dest
 
 
-def _build_speech(folder: Path, reduced: Path) -> None:
+def make_chatterbox_speech_folder(dest: Path) -> Path:
+    """Build the Chatterbox speech folder (reduced T3, full random S3Gen) into `dest` and return it.
+
+    The T3, VoiceEncoder and tokenizer are links to the session's reduced folder (read-only)."""
     from chatterbox.models.s3gen import S3Gen
 
-    folder.mkdir(parents=True)
+    reduced = _reduced_folder()
+    dest.mkdir(parents=True)
     for name in ("t3_mtl23ls_v2.safetensors", "ve.pt", "grapheme_mtl_merged_expanded_v1.json"):
-        (folder / name).symlink_to(reduced / name)
+        (dest / name).symlink_to(reduced / name)
     torch.manual_seed(0)
     state = S3Gen().state_dict()
-    torch.save({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, folder / "s3gen.tmp")
-    (folder / "s3gen.tmp").rename(folder / "s3gen.pt")
-
-
-def make_chatterbox_speech_folder(dest: Path) -> Path:
-    """Fill `dest` with links to the session's Chatterbox speech folder (reduced T3, full random S3Gen) and return it."""
-    built = _session_dir() / "chatterbox-speech"
-    if not (built / "s3gen.pt").is_file():
-        shutil.rmtree(built, ignore_errors=True)
-        _build_speech(built, _reduced_folder())
-    dest.mkdir(parents=True, exist_ok=True)
-    for path in built.iterdir():
-        (dest / path.name).symlink_to(path.resolve())
+    torch.save({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, dest / "s3gen.pt")
     return dest
 
 
