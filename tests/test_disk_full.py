@@ -23,11 +23,11 @@ def _on_small_disk(mount: Path, size_kib: int, argv: list[str], env: dict[str, s
     """Run `argv` with a `size_kib` KiB tmpfs mounted at `mount` (a private mount: gone when it exits)."""
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
-    probe = subprocess.run(["unshare", "-Urm", "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"this kernel refuses a private mount namespace: {probe.stderr.strip()}")
     mount.mkdir(parents=True, exist_ok=True)
     script = f'mount -t tmpfs -o size={size_kib}k tmpfs "$0" && exec "$@"'
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", script, str(mount), "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private tmpfs mount here (unshare -Urm, mount -t tmpfs): {probe.stderr.strip()}")
     return subprocess.run(["unshare", "-Urm", "sh", "-c", script, str(mount), *argv], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
