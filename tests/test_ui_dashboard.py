@@ -72,6 +72,27 @@ def fill(page, elem_id: str, value: object, commit: bool = False) -> None:
     field.blur()
 
 
+def open_accordion(page, title: str, field_id: str) -> None:
+    """Open the accordion `title` and return once its text field `field_id` keeps what is typed into it.
+
+    Gradio mounts an accordion's content when it first opens and then sets each field's value once
+    more, so text typed in the first moments after mounting can be replaced by the default (seen:
+    the codec output typed at once came back as `codecs/codec.pt`). A probe value is typed until it
+    survives a settle of 0.5 s; then the field's default is put back.
+    """
+    page.get_by_text(title).click()
+    field = page.locator(f"#{field_id} input, #{field_id} textarea").first
+    field.wait_for(state="visible")
+    default = field.input_value()
+    for _ in range(10):
+        field.fill("probe")
+        page.wait_for_timeout(500)
+        if field.input_value() == "probe":
+            field.fill(default)
+            return
+    raise AssertionError(f"#{field_id} in the accordion {title!r} does not keep a typed value")
+
+
 def wait_text(page, elem_id: str, text: str, timeout_s: float) -> str:
     """Wait until the component `elem_id` shows `text`; fail with what it showed instead."""
     locator = page.locator(f"#{elem_id}")
@@ -138,7 +159,7 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     assert page.locator("#ds-kept").inner_text().count("espeak") >= 2
     page.locator("#ds-player audio, #ds-player button").first.wait_for(state="attached")
     page.screenshot(path=str(screens / "dataset.png"), full_page=True)
-    page.get_by_text("Codec for this dataset").click()
+    open_accordion(page, "Codec for this dataset", "ds-codec-out")
     fill(page, "ds-codec-out", "codecs/sample.pt")
     page.locator("#ds-codec-btn").click()
 
@@ -261,7 +282,7 @@ def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> No
     # Compare checkpoints: an eval.tts job for the trained checkpoint, then its row and a player
     (dashboard.workspace / "heldout.txt").write_text("Hello there.\nGood morning.\n", encoding="utf-8")
     page.get_by_role("tab", name="Compare checkpoints").click()
-    page.get_by_text("Evaluate a checkpoint (eval.tts job)").click()
+    open_accordion(page, "Evaluate a checkpoint (eval.tts job)", "cmp-sentences")
     fill(page, "cmp-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
     fill(page, "cmp-sentences", "heldout.txt")
     page.locator("#cmp-eval-btn").click()
