@@ -71,6 +71,14 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def nearest_existing(path: str | os.PathLike[str]) -> Path:
+    """Return `path` when it exists, else its nearest existing parent (where a new file there would land)."""
+    candidate = Path(path).absolute()
+    while not candidate.exists() and candidate != candidate.parent:
+        candidate = candidate.parent
+    return candidate
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """Return the sha256 hex digest of the file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()

@@ -10,29 +10,16 @@ and warns when it cannot hold what the run keeps at worst.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
-from core.checks.memory import own_model_config
+from core.checks.memory import format_size, own_model_config
+from core.fsutil import nearest_existing
 from core.runs import run_folder
 from core.training.memory import parameter_count
 
 CHECK_ID = "disk.checkpoints"
 FP32_BYTES = 4
 WEIGHTS_AND_MOMENTS = 3
-GIB = 1024**3
-
-
-def _size(n: int) -> str:
-    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 1024**2:.1f} MiB"
-
-
-def existing_ancestor(path: Path) -> Path:
-    """Return `path` or its nearest existing parent folder (the disk a new file there would land on)."""
-    for candidate in (path, *path.parents):
-        if candidate.is_dir():
-            return candidate
-    return Path(path.anchor or ".")
 
 
 def _parameters(ctx: DoctorContext) -> int | None:
@@ -56,17 +43,17 @@ def check_checkpoint_disk(ctx: DoctorContext) -> CheckResult | None:
     if not params:
         return None
     run_dir = run_folder(ctx.get_settings(), ctx.run_config.name).path
-    free = shutil.disk_usage(existing_ancestor(run_dir)).free
+    free = shutil.disk_usage(nearest_existing(run_dir)).free
     weights = params * FP32_BYTES
     keep_last = ctx.run_config.schedule.keep_last
     worst = weights * WEIGHTS_AND_MOMENTS * (keep_last + 2)
     fix = ("Free space on that disk, lower schedule.keep_last, or move the workspace (LINGUAFORGE_WORKSPACE) "
            "to a larger disk.")
-    described = (f"{run_dir}: a checkpoint of {params:,} parameters is {_size(weights)} to {_size(weights * WEIGHTS_AND_MOMENTS)} "
-                 f"(weights, then AdamW moments); the disk has {_size(free)} free")
+    described = (f"{run_dir}: a checkpoint of {params:,} parameters is {format_size(weights)} to {format_size(weights * WEIGHTS_AND_MOMENTS)} "
+                 f"(weights, then AdamW moments); the disk has {format_size(free)} free")
     if free < weights:
         return CheckResult(CHECK_ID, "fail", described + "; the first save would fail.", fix)
     if free < worst:
         return CheckResult(CHECK_ID, "warn", described + f"; keep_last {keep_last}, best.pt and the one being written "
-                           f"need up to {_size(worst)}.", fix)
-    return CheckResult(CHECK_ID, "pass", described + f", more than the {_size(worst)} the run keeps at worst.")
+                           f"need up to {format_size(worst)}.", fix)
+    return CheckResult(CHECK_ID, "pass", described + f", more than the {format_size(worst)} the run keeps at worst.")

@@ -16,7 +16,8 @@ GIB = 1024**3
 MICRO_BATCH_CAP = 512
 
 
-def _size(n: int) -> str:
+def format_size(n: int) -> str:
+    """Return `n` bytes as GiB (2 decimals) from 1 GiB up, else as MiB (1 decimal)."""
     return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 1024**2:.1f} MiB"
 
 
@@ -63,9 +64,9 @@ def check_memory(ctx: DoctorContext) -> CheckResult | None:
     estimate = estimate_bytes(config, task, batch, half, checkpointing)
     free = free_bytes(device)
     if free is None:
-        return CheckResult("memory.batch", "warn", f"estimate {_size(estimate['total'])}; free memory of {device} unknown.")
+        return CheckResult("memory.batch", "warn", f"estimate {format_size(estimate['total'])}; free memory of {device} unknown.")
     budget = int(free * HEADROOM)
-    described = f"batch {batch} needs about {_size(estimate['total'])}; {device} has {_size(free)} free"
+    described = f"batch {batch} needs about {format_size(estimate['total'])}; {device} has {format_size(free)} free"
     effective = batch * accumulate
     if estimate["total"] <= budget:
         largest = largest_fitting_batch(config, task, half, budget, MICRO_BATCH_CAP, checkpointing)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import InputError
+from core.fsutil import nearest_existing
 
 OUTPUT_DESTS = ("output",)
 SIDECAR_SUFFIXES = (".vocab", ".report.json")
@@ -95,9 +96,7 @@ def _check_output_location(args: argparse.Namespace) -> None:
         raise InputError(f"--output {output}: a folder, not a file. Give a file path, e.g. {output / 'name'}.")
     if output.exists() and not output.is_dir() and wants_folder:
         raise InputError(f"--output {output}: a file, not a folder. Give a folder (it is created).")
-    parent = output.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
+    parent = nearest_existing(output.absolute().parent)
     if not parent.is_dir():
         raise InputError(f"--output {output}: {parent} is a file, not a folder. Fix the path.")
     if not os.access(parent, os.W_OK | os.X_OK):

@@ -60,7 +60,7 @@ def rotate(run_dir: Path, keep_last: int) -> list[Path]:
     return old
 
 
-def copy_as_best(path: Path) -> Path:
+def link_as_best(path: Path) -> Path:
     """Make `best.pt` beside the checkpoint `path` hold its bytes, atomically; return the best path.
 
     `best.pt` is a hard link to `path` where the filesystem allows one (checkpoints are only ever

@@ -49,7 +49,7 @@ from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
 from core.training.optim import RowWarmup, build_optimizer, build_scheduler
 from core.training.state import (
-    copy_as_best,
+    link_as_best,
     remap_optimizer_state,
     resolve_resume,
     restore_rng,
@@ -157,9 +157,14 @@ class Trainer:
             self._setup(config_path, resume, reset_optimizer)
             self._speed_setup()
         except BaseException as exc:
-            self.log.update_status(state="failed", error=str(exc))
+            self._record_failure(exc)
             self.log.close()
             raise
+
+    def _record_failure(self, exc: BaseException) -> None:
+        """Record `exc` in status.json as the run's failure; a full disk must not hide the error itself."""
+        with contextlib.suppress(OSError):
+            self.log.update_status(state="failed", error=str(exc))
 
     def _run_doctor(self, ctx: DoctorContext, only: str | None = None) -> None:
         report = run_doctor(ctx, only)
@@ -487,7 +492,7 @@ class Trainer:
         }
         path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
         if is_best and self.config.schedule.best_metric == "val_loss":
-            copy_as_best(path)
+            link_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
         self.log.update_status(last_checkpoint=str(path), step=self.step)
         return path
@@ -530,7 +535,7 @@ class Trainer:
                 self.log.line(f"best_metric {best_metric}: not computed at step {self.step}")
             elif is_better(best_metric, value, self.best_eval):
                 self.best_eval = value
-                copy_as_best(checkpoint)
+                link_as_best(checkpoint)
                 self.log.update_status(best={"metric": best_metric, "value": value, "step": self.step})
         return metrics
 
@@ -570,8 +575,7 @@ class Trainer:
         try:
             state, val, last = self._loop()
         except BaseException as exc:
-            with contextlib.suppress(OSError):   # a full disk must not hide the error that ended the run
-                self.log.update_status(state="failed", error=str(exc))
+            self._record_failure(exc)
             raise
         finally:
             if previous is not None:
