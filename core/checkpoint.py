@@ -49,6 +49,7 @@ class CheckpointMeta:
     codec_fingerprint: str | None = None
     model_config: dict[str, Any] | None = None
     step: int | None = None
+    layout: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-ready mapping (every field, None where unknown)."""

@@ -105,6 +105,8 @@ class ModelFamily(ABC):
 
     name: str = ""
     layout: Family
+    #: the sequence layout training and every decoder share ({family, version}; recorded in checkpoint metadata)
+    sequence_layout: dict[str, Any] | None = None
     #: the `task` values this family trains
     tasks: tuple[str, ...] = ("tts",)
 

@@ -17,6 +17,7 @@ class LinguaForgeFamily(ModelFamily):
 
     name = "linguaforge"
     layout = get_family("linguaforge")
+    sequence_layout = {"family": "linguaforge", "version": 1}
     tasks = ("tts", "lm")
 
     def needs_codec(self, config: Any) -> bool:

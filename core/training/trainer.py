@@ -463,6 +463,7 @@ class Trainer:
             codec_fingerprint=self.family.feature_fingerprint(self.family_run),
             model_config=self.model_cfg.to_dict(),
             step=self.step,
+            layout=self.family.sequence_layout,
         )
 
     def save(self, val_loss: float | None) -> Path | None:
