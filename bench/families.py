@@ -7,8 +7,8 @@ the same cached conditioning + 0.2/0.8 CE + AdamW over every parameter), random 
 64 text + 500 code tokens, bf16 autocast on CUDA. Full size: the published shape (1280 × 24,
 12,000 + 256 tokens); `--smoke`: width 256, 1 layer, batch 2 on the CPU.
 
-Chatterbox T3: the family's step (`LinguaForgeT3` — T3 with frozen base text rows as buffers, the
-last hidden state only, shifted labels — + AdamW over the trainable tensors) beside a plain loop
+Chatterbox T3: the family's step (`LinguaForgeT3` — T3 with frozen base text rows as buffers, each
+sample laid out by `chatterbox_layout` with an attention mask, shifted labels — + AdamW over the trainable tensors) beside a plain loop
 (`T3.forward(training=True)` + shifted cross-entropy on its logits + AdamW over every parameter),
 random tokens, batch 8 of 64 text + 300 speech tokens and a 150-token prompt, bf16 autocast on
 CUDA. Tokens/s counts text + speech tokens. Full size (Llama_520M, 30 layers) on a GPU;
@@ -36,7 +36,8 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core.families.chatterbox import ChatterboxConfig, build_t3, collate_t3, t3_forward, t3_hparams  # noqa: E402
+from core.families.chatterbox import ChatterboxConfig, build_t3, t3_forward, t3_hparams  # noqa: E402
+from core.families.chatterbox_layout import collate  # noqa: E402
 
 TEXT, SPEECH, PROMPT = 64, 300, 150
 BASE_ROWS = 2454
@@ -126,7 +127,8 @@ def bench_chatterbox(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]
         {"n_layers": 30, "hidden_size": 1024, "intermediate_size": 4096}
     rows = BASE_ROWS + 256
     config = ChatterboxConfig(text_tokens_dict_size=rows, **shape)
-    batch = {k: v.to(device) for k, v in collate_t3(batch_samples(batch_size, rows, torch.Generator().manual_seed(0))).items()}
+    batch = {k: v.to(device) if torch.is_tensor(v) else v
+             for k, v in collate(batch_samples(batch_size, rows, torch.Generator().manual_seed(0))).items()}
     tokens = batch_size * (TEXT + SPEECH)
     results: dict[str, Any] = {"device": device_name(device), "layers": shape["n_layers"], "batch": batch_size,
                                "tokens_per_step": tokens}

@@ -233,6 +233,8 @@ def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any)
     note = json.loads((out / "linguaforge.json").read_text())
     rows = note["text_tokens_dict_size"]
     assert rows == load_tokenizer(out / "am.json").size and note["is_multilingual"] is False and "am" in note["language_tags"]
+    assert note["layout"] == {"family": "chatterbox", "version": 2}
+    assert "initial_speech_tokens=torch.zeros(2, 0" in note["published_inference"]
     fresh = T3(t3_hparams(ChatterboxConfig(text_tokens_dict_size=rows, **REDUCED)))
     fresh.load_state_dict(load_file(str(out / "t3_am.safetensors")), strict=True)
     assert type(fresh.text_emb) is torch.nn.Embedding and fresh.text_emb.weight.shape[0] == rows
@@ -247,7 +249,8 @@ def test_english_is_unchanged_by_the_extension(ws: Path) -> None:
     from chatterbox.models.t3.modules.cond_enc import T3Cond
 
     from core.families.chatterbox import ChatterboxConfig, build_t3
-    from core.families.chatterbox_speech import greedy_speech_tokens, wrap_text
+    from core.families.chatterbox_decode import Sampling, decode_speech
+    from core.families.chatterbox_layout import t3_cond_embeds, wrap_text
 
     base_tok = load_tokenizer(ws / "models" / "chatterbox" / "grapheme_mtl_merged_expanded_v1.json")
     am_tok = load_tokenizer(ws / "tokenizers" / "am.json")
@@ -263,8 +266,9 @@ def test_english_is_unchanged_by_the_extension(ws: Path) -> None:
     g = torch.Generator().manual_seed(0)
     cond = T3Cond(speaker_emb=torch.randn(1, 256, generator=g), cond_prompt_speech_tokens=torch.randint(0, 6561, (1, 150), generator=g),
                   emotion_adv=0.5 * torch.ones(1, 1, 1))
-    text = wrap_text(ids, 255, 0)
-    tokens = [greedy_speech_tokens(m, cond, text, 12) for m in models]
+    text = wrap_text(ids)
+    greedy = Sampling(temperature=0.0, cfg_weight=0.5)
+    tokens = [decode_speech(m, t3_cond_embeds(m, cond), text, 12, greedy).tokens for m in models]
     assert len(tokens[0]) > 0 and tokens[0] == tokens[1]
 
 

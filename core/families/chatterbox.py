@@ -7,9 +7,10 @@ widths from the tensors), registered in `LLAMA_CONFIGS` under a derived name whe
 from `Llama_520M`, so a reduced test model and the published one go through the same code.
 `text_emb` / `text_head` become `SplitEmbedding` / `SplitHead` (frozen base rows as buffers).
 
-Training loss: shifted labels on the text and the speech segments of `[cond | text | speech]`
-(the conditioning and prompt positions are never scored), weighted by `loss.text_weight` /
-`loss.mel_weight`; `mel_loss` / `mel_top1` are the speech-token loss and accuracy.
+Training loss: shifted labels on the text and the speech segments of each sample laid out by
+`chatterbox_layout` (`[cond | text | speech]`, right-padded and masked; the conditioning and
+prompt positions are never scored), weighted by `loss.text_weight` / `loss.mel_weight`;
+`mel_loss` / `mel_top1` are the speech-token loss and accuracy.
 
 `is_multilingual` (`T3Config`: true only at 2454 rows) flips off for a grown vocabulary; nothing
 here reads it — text preparation follows the tokenizer's language tags instead — and the export
@@ -28,20 +29,16 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 
 from core.errors import InputError
 from core.families import get_family
 from core.families.base import FamilyRun, ModelFamily
+from core.families.chatterbox_layout import IGNORE, LAYOUT, collate, gather_positions, lay_out_batch, next_token_targets
 
-START_TEXT, STOP_TEXT = 255, 0
-START_SPEECH, STOP_SPEECH = 6561, 6562
 SPEECH_CODES = 6561
 MULTILINGUAL_ROWS = 2454
 MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
 HEAD_DIM = 64
-EMOTION_ADV = 0.5
-IGNORE = -100
 BASE_LLAMA = "Llama_520M"
 MULTILINGUAL_FILES = {"voice_encoder": "ve.pt", "t3": "t3_mtl23ls_v2.safetensors", "s3gen": "s3gen.pt",
                       "tokenizer": "grapheme_mtl_merged_expanded_v1.json"}
@@ -123,7 +120,6 @@ def t3_hparams(config: ChatterboxConfig) -> Any:
 
 def _trainable_t3_class() -> type:
     from chatterbox.models.t3 import T3
-    from chatterbox.models.t3.modules.cond_enc import T3Cond
 
     class LinguaForgeT3(T3):
         """The published T3 with a training forward: `model(batch=…)` returns the losses."""
@@ -134,18 +130,15 @@ def _trainable_t3_class() -> type:
             return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a collated batch."""
+            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from `collate`."""
+            layout = lay_out_batch(self, batch)
+            hidden = self.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
+                               return_dict=True).last_hidden_state
             text, speech = batch["text_ids"], batch["codes"]
-            size = text.size(0)
-            cond = T3Cond(speaker_emb=batch["speaker_emb"], cond_prompt_speech_tokens=batch["prompt"],
-                          emotion_adv=torch.full((size, 1, 1), EMOTION_ADV, device=text.device))
-            embeds, len_cond = self.prepare_input_embeds(t3_cond=cond, text_tokens=text, speech_tokens=speech)
-            hidden = self.tfmr(inputs_embeds=embeds, use_cache=False, return_dict=True).last_hidden_state
-            n_text, n_speech = text.size(1), speech.size(1)
-            text_logits = self.text_head(hidden[:, len_cond : len_cond + n_text - 1])
-            speech_logits = self.speech_head(hidden[:, len_cond + n_text : len_cond + n_text + n_speech - 1])
-            text_targets = _shifted_targets(text, batch["text_lengths"])
-            speech_targets = _shifted_targets(speech, batch["code_lengths"])
+            text_logits = self.text_head(gather_positions(hidden, layout.text_start, text.size(1) - 1))
+            speech_logits = self.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
+            text_targets = next_token_targets(text, batch["text_lengths"])
+            speech_targets = next_token_targets(speech, batch["code_lengths"])
             text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
             mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
             scored = speech_targets != IGNORE
@@ -157,13 +150,6 @@ def _trainable_t3_class() -> type:
 
 
 _LINGUAFORGE_T3: type | None = None
-
-
-def _shifted_targets(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Return ids[:, 1:] with IGNORE past each row's length (position j predicts token j+1)."""
-    targets = ids[:, 1:]
-    positions = torch.arange(targets.size(1), device=ids.device)[None]
-    return targets.masked_fill(positions >= (lengths[:, None] - 1), IGNORE)
 
 
 def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
@@ -179,22 +165,6 @@ def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
     return model
 
 
-def collate_t3(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Return the padded batch: text wrapped 255…0 (padded with 0), speech wrapped 6561…6562 (padded
-    with 6562), their lengths, the prompt tokens cut to the batch's shortest prompt, speaker embeddings."""
-    texts = [torch.cat([torch.tensor([START_TEXT]), s["text_ids"], torch.tensor([STOP_TEXT])]) for s in samples]
-    speech = [torch.cat([torch.tensor([START_SPEECH]), s["codes"], torch.tensor([STOP_SPEECH])]) for s in samples]
-    shortest = min(len(s["prompt"]) for s in samples)
-    return {
-        "text_ids": pad_sequence(texts, batch_first=True, padding_value=STOP_TEXT).long(),
-        "text_lengths": torch.tensor([len(t) for t in texts]),
-        "codes": pad_sequence(speech, batch_first=True, padding_value=STOP_SPEECH).long(),
-        "code_lengths": torch.tensor([len(s) for s in speech]),
-        "prompt": torch.stack([s["prompt"][:shortest] for s in samples]).long(),
-        "speaker_emb": torch.stack([s["speaker_emb"] for s in samples]).float(),
-    }
-
-
 def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
     """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a T3 on a batch."""
     out = module(batch=batch)
@@ -202,11 +172,22 @@ def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: f
     return out
 
 
+#: the call of the published `T3.inference` that decodes in the trained layout (export notes, README)
+PUBLISHED_INFERENCE = (
+    "T3.inference(t3_cond=cond, text_tokens=torch.stack([text, text]), initial_speech_tokens=torch.zeros(2, 0, "
+    "dtype=torch.long), max_new_tokens=N, temperature=T, cfg_weight=W): `text` wrapped 255…0; the empty "
+    "initial_speech_tokens gives one start-of-speech token, as in training (the default one makes two and shifts "
+    "every generated token by one position). It always samples: temperature=1e-6, repetition_penalty=1.0, "
+    "min_p=0.0, top_p=1.0, cfg_weight=0.0 decode by argmax. The last token returned is the stop token 6562."
+)
+
+
 class ChatterboxFamily(ModelFamily):
     """Chatterbox T3 through the family interface."""
 
     name = "chatterbox"
     layout = get_family("chatterbox")
+    sequence_layout = LAYOUT
     tasks = ("tts",)
 
     # -- files ------------------------------------------------------------------------------
@@ -349,7 +330,7 @@ class ChatterboxFamily(ModelFamily):
             raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
                              f"speech ≤ {model_config.max_speech_tokens} tokens).")
         forward = partial(t3_forward, text_weight=run.config.loss.text_weight, mel_weight=run.config.loss.mel_weight)
-        return TaskData(splits[TRAIN], splits[VAL], collate_t3, forward)
+        return TaskData(splits[TRAIN], splits[VAL], collate, forward)
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
@@ -386,6 +367,8 @@ class ChatterboxFamily(ModelFamily):
                           f"('{t3_path.name}')); ChatterboxMultilingualTTS.from_local hard-codes T3Config.multilingual() "
                           f"(2454 rows) and generate() refuses language ids outside SUPPORTED_LANGUAGES, so build T3 yourself "
                           f"or use `python -m core synthesize --family chatterbox`."),
+            "layout": LAYOUT,
+            "published_inference": PUBLISHED_INFERENCE,
         }
         note_path = atomic_write_json(output_dir / "linguaforge.json", note)
         return [t3_path, tokenizer_path, note_path]

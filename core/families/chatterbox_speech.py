@@ -3,9 +3,10 @@
 The published `ChatterboxMultilingualTTS.generate` refuses language ids outside
 `SUPPORTED_LANGUAGES` and `from_local` hard-codes `T3Config.multilingual()`; here T3 is built at
 the checkpoint's size, the language tag is checked against the tokenizer, the text goes through
-`chatterbox_text.text_ids` (the same function the features used), and the published
-`prepare_conditionals` (voice encoder, S3 prompt tokens, S3Gen reference) and `T3.inference`
-do the rest. `greedy_speech_tokens` is the deterministic path (temperature 0).
+`chatterbox_text.text_ids` (the same function the features used), the published
+`prepare_conditionals` makes the voice (voice encoder, S3 prompt tokens, S3Gen reference), and
+`chatterbox_decode.decode_speech` generates the speech tokens in the training layout at every
+temperature (temperature 0 = argmax).
 
 `ChatterboxSpeaker` loads T3 and its tokenizer at once and the voice models (S3Gen, 264M
 parameters; the VoiceEncoder; `conds.pt`) on the first `speak`, after the text and language
@@ -22,34 +23,14 @@ import torch
 
 from core.errors import InputError
 from core.families.base import Speaker
+from core.families.chatterbox_decode import Sampling, decode_speech
+from core.families.chatterbox_layout import t3_cond_embeds, wrap_text
 from core.families.chatterbox_text import language_tags, text_ids
 
 S3GEN_SR = 24_000
 SPEECH_CODES = 6561
 SPEECH_TOKENS_PER_SECOND = 25
 MAX_NEW_TOKENS = 1000
-
-
-def wrap_text(ids: list[int], start: int, stop: int) -> torch.Tensor:
-    """Return [1, n+2] ids wrapped in the start/stop text tokens."""
-    return torch.tensor([[start, *ids, stop]], dtype=torch.long)
-
-
-@torch.inference_mode()
-def greedy_speech_tokens(t3: Any, cond: Any, text: torch.Tensor, max_new_tokens: int) -> list[int]:
-    """Return the argmax speech tokens T3 emits after the start-of-speech token (stop excluded), no CFG."""
-    hp = t3.hp
-    speech = torch.tensor([[hp.start_speech_token]], device=text.device)
-    out: list[int] = []
-    for _ in range(max_new_tokens):
-        embeds, _ = t3.prepare_input_embeds(t3_cond=cond, text_tokens=text, speech_tokens=speech)
-        hidden = t3.tfmr(inputs_embeds=embeds, use_cache=False, return_dict=True).last_hidden_state
-        token = int(t3.speech_head(hidden[:, -1]).argmax(-1))
-        if token == hp.stop_speech_token:
-            break
-        out.append(token)
-        speech = torch.cat([speech, torch.tensor([[token]], device=text.device)], dim=1)
-    return out
 
 
 def load_t3_for_inference(family: Any, checkpoint: Any, tokenizer_path: Path | None, settings: Any) -> tuple[Any, Any]:
@@ -99,6 +80,20 @@ def load_s3gen(path: Path) -> Any:
     return s3gen.eval()
 
 
+def load_conditionals(path: Path) -> Any:
+    """Return the published `Conditionals` saved in `conds.pt` (loaded with weights_only=True).
+
+    Raises InputError naming the file when it is damaged or not Chatterbox's conditionals.
+    """
+    from chatterbox.mtl_tts import Conditionals
+
+    try:
+        return Conditionals.load(path)
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, KeyError or TypeError here
+        raise InputError(f"{path}: not a readable Chatterbox conds.pt ({type(exc).__name__}); replace it with the "
+                         "release's conds.pt or remove it and pass --reference WAV.") from exc
+
+
 class ChatterboxSpeaker(Speaker):
     """A Chatterbox T3 checkpoint with the model folder's S3Gen, VoiceEncoder and `conds.pt`."""
 
@@ -124,13 +119,13 @@ class ChatterboxSpeaker(Speaker):
     def _voice_models(self) -> Any:
         """Return the published `ChatterboxMultilingualTTS` holding T3, S3Gen and the VoiceEncoder (loaded once)."""
         if self._tts is None:
-            from chatterbox.mtl_tts import ChatterboxMultilingualTTS, Conditionals
+            from chatterbox.mtl_tts import ChatterboxMultilingualTTS
 
             from core.families.chatterbox_features import load_voice_encoder
 
             s3gen = load_s3gen(self.files["s3gen"]).to(self.device)
             voice_encoder = load_voice_encoder(self.files["voice_encoder"]).to(self.device)
-            conds = Conditionals.load(self.files["conds"]).to(self.device) if "conds" in self.files else None
+            conds = load_conditionals(self.files["conds"]).to(self.device) if "conds" in self.files else None
             self._default_conds = conds
             self._tts = ChatterboxMultilingualTTS(self.t3, s3gen, voice_encoder, None, self.device, conds)
         return self._tts
@@ -153,12 +148,13 @@ class ChatterboxSpeaker(Speaker):
         published `generate` trims it. Generated ids that are no S3 code (≥ 6561: start/stop and the
         head's unused rows, which an undertrained T3 can emit) are dropped and counted.
 
-        Options: temperature (0.8; 0 = greedy, no CFG), cfg_weight (0.5), exaggeration (0.5), cfm_steps
-        (S3Gen's flow-matching steps, default 10 as published).
+        Options: temperature (0.8; 0 = argmax), cfg_weight (0.5; 0 = no guidance), repetition_penalty
+        (1.2), min_p (0.05), top_p (0.95) — the last three only when sampling — exaggeration (0.5),
+        cfm_steps (S3Gen's flow-matching steps, default 10 as published). The report adds
+        `stopped` (False: the token cap ended generation) and `tokens` (every generated speech token).
         Raises InputError for a language the tokenizer has no tag for, no voice (no reference and
         no conds.pt), or no speech tokens produced.
         """
-        from chatterbox.models.s3tokenizer import drop_invalid_tokens
         from chatterbox.mtl_tts import SUPPORTED_LANGUAGES
 
         options = dict(options or {})
@@ -170,17 +166,12 @@ class ChatterboxSpeaker(Speaker):
         conds = self._conditionals(reference, float(options.get("exaggeration", 0.5)))
         start = time.monotonic()
         t3 = self.t3
-        wrapped = wrap_text(ids, t3.hp.start_text_token, t3.hp.stop_text_token).to(self.device)
-        temperature = float(options.get("temperature", 0.8))
-        max_new = max_new_tokens or MAX_NEW_TOKENS
+        sampling = Sampling(**{k: float(options[k]) for k in Sampling.__dataclass_fields__ if options.get(k) is not None})
         with torch.inference_mode():
-            if temperature <= 0:
-                speech = torch.tensor(greedy_speech_tokens(t3, conds.t3, wrapped, max_new), dtype=torch.long, device=self.device)
-            else:
-                speech = t3.inference(t3_cond=conds.t3, text_tokens=torch.cat([wrapped, wrapped]), max_new_tokens=max_new,
-                                      temperature=temperature, cfg_weight=float(options.get("cfg_weight", 0.5)))[0]
-            generated = drop_invalid_tokens(speech)
-            speech = generated[generated < SPEECH_CODES].to(self.device)  # ids ≥ 6561 are no S3 codes; S3Gen cannot embed them
+            decoded = decode_speech(t3, t3_cond_embeds(t3, conds.t3), wrap_text(ids).to(self.device),
+                                    max_new_tokens or MAX_NEW_TOKENS, sampling)
+            speech = torch.tensor(decoded.tokens, dtype=torch.long, device=self.device)
+            speech = speech[speech < SPEECH_CODES]  # ids ≥ 6561 are no S3 codes; S3Gen cannot embed them
             if speech.numel() == 0:
                 raise InputError(f"T3 produced no speech tokens for {text!r}; train longer or check the language tag.")
             steps = int(options["cfm_steps"]) if options.get("cfm_steps") else None  # None: S3Gen's own 10
@@ -189,7 +180,8 @@ class ChatterboxSpeaker(Speaker):
         wav = wav.squeeze(0).detach().float().cpu()[:keep]
         language = (language or "").lower() or None
         return wav, {"seconds": round(wav.shape[-1] / S3GEN_SR, 3), "sample_rate": S3GEN_SR,
-                     "speech_tokens": int(speech.numel()), "dropped_tokens": int(generated.numel() - speech.numel()),
+                     "speech_tokens": int(speech.numel()), "dropped_tokens": len(decoded.tokens) - int(speech.numel()),
+                     "stopped": decoded.stopped, "tokens": decoded.tokens,
                      "language": language,
                      "upstream_supported": language in SUPPORTED_LANGUAGES if language else True,
                      "synthesis_s": round(time.monotonic() - start, 3)}

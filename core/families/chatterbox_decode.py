@@ -1,0 +1,100 @@
+"""LinguaForge's T3 decoder: the training layout at every temperature, with or without a KV cache.
+
+The prefix is `chatterbox_layout.sample_embeds(cond, wrapped text, [start-of-speech])`; generated
+token k is embedded at speech position k + 1, exactly where training put it. With a KV cache
+the prefix runs once and each step feeds one token; without one every step re-lays the whole
+sample out — both give the same tokens (a test holds them equal).
+
+Classifier-free guidance is the published one: a second row whose text token embeddings are
+zero (positions kept), logits `cond + w · (cond − uncond)`. Temperature 0 is plain argmax of the
+guided logits (no repetition penalty, no top-p/min-p); above 0 the published sampler runs:
+repetition penalty over the tokens so far (start token included), temperature, min-p, top-p,
+then a draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from core.families.chatterbox_layout import START_SPEECH, STOP_SPEECH, sample_embeds, speech_embed, wrap_speech
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How T3 picks each speech token (the published `generate` defaults; temperature 0 = argmax)."""
+
+    temperature: float = 0.8
+    cfg_weight: float = 0.5
+    repetition_penalty: float = 1.2
+    min_p: float = 0.05
+    top_p: float = 0.95
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Speech tokens generated after the start-of-speech token (stop excluded) and whether T3 stopped by itself."""
+
+    tokens: list[int]
+    stopped: bool
+
+
+def _next_token(logits: torch.Tensor, so_far: torch.Tensor, sampling: Sampling) -> int:
+    """Return the next token from guided logits [1, V] by argmax (temperature 0) or the published sampler."""
+    if sampling.temperature <= 0:
+        return int(logits.argmax(-1))
+    from transformers.generation.logits_process import (MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
+                                                         TopPLogitsWarper)
+
+    logits = RepetitionPenaltyLogitsProcessor(penalty=float(sampling.repetition_penalty))(so_far, logits)
+    logits = logits / sampling.temperature
+    logits = MinPLogitsWarper(min_p=sampling.min_p)(so_far, logits)
+    logits = TopPLogitsWarper(top_p=sampling.top_p)(so_far, logits)
+    return int(torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1))
+
+
+def _guided(logits: torch.Tensor, cfg_weight: float) -> torch.Tensor:
+    """Return [1, V]: row 0 alone, or `cond + w · (cond − uncond)` when the batch holds the unconditional row."""
+    cond = logits[0:1]
+    return cond if logits.size(0) == 1 else cond + cfg_weight * (cond - logits[1:2])
+
+
+@torch.inference_mode()
+def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
+                  sampling: Sampling = Sampling(), use_cache: bool = True) -> Decoded:
+    """Return the speech tokens T3 generates for one wrapped text (`chatterbox_layout.wrap_text`) after
+    conditioning `cond` [len_cond, D] (`chatterbox_layout.t3_cond_embeds`), at most `max_new_tokens`.
+
+    Sampling draws from torch's global generator (seed it for repeatable output).
+    """
+    device = cond.device
+    text = text.reshape(-1).to(device)
+    guided = sampling.cfg_weight > 0
+    so_far = torch.tensor([[START_SPEECH]], device=device)
+
+    def rows(speech: torch.Tensor) -> torch.Tensor:
+        laid = [sample_embeds(t3, cond, text, speech)]
+        if guided:
+            laid.append(sample_embeds(t3, cond, text, speech, drop_text=True))
+        return torch.stack(laid)
+
+    out = t3.tfmr(inputs_embeds=rows(wrap_speech([], finished=False).to(device)), use_cache=use_cache, return_dict=True)
+    tokens: list[int] = []
+    for step in range(max_new_tokens):
+        logits = _guided(t3.speech_head(out.last_hidden_state[:, -1]), sampling.cfg_weight)
+        token = _next_token(logits, so_far, sampling)
+        if token == STOP_SPEECH:
+            return Decoded(tokens, True)
+        tokens.append(token)
+        so_far = torch.cat([so_far, so_far.new_tensor([[token]])], dim=1)
+        if step + 1 == max_new_tokens:
+            break
+        if use_cache:
+            fed = speech_embed(t3, so_far.new_tensor([token]), start=step + 1)[None]
+            out = t3.tfmr(inputs_embeds=fed.expand(2 if guided else 1, -1, -1), past_key_values=out.past_key_values,
+                          use_cache=True, return_dict=True)
+        else:
+            out = t3.tfmr(inputs_embeds=rows(so_far[0]), use_cache=False, return_dict=True)
+    return Decoded(tokens, False)
