@@ -22,6 +22,7 @@ from core.config import Settings
 from core.errors import InputError, LinguaForgeError
 from core.progress import Progress
 from jobs.kinds import CommandOutcome, JobCatalogue
+from jobs.states import STARTED, SUCCEEDED
 
 MODES = ("queue", "inline")
 QUEUE_PICKUP_S = 300.0
@@ -119,8 +120,7 @@ class StageRunner:
         self._current = job_id
         self.progress.update(0, current=name, current_job=job_id)  # the dashboard shows this job's own progress
         try:
-            job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=("running", "succeeded", "failed",
-                                                                       "cancelled", "interrupted"))
+            job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=STARTED)
         except TimeoutError:
             raise StageFailed(
                 f"stage {name}: job {job_id} ({kind}) was not picked up within {QUEUE_PICKUP_S:.0f} s. "
@@ -132,7 +132,7 @@ class StageRunner:
             raise StageFailed(f"stage {name}: job {job_id} ({kind}) still {job['status']} after "
                               f"{self.timeout_s:.0f} s; it was cancelled. Raise stage_timeout_s in the preset.") from None
         self._current = None
-        if job["status"] != "succeeded":
+        if job["status"] != SUCCEEDED:
             raise StageFailed(f"stage {name}: job {job_id} ({kind}) {job['status']}: {job.get('error') or 'no error text'}. "
                               f"Full log: `python -m core jobs logs {job_id}`.")
         return job_id, job.get("artifacts") or {}
