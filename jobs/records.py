@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 import sqlite3
 import time
 import uuid
@@ -110,9 +111,10 @@ def is_damaged_database(exc: BaseException) -> bool:
 
 def damaged_database_error(path: Path, detail: object) -> InputError:
     """Return the InputError for a damaged jobs database `path`: what SQLite said (`detail`) and how to recover."""
+    aside = shlex.quote(str(path.parent / "jobs-damaged"))
     return InputError(
         f"{path}: the jobs database is damaged ({detail}). Move it aside with its -wal and -shm files "
-        f"(`mkdir {path.parent / 'jobs-damaged'} && mv {path}* {path.parent / 'jobs-damaged'}/`) and start again: "
+        f"(`mkdir {aside} && mv {shlex.quote(str(path))}* {aside}/`) and start again: "
         "the job history is lost; runs, checkpoints, datasets and job logs are not."
     )
 
@@ -232,16 +234,15 @@ class JobStore:
             sql += f" limit {int(limit)}"
         return self._read(sql, args)
 
-    def update(self, job_id: str, when_status: tuple[str, ...] | None = None, **fields: Any) -> bool:
-        """Set `fields` on job `job_id`, only while its status is in `when_status` when given.
+    def update(self, job_id: str, **fields: Any) -> bool:
+        """Set `fields` (its PID, its progress, …) on job `job_id` in whatever state it is; return True when it exists.
 
-        Returns True when the row changed (the compare-and-set succeeded). The status itself
-        changes only through a transition method (claim, reject, finish, interrupt, cancel,
-        resume, auto_resume): raises ValueError when `fields` holds `status`.
+        The status itself changes only through a transition method (claim, reject, finish,
+        interrupt, cancel, resume, auto_resume): raises ValueError when `fields` holds `status`.
         """
         if "status" in fields:
             raise ValueError("a job's status changes only through a JobStore transition method (see jobs.states)")
-        return self._set(job_id, when_status, fields)
+        return self._set(job_id, None, fields)
 
     def _set(self, job_id: str, when_status: tuple[str, ...] | None, fields: dict[str, Any],
              increment: tuple[str, ...] = ()) -> bool:
@@ -303,6 +304,7 @@ class JobStore:
     def auto_resume(self, job_id: str) -> bool:
         """interrupted → queued again (a `resume: auto` job after a crash). Returns True when it moved."""
         return self._move(job_id, "auto_resume", QUEUED, dict(REQUEUED_FIELDS))
+
 
 NUMBER_FIELDS = ("created_at", "started_at", "finished_at")
 INTEGER_FIELDS = ("pid", "exit_code", "attempts", "interruptions", "nproc")

@@ -111,10 +111,6 @@ class StageRunner:
         self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_job=None)
         return result
 
-    def timed(self, name: str, seconds: float) -> None:
-        """Record an in-process step (no command) of `seconds` under `name`."""
-        self.records.append(StageRecord(name, "in-process", seconds, None))
-
     def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         job_id = self._runner.submit(kind, params)
         self._current = job_id

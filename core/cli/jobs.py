@@ -147,9 +147,9 @@ def cmd_worker(args: argparse.Namespace) -> Result:
     return Result({"ok": True, "recovery": report}, "worker stopped")
 
 
-def _add_settings(parser: argparse.ArgumentParser) -> None:
+def _add_settings(parser: argparse.ArgumentParser, jobs_load: str = "") -> None:
     parser.add_argument("--settings", metavar="FILE",
-                        help="YAML applied over config/default.yaml (default: $LINGUAFORGE_SETTINGS); jobs load it too")
+                        help=f"YAML applied over config/default.yaml (default: $LINGUAFORGE_SETTINGS){jobs_load}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -161,7 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
     p.add_argument("--nproc", type=int_at_least(1), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
-    _add_settings(p)
+    _add_settings(p, "; recorded with the job, whose process loads it")
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")
     p.add_argument("--status", choices=STATES)
@@ -188,4 +188,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
     p.add_argument("--workers", type=int_at_least(1), default=None, help="worker threads (default queue.workers)")
-    _add_settings(p)
+    _add_settings(p, "; also loaded by the jobs submitted without one")
