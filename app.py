@@ -76,7 +76,7 @@ def serve(args: argparse.Namespace) -> int:
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
     _check_port_free(host, port)
 
-    runner = JobRunner(settings, cli_catalogue())  # records settings.source with each job; a damaged jobs.sqlite stops here
+    runner = JobRunner(settings, cli_catalogue())  # first: a damaged jobs.sqlite stops the start here
     private_uploads = _use_private_upload_folder()
     tensorboard = TensorBoardProcess(
         settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log"

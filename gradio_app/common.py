@@ -16,7 +16,6 @@ import gradio as gr
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
 from core.runs import progress_view
-from gradio_app.runner import JobRunner
 from gradio_app.runner import JobRunner, job_states
 
 LOG = logging.getLogger("linguaforge.ui")

@@ -98,7 +98,7 @@ def write_run_config(path: Path, data: dict[str, Any]) -> str:
 
 def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str, Any], data: dict[str, Any],
                     **fields: Any) -> dict[str, Any]:
-    """Return a run config (DESIGN.md shape) for a preset's training step: steps, batch, lr, warmup, cosine."""
+    """Return a run config (`train --config` shape) for a preset's training step: steps, batch, lr, warmup, cosine."""
     steps = int(step["steps"])
     return {
         "name": name, "task": task, **fields,

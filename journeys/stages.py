@@ -1,6 +1,6 @@
 """Running a quickstart journey's stages: each one CLI command, as a job on the queue or inline.
 
-Queued (the default), each stage is submitted through `jobs.runner` with its DESIGN.md kind and
+Queued (the default), each stage is submitted through `jobs.runner` as a job of its command's kind and
 waited for, so it shows in the Jobs tab with its log; the journey either starts a worker in this
 process or relies on one that is already consuming (the dashboard's, or `python -m core worker`).
 Inline, the same argv (built and checked by the job catalogue the entry point handed in) runs in
