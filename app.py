@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help="port to bind (default: ui.port, 7860)")
     parser.add_argument("--auth", default=None, help=f"require login `user:password` (or set {AUTH_ENV})")
     parser.add_argument("--workspace", default=None, help=f"workspace folder (default: config or {WORKSPACE_ENV})")
-    parser.add_argument("--config", default=None, help="a YAML file merged over config/default.yaml")
+    parser.add_argument("--config", default=None,
+                        help="a YAML file merged over config/default.yaml; the dashboard's jobs load it too")
     parser.add_argument("--no-worker", action="store_true", help="do not start the embedded job worker")
     return parser
 
@@ -75,8 +76,8 @@ def serve(args: argparse.Namespace) -> int:
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
     _check_port_free(host, port)
 
+    runner = JobRunner(settings, cli_catalogue())  # first: a damaged jobs.sqlite stops the start here
     private_uploads = _use_private_upload_folder()
-    runner = JobRunner(settings, cli_catalogue())
     tensorboard = TensorBoardProcess(
         settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log"
     )

@@ -1,8 +1,10 @@
 """Settings loader shared by every entry point (CLI, jobs, dashboard).
 
-`load_settings()` reads `config/default.yaml`, applies an optional user YAML on top and the
-`LINGUAFORGE_WORKSPACE` environment variable, and returns a `Settings` object whose
-`resolve()` turns workspace-relative paths into absolute ones.
+`load_settings()` reads `config/default.yaml`, applies an optional user YAML on top (the file
+given, else the one `LINGUAFORGE_SETTINGS` names) and the `LINGUAFORGE_WORKSPACE` environment
+variable, and returns a `Settings` object whose `resolve()` turns workspace-relative paths into
+absolute ones. A job's process gets `LINGUAFORGE_SETTINGS` from its worker (the settings file
+recorded with the job), so every command of a job sees the settings it was submitted with.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from core.errors import InputError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
 WORKSPACE_ENV = "LINGUAFORGE_WORKSPACE"
+SETTINGS_ENV = "LINGUAFORGE_SETTINGS"
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -59,10 +62,12 @@ def merge_dicts(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 
 @dataclass
 class Settings:
-    """Resolved application settings: the workspace root plus the raw configuration mapping."""
+    """Resolved application settings: the workspace root, the raw configuration mapping and the
+    settings file applied over the defaults (`source`, absolute; None for the defaults alone)."""
 
     workspace: Path
     data: dict[str, Any] = field(default_factory=dict)
+    source: Path | None = None
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
         """Return `path` as an absolute path; relative paths resolve against the workspace."""
@@ -105,15 +110,19 @@ class Settings:
 
 
 def load_settings(config_path: str | os.PathLike[str] | None = None) -> Settings:
-    """Return Settings from the defaults, an optional override YAML and the environment.
+    """Return Settings from the defaults, an override YAML and the environment.
 
+    The override is `config_path`, else the file `LINGUAFORGE_SETTINGS` names, else none.
     Raises InputError when a YAML file is missing or malformed.
     """
     data = read_yaml(DEFAULT_CONFIG)
-    if config_path is not None:
-        data = merge_dicts(data, read_yaml(Path(config_path)))
+    if config_path is None:
+        config_path = os.environ.get(SETTINGS_ENV) or None
+    source = Path(os.path.expanduser(str(config_path))).absolute() if config_path is not None else None
+    if source is not None:
+        data = merge_dicts(data, read_yaml(source))
     workspace = os.environ.get(WORKSPACE_ENV) or data.get("workspace") or "./workspace"
     root = Path(os.path.expanduser(str(workspace)))
     if not root.is_absolute():
         root = REPO_ROOT / root
-    return Settings(workspace=root.resolve(), data=data)
+    return Settings(workspace=root.resolve(), data=data, source=source)

@@ -16,8 +16,7 @@ import gradio as gr
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
 from core.runs import progress_view
-from gradio_app.runner import JobRunner
-from gradio_app.runner import FINAL_STATUSES, JobRunner
+from gradio_app.runner import JobRunner, job_states
 
 LOG = logging.getLogger("linguaforge.ui")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,7 +108,7 @@ def job_line(job: dict[str, Any]) -> str:
     """Return a one-line Markdown status of a job: id, kind, status, progress (while running), error."""
     parts = [f"Job `{job['id']}` ({job['kind']}): **{job['status']}**"]
     view = progress_view(job.get("progress"), job_status=job["status"])
-    if job.get("status") == "running" and view.fraction is not None:
+    if job.get("status") == job_states.RUNNING and view.fraction is not None:
         parts.append(view.text())
     if job.get("error"):
         parts.append(f"— {job['error']}")
@@ -121,14 +120,14 @@ def follow_job(runner: JobRunner, job_id: str, poll: float = 1.0) -> Iterator[di
     while True:
         job = runner.get(job_id)
         yield job
-        if job["status"] in FINAL_STATUSES:
+        if job["status"] in job_states.FINAL:
             return
         time.sleep(poll)
 
 
 def require_success(job: dict[str, Any]) -> dict[str, Any]:
     """Return the job's artifacts (its command's JSON output) when it succeeded; raise InputError otherwise."""
-    if job["status"] != "succeeded":
+    if job["status"] != job_states.SUCCEEDED:
         raise InputError(f"job {job['id']} ({job['kind']}) {job['status']}: {job.get('error') or 'no message'}. "
                          "Its log is in the Jobs tab.")
     return job.get("artifacts") or {}

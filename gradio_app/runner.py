@@ -13,15 +13,18 @@ from typing import Any
 
 from core.config import Settings
 from jobs import runner as jobs_runner
+from jobs import states as job_states
 from jobs.kinds import JobCatalogue
-from jobs.records import FINAL_STATUSES
 from jobs.worker import Worker
 
-__all__ = ["FINAL_STATUSES", "JobRunner"]
+__all__ = ["JobRunner", "job_states"]  # job_states: the one table of job states, for the tabs
 
 
 class JobRunner:
-    """Submits and inspects jobs for one workspace; optionally owns the in-process worker."""
+    """Submits and inspects jobs for one workspace; optionally owns the in-process worker.
+
+    Jobs record the settings file of `settings` (the app's `--config`), which their processes load.
+    """
 
     def __init__(self, settings: Settings, catalogue: JobCatalogue) -> None:
         self.settings = settings

@@ -17,12 +17,13 @@ from core.paths import PathType
 
 GPU_KINDS = (
     "train",
+    "validate",
     "synthesize",
     "generate",
     "eval.tts",
     "codec.train",
     "prune",
-)  # quickstart.* are not GPU kinds: they only submit and wait for their stage jobs, which take the slots
+)  # quickstart.* are not GPU kinds: every stage that touches a model is a job of its own, which takes the slot
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from huey import Huey, RedisHuey, SqliteHuey
 
 from core.config import Settings
 from core.errors import InputError
+from jobs.records import damaged_database_error, is_damaged_database
 
 QUEUE_NAME = "linguaforge"
 SQLITE_TIMEOUT_S = 30.0
@@ -39,7 +40,8 @@ def queue_url(settings: Settings) -> str | None:
 def build_huey(settings: Settings) -> Huey:
     """Return a Huey instance (results off, no locks) for the queue the settings name.
 
-    Raises InputError for an unsupported queue.url or a workspace where the SQLite queue cannot be opened.
+    Raises InputError for an unsupported queue.url, a workspace where the SQLite queue cannot be
+    opened, or a damaged `jobs.sqlite` (naming the file and how to recover).
     """
     url = queue_url(settings)
     if url is None:
@@ -47,7 +49,11 @@ def build_huey(settings: Settings) -> Huey:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             return SqliteHuey(QUEUE_NAME, filename=str(path), results=False, timeout=SQLITE_TIMEOUT_S)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if is_damaged_database(exc):
+                raise damaged_database_error(path, exc) from exc
+            if not isinstance(exc, sqlite3.OperationalError):
+                raise
             raise InputError(
                 f"{path.parent}: not writable, so the job queue {path.name} cannot be opened ({exc}). "
                 "Make the workspace writable or point LINGUAFORGE_WORKSPACE at a writable folder."

@@ -3,12 +3,16 @@
 Every access opens a short-lived connection in WAL mode with a busy timeout, and every
 statement is retried with backoff while SQLite reports "database is locked" or "busy", so
 that error never escapes to a caller even with many submitters and workers at once.
+A job's state changes only through the transition methods of `JobStore` (the table of
+states and transitions is `jobs.states`). A damaged database file (not SQLite, or a
+malformed page) is an InputError naming the file and how to recover, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shlex
 import sqlite3
 import time
 import uuid
@@ -17,9 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from core.errors import InputError, InternalError
+from jobs.states import CANCELLED, FAILED, FINAL, INITIAL, INTERRUPTED, QUEUED, RUNNING, transition
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
-FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 JSON_FIELDS = ("params", "argv", "progress", "artifacts")
 BUSY_TIMEOUT_S = 30.0
 RETRY_DEADLINE_S = 120.0
@@ -40,6 +43,7 @@ create table if not exists jobs (
     error text,
     log_path text not null,
     progress_path text not null,
+    settings_path text,
     created_at real not null,
     started_at real,
     finished_at real,
@@ -58,6 +62,8 @@ create index if not exists jobs_created on jobs (created_at);
 """
 
 T = TypeVar("T")
+REQUEUED_FIELDS = {"cancel_requested": 0, "finished_at": None, "pid": None}  # what `resume` clears
+DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT ("database disk image is malformed"), SQLITE_NOTADB ("file is not a database")
 
 
 def table_columns() -> dict[str, str]:
@@ -97,6 +103,22 @@ def with_busy_retry(action: Callable[[], T], what: str, deadline_s: float = RETR
             delay = min(delay * 2, 1.0)
 
 
+def is_damaged_database(exc: BaseException) -> bool:
+    """Return True when `exc` is SQLite reporting a damaged file: not a database, or a malformed page."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in DAMAGE_CODES
+
+
+def damaged_database_error(path: Path, detail: object) -> InputError:
+    """Return the InputError for a damaged jobs database `path`: what SQLite said (`detail`) and how to recover."""
+    aside = shlex.quote(str(path.parent / "jobs-damaged"))
+    return InputError(
+        f"{path}: the jobs database is damaged ({detail}). Move it aside with its -wal and -shm files "
+        f"(`mkdir {aside} && mv {shlex.quote(str(path))}* {aside}/`) and start again: "
+        "the job history is lost; runs, checkpoints, datasets and job logs are not."
+    )
+
+
 def new_job_id() -> str:
     """Return a fresh 12-hex-digit job id."""
     return uuid.uuid4().hex[:12]
@@ -106,12 +128,19 @@ class JobStore:
     """The jobs table in one SQLite file; safe to use from many threads and processes."""
 
     def __init__(self, path: Path) -> None:
+        """Open (creating or migrating) the jobs table in `path`.
+
+        Raises InputError when the workspace is not writable or the file is damaged.
+        """
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._retry(self._create)
 
     def _create(self) -> None:
         with self._connect() as conn:
+            problems = [row[0] for row in conn.execute("pragma quick_check")]
+            if problems != ["ok"]:  # a malformed page anywhere (the queue's tables too), found before any work
+                raise damaged_database_error(self.path, "; ".join(problems[:3]))
             conn.executescript(SCHEMA)
             present = {row["name"] for row in conn.execute("pragma table_info(jobs)")}
             for name, definition in table_columns().items():
@@ -135,7 +164,11 @@ class JobStore:
     def _retry(self, action: Callable[[], T]) -> T:
         try:
             return with_busy_retry(action, str(self.path))
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if is_damaged_database(exc):
+                raise damaged_database_error(self.path, exc) from exc
+            if not isinstance(exc, sqlite3.OperationalError):
+                raise
             text = str(exc).lower()
             if "readonly" in text or "read-only" in text or "unable to open" in text or "disk i/o" in text:
                 raise InputError(
@@ -166,10 +199,10 @@ class JobStore:
         return self._retry(run)
 
     def insert(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Insert a new job (fields of the jobs table) with status `queued`; return the stored row."""
+        """Insert a new job (fields of the jobs table) in the initial state, `queued`; return the stored row."""
         row = dict(job)
         row.setdefault("id", new_job_id())
-        row.setdefault("status", "queued")
+        row["status"] = INITIAL
         row.setdefault("created_at", time.time())
         for key in JSON_FIELDS:
             if key in row:
@@ -201,21 +234,76 @@ class JobStore:
             sql += f" limit {int(limit)}"
         return self._read(sql, args)
 
-    def update(self, job_id: str, when_status: tuple[str, ...] | None = None, **fields: Any) -> bool:
-        """Set `fields` on job `job_id`, only while its status is in `when_status` when given.
+    def update(self, job_id: str, **fields: Any) -> bool:
+        """Set `fields` (its PID, its progress, …) on job `job_id` in whatever state it is; return True when it exists.
 
-        Returns True when the row changed (the compare-and-set succeeded).
+        The status itself changes only through a transition method (claim, reject, finish,
+        interrupt, cancel, resume, auto_resume): raises ValueError when `fields` holds `status`.
         """
+        if "status" in fields:
+            raise ValueError("a job's status changes only through a JobStore transition method (see jobs.states)")
+        return self._set(job_id, None, fields)
+
+    def _set(self, job_id: str, when_status: tuple[str, ...] | None, fields: dict[str, Any],
+             increment: tuple[str, ...] = ()) -> bool:
         for key in JSON_FIELDS:
             if key in fields:
                 fields[key] = json.dumps(fields[key], default=str)
-        assignments = ", ".join(f"{key} = ?" for key in fields)
+        assignments = ", ".join([*(f"{key} = ?" for key in fields), *(f"{key} = {key} + 1" for key in increment)])
         sql = f"update jobs set {assignments} where id = ?"
         args: tuple[Any, ...] = (*fields.values(), job_id)
         if when_status:
             sql += f" and status in ({', '.join('?' for _ in when_status)})"
             args = (*args, *when_status)
         return self._write(sql, args) > 0
+
+    def _move(self, job_id: str, name: str, target: str, fields: dict[str, Any], increment: tuple[str, ...] = ()) -> bool:
+        """The one place a job's state changes: to `target` by transition `name`, with `fields`.
+
+        Returns True when the job was in one of the transition's source states (and so moved).
+        """
+        return self._set(job_id, transition(name, target).sources, {**fields, "status": target}, increment)
+
+    def claim(self, job_id: str, worker: str, settings_path: str | None) -> bool:
+        """queued → running for `worker`: a fresh attempt (counted), no error or exit code yet, run with the
+        settings file `settings_path` (recorded). Returns True when claimed."""
+        return self._move(job_id, "claim", RUNNING, {
+            "started_at": time.time(), "finished_at": None, "worker": worker, "error": None, "exit_code": None,
+            "settings_path": settings_path}, increment=("attempts",))
+
+    def reject(self, job_id: str, error: str) -> bool:
+        """queued → failed without running (a damaged record), with `error`. Returns True when it moved."""
+        return self._move(job_id, "reject", FAILED, {"finished_at": time.time(), "error": error})
+
+    def finish(self, job_id: str, outcome: str, **fields: Any) -> bool:
+        """running → `outcome` (succeeded, failed or cancelled) with `fields` (exit_code, error, artifacts).
+
+        Returns True when the job was still running. Raises ValueError for an outcome that is not final.
+        """
+        if outcome not in FINAL:
+            raise ValueError(f"{outcome!r} is not a final job state ({', '.join(FINAL)})")
+        return self._move(job_id, "finish", outcome, {**fields, "finished_at": time.time()})
+
+    def interrupt(self, job_id: str, error: str) -> bool:
+        """running → interrupted (its worker stopped or is gone), counted, with `error`. Returns True when it moved."""
+        return self._move(job_id, "interrupt", INTERRUPTED, {"finished_at": time.time(), "error": error},
+                          increment=("interruptions",))
+
+    def cancel(self, job_id: str, error: str = "cancelled by request") -> bool:
+        """queued or interrupted → cancelled: the job never runs (again). Returns True when it moved."""
+        return self._move(job_id, "cancel", CANCELLED, {"finished_at": time.time(), "error": error})
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Ask the worker of a running job to stop it (its state stays running). Returns True when it runs."""
+        return self._set(job_id, (RUNNING,), {"cancel_requested": 1})
+
+    def resume(self, job_id: str) -> bool:
+        """interrupted, failed or cancelled → queued again. Returns True when it moved (enqueue it then)."""
+        return self._move(job_id, "resume", QUEUED, dict(REQUEUED_FIELDS))
+
+    def auto_resume(self, job_id: str) -> bool:
+        """interrupted → queued again (a `resume: auto` job after a crash). Returns True when it moved."""
+        return self._move(job_id, "auto_resume", QUEUED, dict(REQUEUED_FIELDS))
 
 
 NUMBER_FIELDS = ("created_at", "started_at", "finished_at")

@@ -8,7 +8,6 @@ enqueued again. Huey itself keeps no locks or results for us, so nothing stale c
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from huey.api import TaskWrapper
 from core.runs import RunFolder
 
 from jobs.records import JobStore, with_busy_retry
+from jobs.states import CANCELLED, INTERRUPTED, QUEUED, RUNNING
 from jobs.supervise import is_alive, stop_process_group, worker_alive
 
 
@@ -25,14 +25,13 @@ def enqueue(task: TaskWrapper, job_id: str) -> None:
     with_busy_retry(lambda: task(job_id), f"enqueue job {job_id}")
 
 
-def requeue(store: JobStore, task: TaskWrapper, job_id: str, from_statuses: tuple[str, ...]) -> bool:
-    """Move job `job_id` from one of `from_statuses` back to `queued` and enqueue it.
+def requeue(store: JobStore, task: TaskWrapper, job_id: str, automatic: bool = False) -> bool:
+    """Queue job `job_id` again and enqueue it: `resume` (from interrupted, failed or cancelled), or with
+    `automatic` `auto_resume` (from interrupted only, after a crash).
 
-    Returns False when the job was not in one of those statuses (someone else moved it).
+    Returns False when the job was not in a state the transition leaves from (someone else moved it).
     """
-    moved = store.update(
-        job_id, when_status=from_statuses, status="queued", cancel_requested=0, finished_at=None, pid=None
-    )
+    moved = store.auto_resume(job_id) if automatic else store.resume(job_id)
     if moved:
         enqueue(task, job_id)
     return moved
@@ -53,29 +52,21 @@ def recover(store: JobStore, task: TaskWrapper, queued_ids: set[str], grace_s: f
 
     `queued_ids` are the job ids that still have a message in the queue.
     """
-    report: dict[str, list[str]] = {"interrupted": [], "cancelled": [], "requeued": [], "damaged": []}
+    report: dict[str, list[str]] = {INTERRUPTED: [], CANCELLED: [], "requeued": [], "damaged": []}
     report["damaged"] = [job["id"] for job in store.list() if job["damaged"]]
-    for job in store.list(status="running"):
+    for job in store.list(status=RUNNING):
         if job["damaged"] or worker_alive(job["worker"]) is not False:
             continue
         stop_orphan(job, grace_s, term_grace_s)
         if job["cancel_requested"]:
-            status, error = "cancelled", "cancelled by request (its worker had stopped)"
-        else:
-            status, error = "interrupted", f"worker {job['worker']} stopped while the job ran"
-        if store.update(
-            job["id"],
-            when_status=("running",),
-            status=status,
-            error=error,
-            finished_at=time.time(),
-            interruptions=job["interruptions"] + (status == "interrupted"),
-        ):
-            report[status].append(job["id"])
-    for job in store.list(status="interrupted"):
-        if not job["damaged"] and job["resume"] == "auto" and requeue(store, task, job["id"], ("interrupted",)):
+            if store.finish(job["id"], CANCELLED, error="cancelled by request (its worker had stopped)"):
+                report[CANCELLED].append(job["id"])
+        elif store.interrupt(job["id"], f"worker {job['worker']} stopped while the job ran"):
+            report[INTERRUPTED].append(job["id"])
+    for job in store.list(status=INTERRUPTED):
+        if not job["damaged"] and job["resume"] == "auto" and requeue(store, task, job["id"], automatic=True):
             report["requeued"].append(job["id"])
-    for job in store.list(status="queued"):  # lost messages only: a job requeued above already has one
+    for job in store.list(status=QUEUED):  # lost messages only: a job requeued above already has one
         if not job["damaged"] and job["id"] not in queued_ids and job["id"] not in report["requeued"]:
             enqueue(task, job["id"])
             report["requeued"].append(job["id"])

@@ -2,7 +2,7 @@
 
     runner = JobRunner(settings, catalogue=catalogue)   # the catalogue comes from the entry point
     job_id = runner.submit("tokenizer.train", {"corpus": ["text/am.txt"], "vocab_size": 800})
-    runner.get_job(job_id)["status"]      # queued | running | succeeded | failed | cancelled | interrupted
+    runner.get_job(job_id)["status"]      # one of jobs.states.STATES: queued, running, succeeded, …
     runner.read_log(job_id, tail=50)
     runner.cancel(job_id); runner.resume(job_id)
     worker = start_worker(settings); …; worker.stop()
@@ -20,20 +20,21 @@ from core.errors import InputError
 from core.runs import run_folder
 from jobs.kinds import JobCatalogue, is_gpu_kind
 from jobs.param_paths import check_job_params
-from jobs.queue import build_huey
-from jobs.records import FINAL_STATUSES, JobStore, new_job_id
+from jobs.queue import build_huey, jobs_db_path
+from jobs.records import JobStore, new_job_id
 from jobs.recovery import enqueue, requeue, stop_orphan
+from jobs.states import CANCELLED, FINAL, RESUMABLE
 from jobs.supervise import tail_text, worker_alive
 from jobs.tasks import register_tasks
 from jobs.worker import Worker
-
-RESUMABLE = ("interrupted", "failed", "cancelled")
 
 
 class JobRunner:
     """Submit, inspect, cancel and resume jobs in one workspace's queue.
 
     `catalogue` (built by the entry point from the CLI's parsers) checks submitted parameters.
+    Each job records the settings file of `settings` (`settings.source`), which its process loads.
+    Raises InputError when the jobs database cannot be opened (a read-only workspace, a damaged file).
     """
 
     def __init__(self, settings: Settings | None = None, *, catalogue: JobCatalogue) -> None:
@@ -41,7 +42,7 @@ class JobRunner:
         self.catalogue = catalogue
         self.huey = build_huey(self.settings)
         self.task = register_tasks(self.huey)
-        self.store = JobStore(self.settings.workspace / "jobs.sqlite")
+        self.store = JobStore(jobs_db_path(self.settings))
 
     def submit(self, kind: str, params: dict[str, Any] | None = None, nproc: int = 1) -> str:
         """Validate `params` for `kind` exactly like the CLI, record the job and enqueue it; return its id.
@@ -72,6 +73,7 @@ class JobRunner:
                 "run_dir": str(run_dir) if run_dir else None,
                 "log_path": str(logs / f"{job_id}.log"),
                 "progress_path": str(logs / f"{job_id}.progress.json"),
+                "settings_path": str(self.settings.source) if self.settings.source else None,
             }
         )
         enqueue(self.task, job_id)
@@ -120,7 +122,7 @@ class JobRunner:
         path = Path(self.store.get(job_id)["log_path"])
         offset = 0
         while True:
-            done = self.store.get(job_id)["status"] in FINAL_STATUSES
+            done = self.store.get(job_id)["status"] in FINAL
             if path.is_file():
                 with open(path, "rb") as handle:
                     handle.seek(offset)
@@ -138,10 +140,9 @@ class JobRunner:
         Returns the record. Raises InputError when the job already finished or does not exist.
         """
         job = self.store.get(job_id)
-        if self.store.update(job_id, when_status=("queued", "interrupted"), status="cancelled",
-                             error="cancelled by request", finished_at=time.time()):
+        if self.store.cancel(job_id):
             return self.store.get(job_id)
-        if self.store.update(job_id, when_status=("running",), cancel_requested=1):
+        if self.store.request_cancel(job_id):
             job = self.store.get(job_id)
             if worker_alive(job["worker"]) is False:
                 self._cancel_orphan(job)
@@ -151,8 +152,7 @@ class JobRunner:
     def _cancel_orphan(self, job: dict[str, Any]) -> None:
         grace = float(self.settings.get("queue.cancel_grace_s", 60))
         stop_orphan(job, grace, float(self.settings.get("queue.term_grace_s", 10)))
-        self.store.update(job["id"], when_status=("running",), status="cancelled",
-                          error="cancelled by request (its worker had stopped)", finished_at=time.time())
+        self.store.finish(job["id"], CANCELLED, error="cancelled by request (its worker had stopped)")
 
     def resume(self, job_id: str) -> dict[str, Any]:
         """Queue an interrupted, failed or cancelled job again (training continues from its checkpoint).
@@ -162,13 +162,13 @@ class JobRunner:
         job = self.store.get(job_id)
         if job["damaged"]:
             raise InputError(f"job {job_id}: damaged record ({job['damaged']}); it cannot be resumed. Submit it again.")
-        if not requeue(self.store, self.task, job_id, RESUMABLE):
+        if not requeue(self.store, self.task, job_id):
             raise InputError(
                 f"job {job_id} is {job['status']}; only {', '.join(RESUMABLE)} jobs can be resumed."
             )
         return self.store.get(job_id)
 
-    def wait(self, job_id: str, timeout_s: float, statuses: tuple[str, ...] = FINAL_STATUSES) -> dict[str, Any]:
+    def wait(self, job_id: str, timeout_s: float, statuses: tuple[str, ...] = FINAL) -> dict[str, Any]:
         """Return the record once `job_id` reaches one of `statuses`.
 
         Raises TimeoutError when it does not within `timeout_s` seconds.

@@ -1,7 +1,8 @@
 """Child-process supervision: launch a command in its own session, watch it, stop it.
 
 A job's command runs as `python -m core …` with cwd = the workspace, stdout and stderr
-appended to the job's log file (never a pipe), and LINGUAFORGE_PROGRESS_FILE set. Processes are
+appended to the job's log file (never a pipe), and LINGUAFORGE_PROGRESS_FILE and (when the job
+has a settings file) LINGUAFORGE_SETTINGS set. Processes are
 identified by PID plus their kernel start time, so a recycled PID is never mistaken for ours.
 """
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from core.config import REPO_ROOT, WORKSPACE_ENV
+from core.config import REPO_ROOT, SETTINGS_ENV, WORKSPACE_ENV
 from core.progress import PROGRESS_FILE_ENV
 
 TERM_GRACE_S = 10.0
@@ -60,10 +61,14 @@ def worker_alive(identity: str | None) -> bool | None:
     return is_alive(int(pid), start)
 
 
-def child_env(workspace: Path, progress_path: Path | None = None) -> dict[str, str]:
-    """Return the environment for a job's command: this one plus the workspace, progress file and repo."""
+def child_env(workspace: Path, progress_path: Path | None = None, settings_file: Path | None = None) -> dict[str, str]:
+    """Return the environment for a job's command: this one plus the workspace, progress file, repo
+    and settings file (without one, the command loads the defaults alone)."""
     env = dict(os.environ)
     env[WORKSPACE_ENV] = str(workspace)
+    env.pop(SETTINGS_ENV, None)
+    if settings_file is not None:
+        env[SETTINGS_ENV] = str(settings_file)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     if progress_path is not None:
@@ -79,15 +84,16 @@ def command_line(argv: list[str], nproc: int = 1) -> list[str]:
 
 
 def launch(
-    argv: list[str], cwd: Path, log_path: Path, progress_path: Path, nproc: int = 1
+    argv: list[str], cwd: Path, log_path: Path, progress_path: Path, nproc: int = 1, settings_file: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start the command for `argv` in a new session (cwd = the workspace `cwd`) logging to `log_path`.
+    """Start the command for `argv` in a new session (cwd = the workspace `cwd`) logging to `log_path`,
+    loading `settings_file` over the defaults.
 
     With `nproc` > 1 it runs under torchrun with that many processes. Returns the Popen;
     raises OSError when the process cannot start.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = child_env(cwd, progress_path)
+    env = child_env(cwd, progress_path, settings_file)
     command = command_line(argv, nproc)
     with open(log_path, "ab") as log:
         log.write(f"$ {' '.join(['python', *command[1:]])}\n".encode())

@@ -1,7 +1,8 @@
 """The Huey task that runs one job: claim it, take a GPU slot if needed, supervise its process.
 
-`register_tasks(huey, settings)` returns the `run_job` task wrapper bound to a `JobContext`.
-Submitters register it too (to enqueue); only a consumer executes it.
+`register_tasks(huey, context)` returns the `run_job` task wrapper bound to a `JobContext`.
+Submitters register it without one (to enqueue); only a consumer, which has one, executes it.
+A job's process loads the settings file recorded with the job, else the one its worker was started with.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from core.runs import RunFolder
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
+from jobs.states import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from jobs.supervise import (
     error_summary,
     launch,
@@ -84,28 +86,17 @@ def execute(ctx: JobContext, job_id: str) -> None:
         job = ctx.store.get(job_id)
     except InputError:
         return
-    if job["status"] != "queued":
+    if job["status"] != QUEUED:
         return
     if job["damaged"]:
-        ctx.store.update(job_id, when_status=("queued",), status="failed", finished_at=time.time(),
-                         error=f"damaged job record ({job['damaged']}); submit the job again")
+        ctx.store.reject(job_id, f"damaged job record ({job['damaged']}); submit the job again")
         return
     slot = ctx.gpu_slots if job["gpu"] else None
     if slot is not None and not slot.acquire(blocking=False):
         raise RetryTask(delay=GPU_RETRY_DELAY_S)
     try:
-        claimed = ctx.store.update(
-            job_id,
-            when_status=("queued",),
-            status="running",
-            started_at=time.time(),
-            finished_at=None,
-            worker=ctx.worker_id,
-            attempts=job["attempts"] + 1,
-            error=None,
-            exit_code=None,
-        )
-        if claimed:
+        settings_file = job["settings_path"] or (str(ctx.settings.source) if ctx.settings.source else None)
+        if ctx.store.claim(job_id, ctx.worker_id, settings_file):
             _supervise(ctx, job_id)
     finally:
         if slot is not None:
@@ -118,7 +109,7 @@ def _supervise(ctx: JobContext, job_id: str) -> None:
         supervisor.run()
     except Exception as exc:  # the job edge: record the failure, never leave it `running`
         supervisor.log(traceback.format_exc())
-        supervisor.finish("failed", error=f"internal error in the job runner: {exc}")
+        supervisor.finish(FAILED, error=f"internal error in the job runner: {exc}")
 
 
 class Supervisor:
@@ -156,14 +147,15 @@ class Supervisor:
                 pass
             self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
             self._prepare_run_dir()
+            settings_file = Path(self.job["settings_path"]) if self.job["settings_path"] else None
+            self.log(f"settings: {settings_file or 'config/default.yaml alone'}")
             self.attempt_offset = self.log_path.stat().st_size
-            proc = launch(
-                self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path, self.job["nproc"]
-            )
+            proc = launch(self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path,
+                          self.job["nproc"], settings_file)
         except OSError as exc:
             where = Path(exc.filename).parent if exc.filename else None
             detail = f"{where} is not writable ({exc.strerror}: {exc.filename})" if where else str(exc)
-            self.finish("failed", error=f"could not start the command: {detail}. Make the folder writable and resume the job.")
+            self.finish(FAILED, error=f"could not start the command: {detail}. Make the folder writable and resume the job.")
             return
         self.ctx.active[self.id] = proc
         try:
@@ -214,19 +206,19 @@ class Supervisor:
 
     def _record_outcome(self, code: int | None, cancelled: bool) -> None:
         if cancelled:
-            self.finish("cancelled", exit_code=code, error="cancelled by request")
+            self.finish(CANCELLED, exit_code=code, error="cancelled by request")
             return
         if code == 0:
             result = last_json_line(self.log_path) or {}
             if result.get("state") == "stopped":
-                self.finish("cancelled", exit_code=code, artifacts=result,
-                             error="the run was stopped outside the job runner (STOP file or SIGTERM)")
+                self.finish(CANCELLED, exit_code=code, artifacts=result,
+                            error="the run was stopped outside the job runner (STOP file or SIGTERM)")
                 return
-            self.finish("succeeded", exit_code=code, artifacts=result)
+            self.finish(SUCCEEDED, exit_code=code, artifacts=result)
             return
-        self.finish("failed", exit_code=code, error=error_summary(self.log_path, self.attempt_offset))
+        self.finish(FAILED, exit_code=code, error=error_summary(self.log_path, self.attempt_offset))
 
-    def finish(self, status: str, **fields: Any) -> None:
-        """Record the final `status` (only while the job is still `running`) with `fields`."""
-        self.log(f"finished: {status}")
-        self.ctx.store.update(self.id, when_status=("running",), status=status, finished_at=time.time(), **fields)
+    def finish(self, outcome: str, **fields: Any) -> None:
+        """Record the final `outcome` (only while the job is still running) with `fields`."""
+        self.log(f"finished: {outcome}")
+        self.ctx.store.finish(self.id, outcome, **fields)

@@ -4,6 +4,7 @@
 `Worker(settings).start()` runs it in the background of another process (the dashboard) until
 `stop()`. On shutdown, running jobs' processes are stopped (STOP file for training, then
 SIGTERM/SIGKILL) and the jobs marked `interrupted`, to be resumed by the next worker start.
+A job runs with the settings file it was submitted with, else the one the worker was started with.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +73,11 @@ class Worker:
         return {str(t.args[0]) for t in tasks if t.args}
 
     def describe(self) -> dict[str, Any]:
-        """Return what this worker serves: queue backend and location, threads, GPU slots, identity."""
+        """Return what this worker serves: queue backend and location, threads, GPU slots, identity,
+        and the settings file its jobs load when they were submitted without one."""
         return {
             **describe_queue(self.settings),
+            "settings": str(self.settings.source) if self.settings.source else None,
             "workers": self.workers,
             "gpu_slots": int(self.settings.get("queue.gpu_slots", 1) or 1),
             "worker": self.context.worker_id,
@@ -118,11 +120,4 @@ class Worker:
                 stop_file,
                 term_grace_s=ctx.term_grace_s,
             )
-            ctx.store.update(
-                job_id,
-                when_status=("running",),
-                status="interrupted",
-                error=f"worker {ctx.worker_id} shut down while the job ran",
-                finished_at=time.time(),
-                interruptions=job["interruptions"] + 1,
-            )
+            ctx.store.interrupt(job_id, f"worker {ctx.worker_id} shut down while the job ran")

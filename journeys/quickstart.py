@@ -3,9 +3,9 @@
 `run_tts_quickstart` runs, as stages (jobs on the queue by default, see `journeys.stages`):
 the espeak sample and a codec; an English SentencePiece tokenizer and a base model trained on the
 English clips (the stand-in for a pretrained IndexTTS/Chatterbox base); `tokenizer extend` with
-Amharic (English protected); `embeddings extend --init fvt`; the Amharic fine-tune with frozen base
-rows; `prune`, `synthesize` of held-out Amharic and English sentences, and `eval tts`. It writes
-`runs/<name>/report.json` and `report.md`.
+Amharic (English protected); `embeddings extend --init fvt`; `validate` of the fine-tune's starting
+model; the Amharic fine-tune with frozen base rows; `prune`, `synthesize` of held-out Amharic and
+English sentences, and `eval tts`. It writes `runs/<name>/report.json` and `report.md`.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def write_run_config(path: Path, data: dict[str, Any]) -> str:
 
 def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str, Any], data: dict[str, Any],
                     **fields: Any) -> dict[str, Any]:
-    """Return a run config (DESIGN.md shape) for a preset's training step: steps, batch, lr, warmup, cosine."""
+    """Return a run config (`train --config` shape) for a preset's training step: steps, batch, lr, warmup, cosine."""
     steps = int(step["steps"])
     return {
         "name": name, "task": task, **fields,
@@ -116,21 +116,6 @@ def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str
 def val_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Return the `val` records of a run's metrics.jsonl, in order."""
     return RunFolder(run_dir).metrics("val")
-
-
-def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
-    """Return the validation metrics of a run config's model before its first step (its base checkpoint).
-
-    Raises InputError for what `train` refuses (the doctor's failures included).
-    """
-    from core.training.run_config import load_run_config
-    from core.training.trainer import Trainer
-
-    trainer = Trainer(load_run_config(config_path), config_path, settings)
-    try:
-        return trainer.validate()
-    finally:
-        trainer.log.close()
 
 
 def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -210,7 +195,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     9 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue) as stages:
+                     10 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"]})
         manifests = _split_manifest(data_dir / "sample" / "manifest.jsonl")
@@ -245,9 +230,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         stages.run("preprocess.am", "preprocess", {
             "manifest": manifests["am"], "tokenizer": str(tok_dir / "en_am.model"), "codec": codec_path,
             "val_ratio": spec["val_ratio"]})
-        clock = time.monotonic()
-        val_start = validate_start(ft_cfg, settings)
-        stages.timed("validate.start", time.monotonic() - clock)
+        val_start = stages.run("validate.start", "validate", {"config": ft_cfg})["val"]
         fine = stages.run("train.finetune", "train", {"config": ft_cfg})
         final = ckpt_dir / "am.safetensors"
         stages.run("prune", "prune", {"checkpoint": fine["last_checkpoint"], "output": str(final)})

@@ -19,7 +19,6 @@ from journeys.quickstart import (
     run_config_data,
     run_name,
     val_metrics,
-    validate_start,
     write_lines,
     write_run_config,
 )
@@ -79,16 +78,14 @@ def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", n
         sweep = stages.run("tokenizer.sweep", "tokenizer.sweep", {
             "corpus": files, "sizes": ",".join(map(str, spec["sweep_sizes"]))})
         sizes = compared_sizes(sweep, spec["compare_sizes"])
-        stages.progress.total = 1 + 2 * len(sizes) + 2
+        stages.progress.total = 1 + 3 * len(sizes) + 2
         for size in sizes:
             tokenizer = str(settings.workspace / "tokenizers" / name / f"lm_{size}.model")
             stages.run(f"tokenizer.train.{size}", "tokenizer.train", {
                 "corpus": files, "vocab_size": size, "output": tokenizer})
             config = write_run_config(run_dir / "configs" / f"lm-{size}.yaml", run_config_data(
                 f"{name}-lm-{size}", "lm", spec["train"], spec, {"corpus": files}, tokenizer=tokenizer))
-            clock = time.monotonic()
-            start = validate_start(config, settings)
-            stages.timed(f"validate.start.{size}", time.monotonic() - clock)
+            start = stages.run(f"validate.start.{size}", "validate", {"config": config})["val"]
             result = stages.run(f"train.{size}", "train", {"config": config})
             models.append({
                 "vocab_size": size, "steps": result["step"], "tokenizer": tokenizer, "checkpoint": result["last_checkpoint"],

@@ -1,6 +1,6 @@
 """Running a quickstart journey's stages: each one CLI command, as a job on the queue or inline.
 
-Queued (the default), each stage is submitted through `jobs.runner` with its DESIGN.md kind and
+Queued (the default), each stage is submitted through `jobs.runner` as a job of its command's kind and
 waited for, so it shows in the Jobs tab with its log; the journey either starts a worker in this
 process or relies on one that is already consuming (the dashboard's, or `python -m core worker`).
 Inline, the same argv (built and checked by the job catalogue the entry point handed in) runs in
@@ -22,6 +22,7 @@ from core.config import Settings
 from core.errors import InputError, LinguaForgeError
 from core.progress import Progress
 from jobs.kinds import CommandOutcome, JobCatalogue
+from jobs.states import STARTED, SUCCEEDED
 
 MODES = ("queue", "inline")
 QUEUE_PICKUP_S = 300.0
@@ -110,17 +111,12 @@ class StageRunner:
         self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_job=None)
         return result
 
-    def timed(self, name: str, seconds: float) -> None:
-        """Record an in-process step (no command) of `seconds` under `name`."""
-        self.records.append(StageRecord(name, "in-process", seconds, None))
-
     def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         job_id = self._runner.submit(kind, params)
         self._current = job_id
         self.progress.update(0, current=name, current_job=job_id)  # the dashboard shows this job's own progress
         try:
-            job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=("running", "succeeded", "failed",
-                                                                       "cancelled", "interrupted"))
+            job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=STARTED)
         except TimeoutError:
             raise StageFailed(
                 f"stage {name}: job {job_id} ({kind}) was not picked up within {QUEUE_PICKUP_S:.0f} s. "
@@ -132,7 +128,7 @@ class StageRunner:
             raise StageFailed(f"stage {name}: job {job_id} ({kind}) still {job['status']} after "
                               f"{self.timeout_s:.0f} s; it was cancelled. Raise stage_timeout_s in the preset.") from None
         self._current = None
-        if job["status"] != "succeeded":
+        if job["status"] != SUCCEEDED:
             raise StageFailed(f"stage {name}: job {job_id} ({kind}) {job['status']}: {job.get('error') or 'no error text'}. "
                               f"Full log: `python -m core jobs logs {job_id}`.")
         return job_id, job.get("artifacts") or {}

@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 
 from core.errors import InputError
-from jobs.records import FINAL_STATUSES
+from jobs.states import FINAL, RUNNING
 from tests.test_jobs_support import JOB_BPE, JobsEnv, make_jobs_env
 
 THREADS = 8
@@ -63,13 +63,13 @@ def test_200_jobs_from_8_threads_all_finish_without_lock_errors(env: JobsEnv) ->
     assert not errors, errors
     assert len(set(submitted)) == THREADS * PER_THREAD
     # nothing cancels a kept job until it has started, so at least one runs to the end, however fast the machine
-    runner.wait(kept[0], 180, statuses=("running", *FINAL_STATUSES))
+    runner.wait(kept[0], 180, statuses=(RUNNING, *FINAL))
     for job in runner.list_jobs(status="queued"):
         cancel_if_possible(job["id"])
     finals = [runner.wait(job_id, 180) for job_id in submitted]
 
     statuses = [job["status"] for job in finals]
-    assert set(statuses) <= set(FINAL_STATUSES)
+    assert set(statuses) <= set(FINAL)
     assert statuses.count("cancelled") >= THREADS * PER_THREAD // 2
     assert statuses.count("succeeded") >= 1
     assert not [job for job in finals if job["status"] == "failed"]

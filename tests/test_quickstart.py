@@ -76,11 +76,12 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
 
     kinds = {stage["name"]: stage["kind"] for stage in report["stages"]}
     assert kinds["sample"] == "dataset.sample" and kinds["train.finetune"] == "train" and kinds["prune"] == "prune"
-    for stage in report["stages"]:
+    for stage in report["stages"]:  # every stage, the starting validation included, is a job of its own
         assert stage["seconds"] >= 0
-        if stage["kind"] != "in-process":
-            job = jobs.get_job(stage["job_id"])
-            assert (job["kind"], job["status"]) == (stage["kind"], "succeeded")
+        job = jobs.get_job(stage["job_id"])
+        assert (job["kind"], job["status"]) == (stage["kind"], "succeeded")
+        assert job["gpu"] == is_gpu_kind(stage["kind"])
+    assert kinds["validate.start"] == "validate" and is_gpu_kind("validate")  # it builds the model: a GPU slot
 
     tokenizer = report["tokenizer"]
     assert (tokenizer["base_size"], tokenizer["size"]) == (200, 700)

@@ -14,6 +14,7 @@ from core.runs import RunFolder, format_seconds, progress_view, run_folder, run_
 from core.training.log import RunLog
 from jobs.progress import TrainProgress
 from jobs.runner import JobRunner
+from jobs.supervise import worker_identity
 
 
 def test_run_folder_names_every_file_a_run_writes(workspace: Path) -> None:
@@ -71,7 +72,8 @@ def test_cli_jobs_list_and_the_jobs_tab_show_the_same_progress(workspace: Path) 
 
     runner = JobRunner(catalogue=cli_catalogue())
     job_id = runner.submit("doctor", {"tokenizer": "tokenizers/bpe.model"})
-    runner.store.update(job_id, status="running", progress={"step": 30, "max_steps": 120, "eta_s": 90})
+    assert runner.store.claim(job_id, worker_identity(), None)
+    runner.store.update(job_id, progress={"step": 30, "max_steps": 120, "eta_s": 90})
     expected = "25% · 30/120 · ETA 1m30s"
     job = runner.get_job(job_id)
     assert job_rows([job])[0][3] == expected

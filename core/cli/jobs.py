@@ -1,7 +1,9 @@
 """`python -m core jobs submit|list|show|logs|cancel|resume` and the top-level `worker` command.
 
 The `jobs` package (and Huey) is imported inside the handlers only, so `python -m core` starts
-without the queue. The handlers hand the runner the CLI's job catalogue (the worker runs recorded argv).
+without the queue; only its table of states (`jobs.states`, no imports) is read at load. The handlers
+hand the runner the CLI's job catalogue (the worker runs recorded argv). A job records the `--settings`
+file it was submitted with; the worker's `--settings` file serves jobs submitted without one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from core.config import Settings, load_settings
 from core.errors import InputError
 from core.runs import progress_view
 from core.tables import render_mapping, render_table
+from jobs.states import CANCELLED, STATES
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -66,6 +69,7 @@ def _show_text(job: dict[str, Any]) -> str:
         "finished": _when(job["finished_at"]),
         "attempts": job["attempts"],
         "log": job["log_path"],
+        "settings": job["settings_path"] or "config/default.yaml alone",
         "artifacts": job["artifacts"] or "-",
         "error": job["error"] or "-",
     }
@@ -119,7 +123,7 @@ def cmd_logs(args: argparse.Namespace) -> Result:
 def cmd_cancel(args: argparse.Namespace) -> Result:
     """Cancel a queued or running job."""
     job = _runner(args).cancel(args.id)
-    note = "cancelled" if job["status"] == "cancelled" else "cancel requested; the worker is stopping it"
+    note = "cancelled" if job["status"] == CANCELLED else "cancel requested; the worker is stopping it"
     return Result({"ok": True, "job": job}, f"job {args.id}: {note}")
 
 
@@ -143,8 +147,9 @@ def cmd_worker(args: argparse.Namespace) -> Result:
     return Result({"ok": True, "recovery": report}, "worker stopped")
 
 
-def _add_settings(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--settings", metavar="FILE", help="YAML applied over config/default.yaml")
+def _add_settings(parser: argparse.ArgumentParser, jobs_load: str = "") -> None:
+    parser.add_argument("--settings", metavar="FILE",
+                        help=f"YAML applied over config/default.yaml (default: $LINGUAFORGE_SETTINGS){jobs_load}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -156,10 +161,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
     p.add_argument("--nproc", type=int_at_least(1), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
-    _add_settings(p)
+    _add_settings(p, "; recorded with the job, whose process loads it")
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")
-    p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "cancelled", "interrupted"])
+    p.add_argument("--status", choices=STATES)
     p.add_argument("--limit", type=int_at_least(1), default=None)
     _add_settings(p)
 
@@ -183,4 +188,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
     p.add_argument("--workers", type=int_at_least(1), default=None, help="worker threads (default queue.workers)")
-    _add_settings(p)
+    _add_settings(p, "; also loaded by the jobs submitted without one")

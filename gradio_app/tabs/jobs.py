@@ -11,10 +11,10 @@ import gradio as gr
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
 from gradio_app.common import UIContext, job_duration, ui_action
+from gradio_app.runner import job_states
 
 HEADERS = ["id", "kind", "status", "progress", "duration", "created", "error"]
 REFRESH_S = 3.0
-ACTIVE_STATUSES = ("queued", "running", "interrupted")  # the ones Cancel applies to
 
 
 def age_text(job: dict[str, Any], now: float | None = None) -> str:
@@ -56,7 +56,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         jobs = runner.list()
         by_id = {j["id"]: j for j in jobs}
         value = selected if selected in by_id else (jobs[0]["id"] if jobs else None)
-        cancellable = value in by_id and by_id[value]["status"] in ACTIVE_STATUSES
+        cancellable = value in by_id and by_id[value]["status"] in job_states.CANCELLABLE
         return (gr.update(value=job_rows(jobs)), gr.update(choices=job_choices(jobs), value=value),
                 gr.update(interactive=cancellable))
 

@@ -30,12 +30,11 @@ from gradio_app.common import (
     ui_action,
     workspace_files,
 )
-from gradio_app.runner import FINAL_STATUSES, JobRunner
+from gradio_app.runner import JobRunner, job_states
 
 TTS_PRESETS = ["quick", "full"]
 WORKSPACE_PRESETS = ["quickstart/*.yaml"]  # your own presets: copies of config/quickstart/quick.yaml
 KINDS = ("quickstart.tts", "quickstart.lm")
-ACTIVE = ("queued", "running")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -57,7 +56,7 @@ class JourneyProgress:
 
     def fraction(self, job: dict[str, Any], stage: dict[str, Any] | None) -> float:
         """Return the overall fraction (0..1) of quickstart `job` whose current stage job is `stage`."""
-        if job["status"] == "succeeded":
+        if job["status"] == job_states.SUCCEEDED:
             value = 1.0
         else:
             progress = job.get("progress") or {}
@@ -73,7 +72,7 @@ def stage_fraction(stage: dict[str, Any] | None) -> float:
     """Return how far a stage job is (0..1): its progress fraction, 1 once it succeeded, 0 when unknown."""
     if stage is None:
         return 0.0
-    if stage["status"] == "succeeded":
+    if stage["status"] == job_states.SUCCEEDED:
         return 1.0
     fraction = (stage.get("progress") or {}).get("fraction")
     return min(max(float(fraction), 0.0), 1.0) if fraction is not None else 0.0
@@ -82,7 +81,7 @@ def stage_fraction(stage: dict[str, Any] | None) -> float:
 def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | None:
     """Return the record of the stage job the quickstart `job` is waiting for, or None between stages."""
     stage_id = ((job.get("progress") or {}).get("metrics") or {}).get("current_job")
-    if not stage_id or job["status"] not in ACTIVE:
+    if not stage_id or job["status"] not in job_states.IN_PROGRESS:
         return None
     try:
         return runner.get(stage_id)
@@ -95,7 +94,7 @@ def journey_html(job: dict[str, Any], stage: dict[str, Any] | None, fraction: fl
     started = job.get("started_at")
     elapsed = ((job.get("finished_at") or time.time()) - started) if started else None
     overall = [job["status"], f"{fraction:.0%} overall", f"elapsed {format_seconds(elapsed)}"]
-    if job["status"] in ACTIVE:
+    if job["status"] in job_states.IN_PROGRESS:
         eta = elapsed * (1 - fraction) / fraction if elapsed and fraction > 0 else None
         overall.append(f"ETA {format_seconds(eta)}" if eta is not None else "ETA after the first stage")
     progress = job.get("progress") or {}
@@ -104,7 +103,7 @@ def journey_html(job: dict[str, Any], stage: dict[str, Any] | None, fraction: fl
         number = int(progress.get("done") or 0) + 1
         where = f"stage {number}/{progress.get('total') or '?'} {metrics.get('current')} ({stage['kind']})"
         stage_line = f"{where}: {progress_view(stage.get('progress'), job_status=stage['status']).text()}"
-    elif job["status"] in ACTIVE and metrics.get("stage"):
+    elif job["status"] in job_states.IN_PROGRESS and metrics.get("stage"):
         stage_line = f"last finished stage: {metrics['stage']} ({progress.get('done')}/{progress.get('total') or '?'})"
     else:
         stage_line = ""
@@ -157,7 +156,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def start(kind: str, params: dict[str, Any]) -> tuple[Any, ...]:
         with start_lock:  # a second click (or page) never starts a second journey
             running = latest()
-            if running is not None and running["status"] in ACTIVE:
+            if running is not None and running["status"] in job_states.IN_PROGRESS:
                 raise InputError(f"A quickstart is already running (job {running['id']}); this page follows it. "
                                  "Cancel it in the Jobs tab to start another.")
             job_id = runner.submit(kind, {**params, "external_worker": True})
@@ -184,8 +183,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     gr.update(), idle, idle, shown)
         stage = current_stage(runner, job)
         fraction = journeys.fraction(job, stage)
-        buttons = gr.update(interactive=job["status"] not in ACTIVE)
-        key = f"{job['id']}:{job['status'] in FINAL_STATUSES}"
+        buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
+        key = f"{job['id']}:{job['status'] in job_states.FINAL}"
         report = (gr.update(),) * 4 if key == shown else report_view(job, settings)
         return (job_line(job), journey_html(job, stage, fraction), *report, buttons, buttons, key)
 

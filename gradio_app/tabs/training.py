@@ -30,6 +30,7 @@ from core.runs import (
     run_folder,
 )
 from gradio_app.common import UIContext, inside_workspace, relative, ui_action, workspace_files
+from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
@@ -290,7 +291,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         last = next((r for r in reversed(rows) if r.get("split") == "train"), None)
         status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
-        active = bool(job) and job["status"] in ("queued", "running")
+        active = bool(job) and job["status"] in job_states.IN_PROGRESS
         return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
                 metric_frame(rows, TOP1_METRICS), tail, gr.update(interactive=active))
 
