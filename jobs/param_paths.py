@@ -5,6 +5,10 @@ A job runs with the workspace as its working directory, so a relative parameter 
 Which parameters are paths is not listed here: the job catalogue reports each kind's path-typed
 options (`JobCatalogue.path_options`, read from the command's parser), so a new path option is
 confined the day it is added. Names (`name`) are one path segment.
+
+Some commands read further paths out of what they are given (the rows of a manifest name audio
+files): their confinement is an option of the command, and `job_params` turns it on for every job
+(`JOB_VALUES`), whatever the submission says, so a job never copies a file from outside the roots.
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from core.errors import InputError
 from core.paths import PathType
 
 NAME_PARAMS = frozenset({"name"})
+# kind -> parameters every job of that kind runs with, whatever its submission says
+JOB_VALUES: dict[str, dict[str, Any]] = {"dataset.import": {"confine_to_roots": True}}
+
+
+def job_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a copy of `params` with the values every job of `kind` runs with (`JOB_VALUES`) set over them."""
+    return {**params, **JOB_VALUES.get(kind, {})}
 
 
 def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path_types: Mapping[str, PathType]) -> None:

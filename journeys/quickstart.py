@@ -126,7 +126,7 @@ def validate_start(config_path: str, settings: Settings) -> dict[str, float]:
     from core.training.run_config import load_run_config
     from core.training.trainer import Trainer
 
-    trainer = Trainer(load_run_config(config_path), config_path, settings)
+    trainer = Trainer(load_run_config(config_path, settings), config_path, settings)
     try:
         return trainer.validate()
     finally:
