@@ -3,7 +3,7 @@
 Every dropdown of the dashboard takes its choices from here, and every dashboard loader accepts
 only a value these functions list. A kind is a set of top folders of the workspace searched at any
 depth (`tokenizers/quickstart-x/en.model` counts) and a rule on the file's name. Never listed:
-hidden files and folders, temporary files (`*.tmp`), folders reached through a symlink, and files
+hidden files and folders (a temporary file is hidden), folders reached through a symlink, and files
 whose real location (symlinks followed) lies outside the workspace and the data roots. Paths are
 workspace-relative with '/' separators, sorted.
 """
@@ -69,7 +69,7 @@ def find_files(settings: Settings, *kinds: FileKind) -> list[str]:
             for dirpath, dirnames, filenames in os.walk(workspace / folder):  # symlinked folders are not entered
                 dirnames[:] = [d for d in dirnames if not d.startswith(".")]
                 for filename in filenames:
-                    if filename.startswith(".") or filename.endswith(".tmp"):
+                    if filename.startswith("."):
                         continue
                     path = Path(dirpath) / filename
                     relative = PurePosixPath(path.relative_to(workspace).as_posix())

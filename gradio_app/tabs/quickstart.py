@@ -46,6 +46,19 @@ def preset_choices(settings: Settings) -> list[str]:
     return TTS_PRESETS + quickstart_preset_files(settings)
 
 
+def preset_param(settings: Settings, preset: str | None) -> str:
+    """Return the `preset` job parameter for a chosen preset: a built-in name, or a workspace preset's path.
+
+    Raises InputError when nothing is chosen or the choice is not one of `preset_choices` (the loader
+    runs only what it lists).
+    """
+    chosen = require_text(preset, "Choose a preset first.")
+    if chosen not in preset_choices(settings):
+        raise InputError(f"Preset {chosen!r} is not one of the listed presets; pick one from the list "
+                         "(your own go in the workspace's quickstart/ folder).")
+    return chosen if chosen in TTS_PRESETS else str(inside_workspace(settings, chosen, "Preset"))
+
+
 class JourneyProgress:
     """The overall progress of quickstart jobs as shown on every page: finished stages plus the running
     stage's own fraction, never lower than what was shown before for the same job (a stage's own
@@ -166,13 +179,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=3)
     def run_tts(preset: str) -> tuple[Any, ...]:
-        chosen = require_text(preset, "Choose a preset first.")
-        if chosen not in preset_choices(settings):
-            raise InputError(f"Preset {chosen!r} is not one of the listed presets; pick one from the list "
-                             "(your own go in the workspace's quickstart/ folder).")
-        if chosen not in TTS_PRESETS:
-            chosen = str(inside_workspace(settings, chosen, "Preset"))
-        return start("quickstart.tts", {"preset": chosen})
+        return start("quickstart.tts", {"preset": preset_param(settings, preset)})
 
     @ui_action(outputs=3)
     def run_lm() -> tuple[Any, ...]:
