@@ -9,6 +9,7 @@ app with --auth lives in test_ui_security.py).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from core.cli import main as cli_main
 from core.config import Settings, load_settings
 from core.confine import NAME_MAX, check_name, check_name_path
 from core.errors import InputError
-from core.training.run_config import check_config_paths, run_config_from_dict
+from core.training.run_config import PRESETS_DIR, check_config_paths, run_config_from_dict
 from core.training.run_form import run_config_path
 from tests.trainer_helpers import lm_config, lm_workspace
 
@@ -84,6 +85,15 @@ def test_every_path_key_of_a_run_config_is_confined(workspace: Path, outside: Pa
         named = {"data": "data.corpus[1]" if "corpus" in text else "data.manifest", "eval": "eval.references"}
         assert f"keyed.yaml.{named.get(key, key)}: " in err, err
     assert not (workspace / "runs" / "keyed").exists()
+
+
+def test_a_preset_is_a_name_of_config_presets_never_a_path(tmp_path: Path) -> None:
+    (tmp_path / "evil.yaml").write_text("name: from-outside\n", encoding="utf-8")
+    relative = os.path.relpath(tmp_path / "evil", PRESETS_DIR)
+    for preset in (relative, str(tmp_path / "evil")):
+        with pytest.raises(InputError, match="does not exist; known presets: .*tiny"):
+            run_config_from_dict({"preset": preset})
+    assert run_config_from_dict({"preset": "tiny-lm"}).task == "lm"
 
 
 def test_model_dir_may_be_a_settings_model_folder_or_a_data_root(tmp_path: Path, outside: Path) -> None:

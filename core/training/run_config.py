@@ -1,8 +1,8 @@
 """The run configuration (`runs/<run>/config.yaml`, what `train --config` reads).
 
-`load_run_config(path)` returns a validated `RunConfig`, `save_run_config(config, path)`
-writes one (the form↔config mapping of the dashboard lives beside it in `run_form`). A config may
-start with `preset: NAME` to inherit `config/presets/NAME.yaml`; its own keys override the preset.
+`load_run_config(path)` returns a validated `RunConfig`, `save_run_config(config, path)` writes one
+(the form↔config mapping of the dashboard lives beside it in `run_form`). A config may start with
+`preset: NAME` to inherit `config/presets/NAME.yaml`; its own keys override the preset.
 Unknown keys and wrong types are InputErrors naming the key, so a typo never passes silently.
 
 Every path a run config names (`config_paths`: tokenizer, base checkpoint, codec, data, eval
@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from core.config import REPO_ROOT, Settings, load_settings, merge_dicts, read_yaml
-from core.confine import check_name
+from core.confine import check_name, is_name
 from core.errors import InputError
 from core.fsutil import atomic_write_text
 
@@ -262,9 +262,10 @@ def _validate(config: RunConfig, where: str) -> None:
 
 
 def preset_path(name: str) -> Path:
-    """Return the file of the preset `name`; raises InputError listing the presets when unknown."""
+    """Return the file of the preset `name` in config/presets/; raises InputError listing the presets when
+    `name` is not one of them (a path such as `../x` included)."""
     path = PRESETS_DIR / f"{name}.yaml"
-    if not path.is_file():
+    if not is_name(name) or not path.is_file():
         known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
         raise InputError(f"preset {name!r} does not exist; known presets: {', '.join(known) or 'none'}.")
     return path
