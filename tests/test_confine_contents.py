@@ -111,6 +111,21 @@ def test_model_dir_may_be_a_settings_model_folder_or_a_data_root(tmp_path: Path,
     check_config_paths(keywords, Settings(workspace, {}))
 
 
+def test_a_model_folder_job_parameter_follows_the_same_rule(tmp_path: Path, outside: Path) -> None:
+    """`synthesize --model-dir` as a job parameter (the Inference tab's model folder field): a settings model
+    folder passes, like in a run config; any other folder outside the roots is refused."""
+    from core.cli.catalogue import cli_catalogue
+    from jobs.param_paths import check_job_params
+
+    types = cli_catalogue().path_options("synthesize")
+    settings = Settings(tmp_path / "ws", {"families": {"indextts": {"model_dir": str(outside / "model")}}})
+    check_job_params(settings, "synthesize", {"model_dir": str(outside / "model")}, types)
+    with pytest.raises(InputError, match=r"parameter model_dir=.*outside the allowed folders"):
+        check_job_params(settings, "synthesize", {"model_dir": str(outside)}, types)
+    with pytest.raises(InputError, match=r"parameter reference=.*outside the allowed folders"):  # a model folder holds models
+        check_job_params(settings, "synthesize", {"reference": str(outside / "model" / "a.wav")}, types)
+
+
 # ------------------------------------------------------------------ the dashboard's loaders and fields
 
 
