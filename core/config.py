@@ -5,6 +5,14 @@ given, else the one `LINGUAFORGE_SETTINGS` names) and the `LINGUAFORGE_WORKSPACE
 variable, and returns a `Settings` object whose `resolve()` turns workspace-relative paths into
 absolute ones. A job's process gets `LINGUAFORGE_SETTINGS` from its worker (the settings file
 recorded with the job), so every command of a job sees the settings it was submitted with.
+
+The settings file is the operator's: it is named only by whoever starts the app or a worker
+(`app.py --config`, `worker --settings`), never by a job, an upload or a dashboard field. It
+*defines* the roots — `workspace`, `data_roots` and the model folders
+`families.<family>.model_dir` — so it is not confined itself, and what else it names
+(`tokenizer.default`, IndexTTS2's helper overrides) is trusted like a path typed on the command
+line. Every path that comes from anywhere else — job parameters, run configs, presets, dashboard
+fields — must lie inside those roots (`check_inside_roots`).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from core.confine import is_inside
 from core.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -84,20 +93,30 @@ class Settings:
             roots.append(Path(os.path.expanduser(str(root))).resolve())
         return roots
 
-    def check_inside_roots(self, path: str | os.PathLike[str]) -> Path:
-        """Return the resolved `path` when it lies inside an allowed root.
+    @property
+    def model_roots(self) -> list[Path]:
+        """Folders of published models named in the settings (`families.<family>.model_dir`), resolved.
+
+        A run config's `model_dir:` may point into these as well as into `allowed_roots`.
+        """
+        families = self.data.get("families") or {}
+        values = [entry.get("model_dir") for entry in families.values() if isinstance(entry, dict)]
+        return [self.resolve(value) for value in values if value]
+
+    def check_inside_roots(self, path: str | os.PathLike[str], model_folders: bool = False) -> Path:
+        """Return the resolved `path` (relative: against the workspace) when it lies inside an allowed root,
+        or, with `model_folders`, inside a model folder of the settings (`model_roots`).
 
         Raises InputError naming the path and the allowed roots otherwise.
         """
         resolved = self.resolve(path)
-        for root in self.allowed_roots:
-            if resolved == root or root in resolved.parents:
-                return resolved
-        roots = ", ".join(str(r) for r in self.allowed_roots)
-        raise InputError(
-            f"{resolved}: outside the allowed folders ({roots}). Move the file into the workspace "
-            "or add its folder to `data_roots` in the config."
-        )
+        roots = self.allowed_roots + (self.model_roots if model_folders else [])
+        if is_inside(resolved, roots):
+            return resolved
+        names = ", ".join(str(r) for r in roots)
+        fix = ("Move the file into the workspace or add its folder to `data_roots` in the settings file"
+               + (" (or set it as families.<family>.model_dir there)." if model_folders else "."))
+        raise InputError(f"{resolved}: outside the allowed folders ({names}). {fix}")
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """Return the setting at a dotted key such as `queue.url`, or `default` when absent."""

@@ -9,8 +9,7 @@ checkpoints, `eval.json`), `tb/` (TensorBoard), `log.txt`, and a quickstart's `r
 
 `progress_view()` reconciles the progress a job record holds (`done`/`total` from a progress
 file, or `step`/`max_steps`) with a run's `status.json`, so the CLI's `jobs list`, the Jobs,
-Training and Quickstart tabs all say the same thing. The `*_GLOBS` lists are the workspace
-patterns the dashboard's dropdowns offer.
+Training and Quickstart tabs all say the same thing.
 """
 
 from __future__ import annotations
@@ -23,16 +22,6 @@ from core.config import Settings
 from core.fsutil import last_json_line, read_json, read_jsonl
 
 RUNS_DIR = "runs"
-
-CHECKPOINT_GLOBS = ("checkpoints/*.safetensors", "checkpoints/*.pt", "checkpoints/*.pth",
-                    "runs/*/checkpoints/*.safetensors", "runs/*/checkpoints/*.pt")
-TOKENIZER_GLOBS = ("tokenizers/*.model", "tokenizers/*.json")
-SENTENCEPIECE_GLOBS = ("tokenizers/*.model",)
-HF_TOKENIZER_GLOBS = ("tokenizers/*.json",)
-CODEC_GLOBS = ("codecs/*.pt",)
-MANIFEST_GLOBS = ("datasets/*/manifest.jsonl",)
-EVAL_GLOBS = ("runs/*/checkpoints/eval.json", "checkpoints/eval.json", "*/eval.json", "*/*/eval.json")
-CONFIG_GLOBS = ("presets/*.yaml", f"{RUNS_DIR}/*/config.yaml")
 
 
 @dataclass(frozen=True)

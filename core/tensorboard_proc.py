@@ -1,13 +1,17 @@
-"""A TensorBoard subprocess on a loopback port, served under a path prefix.
+"""A TensorBoard subprocess on a loopback port, served under a path prefix, behind a secret.
 
 The dashboard proxies `<prefix>/…` to this process, so TensorBoard is never exposed on its own
-port. `TensorBoardProcess.start()` launches it, `ensure_running()` restarts it when it died, a
+port: the child (`core.tensorboard_server`) answers only requests carrying this object's random
+token (`headers`, which the proxy adds after its login check) and runs without TensorBoard's
+separate data server, so another local user reaching the loopback port gets 403 and no data.
+`TensorBoardProcess.start()` launches it, `ensure_running()` restarts it when it died, a
 watchdog thread calls that periodically, and `stop()` ends it (its whole process group).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -18,7 +22,9 @@ from pathlib import Path
 
 import httpx
 
+from core.config import REPO_ROOT
 from core.errors import InternalError
+from core.tensorboard_server import TOKEN_ENV, TOKEN_HEADER
 
 
 def free_loopback_port() -> int:
@@ -29,7 +35,8 @@ def free_loopback_port() -> int:
 
 
 class TensorBoardProcess:
-    """Owns one TensorBoard child process reading `logdir`, bound to 127.0.0.1 under `path_prefix`."""
+    """Owns one TensorBoard child process reading `logdir`, bound to 127.0.0.1 under `path_prefix`,
+    answering only requests with `headers` (a token made for this object)."""
 
     def __init__(self, logdir: Path, path_prefix: str = "/tensorboard", log_file: Path | None = None) -> None:
         self.logdir = Path(logdir)
@@ -37,6 +44,7 @@ class TensorBoardProcess:
         self.log_file = log_file
         self.port: int | None = None
         self.restarts = 0
+        self._token = secrets.token_urlsafe(32)
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -48,6 +56,11 @@ class TensorBoardProcess:
         if self.port is None:
             raise InternalError("TensorBoard has not been started.")
         return f"http://127.0.0.1:{self.port}{self.path_prefix}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Return the header that a request to TensorBoard must carry (the proxy adds it after the login)."""
+        return {TOKEN_HEADER: self._token}
 
     def is_alive(self) -> bool:
         """Return True while the child process is running."""
@@ -79,7 +92,7 @@ class TensorBoardProcess:
             if not self.is_alive():
                 self.ensure_running()
             try:
-                if httpx.get(self.base_url + "/", timeout=2.0).status_code == 200:
+                if httpx.get(self.base_url + "/", headers=self.headers, timeout=2.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -110,12 +123,13 @@ class TensorBoardProcess:
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.port = free_loopback_port()
         command = [
-            sys.executable, "-m", "tensorboard.main",
+            sys.executable, "-m", "core.tensorboard_server",
             "--logdir", str(self.logdir),
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--path_prefix", self.path_prefix,
             "--reload_interval", "5",
+            "--load_fast", "false",  # no data server: it would listen on a second port without the token
         ]
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +138,8 @@ class TensorBoardProcess:
             output = open(os.devnull, "wb")  # noqa: SIM115
         try:
             self._proc = subprocess.Popen(
-                command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, TOKEN_ENV: self._token, "PYTHONPATH": _python_path()},
             )
         finally:
             output.close()
@@ -132,3 +147,8 @@ class TensorBoardProcess:
     def _watch(self) -> None:
         while not self._stop_event.wait(2.0):
             self.ensure_running()
+
+
+def _python_path() -> str:
+    """Return PYTHONPATH for the child: the repository first (it runs `core.tensorboard_server`), then the inherited one."""
+    return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))

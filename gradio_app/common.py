@@ -9,7 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import gradio as gr
 
@@ -171,16 +171,6 @@ def relative(settings: Settings, path: Path | str) -> str:
         return str(resolved.relative_to(settings.workspace))
     except ValueError:
         return str(resolved)
-
-
-def workspace_files(settings: Settings, patterns: Iterable[str]) -> list[str]:
-    """Return workspace-relative paths matching any of the glob `patterns`, sorted, for dropdowns."""
-    found: set[str] = set()
-    for pattern in patterns:
-        for path in settings.workspace.glob(pattern):
-            if path.is_file() and not path.name.endswith(".tmp"):
-                found.add(relative(settings, path))
-    return sorted(found)
 
 
 def job_duration(job: dict[str, Any]) -> float | None:

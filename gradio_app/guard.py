@@ -14,7 +14,6 @@ Two ASGI middlewares, each with one job:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
@@ -22,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.confine import is_inside, real_path
 from core.errors import InputError
 
 API_PREFIX = "/gradio_api/"
@@ -44,10 +44,8 @@ def check_file_param(value: Any, upload_dir: Path, allowed_roots: list[Path]) ->
     """
     if not isinstance(value, str) or not value or "://" in value:
         raise InputError(f"file parameter {value!r}: not a file of this server. Upload the file instead.")
-    resolved = Path(os.path.abspath(value)).resolve()
-    for root in [upload_dir.resolve(), *allowed_roots]:
-        if resolved == root or root in resolved.parents:
-            return resolved
+    if is_inside(value, [upload_dir, *allowed_roots]):
+        return real_path(value)
     raise InputError(
         f"file parameter {value!r}: neither uploaded to this dashboard nor inside the workspace or a data root. "
         "Upload the file, or move it into the workspace."

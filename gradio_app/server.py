@@ -132,7 +132,9 @@ def build_server(
         if not tensorboard.is_alive():
             tensorboard.ensure_running()
             return PlainTextResponse("TensorBoard is restarting; reload in a few seconds.", status_code=503)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS | {"cookie", "authorization"}}
+        dropped = _HOP_HEADERS | {"cookie", "authorization"} | {name.lower() for name in tensorboard.headers}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
+        headers.update(tensorboard.headers)  # TensorBoard answers only requests with this app's token
         url = f"{tensorboard.base_url}/{path}"
         try:
             upstream = await client.request(

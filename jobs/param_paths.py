@@ -4,7 +4,12 @@ A job runs with the workspace as its working directory, so a relative parameter 
 `../` that climbs out, or an absolute path outside every allowed root, is refused at submission.
 Which parameters are paths is not listed here: the job catalogue reports each kind's path-typed
 options (`JobCatalogue.path_options`, read from the command's parser), so a new path option is
-confined the day it is added. Names (`name`) are one path segment.
+confined the day it is added. Names (`name`) are one path segment. A model folder (`model_dir`) may
+also be one the settings name (`families.<family>.model_dir`), as in a run config.
+
+Some commands read further paths out of what they are given (the rows of a manifest name audio
+files): their confinement is an option of the command, and `job_params` turns it on for every job
+(`JOB_VALUES`), whatever the submission says, so a job never copies a file from outside the roots.
 """
 
 from __future__ import annotations
@@ -17,6 +22,14 @@ from core.errors import InputError
 from core.paths import PathType
 
 NAME_PARAMS = frozenset({"name"})
+MODEL_FOLDER_PARAMS = frozenset({"model_dir"})
+# kind -> parameters every job of that kind runs with, whatever its submission says
+JOB_VALUES: dict[str, dict[str, Any]] = {"dataset.import": {"confine_to_roots": True}}
+
+
+def job_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a copy of `params` with the values every job of `kind` runs with (`JOB_VALUES`) set over them."""
+    return {**params, **JOB_VALUES.get(kind, {})}
 
 
 def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path_types: Mapping[str, PathType]) -> None:
@@ -24,7 +37,8 @@ def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path
 
     `path_types` maps the kind's path parameters to their PathType (its keywords, such as `auto`,
     are not paths). Raises InputError naming the kind, the parameter and the value when one points
-    outside the workspace and the data roots, or a name is not one path segment.
+    outside the workspace and the data roots (a model folder: and the settings' model folders), or a name
+    is not one path segment.
     """
     for key, value in params.items():
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -36,6 +50,6 @@ def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path
             elif key in path_types and path_types[key].is_path(str(item)):
                 for part in {str(item), *str(item).split(",")}:
                     try:
-                        settings.check_inside_roots(part.strip() or ".")
+                        settings.check_inside_roots(part.strip() or ".", model_folders=key in MODEL_FOLDER_PARAMS)
                     except InputError as exc:
                         raise InputError(f"{kind}: parameter {key}={item}: {exc}") from None

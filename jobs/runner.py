@@ -19,7 +19,7 @@ from core.confine import check_name
 from core.errors import InputError
 from core.runs import run_folder
 from jobs.kinds import JobCatalogue, is_gpu_kind
-from jobs.param_paths import check_job_params
+from jobs.param_paths import check_job_params, job_params
 from jobs.queue import build_huey, jobs_db_path
 from jobs.records import JobStore, new_job_id
 from jobs.recovery import enqueue, requeue, stop_orphan
@@ -53,7 +53,7 @@ class JobRunner:
         """
         if nproc < 1 or (nproc > 1 and kind != "train"):
             raise InputError(f"nproc {nproc}: use 1, or more than 1 (one process per GPU) for `train` only.")
-        given = dict(params or {})
+        given = job_params(kind, params or {})  # jobs/param_paths.JOB_VALUES: e.g. dataset.import confines its audio
         check_job_params(self.settings, kind, given, self.catalogue.path_options(kind))  # as given: `a,../../b` must not collapse into the workspace
         params, argv = self.plan(kind, given)
         run_dir = self._run_dir(kind, params)

@@ -31,8 +31,9 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.fixture(scope="module")
 def folder(module_tmp: Path) -> Path:
-    """The reduced IndexTTS2 folder (read-only for the tests; copy before changing)."""
-    return build_model_folder(module_tmp / "IndexTTS-2")
+    """The reduced IndexTTS2 folder (read-only for the tests; copy before changing), inside the workspace
+    `ws`: a run config's `model_dir` must lie inside the roots, and `train --config` loads only the defaults."""
+    return build_model_folder(module_tmp / "workspace" / "models" / "IndexTTS-2")
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,8 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     workspace.mkdir()
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
     lm_workspace(workspace)  # a 1135-id tokenizer
-    lm_config(workspace, "cached", base_checkpoint="checkpoints/base.safetensors")
+    (workspace / "presets").mkdir()  # a loader opens only what it lists: workspace presets are listed
+    lm_config(workspace, "cached", base_checkpoint="checkpoints/base.safetensors").rename(workspace / "presets" / "cached.yaml")
     base = workspace / "checkpoints" / "base.safetensors"
 
     def write_base(rows: int) -> None:
@@ -171,7 +172,7 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     monkeypatch.setattr(core.checkpoint, "load_checkpoint", counting_load)
     settings = load_settings()
     ctx = UIContext(settings, JobRunner(settings, cli_catalogue()))
-    data = load_config_source(ctx, "runs_cfg/cached.yaml")
+    data = load_config_source(ctx, "presets/cached.yaml")
 
     def rows_check() -> list[str]:
         rows, _, _ = preflight(ctx, data, form_values(data, settings))

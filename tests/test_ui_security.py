@@ -1,8 +1,8 @@
 """The dashboard's HTTP API as a hostile client sees it: the real app.py with --auth on a free port.
 
 Checks: file parameters of every endpoint are uploads of this server or workspace paths; a visitor
-without a login gets the login page and nothing else; SIGTERM ends the app and TensorBoard within
-10 s while clients hold connections open.
+without a login gets the login page and nothing else; TensorBoard answers only through the app's
+login; SIGTERM ends the app and TensorBoard within 10 s while clients hold connections open.
 """
 
 from __future__ import annotations
@@ -95,6 +95,42 @@ def test_visitor_without_login_gets_only_the_login_page(app: AppProcess) -> None
         assert cancel.status_code == 401
         join = anon.post("/gradio_api/queue/join", json={"data": [], "fn_index": 0, "session_hash": "x"})
         assert join.status_code == 401
+
+
+def _tensorboard_ports(app: AppProcess) -> list[int]:
+    """Return the TCP ports that app.py's TensorBoard child and everything it started listen on."""
+    children = psutil.Process(app.proc.pid).children(recursive=True)
+    boards = [p for p in children if "core.tensorboard_server" in " ".join(p.cmdline())]
+    assert len(boards) == 1, [p.cmdline() for p in children]
+    group = [boards[0], *boards[0].children(recursive=True)]
+    return sorted({c.laddr.port for p in group for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN})
+
+
+def test_tensorboard_is_reachable_only_through_the_app_login(app: AppProcess, session: httpx.Client) -> None:
+    """A run's scalars are served at /tensorboard/ to the logged-in session only; TensorBoard's own loopback
+    port answers 403 to anyone else on the machine, and no other port (a data server) is open."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_tb = app.workspace / "runs" / "tb-secret-run" / "tb"
+    writer = SummaryWriter(str(run_tb))
+    writer.add_scalar("train/loss", 1.25, 1)
+    writer.close()
+    deadline = time.monotonic() + 120
+    while "tb-secret-run" not in (listed := session.get("/tensorboard/data/runs")).text:  # reloads every 5 s
+        assert time.monotonic() < deadline, listed.text
+        time.sleep(1)
+    assert listed.status_code == 200
+    with httpx.Client(base_url=app.url, timeout=30.0) as anon:
+        for path in ("/tensorboard/", "/tensorboard/data/runs", "/tensorboard/data/plugin/scalars/tags"):
+            response = anon.get(path)
+            assert response.status_code == 401 and "tb-secret-run" not in response.text, path
+    ports = _tensorboard_ports(app)
+    assert len(ports) == 1, ports
+    direct = httpx.get(f"http://127.0.0.1:{ports[0]}/tensorboard/data/runs", timeout=10)
+    assert direct.status_code == 403 and "tb-secret-run" not in direct.text
+    spoofed = httpx.get(f"http://127.0.0.1:{ports[0]}/tensorboard/data/runs", timeout=10,
+                        headers={"X-LinguaForge-TensorBoard": "guess"})
+    assert spoofed.status_code == 403
 
 
 @pytest.mark.parametrize("route", ["queue", "call"])

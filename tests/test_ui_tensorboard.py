@@ -1,4 +1,4 @@
-"""The TensorBoard child process app.py runs: loopback port, path prefix, restarted when it dies, stopped."""
+"""The TensorBoard child process app.py runs: loopback port, path prefix, its token, restarted when it dies, stopped."""
 
 from __future__ import annotations
 
@@ -35,7 +35,11 @@ def test_tensorboard_serves_prefix_restarts_after_kill_and_stops(tmp_path: Path)
     try:
         board.wait_ready(timeout=120)
         assert board.base_url.startswith("http://127.0.0.1:") and board.base_url.endswith("/tensorboard")
-        assert "TensorBoard" in httpx.get(board.base_url + "/", timeout=10).text
+        assert "TensorBoard" in httpx.get(board.base_url + "/", headers=board.headers, timeout=10).text
+        refused = httpx.get(board.base_url + "/data/runs", timeout=10)  # another local user, without the token
+        assert refused.status_code == 403 and "only through the LinguaForge dashboard" in refused.text
+        wrong = httpx.get(board.base_url + "/data/runs", headers={name: "guess" for name in board.headers}, timeout=10)
+        assert wrong.status_code == 403
         first_pid = board._proc.pid
         os.killpg(first_pid, signal.SIGKILL)
         deadline = time.monotonic() + 30

@@ -136,7 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--strict", action="store_true", help="exit 2 when any row is rejected")
     imp.add_argument("--confine-to-roots", action="store_true",
                      help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
-                          "the workspace and data_roots (the dashboard always sets this)")
+                          "the workspace and data_roots (the dashboard and every dataset.import job always set it)")
     imp.add_argument("--workers", type=int_at_least(1), default=2, help="audio conversion threads (default 2)")
     sample = add_command(
         group,

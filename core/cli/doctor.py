@@ -17,7 +17,7 @@ def _context(args: argparse.Namespace) -> DoctorContext:
     settings = load_settings()
     if args.config:
         config_path = args.config
-        ctx = doctor_context_from_run_config(load_run_config(config_path), config_path, settings)
+        ctx = doctor_context_from_run_config(load_run_config(config_path, settings), config_path, settings)
     elif args.tokenizer or args.checkpoint or args.cache or args.target_config:
         ctx = DoctorContext(settings=settings)
     else:

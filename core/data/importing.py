@@ -231,7 +231,7 @@ def _split_outside(
 
 def _guard_output(source: Path, output: Path) -> None:
     source_dir = source if source.is_dir() else source.parent
-    if output == source_dir or output in source_dir.parents:
+    if is_inside(source_dir, [output]):
         raise InputError(
             f"{output}: the output folder holds the input ({source}); the input is never modified. "
             "Choose a separate --output folder."

@@ -47,7 +47,7 @@ def family_model_dir(family: str, checkpoint: Path, settings: Settings, explicit
         return settings.resolve(explicit)
     run = run_folder_of_checkpoint(checkpoint)
     if run is not None and run.config.is_file():
-        config = load_run_config(run.config)
+        config = load_run_config(run.config, settings)
         if config.family == family and config.model_dir:
             return settings.resolve(config.model_dir)
     value = settings.get(f"families.{family}.model_dir")

@@ -4,11 +4,13 @@ Layout read: `train_manifest.jsonl` / `val_manifest.jsonl`, one JSON object per 
 `text`, `speaker`, `language`, and paths relative to the folder: `codes_path` (semantic codes,
 `.npy`), `condition_path` (32 × model_dim speaker latents), `emo_vec_path` (emotion vector after
 `emovec_layer`/`emo_layer`) and `text_ids_path` (the ids the script stored). Every clip is
-validated on its own (a bad one is rejected with its line and reason). The text ids are
-re-derived from the text with the run's tokenizer and IndexTTS2's front end; when they differ
-from the stored ids, the folder was built with another tokenizer (the stale-cache failure of the
-field reports) and the import is refused with the reason. The result is a LinguaForge IndexTTS2
-feature cache (same format as `train` builds), with prompt pairs rebuilt per speaker.
+validated on its own (a bad one is rejected with its line and reason); a path that leads outside
+the folder (`../`, an absolute path elsewhere, a symlink out) is such a reason: nothing outside
+the folder is read. The text ids are re-derived from the text with the run's tokenizer and
+IndexTTS2's front end; when they differ from the stored ids, the folder was built with another
+tokenizer (the stale-cache failure of the field reports) and the import is refused with the reason.
+The result is a LinguaForge IndexTTS2 feature cache (same format as `train` builds), with prompt
+pairs rebuilt per speaker.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from core.confine import is_inside, real_path
 from core.data.manifest import Reject
 from core.errors import InputError
 from core.families.indextts import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
@@ -59,6 +62,8 @@ def _clip(folder: Path, record: dict[str, Any], width: int | None) -> dict[str, 
     arrays = {}
     for key in PATH_KEYS:
         path = folder / record[key]
+        if not is_inside(path, [folder]):
+            raise ValueError(f"{key} {record[key]} leads outside the input folder (to {real_path(path)})")
         if not path.is_file():
             raise ValueError(f"{key} {path} does not exist")
         arrays[key[: -len("_path")]] = _load_npy(path)

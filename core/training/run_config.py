@@ -4,6 +4,11 @@
 (the form↔config mapping of the dashboard lives beside it in `run_form`). A config may start with
 `preset: NAME` to inherit `config/presets/NAME.yaml`; its own keys override the preset.
 Unknown keys and wrong types are InputErrors naming the key, so a typo never passes silently.
+
+Every path a run config names (`config_paths`: tokenizer, base checkpoint, codec, data, eval
+sentences and references) is held to the same roots as a job parameter — the workspace and the
+settings' `data_roots` — and `model_dir` also to the settings' model folders
+(`check_config_paths`); relative paths resolve against the workspace.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from core.config import REPO_ROOT, merge_dicts, read_yaml
-from core.confine import check_name
+from core.config import REPO_ROOT, Settings, load_settings, merge_dicts, read_yaml
+from core.confine import check_name, is_name
 from core.errors import InputError
 from core.fsutil import atomic_write_text
 
@@ -257,9 +262,10 @@ def _validate(config: RunConfig, where: str) -> None:
 
 
 def preset_path(name: str) -> Path:
-    """Return the file of the preset `name`; raises InputError listing the presets when unknown."""
+    """Return the file of the preset `name` in config/presets/; raises InputError listing the presets when
+    `name` is not one of them (a path such as `../x` included)."""
     path = PRESETS_DIR / f"{name}.yaml"
-    if not path.is_file():
+    if not is_name(name) or not path.is_file():
         known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
         raise InputError(f"preset {name!r} does not exist; known presets: {', '.join(known) or 'none'}.")
     return path
@@ -291,12 +297,45 @@ def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunCon
     return config
 
 
-def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
-    """Return the validated RunConfig stored in the YAML file `path`.
+def config_paths(config: RunConfig) -> list[tuple[str, str]]:
+    """Return (key, value) for every file or folder the run config names, model folder excepted:
+    tokenizer, base_checkpoint, codec, data.manifest, data.corpus[i], eval.sentences and
+    eval.references (unless it is `dataset` or `espeak`). Unset keys are left out."""
+    named = [("tokenizer", config.tokenizer), ("base_checkpoint", config.base_checkpoint), ("codec", config.codec),
+             ("data.manifest", config.data.manifest)]
+    named += [(f"data.corpus[{i}]", corpus) for i, corpus in enumerate(config.data.corpus)]
+    named.append(("eval.sentences", config.eval.sentences))
+    if config.eval.references not in EVAL_REFERENCES:
+        named.append(("eval.references", config.eval.references))
+    return [(key, value) for key, value in named if value]
 
-    Raises InputError when the file is missing, malformed, names an unknown key or a bad value.
+
+def check_config_paths(config: RunConfig, settings: Settings) -> None:
+    """Check that every path of `config` lies inside the workspace or a data root of `settings`, and its
+    `model_dir` there or inside a model folder the settings name (`families.<family>.model_dir`).
+
+    Raises InputError naming the key (as `<source>.<key>`), the resolved path and the allowed folders.
     """
-    return run_config_from_dict(read_yaml(Path(path)), str(path))
+    checked = [(key, value, False) for key, value in config_paths(config)]
+    if config.model_dir:
+        checked.append(("model_dir", config.model_dir, True))
+    for key, value, model_folder in checked:
+        try:
+            settings.check_inside_roots(value, model_folders=model_folder)
+        except InputError as exc:
+            raise InputError(f"{config.source}.{key}: {exc}") from None
+
+
+def load_run_config(path: str | os.PathLike[str], settings: Settings | None = None) -> RunConfig:
+    """Return the validated RunConfig stored in the YAML file `path`, its paths checked against the roots
+    of `settings` (default: `load_settings()`, what every entry point loads).
+
+    Raises InputError when the file is missing, malformed, names an unknown key or a bad value, or
+    names a path outside the allowed folders (`check_config_paths`).
+    """
+    config = run_config_from_dict(read_yaml(Path(path)), str(path))
+    check_config_paths(config, settings or load_settings())
+    return config
 
 
 def save_run_config(config: RunConfig, path: str | os.PathLike[str]) -> Path:

@@ -8,14 +8,13 @@ fills the form from a config mapping. `run_config_path(name)` is where the run's
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
 from core.config import Settings, merge_dicts
+from core.confine import check_name
 from core.errors import InputError
-from core.training.run_config import RunConfig, run_config_from_dict
+from core.training.run_config import RunConfig, check_config_paths, run_config_from_dict
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
@@ -25,11 +24,7 @@ FORM_KEYS = (
 
 def run_config_path(name: str) -> str:
     """Return the workspace-relative config path of run `name`; raises InputError for a bad name."""
-    if not RUN_NAME.match(name or ""):
-        raise InputError(
-            f"run name {name!r}: use letters, digits, '.', '_' or '-' (up to 64), starting with a letter or digit."
-        )
-    return f"runs/{name}/config.yaml"
+    return f"runs/{check_name(name, 'run name')}/config.yaml"
 
 
 def _opt(value: str | None) -> str | None:
@@ -88,18 +83,9 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _check_paths(settings: Settings, data: dict[str, Any]) -> None:
-    named = {"tokenizer": data.get("tokenizer"), "base_checkpoint": data.get("base_checkpoint"),
-             "codec": data.get("codec"), "data.manifest": data["data"].get("manifest")}
-    for i, corpus in enumerate(data["data"].get("corpus") or []):
-        named[f"data.corpus[{i}]"] = corpus
-    for value in named.values():
-        if value:
-            settings.check_inside_roots(value)
-
-
 def config_from_form(base: dict[str, Any], values: Sequence[Any], settings: Settings) -> RunConfig:
-    """Return the validated RunConfig of the form: `values` over `base`, every path inside the allowed roots.
+    """Return the validated RunConfig of the form: `values` over `base`, every path inside the allowed roots
+    (those the form shows and those only the loaded `base` holds, such as `eval.sentences`).
 
     Raises InputError naming the field at fault (a non-number included) or the path outside the roots.
     """
@@ -107,7 +93,7 @@ def config_from_form(base: dict[str, Any], values: Sequence[Any], settings: Sett
         data = form_to_dict(base, values)
     except (ValueError, TypeError) as exc:
         raise InputError(str(exc)) from None
-    _check_paths(settings, data)
     config = run_config_from_dict(data, "form")
+    check_config_paths(config, settings)
     run_config_path(config.name)
     return config

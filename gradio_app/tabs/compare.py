@@ -9,9 +9,11 @@ from typing import Any
 import gradio as gr
 
 from core.eval.tts import ESPEAK, collect_evaluations
-from core.runs import CHECKPOINT_GLOBS, EVAL_GLOBS, run_folder_of_checkpoint
+from core.errors import InputError
+from core.runs import run_folder_of_checkpoint
+from core.workspace_files import checkpoint_files, evaluation_files
 from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
-from gradio_app.common import ui_action, workspace_files
+from gradio_app.common import ui_action
 
 MAX_PLAYERS = 8  # players shown per sentence: the newest checkpoints
 HEADERS = ["checkpoint", "step", "MCD (dB)", "DTW id accuracy", "PocketSphinx id accuracy", "WER",
@@ -23,16 +25,22 @@ KEYS = ["checkpoint", "step", "mcd_db", "dtw_identification", "sphinx_identifica
 def eval_folders(ctx: UIContext) -> list[str]:
     """Return the runs and folders that hold an eval.json, workspace-relative (a run by its run folder)."""
     folders = set()
-    for path in workspace_files(ctx.settings, EVAL_GLOBS):
+    for path in evaluation_files(ctx.settings):
         parts = path.split("/")
         folders.add("/".join(parts[:2]) if parts[0] == "runs" and len(parts) == 4 else "/".join(parts[:-1]) or ".")
     return sorted(folders)
 
 
 def comparison(ctx: UIContext, folder: str | None) -> tuple[list[list[Any]], list[dict[str, Any]]]:
-    """Return the table rows and the summaries of the checkpoints evaluated in `folder`."""
+    """Return the table rows and the summaries of the checkpoints evaluated in `folder`.
+
+    Raises InputError when `folder` is not one of `eval_folders` (the loader opens only what it lists).
+    """
     if not folder:
         return [], []
+    if folder not in eval_folders(ctx):
+        raise InputError(f"{folder!r} is not one of the listed runs and folders with an eval.json; pick one from "
+                         "the list (Refresh).")
     summaries = collect_evaluations(inside_workspace(ctx.settings, folder, "run or folder"))
     rows = [[s[k] if s[k] is not None else "-" for k in KEYS] for s in summaries]
     for row, summary in zip(rows, summaries):
@@ -74,7 +82,7 @@ def build(ctx: UIContext) -> None:
                 if folder else "")
         checkpoints = [relative(settings, s["path"]) for s in summaries if s["exists"]]
         return (rows, summaries, gr.update(choices=choices, value=first), note,
-                gr.update(choices=sorted(set(checkpoints) | set(workspace_files(settings, CHECKPOINT_GLOBS)))),
+                gr.update(choices=sorted(set(checkpoints) | set(checkpoint_files(settings)))),
                 *players(summaries, first))
 
     @ui_action(outputs=2)
@@ -107,7 +115,7 @@ def build(ctx: UIContext) -> None:
                   for i in range(MAX_PLAYERS)]
         with gr.Accordion("Evaluate a checkpoint (eval.tts job)", open=False):
             with gr.Row():
-                checkpoint = gr.Dropdown(workspace_files(settings, CHECKPOINT_GLOBS), label="Checkpoint",
+                checkpoint = gr.Dropdown(checkpoint_files(settings), label="Checkpoint",
                                          allow_custom_value=True, elem_id="cmp-checkpoint", scale=3)
                 sentences_file = gr.Textbox(label="Sentences file (text, one per line, or manifest.jsonl)",
                                             elem_id="cmp-sentences", scale=3)

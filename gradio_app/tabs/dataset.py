@@ -3,15 +3,16 @@ hours per speaker and language, a clip player, and a codec fitted on a dataset."
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
 
+from core.confine import check_name_path
 from core.errors import InputError
 from core.fsutil import read_json, read_jsonl
+from core.workspace_files import DATASETS_DIR, dataset_names
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -21,12 +22,9 @@ from gradio_app.common import (
     relative,
     require_success,
     ui_action,
-    workspace_files,
 )
-from core.fsutil import read_json
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest"]
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ROWS_SHOWN = 200
 LABELS = {"input": "Input folder or file", "output": "Dataset name", "language": "Language", "speaker": "Speaker",
           "per_language": "Clips per language", "languages": "Languages", "codebook_size": "Codebook size",
@@ -45,36 +43,26 @@ def dataset_size(folder: Path) -> tuple[int, float]:
 
 def dataset_choices(ctx: UIContext) -> list[tuple[str, str]]:
     """Return the datasets in the workspace as (label, name) pairs: every folder under datasets/, at any
-    depth, that holds a manifest.jsonl; the name is its path under datasets/, the label adds clips and hours."""
-    root = ctx.settings.workspace / "datasets"
+    depth, that holds a manifest.jsonl (`core.workspace_files.dataset_names`); the label adds clips and hours."""
     choices = []
-    for manifest in workspace_files(ctx.settings, ["datasets/**/manifest.jsonl"]):
-        folder = ctx.settings.workspace / manifest
-        name = str(folder.parent.relative_to(root))
-        if name == ".":
-            continue
-        clips, hours = dataset_size(folder.parent)
+    for name in dataset_names(ctx.settings):
+        clips, hours = dataset_size(ctx.settings.workspace / DATASETS_DIR / name)
         choices.append((f"{name} — {clips} clips, {hours:.3f} h", name))
-    return sorted(choices, key=lambda choice: choice[1])
+    return choices
 
 
-def dataset_names(ctx: UIContext) -> list[str]:
-    """Return the names (paths under datasets/) of the workspace's datasets, at any depth."""
-    return [name for _, name in dataset_choices(ctx)]
-
-
-def _checked_name(name: str) -> str:
-    if not all(NAME.match(part) for part in (name or "").split("/")):
-        raise InputError(f"Dataset name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or "
-                         "digit ('/' separates sub-folders).")
-    return name
+def _listed_dataset(ctx: UIContext, name: str) -> Path:
+    """Return the folder of dataset `name` when it is one the Dataset tab lists; raise InputError otherwise."""
+    if name not in dataset_names(ctx.settings):
+        raise InputError(f"dataset {name!r} is not one of the listed datasets; pick one from the list (Refresh).")
+    return inside_workspace(ctx.settings, f"{DATASETS_DIR}/{name}", "dataset")
 
 
 def store_uploads(ctx: UIContext, files: list[str] | None, name: str) -> Path:
     """Copy uploaded files into `uploads/<name>/` in the workspace and return that folder."""
     if not files:
         raise InputError("no files uploaded; drop the dataset's files (audio, transcripts, metadata) first.")
-    folder = ctx.settings.workspace / "uploads" / _checked_name(name)
+    folder = ctx.settings.workspace / "uploads" / check_name_path(name, "Dataset name")
     folder.mkdir(parents=True, exist_ok=True)
     for item in files:
         shutil.copyfile(item, folder / Path(item).name)
@@ -85,7 +73,7 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[str, list[list[Any]]
     """Return (summary, hours table, kept rows, rejected rows, clip choices) of dataset `name`."""
     if not name:
         return "No dataset selected.", [], [], [], gr.update(choices=[], value=None)
-    folder = inside_workspace(ctx.settings, f"datasets/{_checked_name(name)}", "dataset")
+    folder = _listed_dataset(ctx, name)
     summary = read_json(folder / "summary.json") or {}
     kept = read_jsonl(folder / "manifest.jsonl")
     rejects = read_jsonl(folder / "rejects.jsonl")
@@ -104,7 +92,7 @@ def clip_path(ctx: UIContext, name: str | None, clip_id: str | None) -> str | No
     """Return the audio file of clip `clip_id` in dataset `name`, checked inside the workspace."""
     if not name or not clip_id:
         return None
-    folder = inside_workspace(ctx.settings, f"datasets/{_checked_name(name)}", "dataset")
+    folder = _listed_dataset(ctx, name)
     for row in read_jsonl(folder / "manifest.jsonl"):
         if row.get("id") == clip_id:
             audio = Path(row["audio"])
@@ -125,7 +113,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     @ui_action(outputs=2, labels=LABELS)
     def import_dataset(fmt: str, source: str, files: list[str] | None, name: str, language: str, speaker: str,
                        tokenizer: str):
-        name = _checked_name(name)
+        name = check_name_path(name, "Dataset name")
         folder = store_uploads(ctx, files, name) if files else inside_workspace(settings, source, "input")
         params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
                   "confine_to_roots": True,
@@ -135,14 +123,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, labels=LABELS)
     def sample(name: str, languages: str, per_language: float):
-        name = _checked_name(name)
+        name = check_name_path(name, "Dataset name")
         params = {"output": output_param(settings, f"datasets/{name}", "output"), "languages": languages.strip() or None,
                   "per_language": int(per_language) if per_language else None}
         yield from finish(runner.submit("dataset.sample", params), name)
 
     @ui_action(labels=LABELS)
     def codec(name: str, codebook: float, iterations: float, output: str):
-        manifest = inside_workspace(settings, f"datasets/{_checked_name(name or '')}/manifest.jsonl", "manifest")
+        manifest = _listed_dataset(ctx, name or "") / "manifest.jsonl"
         job_id = runner.submit("codec.train", {"manifest": str(manifest), "output": output_param(settings, output, "codec"),
                                                "codebook_size": int(codebook), "iterations": int(iterations)})
         for job in follow_job(runner, job_id):

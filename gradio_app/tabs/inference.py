@@ -15,7 +15,7 @@ import gradio as gr
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
-from core.runs import CHECKPOINT_GLOBS
+from core.workspace_files import checkpoint_files
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -25,7 +25,6 @@ from gradio_app.common import (
     require_success,
     require_text,
     ui_action,
-    workspace_files,
 )
 from gradio_app.tabs import compare
 
@@ -105,7 +104,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     with gr.Tab("Inference", id="inference") as tab:
         with gr.Row():
-            checkpoint = gr.Dropdown(workspace_files(settings, CHECKPOINT_GLOBS), label="Checkpoint",
+            checkpoint = gr.Dropdown(checkpoint_files(settings), label="Checkpoint",
                                      allow_custom_value=True, elem_id="inf-checkpoint")
             refresh = gr.Button("Refresh", size="sm")
         meta = gr.Dataframe(headers=["from the checkpoint's metadata", "value"], value=[], interactive=False,
@@ -137,7 +136,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     checkpoint.change(ui_action(outputs=2)(lambda c: ("", checkpoint_meta(ctx, c))), checkpoint, [meta_status, meta])
     def refresh_choices() -> Any:
-        return gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS))
+        return gr.update(choices=checkpoint_files(settings))
 
     refresh.click(refresh_choices, None, checkpoint)
     tab.select(refresh_choices, None, checkpoint, show_progress="hidden")

@@ -19,8 +19,10 @@ from typing import Any
 import gradio as gr
 
 from core.config import Settings
+from core.confine import is_inside
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
+from core.workspace_files import quickstart_preset_files
 from gradio_app.common import (
     UIContext,
     inside_workspace,
@@ -28,12 +30,10 @@ from gradio_app.common import (
     relative,
     require_text,
     ui_action,
-    workspace_files,
 )
 from gradio_app.runner import JobRunner, job_states
 
 TTS_PRESETS = ["quick", "full"]
-WORKSPACE_PRESETS = ["quickstart/*.yaml"]  # your own presets: copies of config/quickstart/quick.yaml
 KINDS = ("quickstart.tts", "quickstart.lm")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
@@ -41,8 +41,21 @@ MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def preset_choices(settings: Settings) -> list[str]:
-    """Return the TTS quickstart presets: the built-in ones, then the workspace's quickstart/*.yaml."""
-    return TTS_PRESETS + workspace_files(settings, WORKSPACE_PRESETS)
+    """Return the TTS quickstart presets: the built-in ones, then the workspace's quickstart/*.yaml (any depth)."""
+    return TTS_PRESETS + quickstart_preset_files(settings)
+
+
+def preset_param(settings: Settings, preset: str | None) -> str:
+    """Return the `preset` job parameter for a chosen preset: a built-in name, or a workspace preset's path.
+
+    Raises InputError when nothing is chosen or the choice is not one of `preset_choices` (the loader
+    runs only what it lists).
+    """
+    chosen = require_text(preset, "Choose a preset first.")
+    if chosen not in preset_choices(settings):
+        raise InputError(f"Preset {chosen!r} is not one of the listed presets; pick one from the list "
+                         "(your own go in the workspace's quickstart/ folder).")
+    return chosen if chosen in TTS_PRESETS else str(inside_workspace(settings, chosen, "Preset"))
 
 
 class JourneyProgress:
@@ -124,7 +137,7 @@ def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
         if "://" in target or target.startswith(("/", "#")):
             return match.group(0)
         path = (run_dir / target).resolve()
-        if not path.is_file() or not path.is_relative_to(settings.workspace.resolve()):
+        if not path.is_file() or not is_inside(path, [settings.workspace]):
             return match.group(0)
         return f"]({FILE_ROUTE}{path})"
 
@@ -165,10 +178,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=3)
     def run_tts(preset: str) -> tuple[Any, ...]:
-        chosen = require_text(preset, "Choose a preset first.")
-        if chosen not in TTS_PRESETS:
-            chosen = str(inside_workspace(settings, chosen, "Preset"))
-        return start("quickstart.tts", {"preset": chosen})
+        return start("quickstart.tts", {"preset": preset_param(settings, preset)})
 
     @ui_action(outputs=3)
     def run_lm() -> tuple[Any, ...]:

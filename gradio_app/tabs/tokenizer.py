@@ -7,9 +7,9 @@ from typing import Any, Iterator
 import gradio as gr
 import pandas as pd
 
-from core.runs import HF_TOKENIZER_GLOBS, SENTENCEPIECE_GLOBS, TOKENIZER_GLOBS
 from core.tokenizers.corpus import read_corpus_lines
 from core.tokenizers.report import inspect_tokenizer
+from core.workspace_files import hf_tokenizer_files, sentencepiece_files, tokenizer_files
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -19,7 +19,6 @@ from gradio_app.common import (
     paths_param,
     require_success,
     ui_action,
-    workspace_files,
 )
 
 LABELS = {"corpus": "Corpus files", "vocab_size": "Vocabulary size", "output": "Output", "base": "Base tokenizer",
@@ -70,7 +69,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             yield job_line(job), gr.update()
         artifacts = require_success(job)
         yield job_line(job) + f" → `{artifacts.get('output', '')}`", gr.update(
-            choices=workspace_files(settings, TOKENIZER_GLOBS))
+            choices=tokenizer_files(settings))
 
     @ui_action(outputs=2, labels=LABELS)
     def train(corpus: str, kind: str, vocab_size: float, model_type: str, coverage: float, output: str):
@@ -128,7 +127,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             t_status = gr.Markdown(elem_id="tok-status")
         with gr.Tab("Extend"):
             with gr.Row():
-                e_base = gr.Dropdown(workspace_files(settings, SENTENCEPIECE_GLOBS), label="Base tokenizer",
+                e_base = gr.Dropdown(sentencepiece_files(settings), label="Base tokenizer",
                                      allow_custom_value=True)
                 e_corpus = gr.Textbox(label="New-language corpus (comma-separated)")
                 e_protect = gr.Textbox(label="Protect corpus (base language, optional)")
@@ -140,7 +139,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             e_status = gr.Markdown(elem_id="tok-extend-status")
         with gr.Tab("Merge (HF)"):
             with gr.Row():
-                m_base = gr.Dropdown(workspace_files(settings, HF_TOKENIZER_GLOBS), label="Base tokenizer.json",
+                m_base = gr.Dropdown(hf_tokenizer_files(settings), label="Base tokenizer.json",
                                      allow_custom_value=True)
                 m_add = gr.Textbox(label="tokenizer.json to add (or a corpus)")
                 m_corpus = gr.Textbox(label="Corpus to train the addition on")
@@ -161,7 +160,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             s_table = gr.Dataframe(headers=SWEEP_HEADERS, value=[], interactive=False)
         gr.Markdown("### Inspect")
         with gr.Row():
-            i_tok = gr.Dropdown(workspace_files(settings, TOKENIZER_GLOBS), label="Tokenizer", allow_custom_value=True,
+            i_tok = gr.Dropdown(tokenizer_files(settings), label="Tokenizer", allow_custom_value=True,
                                 elem_id="tok-inspect-tokenizer")
             i_corpus = gr.Textbox(label="Corpus (optional, comma-separated)", elem_id="tok-inspect-corpus")
             i_base = gr.Number(None, label="Base size (optional)", precision=0)
@@ -180,8 +179,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_status, i_summary, i_unknown, i_plot])
 
     def refresh() -> tuple[Any, ...]:
-        return (gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
-                gr.update(choices=workspace_files(settings, SENTENCEPIECE_GLOBS)),
-                gr.update(choices=workspace_files(settings, HF_TOKENIZER_GLOBS)))
+        return (gr.update(choices=tokenizer_files(settings)),
+                gr.update(choices=sentencepiece_files(settings)),
+                gr.update(choices=hf_tokenizer_files(settings)))
 
     tab.select(refresh, None, [i_tok, e_base, m_base], show_progress="hidden")

@@ -13,23 +13,17 @@ import pandas as pd
 
 from core.config import Settings, read_yaml
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
+from core.confine import NAME_MAX, check_name, is_name
 from core.errors import InputError
 from core.families.registry import model_family_names
 from core.training.run_config import (
-    FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, resolve_preset_chain, run_config_from_dict, save_run_config,
+    FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, check_config_paths, resolve_preset_chain, run_config_from_dict,
+    save_run_config,
 )
-from core.training.run_form import FORM_KEYS, RUN_NAME, config_from_form, dict_to_form, form_to_dict, run_config_path
-from core.runs import (
-    CHECKPOINT_GLOBS,
-    CODEC_GLOBS,
-    CONFIG_GLOBS,
-    MANIFEST_GLOBS,
-    TOKENIZER_GLOBS,
-    RunFolder,
-    progress_view,
-    run_folder,
-)
-from gradio_app.common import UIContext, inside_workspace, relative, ui_action, workspace_files
+from core.training.run_form import FORM_KEYS, config_from_form, dict_to_form, run_config_path
+from core.runs import RunFolder, progress_view, run_folder
+from core.workspace_files import checkpoint_files, codec_files, config_files, manifest_files, tokenizer_files
+from gradio_app.common import UIContext, relative, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
@@ -39,7 +33,7 @@ LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
-    "name": ("Run name", "letters, digits, '.', '_' or '-' (up to 64)"),
+    "name": ("Run name", f"letters, digits, '.', '_' or '-' (up to {NAME_MAX})"),
     "task": ("Task", "tts or lm"),
     "tokenizer": ("Tokenizer", "a tokenizer file in the workspace"),
     "base_checkpoint": ("Base checkpoint", "a checkpoint in the workspace, or empty"),
@@ -57,9 +51,11 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "schedule.save_every": ("Save every", "a whole number from 1 up"),
     "precision": ("Precision", ", ".join(PRECISIONS)),
     "seed": ("Seed", "a whole number"),
+    "model_dir": ("Published model folder", "a folder in the workspace, a data root or a settings model folder, "
+                                            "or empty"),
 }
 CONFIG_KEY = re.compile(r"^(?:form\.)?([a-z_.]+?)(?:\[\d+\])?: (.*)$", re.S)
-PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest")
+PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir")
 
 
 def preview_command(ctx: UIContext, name: str) -> str:
@@ -76,16 +72,26 @@ def preview_command(ctx: UIContext, name: str) -> str:
 def preset_choices(ctx: UIContext) -> list[str]:
     """Return the loadable configs: built-in presets, workspace presets and existing run configs."""
     builtin = [f"{BUILTIN}{p.stem}" for p in sorted(PRESETS_DIR.glob("*.yaml"))]
-    return builtin + workspace_files(ctx.settings, CONFIG_GLOBS)
+    return builtin + config_files(ctx.settings)
 
 
 def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
-    """Return the mapping stored in a preset choice (built-in name or workspace file), presets resolved."""
+    """Return the mapping stored in a preset choice (built-in name or workspace file), presets resolved.
+
+    Raises InputError when `choice` is not one of `preset_choices` (a loader opens only what it lists),
+    when the config is not valid, or when a path in it lies outside the allowed folders.
+    """
     if not choice:
         raise InputError("choose a preset or a saved config to load.")
+    if choice not in preset_choices(ctx):
+        raise InputError(f"{choice!r} is not one of the listed presets and saved configs; pick one from the list "
+                         "(configs live in the workspace's presets/ and runs/<run>/config.yaml).")
     if choice.startswith(BUILTIN):
-        return resolve_preset_chain({"preset": choice[len(BUILTIN):]})
-    return resolve_preset_chain(read_yaml(inside_workspace(ctx.settings, choice, "preset")))
+        data = resolve_preset_chain({"preset": choice[len(BUILTIN):]})
+    else:
+        data = resolve_preset_chain(read_yaml(ctx.settings.resolve(choice)))
+    check_config_paths(run_config_from_dict(data, choice), ctx.settings)
+    return data
 
 
 def field_error(message: str) -> tuple[str, str]:
@@ -164,7 +170,7 @@ def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pd.DataF
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Training tab."""
     settings, runner = ctx.settings, ctx.runner
-    tokenizers = workspace_files(settings, TOKENIZER_GLOBS)
+    tokenizers = tokenizer_files(settings)
 
     with gr.Tab("Training", id="training") as tab:
         base = gr.State({})
@@ -190,12 +196,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 with gr.Row():
                     tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
                     base_checkpoint = gr.Dropdown(
-                        workspace_files(settings, CHECKPOINT_GLOBS),
+                        checkpoint_files(settings),
                         label="Base checkpoint (optional)", allow_custom_value=True, elem_id="train-checkpoint")
-                    codec = gr.Dropdown(workspace_files(settings, CODEC_GLOBS), label="Codec (tts)",
+                    codec = gr.Dropdown(codec_files(settings), label="Codec (tts)",
                                         allow_custom_value=True, elem_id="train-codec")
                 with gr.Row():
-                    manifest = gr.Dropdown(workspace_files(settings, MANIFEST_GLOBS),
+                    manifest = gr.Dropdown(manifest_files(settings),
                                            label="Data manifest (tts)", allow_custom_value=True, elem_id="train-manifest")
                     corpus = gr.Textbox(label="Corpus files (lm, comma-separated)", elem_id="train-corpus")
                     val_ratio = gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99)
@@ -248,9 +254,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2)
     def save(preset_name: str, base_value: dict[str, Any], *values: Any) -> tuple[str, Any]:
-        if not RUN_NAME.match(preset_name or ""):
-            raise InputError(f"preset name {preset_name!r}: use letters, digits, '.', '_' or '-'.")
-        config = run_config_from_dict(form_to_dict(base_value, list(values)), "form")
+        check_name(preset_name, "preset name")
+        config = config_from_form(base_value, list(values), settings)
         path = save_run_config(config, settings.workspace / "presets" / f"{preset_name}.yaml")
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
@@ -297,22 +302,22 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     def choices() -> tuple[Any, ...]:
         return (gr.update(choices=preset_choices(ctx)),
-                gr.update(choices=workspace_files(settings, TOKENIZER_GLOBS)),
-                gr.update(choices=workspace_files(settings, CHECKPOINT_GLOBS)),
-                gr.update(choices=workspace_files(settings, CODEC_GLOBS)),
-                gr.update(choices=workspace_files(settings, MANIFEST_GLOBS)))
+                gr.update(choices=tokenizer_files(settings)),
+                gr.update(choices=checkpoint_files(settings)),
+                gr.update(choices=codec_files(settings)),
+                gr.update(choices=manifest_files(settings)))
 
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
         folder = _run_folder(ctx, job, "") if job else None
         if folder is None or not folder.config.is_file():
             return ("", gr.update(), *[gr.update()] * len(fields), *choices())
+        loaded = relative(settings, folder.config)  # the loader names what the fields now hold
         try:
-            data = resolve_preset_chain(read_yaml(folder.config))
+            data = load_config_source(ctx, loaded)
             values = form_values(data, settings)
         except InputError:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
-        loaded = relative(settings, folder.config)  # the loader names what the fields now hold
         return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
     for field in fields:
@@ -338,6 +343,6 @@ def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> Ru
         config = (job.get("params") or {}).get("config")
         if config:
             return RunFolder(ctx.settings.resolve(config).parent)
-    if run_name and RUN_NAME.match(run_name):
+    if is_name(run_name):
         return run_folder(ctx.settings, run_name)
     return None

@@ -1,0 +1,129 @@
+"""The workspace files the dashboard offers: one function per kind of file, found at any depth.
+
+Every dropdown of the dashboard takes its choices from here, and every dashboard loader accepts
+only a value these functions list. A kind is a set of top folders of the workspace searched at any
+depth (`tokenizers/quickstart-x/en.model` counts) and a rule on the file's name. Never listed:
+hidden files and folders (a temporary file is hidden), folders reached through a symlink, and files
+whose real location (symlinks followed) lies outside the workspace and the data roots. Paths are
+workspace-relative with '/' separators, sorted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from core.config import Settings
+from core.confine import is_inside
+from core.runs import RUNS_DIR
+
+CHECKPOINTS_DIR = "checkpoints"
+TOKENIZERS_DIR = "tokenizers"
+DATASETS_DIR = "datasets"
+CODECS_DIR = "codecs"
+PRESETS_DIR = "presets"
+QUICKSTART_DIR = "quickstart"
+MANIFEST_NAME = "manifest.jsonl"
+EVAL_NAME = "eval.json"
+RUN_CONFIG_NAME = "config.yaml"
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """Files of one kind: below `folders` (workspace top folders, any depth), named with one of
+    `suffixes` or exactly one of `names`, and — with `within` — inside a folder of that name."""
+
+    folders: tuple[str, ...]
+    suffixes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    within: str | None = None
+
+    def matches(self, relative: PurePosixPath) -> bool:
+        """Return True when the workspace-relative path `relative` is a file of this kind."""
+        name = relative.name
+        if not (name in self.names or (self.suffixes and name.endswith(self.suffixes))):
+            return False
+        return self.within is None or self.within in relative.parts[:-1]
+
+
+TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model", ".json"))
+SENTENCEPIECE_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model",))
+HF_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".json",))
+CHECKPOINTS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), suffixes=(".safetensors", ".pt", ".pth"), within=CHECKPOINTS_DIR)
+CODECS = FileKind((CODECS_DIR,), suffixes=(".pt",))
+MANIFESTS = FileKind((DATASETS_DIR,), names=(MANIFEST_NAME,))
+EVALUATIONS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), names=(EVAL_NAME,))
+PRESETS = FileKind((PRESETS_DIR,), suffixes=(".yaml", ".yml"))
+RUN_CONFIGS = FileKind((RUNS_DIR,), names=(RUN_CONFIG_NAME,))
+QUICKSTART_PRESETS = FileKind((QUICKSTART_DIR,), suffixes=(".yaml", ".yml"))
+
+
+def find_files(settings: Settings, *kinds: FileKind) -> list[str]:
+    """Return the workspace-relative paths of every file of any of `kinds`, sorted (see the module docstring)."""
+    workspace = settings.workspace
+    roots = settings.allowed_roots
+    found: set[str] = set()
+    for kind in kinds:
+        for folder in kind.folders:
+            for dirpath, dirnames, filenames in os.walk(workspace / folder):  # symlinked folders are not entered
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                for filename in filenames:
+                    if filename.startswith("."):
+                        continue
+                    path = Path(dirpath) / filename
+                    relative = PurePosixPath(path.relative_to(workspace).as_posix())
+                    if kind.matches(relative) and path.is_file() and is_inside(path, roots):
+                        found.add(str(relative))
+    return sorted(found)
+
+
+def tokenizer_files(settings: Settings) -> list[str]:
+    """Return the tokenizers (`.model` SentencePiece and `.json` Hugging Face files) under `tokenizers/`."""
+    return find_files(settings, TOKENIZERS)
+
+
+def sentencepiece_files(settings: Settings) -> list[str]:
+    """Return the SentencePiece tokenizers (`.model`) under `tokenizers/`."""
+    return find_files(settings, SENTENCEPIECE_TOKENIZERS)
+
+
+def hf_tokenizer_files(settings: Settings) -> list[str]:
+    """Return the Hugging Face tokenizers (`.json`) under `tokenizers/`."""
+    return find_files(settings, HF_TOKENIZERS)
+
+
+def checkpoint_files(settings: Settings) -> list[str]:
+    """Return the checkpoints (`.safetensors`, `.pt`, `.pth`) under `checkpoints/` and in runs' `checkpoints/` folders."""
+    return find_files(settings, CHECKPOINTS)
+
+
+def codec_files(settings: Settings) -> list[str]:
+    """Return the codecs (`.pt`) under `codecs/`."""
+    return find_files(settings, CODECS)
+
+
+def manifest_files(settings: Settings) -> list[str]:
+    """Return the dataset manifests (`manifest.jsonl`) under `datasets/`."""
+    return find_files(settings, MANIFESTS)
+
+
+def dataset_names(settings: Settings) -> list[str]:
+    """Return the datasets: each folder below `datasets/` holding a manifest.jsonl, as its path under `datasets/`."""
+    names = (str(PurePosixPath(path).parent.relative_to(DATASETS_DIR)) for path in manifest_files(settings))
+    return sorted(name for name in names if name != ".")
+
+
+def evaluation_files(settings: Settings) -> list[str]:
+    """Return the `eval.json` files (beside evaluated checkpoints) under `checkpoints/` and `runs/`."""
+    return find_files(settings, EVALUATIONS)
+
+
+def config_files(settings: Settings) -> list[str]:
+    """Return the loadable run configs: workspace presets (`presets/*.yaml`) and the runs' `config.yaml`."""
+    return find_files(settings, PRESETS, RUN_CONFIGS)
+
+
+def quickstart_preset_files(settings: Settings) -> list[str]:
+    """Return the workspace's quickstart presets (`quickstart/*.yaml`, copies of config/quickstart/quick.yaml)."""
+    return find_files(settings, QUICKSTART_PRESETS)
