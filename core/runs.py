@@ -31,6 +31,7 @@ from core.fsutil import last_json_line, read_json, read_jsonl
 
 RUNS_DIR = "runs"
 EVAL_FILE = "eval.json"
+EVAL_AUDIO_DIR = "eval_audio"
 BEST_FILE = "best.pt"
 STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
 ASIDE_STAMP = "%Y%m%d-%H%M%S"
@@ -186,6 +187,12 @@ def run_folder_of_config(settings: Settings, config: NamedRun) -> RunFolder:
 def eval_file_beside(checkpoint: Path) -> Path:
     """Return the eval.json that holds the evaluations of `checkpoint` (in the checkpoint's folder)."""
     return Path(checkpoint).parent / EVAL_FILE
+
+
+def eval_audio_beside(checkpoint: Path) -> Path:
+    """Return the folder of the clips synthesized when `checkpoint` was evaluated (`eval_audio/<stem>/` beside it)."""
+    checkpoint = Path(checkpoint)
+    return checkpoint.parent / EVAL_AUDIO_DIR / checkpoint.stem
 
 
 def read_evaluations(path: Path) -> dict[str, dict[str, Any]]:

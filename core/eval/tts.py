@@ -43,7 +43,7 @@ from core.eval.metrics import (
     mcd_dtw,
 )
 from core.fsutil import atomic_write_json
-from core.runs import EVAL_FILE, RunFolder, eval_file_beside, read_evaluations
+from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside, read_evaluations
 from core.progress import Progress
 
 ESPEAK = "espeak"
@@ -246,7 +246,7 @@ def evaluate_checkpoint(
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
     voice = load_eval_voice(checkpoint, settings, device, model_dir, options)  # a bad checkpoint fails before any rendering
-    out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
+    out_dir = eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK
         reference_paths = render_espeak_references(sentences, language, out_dir / "references")
@@ -322,7 +322,8 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
             model, codec = rows.get("model") or {}, rows.get("codec") or {}
             path = eval_json.parent / name
             texts = [p.get("sentence", "") for p in model.get("per_sentence", [])]
-            audio = [str(eval_json.parent / "eval_audio" / Path(name).stem / Path(a).name) for a in entry.get("audio", [])]
+            clips = eval_audio_beside(path)
+            audio = [str(clips / Path(a).name) for a in entry.get("audio", [])]
             found.append({
                 "checkpoint": name,
                 "path": str(path),
