@@ -56,7 +56,7 @@ class JobRunner:
         check_job_params(self.settings, kind, given, self.catalogue.path_options(kind))  # as given: `a,../../b` must not collapse into the workspace
         params, argv = self.plan(kind, given)
         run_dir = self._run_dir(kind, params)
-        resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
+        resume = "auto" if (kind == "train" and params.get("resume") == "auto") else "never"  # never for `fresh`
         logs = self.settings.workspace / "logs" / "jobs"
         logs.mkdir(parents=True, exist_ok=True)
         job_id = new_job_id()

@@ -177,6 +177,9 @@ def test_jobs_keep_resume_auto_and_take_fresh_instead(workspace: Path) -> None:
     assert "resume" not in params and "--fresh" in argv and "--resume" not in argv
     with pytest.raises(InputError, match="not allowed with"):
         runner.plan("train", {"config": "runs_cfg/job.yaml", "fresh": True, "resume": "auto"})
+    continued = runner.get_job(runner.submit("train", {"config": "runs_cfg/job.yaml"}))
+    restarted = runner.get_job(runner.submit("train", {"config": "runs_cfg/job.yaml", "fresh": True}))
+    assert continued["resume"] == "auto" and restarted["resume"] == "never"  # a crash never re-runs --fresh by itself
 
 
 def _tensorboards(pid: int) -> list[psutil.Process]:
