@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from core.config import Settings
-from core.errors import InputError
 from core.fsutil import last_json_line, read_json, read_jsonl
 
 RUNS_DIR = "runs"
@@ -86,7 +85,7 @@ class RunFolder:
     @property
     def eval_file(self) -> Path:
         """Return the path of the run's `checkpoints/eval.json` (periodic and `eval tts` results)."""
-        return eval_file_beside(self.checkpoints / BEST_FILE)
+        return self.checkpoints / EVAL_FILE
 
     @property
     def best_checkpoint(self) -> Path:

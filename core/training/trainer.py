@@ -9,8 +9,8 @@ tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.
 Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
 Nothing a run made is lost: a folder that holds checkpoints is trained further only with `resume`
 (else the start is refused, naming `--resume auto` and `--fresh`), `fresh` moves it aside first
-(`runs/<name>.old-<time>`), and a start refused during set-up leaves an existing run's folder as it
-was. At the start, temporary files of saves a kill interrupted are removed and metrics.jsonl keeps
+(`runs/<name>.old-<time>`), and a start refused during set-up leaves the folder of a run with
+checkpoints as it was (a folder without any records why the start failed in status.json). At the start, temporary files of saves a kill interrupted are removed and metrics.jsonl keeps
 only the steps up to the resumed one (later ones run again).
 Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
 only rank 0 writes files.
@@ -165,7 +165,7 @@ class Trainer:
             self._setup(config_path, resume, reset_optimizer)
             self._speed_setup()
         except BaseException as exc:
-            if not self.folder.status_file.exists():  # an existing run's status stays that run's: a refused start changes nothing
+            if not self.folder.saved_checkpoints():  # a trained run's folder stays as it was: a refused start changes nothing
                 self._record_failure(exc)
             self.log.close()
             raise
