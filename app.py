@@ -5,6 +5,8 @@
 Binds to 127.0.0.1 unless --host says otherwise. Auth comes from --auth, else the
 LINGUAFORGE_UI_AUTH environment variable, else `ui.auth` in the config; with it, every route
 (the TensorBoard proxy included) needs the login. Prints the address once the server is up.
+SIGTERM and SIGINT stop it cleanly at any point (worker, TensorBoard and uploads folder included);
+a TensorBoard left by an app that was killed is stopped at the next start (`logs/tensorboard/`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -79,22 +82,35 @@ def serve(args: argparse.Namespace) -> int:
     runner = JobRunner(settings, cli_catalogue())  # first: a damaged jobs.sqlite stops the start here
     private_uploads = _use_private_upload_folder()
     tensorboard = TensorBoardProcess(
-        settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log"
+        settings.workspace / "runs", TENSORBOARD_PREFIX, log_file=settings.workspace / "logs" / "tensorboard.log",
+        records=settings.workspace / "logs" / "tensorboard",
     )
+    server: list[uvicorn.Server] = []
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:  # noqa: ARG001
+        # uvicorn handles SIGTERM while it serves and raises it again once it has stopped: this handler
+        # takes it then (and during start-up), so the cleanup below always runs.
+        stopping.set()
+        for running in server:
+            running.should_exit = True
+
     try:
         if not args.no_worker:
-            runner.start_worker()
+            runner.start_worker()  # its consumer sets handlers for SIGTERM too: ours replaces them from here
+        signal.signal(signal.SIGTERM, request_stop)
         tensorboard.start()
         ctx = UIContext(settings=settings, runner=runner, tensorboard_path=TENSORBOARD_PREFIX + "/")
         app = build_server(build_ui(ctx), tensorboard, auth, settings.allowed_roots)
-        server = uvicorn.Server(uvicorn.Config(
+        server.append(uvicorn.Server(uvicorn.Config(
             app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S
-        ))
+        )))
         shown = f"[{host}]" if ":" in host else host
         threading.Thread(
-            target=_announce_when_started, args=(server, f"http://{shown}:{port}"), daemon=True
+            target=_announce_when_started, args=(server[0], f"http://{shown}:{port}"), daemon=True
         ).start()
-        server.run()
+        if not stopping.is_set():
+            server[0].run()
     finally:
         tensorboard.stop()
         runner.stop_worker()

@@ -180,6 +180,29 @@ def save_checkpoint(
     )
 
 
+def remove_orphaned_saves(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files of checkpoint saves that never finished in `folder`; return them.
+
+    A save writes `.<name>.<random>.tmp` beside `<name>` and renames it when complete
+    (`core.fsutil.atomic_write`), so a process killed mid-save leaves that file, a checkpoint's
+    worth of disk, behind. Only temporaries of checkpoint names (`.pt`, `.safetensors`, …) are
+    removed; call this when no save into `folder` can be running (the trainer, at its start).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for path in folder.iterdir():
+        name = path.name
+        if not (name.startswith(".") and name.endswith(".tmp") and path.is_file()):
+            continue
+        target = name[1:-len(".tmp")].rsplit(".", 1)[0]
+        if Path(target).suffix.lower() in SAFETENSORS_SUFFIXES + TORCH_SUFFIXES:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return sorted(removed)
+
+
 def _is_safetensors(path: Path) -> bool:
     with open(path, "rb") as handle:
         head = handle.read(9)

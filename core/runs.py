@@ -5,7 +5,10 @@ Layout (DESIGN.md): `config.yaml` (the run config as trained), `status.json` (st
 max_steps, last_checkpoint, …, replaced atomically), `metrics.jsonl` (one JSON object per logged
 step), `STOP` (touch it to ask the trainer to save and exit), `checkpoints/` (step and best
 checkpoints, `eval.json`), `tb/` (TensorBoard), `log.txt`, and a quickstart's `report.json` /
-`report.md`. Everything that names one of these files goes through `RunFolder`.
+`report.md`. Everything that names one of these files goes through `RunFolder`, and a run's folder
+is found from its run config by `run_folder_of_config` alone (the trainer and the job runner both),
+so a job reads progress from, and writes STOP into, the folder its trainer writes.
+`read_evaluations` is the one reader of an `eval.json`.
 
 `progress_view()` reconciles the progress a job record holds (`done`/`total` from a progress
 file, or `step`/`max_steps`) with a run's `status.json`, so the CLI's `jobs list`, the Jobs,
@@ -14,14 +17,22 @@ Training and Quickstart tabs all say the same thing.
 
 from __future__ import annotations
 
+import os
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from core.config import Settings
 from core.fsutil import last_json_line, read_json, read_jsonl
 
 RUNS_DIR = "runs"
+EVAL_FILE = "eval.json"
+EVAL_AUDIO_DIR = "eval_audio"
+BEST_FILE = "best.pt"
+STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
+ASIDE_STAMP = "%Y%m%d-%H%M%S"
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,43 @@ class RunFolder:
     @property
     def eval_file(self) -> Path:
         """Return the path of the run's `checkpoints/eval.json` (periodic and `eval tts` results)."""
-        return self.checkpoints / "eval.json"
+        return self.checkpoints / EVAL_FILE
+
+    @property
+    def best_checkpoint(self) -> Path:
+        """Return the path of `checkpoints/best.pt`."""
+        return self.checkpoints / BEST_FILE
+
+    def step_checkpoint(self, step: int) -> Path:
+        """Return the path of the checkpoint saved at `step` (`checkpoints/step_0000012.pt`)."""
+        return self.checkpoints / f"step_{step:07d}.pt"
+
+    def step_checkpoints(self) -> list[Path]:
+        """Return the run's step checkpoints, oldest first."""
+        if not self.checkpoints.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.checkpoints.iterdir() if (m := STEP_FILE.match(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def saved_checkpoints(self) -> list[Path]:
+        """Return every checkpoint the trainer saved here: the step checkpoints, then `best.pt` if present."""
+        best = [self.best_checkpoint] if self.best_checkpoint.is_file() else []
+        return self.step_checkpoints() + best
+
+    def evaluations(self) -> dict[str, dict[str, Any]]:
+        """Return the run's eval.json entries by checkpoint file name ({} when none)."""
+        return read_evaluations(self.eval_file)
+
+    def move_aside(self) -> "RunFolder":
+        """Rename this folder to `<run>.old-<YYYYmmdd-HHMMSS>` beside it (`-2`, `-3`… when taken); return
+        the folder it now is. Nothing inside is changed."""
+        stem = f"{self.name}.old-{time.strftime(ASIDE_STAMP)}"
+        target, n = self.path.with_name(stem), 1
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{stem}-{n}")
+        os.rename(self.path, target)
+        return RunFolder(target)
 
     @property
     def tensorboard(self) -> Path:
@@ -103,6 +150,12 @@ class RunFolder:
         return self.status().get("state") == "running"
 
 
+class NamedRun(Protocol):
+    """What names a run folder: a run config's `name` (`core.training.run_config.RunConfig`)."""
+
+    name: str
+
+
 def runs_root(settings: Settings) -> Path:
     """Return the workspace's `runs/` folder."""
     return settings.workspace / RUNS_DIR
@@ -111,6 +164,34 @@ def runs_root(settings: Settings) -> Path:
 def run_folder(settings: Settings, name: str) -> RunFolder:
     """Return the run folder of run `name` in the workspace (it need not exist)."""
     return RunFolder(runs_root(settings) / str(name))
+
+
+def run_folder_of_config(settings: Settings, config: NamedRun) -> RunFolder:
+    """Return the folder a run config trains into: `runs/<name>`, its `name` (the run config's default
+    when the file has none). The trainer and the job runner both find the folder here."""
+    return run_folder(settings, config.name)
+
+
+def eval_file_beside(checkpoint: Path) -> Path:
+    """Return the eval.json that holds the evaluations of `checkpoint` (in the checkpoint's folder)."""
+    return Path(checkpoint).parent / EVAL_FILE
+
+
+def eval_audio_beside(checkpoint: Path) -> Path:
+    """Return the folder of the clips synthesized when `checkpoint` was evaluated (`eval_audio/<stem>/` beside it)."""
+    checkpoint = Path(checkpoint)
+    return checkpoint.parent / EVAL_AUDIO_DIR / checkpoint.stem
+
+
+def read_evaluations(path: Path) -> dict[str, dict[str, Any]]:
+    """Return the entries of the eval.json at `path` by checkpoint file name.
+
+    A missing, unreadable or malformed file, and entries that are not objects, read as none.
+    """
+    entries = (read_json(Path(path)) or {}).get("checkpoints")
+    if not isinstance(entries, dict):
+        return {}
+    return {str(name): entry for name, entry in entries.items() if isinstance(entry, dict)}
 
 
 def run_folder_of_checkpoint(checkpoint: Path) -> RunFolder | None:

@@ -6,6 +6,11 @@ token (`headers`, which the proxy adds after its login check) and runs without T
 separate data server, so another local user reaching the loopback port gets 403 and no data.
 `TensorBoardProcess.start()` launches it, `ensure_running()` restarts it when it died, a
 watchdog thread calls that periodically, and `stop()` ends it (its whole process group).
+
+TensorBoard runs in its own session, so it outlives an owner that is killed (SIGKILL, a crash).
+With `records`, each launch leaves a record there (`<pid>.json`: TensorBoard's and its owner's PID
+and start time); `start()` first stops every recorded TensorBoard whose owner is gone (`reap_orphans`),
+and `stop()` removes its own record.
 """
 
 from __future__ import annotations
@@ -19,12 +24,17 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
 from core.config import REPO_ROOT
 from core.errors import InternalError
 from core.tensorboard_server import TOKEN_ENV, TOKEN_HEADER
+from core.fsutil import atomic_write_json, read_json
+from core.processes import is_alive, process_start_time
+
+STOP_WAIT_S = 10.0
 
 
 def free_loopback_port() -> int:
@@ -38,10 +48,13 @@ class TensorBoardProcess:
     """Owns one TensorBoard child process reading `logdir`, bound to 127.0.0.1 under `path_prefix`,
     answering only requests with `headers` (a token made for this object)."""
 
-    def __init__(self, logdir: Path, path_prefix: str = "/tensorboard", log_file: Path | None = None) -> None:
+    def __init__(
+        self, logdir: Path, path_prefix: str = "/tensorboard", log_file: Path | None = None, records: Path | None = None
+    ) -> None:
         self.logdir = Path(logdir)
         self.path_prefix = "/" + path_prefix.strip("/")
         self.log_file = log_file
+        self.records = Path(records) if records is not None else None
         self.port: int | None = None
         self.restarts = 0
         self._token = secrets.token_urlsafe(32)
@@ -67,7 +80,10 @@ class TensorBoardProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> None:
-        """Launch TensorBoard (a no-op when it is already running) and start the watchdog thread."""
+        """Stop recorded TensorBoards whose owner is gone, launch TensorBoard (a no-op when it is already
+        running) and start the watchdog thread."""
+        if self.records is not None:
+            reap_orphans(self.records)
         with self._lock:
             if not self.is_alive():
                 self._launch()
@@ -106,18 +122,9 @@ class TensorBoardProcess:
             proc, self._proc = self._proc, None
         if proc is None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            return
-        try:  # helpers TensorBoard started (its data server) must not outlive it
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _stop_group(proc.pid, lambda: proc.poll() is not None)
+        proc.wait(timeout=STOP_WAIT_S)
+        self._forget(proc.pid)
 
     def _launch(self) -> None:
         self.logdir.mkdir(parents=True, exist_ok=True)
@@ -136,6 +143,7 @@ class TensorBoardProcess:
             output = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
         else:
             output = open(os.devnull, "wb")  # noqa: SIM115
+        previous = self._proc
         try:
             self._proc = subprocess.Popen(
                 command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -143,6 +151,21 @@ class TensorBoardProcess:
             )
         finally:
             output.close()
+        if previous is not None:
+            self._forget(previous.pid)
+        self._remember(self._proc.pid)
+
+    def _remember(self, pid: int) -> None:
+        if self.records is not None:
+            owner = os.getpid()
+            atomic_write_json(self.records / f"{pid}.json", {
+                "host": socket.gethostname(), "pid": pid, "start": process_start_time(pid),
+                "owner": owner, "owner_start": process_start_time(owner), "logdir": str(self.logdir),
+            })
+
+    def _forget(self, pid: int) -> None:
+        if self.records is not None:
+            (self.records / f"{pid}.json").unlink(missing_ok=True)
 
     def _watch(self) -> None:
         while not self._stop_event.wait(2.0):
@@ -152,3 +175,38 @@ class TensorBoardProcess:
 def _python_path() -> str:
     """Return PYTHONPATH for the child: the repository first (it runs `core.tensorboard_server`), then the inherited one."""
     return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+def _stop_group(pid: int, ended: Callable[[], bool]) -> None:
+    """SIGTERM the process group `pid` leads, SIGKILL it when `ended()` is not true within STOP_WAIT_S,
+    then SIGKILL what is left of the group (TensorBoard's helpers, its data server)."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_WAIT_S
+    while not ended() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def reap_orphans(records: Path) -> list[int]:
+    """Stop every TensorBoard recorded in `records` on this host whose owner process is gone; return their PIDs.
+
+    A record whose TensorBoard is gone (or whose PID now names another process) is only removed.
+    A record that is not readable is left alone.
+    """
+    if not records.is_dir():
+        return []
+    host, reaped = socket.gethostname(), []
+    for path in sorted(records.glob("*.json")):
+        record = read_json(path)
+        if not record or record.get("host") != host or is_alive(record.get("owner"), record.get("owner_start")):
+            continue
+        pid = record.get("pid")
+        if isinstance(pid, int) and is_alive(pid, record.get("start")):
+            _stop_group(pid, lambda: not is_alive(pid, record.get("start")))
+            reaped.append(pid)
+        path.unlink(missing_ok=True)
+    return reaped

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.config import Settings, load_settings, read_yaml
-from core.confine import check_name
+from core.config import Settings, load_settings
 from core.errors import InputError
-from core.runs import run_folder
+from core.runs import run_folder_of_config
+from core.training.run_config import load_run_config
 from jobs.kinds import JobCatalogue, is_gpu_kind
 from jobs.param_paths import check_job_params, job_params
 from jobs.queue import build_huey, jobs_db_path
@@ -57,7 +57,7 @@ class JobRunner:
         check_job_params(self.settings, kind, given, self.catalogue.path_options(kind))  # as given: `a,../../b` must not collapse into the workspace
         params, argv = self.plan(kind, given)
         run_dir = self._run_dir(kind, params)
-        resume = "auto" if (kind == "train" and params.get("resume", "auto") == "auto") else "never"
+        resume = "auto" if (kind == "train" and params.get("resume") == "auto") else "never"  # never for `fresh`
         logs = self.settings.workspace / "logs" / "jobs"
         logs.mkdir(parents=True, exist_ok=True)
         job_id = new_job_id()
@@ -83,21 +83,22 @@ class JobRunner:
         """Return (the parameters, the CLI argv) a job of `kind` with `params` is recorded and run with.
 
         `submit` queues exactly this; the dashboard previews it. Path parameters become absolute
-        (relative ones resolve against the workspace) and `train` gets `resume: auto` unless given.
+        (relative ones resolve against the workspace) and `train` gets `resume: auto` unless `resume`
+        or `fresh` is given.
         Raises InputError with the command's own message when the kind or a parameter is wrong.
         """
         params = dict(params or {})
-        if kind == "train" and "resume" not in params and self.catalogue.accepts(kind, "resume"):
+        if kind == "train" and "resume" not in params and not params.get("fresh") and self.catalogue.accepts(kind, "resume"):
             params["resume"] = "auto"
         params = self.catalogue.absolute_paths(kind, params, self.settings.workspace)
         return params, self.catalogue.build_argv(kind, params)
 
     def _run_dir(self, kind: str, params: dict[str, Any]) -> Path | None:
+        """Return the folder a `train` job's trainer writes (from its loaded run config), else None."""
         if kind != "train" or params.get("config") is None:
             return None
-        config_path = self.settings.resolve(str(params["config"]))
-        name = check_name(read_yaml(config_path).get("name") or config_path.stem, f"{config_path}: name")
-        return run_folder(self.settings, str(name)).path
+        config = load_run_config(self.settings.resolve(str(params["config"])))
+        return run_folder_of_config(self.settings, config).path
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Return job records newest first, optionally filtered by `status`, at most `limit`."""

@@ -19,30 +19,11 @@ from pathlib import Path
 from typing import Callable
 
 from core.config import REPO_ROOT, SETTINGS_ENV, WORKSPACE_ENV
+from core.processes import is_alive, process_start_time
 from core.progress import PROGRESS_FILE_ENV
 
 TERM_GRACE_S = 10.0
 SUMMARY_BYTES = 1 << 20  # how much of an attempt's output `error_summary` reads
-
-
-def process_start_time(pid: int) -> str | None:
-    """Return the kernel start time of process `pid` (from /proc), or None when it is gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return fields[19]
-
-
-def is_alive(pid: int | None, start: str | None) -> bool:
-    """Return True when process `pid` exists and (when `start` is given) started at `start`."""
-    if not pid:
-        return False
-    current = process_start_time(pid)
-    return current is not None and (start is None or current == start)
 
 
 def worker_identity() -> str:

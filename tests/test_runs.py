@@ -99,19 +99,20 @@ def test_best_is_a_link_that_outlives_rotation_and_a_resave_of_its_step(tmp_path
     import torch
 
     from core.checkpoint import load_checkpoint, save_checkpoint
-    from core.training.state import link_as_best, rotate, step_checkpoint_path
+    from core.training.state import link_as_best, rotate
 
     run_dir = tmp_path / "run"
+    step_checkpoint_path = RunFolder(run_dir).step_checkpoint
 
     def save(step: int, value: float) -> Path:
-        return save_checkpoint(step_checkpoint_path(run_dir, step), {"w": torch.full((4,), value)}, None, {"step": step})
+        return save_checkpoint(step_checkpoint_path(step), {"w": torch.full((4,), value)}, None, {"step": step})
 
     best = link_as_best(save(1, 1.0))
-    assert os.path.samefile(best, step_checkpoint_path(run_dir, 1)) and best.stat().st_nlink == 2
+    assert os.path.samefile(best, step_checkpoint_path(1)) and best.stat().st_nlink == 2
     save(1, 5.0)                                    # the same step written again replaces its file by rename
     save(2, 2.0)
-    assert rotate(run_dir, keep_last=1) == [step_checkpoint_path(run_dir, 1)]
+    assert rotate(run_dir, keep_last=1) == [step_checkpoint_path(1)]
     assert best.stat().st_nlink == 1
     assert load_checkpoint(best).state_dict["w"].tolist() == [1.0] * 4
-    assert link_as_best(step_checkpoint_path(run_dir, 2)) == best
-    assert load_checkpoint(best).state_dict["w"].tolist() == [2.0] * 4 and os.path.samefile(best, step_checkpoint_path(run_dir, 2))
+    assert link_as_best(step_checkpoint_path(2)) == best
+    assert load_checkpoint(best).state_dict["w"].tolist() == [2.0] * 4 and os.path.samefile(best, step_checkpoint_path(2))

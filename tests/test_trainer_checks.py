@@ -88,9 +88,12 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch) -> Counter:
     return loads
 
 
-def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """The trainer hands its doctor what it loaded: one load (and sha256) of the base, the resume
-    checkpoint and the tokenizer per setup, and the run's own config.yaml is not rewritten."""
+    checkpoint and the tokenizer per setup, and the run's own config.yaml is not rewritten. Set-up
+    alone writes nothing into the run folder."""
     lm_workspace(workspace)
     settings = load_settings()
     first = train(load_run_config(lm_config(workspace, "base-run")), lm_config(workspace, "base-run"), settings, max_steps=1)
@@ -101,9 +104,11 @@ def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(workspace: Pat
 
     loads = _count_loads(monkeypatch)
     path = lm_config(workspace, "from-base", base_checkpoint="checkpoints/base.pt")
+    capsys.readouterr()
     trainer = Trainer(load_run_config(path), path, settings)
     trainer.log.close()
-    assert "checkpoint.rows" in (workspace / "runs" / "from-base" / "log.txt").read_text()  # the doctor did look
+    assert "checkpoint.rows" in capsys.readouterr().err  # the doctor did look
+    assert not (workspace / "runs" / "from-base").exists()
     assert loads == Counter({base.resolve(): 1, tokenizer: 1})
 
     loads.clear()

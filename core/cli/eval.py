@@ -8,6 +8,7 @@ from typing import Any
 
 from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_group
+from core.runs import eval_file_beside
 from core.tables import render_table
 
 EPILOG = """\
@@ -41,7 +42,7 @@ def _tts(args: argparse.Namespace) -> Result:
         f"chance {result['chance']}, references {result['references_source']}",
         render_table(["row", *METRICS], rows),
         *(f"no {name} row: {why}" for name, why in result["absent_rows"].items()),
-        f"written to {Path(result['checkpoint']).parent / 'eval.json'} in {result['seconds']} s",
+        f"written to {eval_file_beside(Path(result['checkpoint']))} in {result['seconds']} s",
     ])
     return Result(result, text)
 

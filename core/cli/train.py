@@ -1,4 +1,4 @@
-"""`python -m core train --config RUN.yaml [--resume auto|PATH] [--max-steps N] [--reset-optimizer]`."""
+"""`python -m core train --config RUN.yaml [--resume auto|PATH | --fresh] [--max-steps N] [--reset-optimizer]`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _train(args: argparse.Namespace) -> Result:
     from core.training.trainer import train
 
     config = load_run_config(args.config)
-    result = train(config, args.config, load_settings(), args.resume, args.max_steps, args.reset_optimizer)
+    result = train(config, args.config, load_settings(), args.resume, args.max_steps, args.reset_optimizer, args.fresh)
     data = result.to_dict()
     shown = {k: data[k] for k in ("state", "step", "run_dir", "last_checkpoint", "best_val_loss")}
     shown.update({f"val_{k}": round(v, 4) for k, v in result.val.items()})
@@ -34,11 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Order: resolve tokenizer → size the model → doctor (must pass) → data → train.\n"
             "Writes runs/<name>/: config.yaml, metrics.jsonl, tb/, checkpoints/, log.txt, status.json.\n"
             "Touch runs/<name>/STOP or send SIGTERM to save and stop (exit 0, state `stopped`).\n"
+            "A run folder that already holds checkpoints is never overwritten: without --resume or --fresh\n"
+            "the command refuses (exit 2) and changes nothing.\n"
             "Multi-GPU: torchrun --nproc_per_node N -m core train --config RUN.yaml"
         ),
     )
     parser.add_argument("--config", required=True, type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
-    parser.add_argument("--resume", default=None, type=PathType(keywords=("auto",)), help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--resume", default=None, type=PathType(keywords=("auto",)), help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
+    start.add_argument("--fresh", action="store_true",
+                       help="start over: move a run already in runs/<name>/ aside to runs/<name>.old-<time>, then train from step 0")
     parser.add_argument("--max-steps", type=int_at_least(1), default=None,
                         help="stop at this step (the lr schedule still follows schedule.max_steps)")
     parser.add_argument("--reset-optimizer", action="store_true",

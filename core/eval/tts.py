@@ -22,7 +22,6 @@ TensorBoard scalars `eval/…` at the checkpoint's step to the run's `tb/` folde
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -44,7 +43,7 @@ from core.eval.metrics import (
     mcd_dtw,
 )
 from core.fsutil import atomic_write_json
-from core.runs import RunFolder
+from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside, read_evaluations
 from core.progress import Progress
 
 ESPEAK = "espeak"
@@ -202,15 +201,9 @@ def write_tensorboard(folder: Path, step: int, rows: dict[str, dict[str, Any]]) 
 
 def update_eval_json(path: Path, checkpoint_name: str, result: dict[str, Any]) -> Path:
     """Merge `result` into `path` under `checkpoints[checkpoint_name]` and return the path written."""
-    data: dict[str, Any] = {"checkpoints": {}}
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = {"checkpoints": {}}
-        data.setdefault("checkpoints", {})
-    data["checkpoints"][checkpoint_name] = result
-    return atomic_write_json(path, data)
+    entries = read_evaluations(path)
+    entries[checkpoint_name] = result
+    return atomic_write_json(path, {"checkpoints": entries})
 
 
 def evaluate_checkpoint(
@@ -253,7 +246,7 @@ def evaluate_checkpoint(
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
     voice = load_eval_voice(checkpoint, settings, device, model_dir, options)  # a bad checkpoint fails before any rendering
-    out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
+    out_dir = eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK
         reference_paths = render_espeak_references(sentences, language, out_dir / "references")
@@ -299,7 +292,7 @@ def evaluate_checkpoint(
         "audio": audio,
         "seconds": round(time.perf_counter() - start, 2),
     }
-    update_eval_json(checkpoint.parent / "eval.json", checkpoint.name, result)
+    update_eval_json(eval_file_beside(checkpoint), checkpoint.name, result)
     write_tensorboard(tensorboard_dir(checkpoint), step, {name: {k: v for k, v in row.items() if k != "per_sentence"}
                                                           for name, row in rows.items()})
     return result
@@ -308,7 +301,7 @@ def evaluate_checkpoint(
 def _eval_files(folder: Path) -> list[Path]:
     if folder.is_file():
         folder = folder.parent
-    candidates = [folder / "eval.json", RunFolder(folder).eval_file]
+    candidates = [folder / EVAL_FILE, RunFolder(folder).eval_file]
     return [path for path in candidates if path.is_file()]
 
 
@@ -324,16 +317,13 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """
     found: list[dict[str, Any]] = []
     for eval_json in _eval_files(Path(folder)):
-        try:
-            entries = json.loads(eval_json.read_text(encoding="utf-8")).get("checkpoints", {})
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        for name, entry in entries.items():
+        for name, entry in read_evaluations(eval_json).items():
             rows = entry.get("rows") or {}
             model, codec = rows.get("model") or {}, rows.get("codec") or {}
             path = eval_json.parent / name
             texts = [p.get("sentence", "") for p in model.get("per_sentence", [])]
-            audio = [str(eval_json.parent / "eval_audio" / Path(name).stem / Path(a).name) for a in entry.get("audio", [])]
+            clips = eval_audio_beside(path)
+            audio = [str(clips / Path(a).name) for a in entry.get("audio", [])]
             found.append({
                 "checkpoint": name,
                 "path": str(path),

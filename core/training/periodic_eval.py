@@ -8,13 +8,13 @@ as references). `eval_metrics(result)` flattens an `eval tts` result into the nu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.config import Settings
 from core.errors import InputError
+from core.runs import read_evaluations
 from core.training.run_config import BEST_METRICS, RunConfig
 
 # best_metric → key of the flattened eval metrics it reads.
@@ -102,14 +102,8 @@ def is_better(best_metric: str, value: float, best: float | None) -> bool:
 
 def best_recorded(eval_json: Path, best_metric: str, up_to_step: int) -> float | None:
     """Return the best `best_metric` value among the eval.json entries at steps ≤ `up_to_step` (resume)."""
-    if not eval_json.is_file():
-        return None
-    try:
-        entries = json.loads(eval_json.read_text(encoding="utf-8")).get("checkpoints", {}).values()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
     best = None
-    for entry in entries:
+    for entry in read_evaluations(eval_json).values():
         if int(entry.get("step", 0)) > up_to_step:
             continue
         value = metric_value(best_metric, eval_metrics(entry))

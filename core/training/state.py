@@ -13,7 +13,6 @@ tensor with zero rows, so old rows keep their moments and new rows start fresh.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,31 +24,14 @@ from core.checkpoint import LoadedCheckpoint, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.fsutil import atomic_write
-from core.runs import RunFolder
+from core.runs import BEST_FILE, RunFolder
 from core.tokenizers.tokenizer import Tokenizer
 from core.tokenizers.vocab import first_difference
 
-STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
-BEST_FILE = "best.pt"
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    """Return the run's checkpoint folder."""
-    return RunFolder(run_dir).checkpoints
-
-
-def step_checkpoint_path(run_dir: Path, step: int) -> Path:
-    """Return the path of the checkpoint saved at `step`."""
-    return checkpoint_dir(run_dir) / f"step_{step:07d}.pt"
-
 
 def step_checkpoints(run_dir: Path) -> list[Path]:
-    """Return the run's step checkpoints, oldest first."""
-    folder = checkpoint_dir(run_dir)
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := STEP_FILE.match(p.name))]
-    return [p for _, p in sorted(found)]
+    """Return the step checkpoints of the run in `run_dir`, oldest first (see `RunFolder.step_checkpoints`)."""
+    return RunFolder(run_dir).step_checkpoints()
 
 
 def rotate(run_dir: Path, keep_last: int) -> list[Path]:

@@ -7,6 +7,11 @@ tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.
 (`core.training.periodic_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
 `schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only.
 Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
+Nothing a run made is lost: a folder that holds checkpoints is trained further only with `resume`
+(else the start is refused, naming `--resume auto` and `--fresh`), `fresh` moves it aside first
+(`runs/<name>.old-<time>`), and a start refused during set-up leaves the folder of a run with
+checkpoints as it was (a folder without any records why the start failed in status.json). At the start, temporary files of saves a kill interrupted are removed and metrics.jsonl keeps
+only the steps up to the resumed one (later ones run again).
 Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
 only rank 0 writes files.
 
@@ -33,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from core.checkpoint import CheckpointMeta, load_checkpoint, remove_orphaned_saves, save_checkpoint
 from core.config import Settings, load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.training.embeddings import extend_state_dict, init_record
@@ -41,7 +46,8 @@ from core.errors import InputError
 from core.families import rows_for
 from core.families.base import FamilyRun
 from core.families.registry import get_model_family
-from core.runs import run_folder
+from core.processes import is_alive
+from core.runs import RUNS_DIR, eval_file_beside, run_folder_of_config
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, Prefetcher, SampleSet, eval_batches, to_device
@@ -56,7 +62,6 @@ from core.training.state import (
     resume_plan,
     rng_state,
     rotate,
-    step_checkpoint_path,
 )
 from core.training.tasks import TaskData
 from core.training.window import MetricWindow
@@ -136,14 +141,16 @@ class Trainer:
         resume: str | None = None,
         max_steps: int | None = None,
         reset_optimizer: bool = False,
+        fresh: bool = False,
     ) -> None:
         self.config = config
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
         self.amp_dtype = _autocast_dtype(config.precision, self.device)
-        self.folder = run_folder(self.settings, config.name)
+        self.folder = run_folder_of_config(self.settings, config)
         self.run_dir = self.folder.path
+        self.fresh = fresh
         self.stop_at = max_steps or config.schedule.max_steps
         self.log = RunLog(self.run_dir, enabled=self.rank == 0)
         self.config_path = Path(config_path).resolve() if config_path else None
@@ -154,12 +161,32 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
 
         try:
+            self._check_start(resume)
             self._setup(config_path, resume, reset_optimizer)
             self._speed_setup()
         except BaseException as exc:
-            self._record_failure(exc)
+            if not self.folder.saved_checkpoints():  # a trained run's folder stays as it was: a refused start changes nothing
+                self._record_failure(exc)
             self.log.close()
             raise
+
+    def _check_start(self, resume: str | None) -> None:
+        """Refuse, before any work, a start that would overwrite a run: a folder with checkpoints and
+        neither `resume` nor `fresh`, both at once, or `fresh` while the run is training."""
+        folder, shown = self.folder, f"{RUNS_DIR}/{self.folder.name}"
+        if resume is not None and self.fresh:
+            raise InputError("--fresh and --resume: pass one; --fresh starts over, --resume continues a run.")
+        saved = folder.saved_checkpoints()
+        if resume is None and not self.fresh and saved:
+            names = ", ".join(p.name for p in saved[-3:])
+            raise InputError(
+                f"{shown} already holds a run with checkpoints ({names}); nothing was changed. Continue it with "
+                f"--resume auto, or start over with --fresh (moves the old run to {shown}.old-<time>)."
+            )
+        status = folder.status()
+        pid = status.get("pid")
+        if self.fresh and status.get("state") == "running" and pid != os.getpid() and is_alive(pid, None):
+            raise InputError(f"--fresh: run {folder.name} is training now (pid {status['pid']}); stop it first.")
 
     def _record_failure(self, exc: BaseException) -> None:
         """Record `exc` in status.json as the run's failure; a full disk must not hide the error itself."""
@@ -307,7 +334,7 @@ class Trainer:
         if self.config.schedule.best_metric != "val_loss":
             from core.training.periodic_eval import best_recorded
 
-            self.best_eval = best_recorded(loaded.path.parent / "eval.json", self.config.schedule.best_metric, self.step)
+            self.best_eval = best_recorded(eval_file_beside(loaded.path), self.config.schedule.best_metric, self.step)
         self.parent = (loaded.meta or {}).get("parent", self.parent)
         self.resumed_from = str(loaded.path)
         self.log.line(f"resumed from {loaded.path} at step {self.step} ({plan.kind} tokenizer)")
@@ -491,7 +518,7 @@ class Trainer:
             "base_rows_sha256_start": self.base_sha_start,
             "row_warmup": self.row_warmup.state_dict(),
         }
-        path = save_checkpoint(step_checkpoint_path(self.run_dir, self.step), self.model.state_dict(), self._meta(), extra)
+        path = save_checkpoint(self.folder.step_checkpoint(self.step), self.model.state_dict(), self._meta(), extra)
         if is_best and self.config.schedule.best_metric == "val_loss":
             link_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
@@ -557,9 +584,7 @@ class Trainer:
         """
         cfg = self.config
         if self.rank == 0:
-            self.folder.stop_file.unlink(missing_ok=True)
-            if self.config_path != self.folder.config.resolve():  # started from it: it already holds this config
-                save_run_config(cfg, self.folder.config)
+            self._take_folder()
         if self.world > 1:
             dist.barrier()
         sha = {"start": self.base_sha_start, "now": self.base_rows_sha256()}
@@ -595,6 +620,20 @@ class Trainer:
         self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
         self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")
         return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
+
+    def _take_folder(self) -> None:
+        """Make the run folder this run's (rank 0, once set-up passed): move an earlier run aside for
+        `fresh`, open the log at the step training continues from, remove what killed saves left,
+        clear STOP and write the run config."""
+        moved = self.folder.move_aside() if self.fresh and self.folder.path.exists() else None
+        self.log.open(resume_step=self.step)
+        if moved is not None:
+            self.log.line(f"--fresh: the earlier run {self.folder.name} was moved to {moved.path}")
+        for path in remove_orphaned_saves(self.folder.checkpoints):
+            self.log.line(f"removed {path.name}: the temporary file of a save that never finished")
+        self.folder.stop_file.unlink(missing_ok=True)
+        if moved is not None or self.config_path != self.folder.config.resolve():  # else it holds this config
+            save_run_config(self.config, self.folder.config)
 
     def _loop(self) -> tuple[str, dict[str, float], str | None]:
         batches = Prefetcher(self.batcher, self.data.train, self.data.collate, self.device, self.config.data.prefetch)
@@ -654,12 +693,15 @@ def train(
     resume: str | None = None,
     max_steps: int | None = None,
     reset_optimizer: bool = False,
+    fresh: bool = False,
 ) -> TrainResult:
     """Run one training run and return its TrainResult.
 
     `max_steps` stops this invocation at that step while the learning-rate schedule follows
     `schedule.max_steps`, so a run paused with `--max-steps k` and resumed continues exactly.
+    `resume` is `auto` or a checkpoint; `fresh` moves a run already in the folder aside and starts over.
     Raises InputError on bad config, data, tokenizer or checkpoint (the doctor's failures
-    included) and InternalError when frozen rows changed.
+    included), when the run folder holds checkpoints and neither `resume` nor `fresh` is given,
+    and InternalError when frozen rows changed.
     """
-    return Trainer(config, config_path, settings, resume, max_steps, reset_optimizer).run()
+    return Trainer(config, config_path, settings, resume, max_steps, reset_optimizer, fresh).run()
