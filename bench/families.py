@@ -8,8 +8,8 @@ the same cached conditioning + 0.2/0.8 CE + AdamW over every parameter), random 
 12,000 + 256 tokens); `--smoke`: width 256, 1 layer, batch 2 on the CPU.
 
 Chatterbox T3: the family's step (`LinguaForgeT3` — T3 with frozen base text rows as buffers, each
-sample laid out by `chatterbox_layout` with an attention mask, shifted labels — + AdamW over the trainable tensors) beside a plain loop
-(`T3.forward(training=True)` + shifted cross-entropy on its logits + AdamW over every parameter),
+sample laid out by `chatterbox_layout` with an attention mask, shifted labels — + AdamW over the
+trainable tensors) beside a plain loop (`T3.forward(training=True)` + shifted cross-entropy on its logits + AdamW over every parameter),
 random tokens, batch 8 of 64 text + 300 speech tokens and a 150-token prompt, bf16 autocast on
 CUDA. Tokens/s counts text + speech tokens. Full size (Llama_520M, 30 layers) on a GPU;
 `--smoke` runs a reduced T3 (width 1024, 1 layer, batch 2) on the CPU.

@@ -35,7 +35,7 @@ from tests.data_helpers import make_espeak_dataset, run_cli
 torch.set_num_threads(2)
 pytestmark = pytest.mark.timeout(1800)
 GREEDY = Sampling(temperature=0.0, cfg_weight=0.0)
-STEPS = 150
+STEPS = 50
 
 
 @pytest.fixture(scope="module")
