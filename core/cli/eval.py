@@ -8,6 +8,7 @@ from typing import Any
 
 from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_group
+from core.cli.infer import add_family_options
 from core.tables import render_table
 
 EPILOG = """\
@@ -15,8 +16,9 @@ SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its cl
 the references unless --references says otherwise). --references DIR holds <n>.wav for line n.
 Rows: model = synthesized speech; codec = references through the codec (the ceiling; own models
 only); references = the references themselves (the judges' own accuracy). Chance is 1/N.
-A Chatterbox or IndexTTS2 checkpoint (from a family run or `export`) speaks through its family's
-speech models: --model-dir, else the run's model_dir:, else settings families.<family>.model_dir.
+A Chatterbox or IndexTTS2 checkpoint speaks through its family's speech models: --model-dir,
+else the run's model_dir:, else settings families.<family>.model_dir. The family comes from the
+checkpoint's metadata; --family is needed only for a file without it (a published one).
 """
 
 METRICS = ("mcd_db", "log_f0_ratio", "duration_ratio", "dtw_identification", "sphinx_identification", "wer")
@@ -34,7 +36,8 @@ def _tts(args: argparse.Namespace) -> Result:
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir)
+                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir,
+                                 family=args.family)
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([
         f"checkpoint {result['checkpoint']} ({result['family']}, step {result['step']}), {result['sentences']} sentences, "
@@ -56,9 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
                         help="TTS checkpoint (.safetensors or .pt): LinguaForge's own, or a chatterbox/indextts run's")
-    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
-                        help="a family checkpoint's published model folder (default: its run's model_dir:, "
-                             "else settings families.<family>.model_dir)")
+    add_family_options(parser)
     parser.add_argument("--sentences", required=True, type=CLI_PATH, help="held-out sentences: text file, one per line, or manifest.jsonl")
     parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")

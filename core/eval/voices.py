@@ -87,17 +87,20 @@ def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model
 
 
 def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None,
-                    options: dict[str, Any] | None = None) -> EvalVoice:
+                    options: dict[str, Any] | None = None, family: str | None = None) -> EvalVoice:
     """Return the EvalVoice of `checkpoint`: the own TTS model, or its family's Speaker (family from the
-    metadata) speaking with `options` (speaker options plus `max_seconds`, a cap on each sentence).
+    metadata, else `family` for a file without it) speaking with `options` (speaker options plus
+    `max_seconds`, a cap on each sentence).
 
-    Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a family checkpoint
-    without a model folder, or a model folder missing a file synthesis reads.
+    Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a `family` that
+    disagrees with the metadata or is missing for a file without it, a family checkpoint without a
+    model folder, or a model folder missing a file synthesis reads.
     """
     from core.checkpoint import load_checkpoint
+    from core.inference import checkpoint_family
 
     loaded = load_checkpoint(checkpoint)
-    family = (loaded.meta or {}).get("family") or "linguaforge"
+    family = checkpoint_family(loaded, family)
     if family == "linguaforge":
         return _own_voice(loaded, settings, device)
     return _family_voice(family, loaded, settings, device, family_model_dir(family, checkpoint, settings, model_dir),
