@@ -191,7 +191,7 @@ def check_text_length(text: str, limit: int = MAX_TEXT_CHARS) -> None:
         )
 
 
-def speaks(tokenizer: Tokenizer, token_id: int) -> bool:
+def is_speakable(tokenizer: Tokenizer, token_id: int) -> bool:
     """Return True when `token_id` stands for something to say: not the unk id, and a piece holding a
     letter or digit (a word-boundary mark `▁` or punctuation alone says nothing)."""
     return token_id != tokenizer.unk_id and any(c.isalnum() for c in tokenizer.piece(token_id))
@@ -251,7 +251,7 @@ def synthesize(
     sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
     encoded = [tok.encode(sentence) for sentence in sentences]
     unknown = sum(1 for ids in encoded for i in ids if i == tok.unk_id)
-    if not any(speaks(tok, i) for ids in encoded for i in ids):
+    if not any(is_speakable(tok, i) for ids in encoded for i in ids):
         raise InputError(
             f"--text {text[:40]!r}: the tokenizer knows none of its letters or digits, so there is nothing to "
             "speak. Check the text's language (--language) or use a tokenizer trained on it."

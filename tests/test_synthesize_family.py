@@ -7,7 +7,8 @@ The checkpoint is real: the reduced published T3 (tests/chatterbox_helpers.py) r
 `embeddings extend` for a tokenizer with two more pieces, which records its family. A full
 synthesis needs the 529 MB S3Gen folder, so the path is shown by the Chatterbox speaker's own
 refusal of a language its tokenizer has no tag for: it comes after the family loaded the T3 at
-the checkpoint's size with its tokenizer (the own-model path would ask for a codec instead).
+the checkpoint's size with its tokenizer (the own-model path would ask for a codec instead), and
+by the voice `eval tts` loads: the Chatterbox speaker itself.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from core.checkpoint import load_checkpoint
 from core.cli import main as cli_main
+from core.errors import InputError
 from core.inference import checkpoint_family
 from core.training.embeddings import extend_checkpoint
 from tests.chatterbox_helpers import make_chatterbox_folder, with_pieces
@@ -86,3 +88,19 @@ def test_a_file_without_metadata_needs_family(
                                 published=True))
     err = capsys.readouterr().err.strip()
     assert code == 2 and "has no [xx] tag" in err, err
+
+
+def test_eval_tts_loads_the_family_speaker_the_metadata_names(chatterbox: dict[str, Path], workspace: Path) -> None:
+    """The voice `eval tts` speaks with: the Chatterbox speaker (T3 loaded at the checkpoint's size, 24 kHz,
+    no codec ceiling) for the extended checkpoint without --family, and for the published file with it."""
+    from core.config import load_settings
+    from core.eval.voices import load_eval_voice
+
+    settings = load_settings()
+    for checkpoint, tokenizer, family in ((chatterbox["checkpoint"], chatterbox["tokenizer"], None),
+                                          (chatterbox["published"], chatterbox["base"], "chatterbox")):
+        voice = load_eval_voice(checkpoint, settings, "cpu", chatterbox["folder"], family=family, tokenizer=tokenizer)
+        assert (voice.family, voice.sample_rate, voice.codec) == ("chatterbox", 24000, None)
+        assert "codec" in voice.absent_rows
+    with pytest.raises(InputError, match="no LinguaForge metadata names its model family"):
+        load_eval_voice(chatterbox["published"], settings, "cpu", chatterbox["folder"], tokenizer=chatterbox["base"])

@@ -126,7 +126,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "from the checkpoint's metadata; --family is needed only for a file without it (a published one)."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="TTS checkpoint: LinguaForge's own (.pt from train, .safetensors from prune) or a "
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
+                        help="TTS checkpoint: LinguaForge's own (.pt from train, .safetensors from prune) or a "
                              "chatterbox/indextts run's, export's or published file")
     parser.add_argument("--text", required=True, help="text to speak")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output .wav")

@@ -225,11 +225,13 @@ def evaluate_checkpoint(
     model_dir: str | os.PathLike[str] | None = None,
     options: dict[str, Any] | None = None,
     family: str | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
     Synthesis runs on `device` (`auto` = CUDA when present). A checkpoint of another model family
-    (chatterbox, indextts: its metadata says which; `family` names it for a file without metadata) speaks through the family's Speaker with the
+    (chatterbox, indextts: its metadata says which; `family` and `tokenizer` name them for a file
+    without metadata) speaks through the family's Speaker with the
     speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`)
     and the speaker `options` (`max_seconds` caps each sentence; see `core.eval.voices`).
 
@@ -255,7 +257,7 @@ def evaluate_checkpoint(
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
     # a bad checkpoint (or a --family that disagrees with it) fails before any rendering
-    voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family)
+    voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family, tokenizer)
     out_dir = checkpoint.parent / "eval_audio" / checkpoint.stem
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK

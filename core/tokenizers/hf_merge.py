@@ -300,7 +300,7 @@ def merge_hf_tokenizer(
         language_tag = language_tag_code(language_tag)
     base, base_spec = _load_hf(base_path, "--base")
     uppercase = base_is_uppercase(base)
-    wanted, protected = protection(protect_lines, protect_language, uppercase, lexicon_size)
+    wanted, protection_summary = protection(protect_lines, protect_language, uppercase, lexicon_size)
     unseen, unseen_source = heldout_lines(heldout, protect_language, uppercase, wanted, lexicon_size)
     base_size = hf_vocab_size(base_spec)
     new_spec = _new_spec(base_spec, Path(add_path) if add_path else None, corpus_lines, vocab_size)
@@ -316,7 +316,7 @@ def merge_hf_tokenizer(
         kept, pruned, rounds = _protect_loop(base_spec, base, additions, language_tag, protect, output, progress)
     if wanted or unseen:
         drift = {"lines_checked": len(protect), "lines_skipped_unk": len(wanted) - len(protect),
-                 "rounds": rounds, "protected": protected}
+                 "rounds": rounds, "protected": protection_summary}
     spec, merges_added, tag_id = build_merged_spec(base_spec, kept.tokens, kept.merges, language_tag)
     merged = _as_tokenizer(spec, output)
     stats = corpus_statistics(merged, corpus_lines, base_size) if corpus_lines else None

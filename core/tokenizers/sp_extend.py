@@ -229,7 +229,7 @@ def extend_sentencepiece(
     check_output_suffix(output, SENTENCEPIECE_KIND)
     base, base_proto = _load_base(base_path)
     uppercase = base_is_uppercase(base)
-    wanted, protected = protection(protect_lines, protect_language, uppercase, lexicon_size)
+    wanted, protection_summary = protection(protect_lines, protect_language, uppercase, lexicon_size)
     unseen, unseen_source = heldout_lines(heldout, protect_language, uppercase, wanted, lexicon_size)
     base_size = len(base_proto.pieces)
     if target_size <= base_size:
@@ -277,7 +277,7 @@ def extend_sentencepiece(
             "lines_checked": len(protect),
             "lines_skipped_unk": len(wanted) - len(protect),
             "rounds": rounds,
-            "protected": protected,
+            "protected": protection_summary,
         }
     progress.update(1)
     proto = build_extended_proto(base_proto, chars + selected)

@@ -251,10 +251,10 @@ def check_output_suffix(output: str | os.PathLike[str], kind: str) -> None:
     Raises InputError naming `--output` and the name to use.
     """
     output = Path(output)
-    wanted = OUTPUT_SUFFIXES[kind]
-    if output.suffix.lower() != wanted:
-        others = {k: v for k, v in OUTPUT_SUFFIXES.items() if k != kind}
-        hint = "".join(f" ({_KIND_NAMES[k]} ends {v})" for k, v in others.items() if output.suffix.lower() == v)
+    wanted, suffix = OUTPUT_SUFFIXES[kind], output.suffix.lower()
+    if suffix != wanted:
+        other = next((k for k, v in OUTPUT_SUFFIXES.items() if v == suffix), None)
+        hint = f" ({_KIND_NAMES[other]} ends {suffix})" if other else ""
         raise InputError(
             f"--output {output}: {_KIND_NAMES[kind]} is written here, so its name must end {wanted}{hint}. "
             f"Use --output {output.with_suffix(wanted)}."
