@@ -46,17 +46,28 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _about(exc, target) from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
         _fsync_file(tmp)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise _about(exc, target) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(target.parent)
+
+
+def _about(exc: OSError, target: Path) -> OSError:
+    """Return `exc` re-addressed to `target`: the user named the file, not its temporary sibling."""
+    return type(exc)(exc.errno, exc.strerror, str(target))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

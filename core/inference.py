@@ -134,6 +134,29 @@ def resolve_codec(loaded: LoadedCheckpoint, settings: Settings, explicit: str | 
     )
 
 
+def checkpoint_family(loaded: LoadedCheckpoint, explicit: str | None = None) -> str:
+    """Return the model family that speaks `loaded`: the one its metadata names (`linguaforge.family`;
+    `linguaforge` for an own checkpoint that predates the field), else `explicit` (`--family`).
+
+    Raises InputError when `explicit` disagrees with the metadata, or when neither names a family
+    (a published or foreign file given without `--family`).
+    """
+    meta = loaded.meta or {}
+    recorded = meta.get("family") or ("linguaforge" if meta.get("model_config") else None)
+    if recorded and explicit and explicit != recorded:
+        raise InputError(
+            f"--family {explicit}: {loaded.path} is a {recorded} checkpoint (its metadata says so). "
+            "Leave --family out; it is needed only for files without LinguaForge metadata."
+        )
+    family = recorded or explicit
+    if not family:
+        raise InputError(
+            f"{loaded.path}: no LinguaForge metadata names its model family (a published or foreign file). "
+            "Pass --family chatterbox or --family indextts (with --tokenizer and --model-dir)."
+        )
+    return str(family)
+
+
 def load_for_inference(
     checkpoint: str | Path | LoadedCheckpoint, settings: Settings, tokenizer: str | None = None, codec: str | None = None,
     task: str | None = None, device: str | None = "auto",
@@ -166,6 +189,12 @@ def check_text_length(text: str, limit: int = MAX_TEXT_CHARS) -> None:
             f"--text: {len(text)} characters; one synthesize call speaks at most {limit}. "
             "Split the text into several calls (for example by paragraph)."
         )
+
+
+def is_speakable(tokenizer: Tokenizer, token_id: int) -> bool:
+    """Return True when `token_id` stands for something to say: not the unk id, and a piece holding a
+    letter or digit (a word-boundary mark `▁` or punctuation alone says nothing)."""
+    return token_id != tokenizer.unk_id and any(c.isalnum() for c in tokenizer.piece(token_id))
 
 
 def split_sentences(text: str, tokenizer: Tokenizer, max_tokens: int) -> list[str]:
@@ -203,8 +232,8 @@ def synthesize(
     """Return (waveform at the codec's sample rate, report with sentences, codes, seconds and RTF).
 
     Long text is spoken sentence by sentence with progress after each (`core.progress`).
-    Raises InputError for empty text, text over MAX_TEXT_CHARS, text of which the tokenizer knows
-    no character, or an unreadable reference.
+    Raises InputError for empty text, text over MAX_TEXT_CHARS, text in which the tokenizer knows
+    no letter or digit (before anything is generated), or an unreadable reference.
     """
     from core.audio import read_audio
     from core.data.cache import wants_uppercase
@@ -222,10 +251,10 @@ def synthesize(
     sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
     encoded = [tok.encode(sentence) for sentence in sentences]
     unknown = sum(1 for ids in encoded for i in ids if i == tok.unk_id)
-    if tok.unk_id is not None and unknown == sum(len(ids) for ids in encoded):
+    if not any(is_speakable(tok, i) for ids in encoded for i in ids):
         raise InputError(
-            f"--text {text[:40]!r}: the tokenizer knows none of its characters, so there is nothing to speak. "
-            "Check the text's language (--language) or use a tokenizer trained on it."
+            f"--text {text[:40]!r}: the tokenizer knows none of its letters or digits, so there is nothing to "
+            "speak. Check the text's language (--language) or use a tokenizer trained on it."
         )
     generator = torch.Generator().manual_seed(seed)
     gap = torch.zeros(int(SILENCE_S * codec.sample_rate))

@@ -47,8 +47,9 @@ def test_indextts_spanish_extension_keeps_heldout_english(indextts_bpe: Path, tm
     assert report["unk_rate"] == 0.0 and report["candidates_pruned"] >= 1
     protected = report["base_drift"]["protected"]
     assert protected["language"] == "en" and protected["uppercase"] and protected["lexicon_lines"] > 29_000
-    assert (protected["corpus_lines"], protected["heldout_lines"]) == (90, 10)
-    assert report["base_drift"]["heldout"]["lines_checked"] == 10
+    assert protected["corpus_lines"] == 100
+    heldout = report["base_drift"]["heldout"]
+    assert heldout["source"].startswith("built-in lexicon") and heldout["lines_checked"] > 1900 and heldout["rate"] <= 0.02
 
 
 def test_chatterbox_amharic_merge_keeps_heldout_english_and_its_numbers(chatterbox_tokenizer: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -96,11 +97,47 @@ def _check_output_location(args: argparse.Namespace) -> None:
         raise InputError(f"--output {output}: a folder, not a file. Give a file path, e.g. {output / 'name'}.")
     if output.exists() and not output.is_dir() and wants_folder:
         raise InputError(f"--output {output}: a file, not a folder. Give a folder (it is created).")
-    parent = nearest_existing(output.absolute().parent)
+    if wants_folder:
+        _check_folder_writable(output, output)
+    else:
+        check_output_file(output)
+
+
+def _check_folder_writable(output: Path, target: Path) -> None:
+    """Refuse when no new file can be created where `target` (or the folders leading to it) would go.
+
+    The check creates and removes one empty temporary file: only a real attempt knows a read-only
+    mount, an immutable folder or a pseudo file system such as /proc, whatever the permission bits say.
+    """
+    parent = nearest_existing(target if target.is_dir() else target.absolute().parent)
     if not parent.is_dir():
         raise InputError(f"--output {output}: {parent} is a file, not a folder. Fix the path.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"--output {output}: the folder {parent} is not writable. Choose a writable place.")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".linguaforge-write-check.", dir=parent)
+    except OSError as exc:
+        raise InputError(f"--output {output}: the folder {parent} is not writable ({exc.strerror or exc}). "
+                         "Choose a writable place.") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_output_file(output: Path, target: Path | None = None) -> None:
+    """Refuse, before any work, an `--output` file (or `target`, a file written beside it such as its
+    `.vocab`) that could not be written: a folder or a device in its place, an existing file that is
+    read-only or immutable, or a folder where no file can be created.
+
+    Raises InputError naming `--output`, the file at fault and the fix.
+    """
+    target = Path(target or output)
+    about = f"--output {output}:" if target == output else f"--output {output}: the file written beside it, {target},"
+    if target.is_dir():
+        raise InputError(f"{about} is a folder. Move it away or choose another --output.")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{about} is not a regular file (a device, pipe or socket). Give a file path.")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise InputError(f"{about} exists and is not writable (read-only or immutable). "
+                         "Make it writable or choose another --output.")
+    _check_folder_writable(output, target)
 
 
 def os_error_message(exc: OSError) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_group
 from core.runs import eval_file_beside
+from core.cli.infer import add_family_options
 from core.tables import render_table
 
 EPILOG = """\
@@ -16,8 +17,10 @@ SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its cl
 the references unless --references says otherwise). --references DIR holds <n>.wav for line n.
 Rows: model = synthesized speech; codec = references through the codec (the ceiling; own models
 only); references = the references themselves (the judges' own accuracy). Chance is 1/N.
-A Chatterbox or IndexTTS2 checkpoint (from a family run or `export`) speaks through its family's
-speech models: --model-dir, else the run's model_dir:, else settings families.<family>.model_dir.
+A Chatterbox or IndexTTS2 checkpoint speaks through its family's speech models: --model-dir,
+else the run's model_dir:, else settings families.<family>.model_dir. The family comes from the
+checkpoint's metadata; --family (and --tokenizer) are needed only for a file without it (a
+published one, e.g. to measure the released model before fine-tuning).
 """
 
 METRICS = ("mcd_db", "log_f0_ratio", "duration_ratio", "dtw_identification", "sphinx_identification", "wer")
@@ -35,7 +38,8 @@ def _tts(args: argparse.Namespace) -> Result:
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir)
+                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir,
+                                 family=args.family, tokenizer=args.tokenizer)
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([
         f"checkpoint {result['checkpoint']} ({result['family']}, step {result['step']}), {result['sentences']} sentences, "
@@ -57,9 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
                         help="TTS checkpoint (.safetensors or .pt): LinguaForge's own, or a chatterbox/indextts run's")
-    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
-                        help="a family checkpoint's published model folder (default: its run's model_dir:, "
-                             "else settings families.<family>.model_dir)")
+    add_family_options(parser)
+    parser.add_argument("--tokenizer", default=None, type=CLI_PATH,
+                        help="tokenizer of a checkpoint whose metadata names none (a published one); "
+                             "otherwise it must match the checkpoint's fingerprint")
     parser.add_argument("--sentences", required=True, type=CLI_PATH, help="held-out sentences: text file, one per line, or manifest.jsonl")
     parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")

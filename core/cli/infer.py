@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH
 from core.cli.common import Result, add_command, float_in, int_at_least
 from core.config import load_settings
 from core.tables import render_mapping
+
+if TYPE_CHECKING:
+    from core.checkpoint import LoadedCheckpoint
+    from core.config import Settings
+
+
+def add_family_options(parser: argparse.ArgumentParser) -> None:
+    """Add --family (only for files without metadata naming it) and --model-dir (a family's published folder)."""
+    parser.add_argument("--family", default=None, choices=("linguaforge", "chatterbox", "indextts"),
+                        help="model family of a checkpoint whose metadata names none (a published file); "
+                             "default: the family its metadata names. One that disagrees with it is refused")
+    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
+                        help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
+                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: the run's model_dir:, "
+                             "else settings families.<family>.model_dir")
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
@@ -29,46 +46,59 @@ def _check_sampling(args: argparse.Namespace) -> None:
         raise InputError(f"--top-p {args.top_p}: must be in (0, 1].")
 
 
+def _check_wav_output(output: Path) -> None:
+    from core.errors import InputError
+
+    if output.suffix.lower() != ".wav":
+        raise InputError(f"--output {output}: synthesize writes a WAV file, so its name must end .wav. "
+                         f"Use --output {output.with_suffix('.wav')}.")
+
+
 def _synthesize(args: argparse.Namespace) -> Result:
     from core.audio import read_audio, write_wav
-    from core.inference import check_text_length, load_for_inference, synthesize
+    from core.checkpoint import load_checkpoint
+    from core.inference import check_text_length, checkpoint_family, load_for_inference, resolve_device, synthesize
 
     _check_sampling(args)
     check_text_length(args.text)
+    _check_wav_output(args.output)
+    resolve_device(args.device)
+    if args.reference is not None:
+        read_audio(args.reference)  # a missing, unreadable or NaN reference fails before the model loads
     settings = load_settings()
-    if args.family != "linguaforge":
-        return _synthesize_family(args, settings)
-    reference = args.reference
-    if reference is not None:
-        read_audio(reference)  # a missing, unreadable or NaN reference fails before the model loads
-    inference = load_for_inference(args.checkpoint, settings, args.tokenizer, args.codec, task="tts", device=args.device)
+    loaded = load_checkpoint(settings.resolve(args.checkpoint))
+    family = checkpoint_family(loaded, args.family)
+    if family != "linguaforge":
+        return _synthesize_family(args, settings, loaded, family)
+    inference = load_for_inference(loaded, settings, args.tokenizer, args.codec, task="tts", device=args.device)
     wav, report = synthesize(
-        inference, args.text, reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
+        inference, args.text, args.reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
     )
     output = write_wav(args.output, wav, report["sample_rate"])
     report["output"] = str(output)
-    shown = {k: report[k] for k in ("output", "audio_seconds", "wall_seconds", "rtf", "device")}
+    report["family"] = family
+    shown = {k: report[k] for k in ("output", "family", "audio_seconds", "wall_seconds", "rtf", "device")}
     shown["sentences"] = len(report["sentences"])
     return Result(report, render_mapping(shown))
 
 
-def _synthesize_family(args: argparse.Namespace, settings) -> Result:  # noqa: ANN001
-    from pathlib import Path
-
+def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: LoadedCheckpoint, name: str) -> Result:
+    """Speak through the family's Speaker: `loaded` (already read once) with the model folder of
+    --model-dir, else its run's `model_dir:`, else settings `families.<family>.model_dir`."""
+    from core.eval.voices import family_model_dir
     from core.families.base import SynthesisRequest
     from core.families.registry import get_model_family
 
-    family = get_model_family(args.family)
-    model_dir = args.model_dir or settings.get(f"families.{args.family}.model_dir")
+    family = get_model_family(name)
     request = SynthesisRequest(
-        checkpoint=settings.resolve(args.checkpoint), text=args.text, output=settings.resolve(args.output),
+        checkpoint=loaded, text=args.text, output=settings.resolve(args.output),
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
         reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
-        model_dir=Path(settings.resolve(model_dir)) if model_dir else None, seed=args.seed,
+        model_dir=family_model_dir(name, loaded.path, settings, args.model_dir), seed=args.seed,
         options={"temperature": args.temperature}, device=args.device,
     )
-    report = family.synthesize(request, settings)
-    return Result(report, render_mapping({k: report[k] for k in ("output", "seconds", "sample_rate")}))
+    report = {**family.synthesize(request, settings), "family": name}
+    return Result(report, render_mapping({k: report[k] for k in ("output", "family", "seconds", "sample_rate")}))
 
 
 def _generate(args: argparse.Namespace) -> Result:
@@ -91,21 +121,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
             "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
             "sentence ends; the sentences are generated together, 16 at a time, with progress; at most 5000\n"
-            "characters per call. Text of which the tokenizer knows no character is refused. Reports the\n"
-            "real-time factor and the device (--device auto uses CUDA when present)."
+            "characters per call. Text in which the tokenizer knows no letter or digit is refused. Reports the\n"
+            "real-time factor and the device (--device auto uses CUDA when present). The model family comes\n"
+            "from the checkpoint's metadata; --family is needed only for a file without it (a published one)."
         ),
     )
-    parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="TTS checkpoint (.pt from train or .safetensors from prune)")
+    parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
+                        help="TTS checkpoint: LinguaForge's own (.pt from train, .safetensors from prune) or a "
+                             "chatterbox/indextts run's, export's or published file")
     parser.add_argument("--text", required=True, help="text to speak")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output .wav")
     parser.add_argument("--reference", default=None, type=CLI_PATH, help="reference clip (wav) for the voice")
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
-    parser.add_argument("--family", default="linguaforge", choices=("linguaforge", "chatterbox", "indextts"),
-                        help="model family of the checkpoint (default linguaforge)")
-    parser.add_argument("--model-dir", default=None, type=CLI_PATH,
-                        help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
-                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: settings families.<family>.model_dir")
+    add_family_options(parser)
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from core.paths import CLI_PATH
+from core.cli._guards import check_output_file
 from core.cli.common import Result, add_command, add_group, csv_list, int_at_least, int_list
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
 from core.tokenizers.hf_merge import merge_hf_tokenizer
 from core.tokenizers.sp_extend import extend_sentencepiece
-from core.tokenizers.protect import DEFAULT_LANGUAGE
+from core.tokenizers.protect import DEFAULT_LANGUAGE, HELDOUT_WORDS
 from core.tokenizers.scripts import AUTO, SCRIPT_CHOICES
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.report import inspect_tokenizer
@@ -36,14 +38,20 @@ def _percent(value: float | None) -> str:
 
 def _drift_text(drift: dict[str, Any] | None) -> str:
     if drift is None:
-        return "not measured (nothing protected: pass --protect-language or --protect-corpus)"
+        return "not measured (nothing protected or held out: pass --protect-language, --protect-corpus or --heldout-corpus)"
     text = (f"{drift['lines_changed']} of {drift['lines_checked']} protected lines changed "
             f"({drift['lines_skipped_unk']} skipped: the base encodes them with unk)")
     heldout = drift.get("heldout")
     if heldout:
-        text += (f"; held out (not protected): {heldout['lines_changed']} of {heldout['lines_checked']} changed "
-                 f"({heldout['rate']:.2%})")
+        text += (f"; unseen (not protected, from {heldout['source']}): {heldout['lines_changed']} of "
+                 f"{heldout['lines_checked']} changed ({heldout['rate']:.2%})")
+    else:
+        text += "; drift on unseen text not measured (pass --heldout-corpus)"
     return text
+
+
+def _lines(files: list[Path] | None) -> list[str] | None:
+    return read_corpus_lines(files, check_variety=False) if files else None
 
 
 def _grow_text(report: dict[str, Any], action: str) -> str:
@@ -64,6 +72,8 @@ def _grow_text(report: dict[str, Any], action: str) -> str:
 
 
 def _train(args: argparse.Namespace) -> Result:
+    if args.kind == SENTENCEPIECE_KIND:
+        check_output_file(args.output, args.output.with_suffix(".vocab"))
     lines = read_corpus_lines(args.corpus)
     options = SentencePieceOptions(
         model_type=args.model_type,
@@ -78,10 +88,12 @@ def _train(args: argparse.Namespace) -> Result:
 
 
 def _extend(args: argparse.Namespace) -> Result:
+    for suffix in (".vocab", ".report.json"):
+        check_output_file(args.output, args.output.with_suffix(suffix))
     lines = read_corpus_lines(args.corpus)
-    protect = read_corpus_lines(args.protect_corpus, check_variety=False) if args.protect_corpus else None
-    report = extend_sentencepiece(args.base, lines, args.target_size, args.output, protect, args.character_coverage,
-                                  args.add_script, args.protect_language)
+    report = extend_sentencepiece(args.base, lines, args.target_size, args.output, _lines(args.protect_corpus),
+                                  args.character_coverage, args.add_script, args.protect_language,
+                                  heldout=_lines(args.heldout_corpus))
     text = _grow_text(report, "added")
     if not report["reached_target"]:
         text += (f"\nstopped short of --target-size {report['target_size']}: this corpus offered "
@@ -92,10 +104,11 @@ def _extend(args: argparse.Namespace) -> Result:
 
 
 def _merge(args: argparse.Namespace) -> Result:
+    check_output_file(args.output, args.output.with_suffix(".report.json"))
     lines = read_corpus_lines(args.corpus) if args.corpus else None
-    protect = read_corpus_lines(args.protect_corpus, check_variety=False) if args.protect_corpus else None
-    report = merge_hf_tokenizer(args.base, args.output, args.add, lines, args.vocab_size, args.language_tag, protect,
-                                args.add_script, args.protect_language)
+    report = merge_hf_tokenizer(args.base, args.output, args.add, lines, args.vocab_size, args.language_tag,
+                                _lines(args.protect_corpus), args.add_script, args.protect_language,
+                                heldout=_lines(args.heldout_corpus))
     text = _grow_text(report, "added") + f"\nmerges added  {report['merges_added']}"
     if report["language_tag"]:
         text += f"\nlanguage tag  {report['language_tag']} = id {report['language_tag_id']}"
@@ -158,7 +171,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE", help="UTF-8 text files")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
     parser.add_argument("--vocab-size", type=int_at_least(1), required=True, metavar="N")
-    parser.add_argument("--output", type=CLI_PATH, required=True, metavar="PATH", help=".model or tokenizer .json")
+    parser.add_argument("--output", type=CLI_PATH, required=True, metavar="PATH",
+                        help="NAME.model (sentencepiece) or NAME.json (hf-bpe)")
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe", help="SentencePiece model type")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
     parser.add_argument("--user-defined-symbols", type=csv_list, default=[], metavar="A,B,…",
@@ -166,6 +180,12 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_vocabulary_guards(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
+                        help="base-language lines whose encoding must not change: every line keeps its exact "
+                             "base encoding (lines the base encodes with unk are skipped and counted)")
+    parser.add_argument("--heldout-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
+                        help="base-language lines never protected, to measure drift on unseen text (default: the "
+                             f"{HELDOUT_WORDS:,} --protect-language words ranked after the protected ones)")
     parser.add_argument("--add-script", choices=SCRIPT_CHOICES, default=AUTO,
                         help="add every letter of a script (auto: the corpus's script when most of its letters are "
                              "Ethiopic; none: corpus characters only)")
@@ -178,14 +198,13 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "extend", _extend, "extend a SentencePiece model with a new language",
                          "Append new-language pieces to a SentencePiece model. Base ids are unchanged; every\n"
                          "corpus character is added (every Ethiopic letter for an Ethiopic corpus); the base\n"
-                         "language's common words, digit strings and --protect-corpus lines keep their exact\n"
-                         "base encoding.")
+                         "language's common words, digit strings and every --protect-corpus line keep their\n"
+                         "exact base encoding. Drift on unseen text is measured on --heldout-corpus (default: a\n"
+                         "held-out slice of the built-in lexicon), never on the protected lines.")
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.model")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
     parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.model")
-    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
-                        help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
     parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
     _add_vocabulary_guards(parser)
 
@@ -193,16 +212,16 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
 def _add_merge(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "merge", _merge, "merge a new language into an HF BPE tokenizer.json",
                          "Merge new-language tokens into an HF tokenizer. Base ids are unchanged; new ids sit\n"
-                         "above every existing id; the language tag becomes one special token.")
+                         "above every existing id; the language tag becomes one special token. Protection and\n"
+                         "drift measurement work as for `tokenizer extend`.")
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.json")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--add", type=CLI_PATH, metavar="NEW.json", help="tokenizer.json to merge in")
     source.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE", help="train the addition on these")
     parser.add_argument("--vocab-size", type=int_at_least(1), metavar="N", help="size of the addition trained on --corpus")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.json")
-    parser.add_argument("--language-tag", metavar="TAG", help="e.g. am, added as the special token [am]")
-    parser.add_argument("--protect-corpus", nargs="+", type=CLI_PATH, metavar="FILE",
-                        help="base-language lines whose encoding must not change (a tenth is held out to measure drift)")
+    parser.add_argument("--language-tag", metavar="TAG",
+                        help="2 or 3 lower-case letters, e.g. am, added as the special token [am]")
     _add_vocabulary_guards(parser)
 
 

@@ -217,11 +217,14 @@ def evaluate_checkpoint(
     device: str = "auto",
     model_dir: str | os.PathLike[str] | None = None,
     options: dict[str, Any] | None = None,
+    family: str | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
     Synthesis runs on `device` (`auto` = CUDA when present). A checkpoint of another model family
-    (chatterbox, indextts: its metadata says which) speaks through the family's Speaker with the
+    (chatterbox, indextts: its metadata says which; `family` and `tokenizer` name them for a file
+    without metadata) speaks through the family's Speaker with the
     speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`)
     and the speaker `options` (`max_seconds` caps each sentence; see `core.eval.voices`).
 
@@ -231,7 +234,8 @@ def evaluate_checkpoint(
     rows not computed), `audio` (synthesized clip paths) and `seconds`. It is also written to
     `eval.json` beside the checkpoint and to TensorBoard.
     Raises InputError for a checkpoint that is neither a LinguaForge TTS checkpoint nor a family
-    checkpoint with its model folder, fewer than 2 sentences, or references that are missing,
+    checkpoint with its model folder, a `family` that disagrees with the metadata or is missing for
+    a file without metadata, fewer than 2 sentences, or references that are missing,
     unreadable or not one per sentence.
     """
     from core.eval.asr import SphinxJudge
@@ -245,7 +249,8 @@ def evaluate_checkpoint(
     checkpoint = settings.resolve(checkpoint_path)
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
-    voice = load_eval_voice(checkpoint, settings, device, model_dir, options)  # a bad checkpoint fails before any rendering
+    # a bad checkpoint (or a --family that disagrees with it) fails before any rendering
+    voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family, tokenizer)
     out_dir = eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK

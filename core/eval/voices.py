@@ -54,10 +54,10 @@ def family_model_dir(family: str, checkpoint: Path, settings: Settings, explicit
     return settings.resolve(value) if value else None
 
 
-def _own_voice(loaded: Any, settings: Settings, device: str) -> EvalVoice:
+def _own_voice(loaded: Any, settings: Settings, device: str, tokenizer: Path | None) -> EvalVoice:
     from core.inference import load_for_inference, synthesize
 
-    inference = load_for_inference(loaded, settings, task="tts", device=device)
+    inference = load_for_inference(loaded, settings, str(tokenizer) if tokenizer else None, task="tts", device=device)
 
     def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
         return synthesize(inference, text, reference=prompt, seed=seed, language=language)[0]
@@ -66,7 +66,7 @@ def _own_voice(loaded: Any, settings: Settings, device: str) -> EvalVoice:
 
 
 def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model_dir: Path | None,
-                  options: dict[str, Any]) -> EvalVoice:
+                  options: dict[str, Any], tokenizer: Path | None) -> EvalVoice:
     from core.families.registry import get_model_family
 
     family = get_model_family(name)
@@ -75,7 +75,7 @@ def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model
     if model_dir is None:
         raise InputError(f"{loaded.path}: a {name} checkpoint speaks with the family's model folder; pass --model-dir "
                          f"or set families.{name}.model_dir in the settings.")
-    speaker = family.load_speaker(loaded, None, model_dir, settings, device)
+    speaker = family.load_speaker(loaded, tokenizer, model_dir, settings, device)
 
     def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
         seconds = min(MAX_LENGTH_RATIO * reference_seconds + 1, max_seconds)
@@ -87,18 +87,24 @@ def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model
 
 
 def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None,
-                    options: dict[str, Any] | None = None) -> EvalVoice:
+                    options: dict[str, Any] | None = None, family: str | None = None,
+                    tokenizer: str | Path | None = None) -> EvalVoice:
     """Return the EvalVoice of `checkpoint`: the own TTS model, or its family's Speaker (family from the
-    metadata) speaking with `options` (speaker options plus `max_seconds`, a cap on each sentence).
+    metadata, else `family` for a file without it) speaking with `options` (speaker options plus
+    `max_seconds`, a cap on each sentence). `tokenizer` is needed only for a file whose metadata
+    names none (a published one); otherwise it must be the one the metadata names.
 
-    Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a family checkpoint
-    without a model folder, or a model folder missing a file synthesis reads.
+    Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a `family` that
+    disagrees with the metadata or is missing for a file without it, a family checkpoint without a
+    model folder, or a model folder missing a file synthesis reads.
     """
     from core.checkpoint import load_checkpoint
+    from core.inference import checkpoint_family
 
     loaded = load_checkpoint(checkpoint)
-    family = (loaded.meta or {}).get("family") or "linguaforge"
+    family = checkpoint_family(loaded, family)
+    tokenizer_path = settings.resolve(tokenizer) if tokenizer else None
     if family == "linguaforge":
-        return _own_voice(loaded, settings, device)
+        return _own_voice(loaded, settings, device, tokenizer_path)
     return _family_voice(family, loaded, settings, device, family_model_dir(family, checkpoint, settings, model_dir),
-                         options or {})
+                         options or {}, tokenizer_path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +23,16 @@ from core.fsutil import atomic_write_json, atomic_write_text
 from core.progress import Progress
 from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.tokenizer import HF, HFTokenizer, load_tokenizer
-from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, protection
+from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, heldout_lines, protection
 from core.tokenizers.report import (
-    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk,
+    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk, measure_drift,
 )
 from core.tokenizers.romanize import base_is_uppercase
-from core.tokenizers.train import VocabularyTooLarge, hf_vocab_size, train_hf_bpe_json
+from core.tokenizers.train import HF_BPE_KIND, VocabularyTooLarge, check_output_suffix, hf_vocab_size, train_hf_bpe_json
 
 _AFFIXES = ("continuing_subword_prefix", "end_of_word_suffix")
+# A language tag as Chatterbox reads it from a tokenizer: `[xx]`, 2 or 3 lower-case letters.
+_LANGUAGE_TAG = re.compile(r"([a-z]{2,3})|\[([a-z]{2,3})\]")
 
 
 @dataclass
@@ -96,8 +99,22 @@ def _bare(spec: dict[str, Any], token: str) -> str:
     return token
 
 
+def language_tag_code(tag: str) -> str:
+    """Return the language code of a `--language-tag` value (`am` or `[am]` → `am`).
+
+    Raises InputError for anything but 2 or 3 lower-case letters, the form Chatterbox reads as a tag.
+    """
+    match = _LANGUAGE_TAG.fullmatch(tag)
+    if match is None:
+        raise InputError(
+            f"--language-tag {tag!r}: give a language code of 2 or 3 lower-case letters, such as am "
+            "(it becomes the special token [am], the form Chatterbox reads); leave the option out for no tag."
+        )
+    return match.group(1) or match.group(2)
+
+
 def _tag_content(tag: str) -> str:
-    return tag if tag.startswith("[") and tag.endswith("]") else f"[{tag}]"
+    return f"[{language_tag_code(tag)}]"
 
 
 def _tag_entry(base: dict[str, Any], content: str, token_id: int) -> dict[str, Any]:
@@ -260,22 +277,31 @@ def merge_hf_tokenizer(
     add_script: str | None = AUTO,
     protect_language: str | None = DEFAULT_LANGUAGE,
     lexicon_size: int = DEFAULT_LEXICON_SIZE,
+    heldout: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Merge a new-language tokenizer (`add_path`, or one trained on `corpus_lines`) into the base.
 
     Writes OUTPUT (tokenizer.json) and OUTPUT's .report.json atomically; returns the report:
     base_size, new_size, pieces_added, merges_added, language_tag and its id, characters_forced,
     candidates_available, candidates_pruned, corpus statistics and unk_rate (corpus mode),
-    added_pieces_used, base_drift (None when nothing is protected: the protect corpus less a
-    held-out tenth plus the built-in lexicon of `protect_language`; `heldout` is the drift on
-    the held-out lines), scripts_added. `add_script`
+    added_pieces_used, base_drift (None when nothing is protected or held out: every line of the
+    protect corpus plus the built-in lexicon of `protect_language` encode as with the base;
+    `heldout` is the drift on unprotected lines: `heldout`, else the lexicon's held-out slice),
+    scripts_added. `add_script`
     (`auto`: the dominant script of the corpus or of the addition's vocabulary; `none`;
     `ethiopic`) adds every assigned character of that script as a vocabulary entry. Raises InputError for a base
     or addition that is not an HF BPE tokenizer, a bad option combination, or a vocabulary
-    size the corpus cannot support.
+    size the corpus cannot support; an output not named .json, a bad language tag and a
+    `protect_language` without a word list are refused before any training.
     """
     base_path, output = Path(base_path), Path(output)
+    check_output_suffix(output, HF_BPE_KIND)
+    if language_tag is not None:
+        language_tag = language_tag_code(language_tag)
     base, base_spec = _load_hf(base_path, "--base")
+    uppercase = base_is_uppercase(base)
+    wanted, protection_summary = protection(protect_lines, protect_language, uppercase, lexicon_size)
+    unseen, unseen_source = heldout_lines(heldout, protect_language, uppercase, wanted, lexicon_size)
     base_size = hf_vocab_size(base_spec)
     new_spec = _new_spec(base_spec, Path(add_path) if add_path else None, corpus_lines, vocab_size)
     additions = _additions(base_spec, new_spec)
@@ -284,18 +310,19 @@ def merge_hf_tokenizer(
     progress.update(1, candidates=len(additions.tokens))
     drift: dict[str, Any] | None = None
     kept = reachable_additions(base_spec, additions)
-    pruned = 0
-    wanted, heldout, lexicon = protection(protect_lines, protect_language, base_is_uppercase(base), lexicon_size)
+    pruned = rounds = 0
+    protect = lines_without_unk(base, wanted)
     if wanted:
-        protect = lines_without_unk(base, wanted)
         kept, pruned, rounds = _protect_loop(base_spec, base, additions, language_tag, protect, output, progress)
+    if wanted or unseen:
         drift = {"lines_checked": len(protect), "lines_skipped_unk": len(wanted) - len(protect),
-                 "lines_changed": 0, "rounds": rounds, "protected": lexicon}
+                 "rounds": rounds, "protected": protection_summary}
     spec, merges_added, tag_id = build_merged_spec(base_spec, kept.tokens, kept.merges, language_tag)
     merged = _as_tokenizer(spec, output)
     stats = corpus_statistics(merged, corpus_lines, base_size) if corpus_lines else None
     if drift is not None:
-        drift["heldout"] = heldout_drift(base, merged, heldout)
+        drift["lines_changed"] = measure_drift(base, merged, protect).lines_changed
+        drift["heldout"] = heldout_drift(base, merged, unseen, unseen_source)
     atomic_write_text(output, json.dumps(spec, ensure_ascii=False, indent=2) + "\n")
     progress.update(1)
     report = {

@@ -139,10 +139,13 @@ def measure_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str]) -> Drif
     return Drift(len(lines), len(changed), changed)
 
 
-def heldout_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str]) -> dict[str, Any] | None:
-    """Return the drift on held-out base-language lines the base encodes without unk (None without lines)."""
+def heldout_drift(base: Tokenizer, new: Tokenizer, lines: Sequence[str], source: str | None = None) -> dict[str, Any] | None:
+    """Return the drift on held-out base-language lines the base encodes without unk, with `source`
+    (where the lines come from) and `lines_skipped_unk`; None when no line is usable."""
     usable = lines_without_unk(base, list(lines))
-    return measure_drift(base, new, usable).as_dict() if usable else None
+    if not usable:
+        return None
+    return {**measure_drift(base, new, usable).as_dict(), "source": source, "lines_skipped_unk": len(lines) - len(usable)}
 
 
 def inspect_tokenizer(

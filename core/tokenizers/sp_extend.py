@@ -23,12 +23,14 @@ from core.progress import Progress
 from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.sp_proto import NORMAL, parse_model_proto
 from core.tokenizers.tokenizer import SENTENCEPIECE, SentencePieceTokenizer, load_tokenizer
-from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, protection
+from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, heldout_lines, protection
 from core.tokenizers.report import (
-    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk,
+    corpus_statistics, encode_many, heldout_drift, lines_containing, lines_without_unk, measure_drift,
 )
 from core.tokenizers.romanize import base_is_uppercase
-from core.tokenizers.train import SentencePieceOptions, train_sentencepiece_bytes, write_sentencepiece
+from core.tokenizers.train import (
+    SENTENCEPIECE_KIND, SentencePieceOptions, check_output_suffix, train_sentencepiece_bytes, write_sentencepiece,
+)
 
 WORD_BOUNDARY = "▁"
 _BUILTIN_NORMALIZERS = ("nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity")
@@ -205,22 +207,30 @@ def extend_sentencepiece(
     add_script: str | None = AUTO,
     protect_language: str | None = DEFAULT_LANGUAGE,
     lexicon_size: int = DEFAULT_LEXICON_SIZE,
+    heldout: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Extend the SentencePiece model at `base_path` to `target_size` pieces for `corpus_lines`.
 
     Writes OUTPUT (.model), the matching .vocab and a .report.json, all atomically, and returns
     the report: base_size, new_size, target_size, reached_target, pieces_added,
     characters_forced (count and list), candidates_available, candidates_pruned, corpus
-    statistics (unk_rate, added_pieces_used, …) and base_drift (None when nothing is protected):
-    the protected lines — `protect_lines` less a held-out tenth, plus the built-in lexicon of
+    statistics (unk_rate, added_pieces_used, …) and base_drift (None when nothing is protected or
+    held out): the protected lines — every one of `protect_lines` plus the built-in lexicon of
     `protect_language` (`core.tokenizers.protect`, cased like the base) — encode exactly as with
-    the base, and `heldout` gives the drift on the held-out lines that were not protected. `add_script` (`auto`: the corpus's dominant script; `none`; `ethiopic`) forces
-    in every assigned character of that script too (`scripts_added`: characters each added).
-    Raises InputError for a base that is not a SentencePiece model, a target not
-    above the base size, or a target too small to hold every new character.
+    the base (lines the base itself encodes with unk are skipped and counted), and `heldout` is the
+    drift on lines that were not protected: `heldout`, else the lexicon's held-out slice.
+    `add_script` (`auto`: the corpus's dominant script; `none`; `ethiopic`) forces in every
+    assigned character of that script too (`scripts_added`: characters each added).
+    Raises InputError for an output not named .model, a base that is not a SentencePiece model, a
+    target not above the base size, a target too small to hold every new character, or a
+    `protect_language` without a built-in word list — all before any training.
     """
     base_path, output = Path(base_path), Path(output)
+    check_output_suffix(output, SENTENCEPIECE_KIND)
     base, base_proto = _load_base(base_path)
+    uppercase = base_is_uppercase(base)
+    wanted, protection_summary = protection(protect_lines, protect_language, uppercase, lexicon_size)
+    unseen, unseen_source = heldout_lines(heldout, protect_language, uppercase, wanted, lexicon_size)
     base_size = len(base_proto.pieces)
     if target_size <= base_size:
         raise InputError(
@@ -252,30 +262,31 @@ def extend_sentencepiece(
     )
     progress.update(1, candidates=len(found))
     chars, multi = _scored_candidates(forced, found, temp_scores, base_min)
-    wanted, heldout, lexicon = protection(protect_lines, protect_language, base_is_uppercase(base), lexicon_size)
     protect = lines_without_unk(base, wanted)
     drift: dict[str, Any] | None = None
     pruned_count = 0
+    rounds = 0
     if wanted:
         selected, pruned_count, rounds = _protect_loop(
             base_proto, base, chars, multi, needed, protect, output, progress
         )
+    else:
+        selected = multi[:needed]
+    if wanted or unseen:
         drift = {
             "lines_checked": len(protect),
             "lines_skipped_unk": len(wanted) - len(protect),
-            "lines_changed": 0,
             "rounds": rounds,
-            "protected": lexicon,
+            "protected": protection_summary,
         }
-    else:
-        selected = multi[:needed]
     progress.update(1)
     proto = build_extended_proto(base_proto, chars + selected)
     model_bytes = proto.SerializeToString()
     extended = SentencePieceTokenizer(output, model_bytes)
     stats = corpus_statistics(extended, corpus_lines, base_size)
     if drift is not None:
-        drift["heldout"] = heldout_drift(base, extended, heldout)
+        drift["lines_changed"] = measure_drift(base, extended, protect).lines_changed
+        drift["heldout"] = heldout_drift(base, extended, unseen, unseen_source)
     model_path, vocab_path = write_sentencepiece(model_bytes, output)
     progress.update(1)
     new_size = len(proto.pieces)

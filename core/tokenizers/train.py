@@ -24,6 +24,9 @@ HF_BPE_KIND = "hf-bpe"
 KINDS = (SENTENCEPIECE_KIND, HF_BPE_KIND)
 MODEL_TYPES = ("bpe", "unigram")
 HF_SPECIAL_TOKENS = ("[UNK]", "[START]", "[STOP]", "[PAD]")
+#: the file name ending each kind is written under (`load_tokenizer` reads either by content)
+OUTPUT_SUFFIXES = {SENTENCEPIECE_KIND: ".model", HF_BPE_KIND: ".json"}
+_KIND_NAMES = {SENTENCEPIECE_KIND: "a SentencePiece model", HF_BPE_KIND: "an HF tokenizer JSON"}
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 # Pieces longer than this many bytes are skipped by the trainer; long corpus lines are split instead.
 _MAX_SENTENCE_BYTES = 4192
@@ -241,6 +244,23 @@ def train_hf_bpe(lines: Sequence[str], vocab_size: int, output: str | os.PathLik
     }
 
 
+def check_output_suffix(output: str | os.PathLike[str], kind: str) -> None:
+    """Refuse an output whose name says another format than the `kind` written there (a tokenizer
+    JSON under `x.model`, a SentencePiece model under `x.json`).
+
+    Raises InputError naming `--output` and the name to use.
+    """
+    output = Path(output)
+    wanted, suffix = OUTPUT_SUFFIXES[kind], output.suffix.lower()
+    if suffix != wanted:
+        other = next((k for k, v in OUTPUT_SUFFIXES.items() if v == suffix), None)
+        hint = f" ({_KIND_NAMES[other]} ends {suffix})" if other else ""
+        raise InputError(
+            f"--output {output}: {_KIND_NAMES[kind]} is written here, so its name must end {wanted}{hint}. "
+            f"Use --output {output.with_suffix(wanted)}."
+        )
+
+
 def train_tokenizer(
     lines: Sequence[str],
     kind: str,
@@ -251,10 +271,12 @@ def train_tokenizer(
     """Train a tokenizer of `kind` (sentencepiece | hf-bpe) on `lines` and write it to `output`.
 
     Returns the summary of `train_sentencepiece` or `train_hf_bpe`. Raises InputError for an
-    unknown kind, a vocabulary size below 8, or one the corpus cannot support.
+    unknown kind, an output not named for the kind (`.model`, `.json`), a vocabulary size below 8,
+    or one the corpus cannot support.
     """
     if kind not in KINDS:
         raise InputError(f"tokenizer kind {kind!r} is not one of {', '.join(KINDS)}.")
+    check_output_suffix(output, kind)
     if vocab_size < 8:
         raise InputError(f"vocabulary size {vocab_size} is too small; use at least 8.")
     if kind == SENTENCEPIECE_KIND:
