@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,7 +43,9 @@ class Place:
         self.workspace = root / "workspace"
         self.models = root / "models"
         self.model_dir = make_chatterbox_folder(self.models / "chatterbox")
-        config = {"name": "cb", "family": "chatterbox", "tokenizer": str(self.model_dir / "grapheme_mtl_merged_expanded_v1.json")}
+        (self.workspace / "tokenizers").mkdir(parents=True)
+        shutil.copyfile(self.model_dir / "grapheme_mtl_merged_expanded_v1.json", self.workspace / "tokenizers" / "cb.json")
+        config = {"name": "cb", "family": "chatterbox", "tokenizer": "tokenizers/cb.json"}
         (self.workspace / "configs").mkdir(parents=True)
         (self.workspace / "configs" / "cb.yaml").write_text(yaml.safe_dump(config))
         self.family = root / "family.yaml"

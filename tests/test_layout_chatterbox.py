@@ -159,9 +159,13 @@ def test_synthesize_speaks_an_overfit_clip_back_as_its_tokens(ws: Path, overfit:
     rows = {r["id"]: r for r in map(json.loads, (ws / "datasets" / "am" / "manifest.jsonl").read_text().splitlines())}
     target, prompt = rows[clip["id"]], rows[clip["prompt_id"]]
     checkpoint = ws / "runs" / "overfit" / "checkpoints" / "best.pt"
-    result = run_cli("synthesize", "--family", "chatterbox", "--model-dir", ws / "models" / "chatterbox",
-                     "--checkpoint", checkpoint, "--language", "am", "--text", target["text"],
-                     "--reference", ws / "datasets" / "am" / prompt["audio"], "--temperature", "0", "--output", ws / "said.wav", "--json")
+    voice = ("--checkpoint", checkpoint, "--language", "am", "--text", target["text"],
+             "--reference", ws / "datasets" / "am" / prompt["audio"], "--temperature", "0")
+    refused = run_cli("synthesize", *voice, "--option", "top_k=5", "--output", ws / "said.wav")
+    assert refused.code == 2 and "--option top_k" in refused.err and "cfg_weight" in refused.err
+    assert not (ws / "said.wav").exists()
+    result = run_cli("synthesize", *voice, "--option", "cfg_weight=0", "--option", "cfm_steps=2",
+                     "--output", ws / "said.wav", "--json")
     assert result.code == 0, result.err
     report = json.loads(result.out)
     codes = clip["codes"].tolist()

@@ -25,6 +25,21 @@ def add_family_options(parser: argparse.ArgumentParser) -> None:
                         help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
                              "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: the run's model_dir:, "
                              "else settings families.<family>.model_dir")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=_option,
+                        help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
+                             "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "
+                             "diffusion_steps); --temperature sets the temperature")
+
+
+def _option(text: str) -> tuple[str, float]:
+    """Return (key, number) of a KEY=NUMBER --option; raises argparse.ArgumentTypeError otherwise."""
+    key, sep, value = text.partition("=")
+    try:
+        if not sep or not key.strip():
+            raise ValueError(text)
+        return key.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write KEY=NUMBER, e.g. cfg_weight=0.5") from None
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +85,11 @@ def _synthesize(args: argparse.Namespace) -> Result:
     family = checkpoint_family(loaded, args.family)
     if family != "linguaforge":
         return _synthesize_family(args, settings, loaded, family)
+    if args.option:
+        from core.errors import InputError
+
+        raise InputError(f"--option {args.option[0][0]}: speaker options are for Chatterbox and IndexTTS2 checkpoints; "
+                         f"{args.checkpoint} is a LinguaForge model (use --temperature, --top-k, --top-p).")
     inference = load_for_inference(loaded, settings, args.tokenizer, args.codec, task="tts", device=args.device)
     wav, report = synthesize(
         inference, args.text, args.reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
@@ -85,17 +105,23 @@ def _synthesize(args: argparse.Namespace) -> Result:
 def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: LoadedCheckpoint, name: str) -> Result:
     """Speak through the family's Speaker: `loaded` (already read once) with the model folder of
     --model-dir, else its run's `model_dir:`, else settings `families.<family>.model_dir`."""
+    from core.errors import InputError
     from core.eval.voices import family_model_dir
     from core.families.base import SynthesisRequest
     from core.families.registry import get_model_family
 
     family = get_model_family(name)
+    options = dict(args.option)
+    unknown = sorted(k for k in options if k not in family.speech_options or k == "temperature")
+    if unknown:
+        raise InputError(f"--option {unknown[0]}: not an option of a {name} speaker; it takes "
+                         f"{', '.join(k for k in family.speech_options if k != 'temperature')} (and --temperature).")
     request = SynthesisRequest(
         checkpoint=loaded, text=args.text, output=settings.resolve(args.output),
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
         reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
         model_dir=family_model_dir(name, loaded.path, settings, args.model_dir), seed=args.seed,
-        options={"temperature": args.temperature}, device=args.device,
+        options={**options, "temperature": args.temperature}, device=args.device,
     )
     report = {**family.synthesize(request, settings), "family": name}
     return Result(report, render_mapping({k: report[k] for k in ("output", "family", "seconds", "sample_rate")}))

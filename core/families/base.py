@@ -109,6 +109,8 @@ class ModelFamily(ABC):
     sequence_layout: dict[str, Any] | None = None
     #: the `task` values this family trains
     tasks: tuple[str, ...] = ("tts",)
+    #: the numeric options its speaker takes (`synthesize --option`, `eval.synthesis`)
+    speech_options: tuple[str, ...] = ()
 
     # -- files and detection -----------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:

@@ -189,6 +189,7 @@ class ChatterboxFamily(ModelFamily):
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
+    speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
 
     # -- files ------------------------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:
