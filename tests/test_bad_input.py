@@ -224,6 +224,8 @@ CASES: list[tuple[str, list[str], str]] = [
      "--max-steps: -3 is too small"),
     ("train-config-missing", ["train", "--config", "{in}/nope.yaml"], "nope.yaml"),
     ("train-config-random", ["train", "--config", "{in}/random.yaml"], "random.yaml"),
+    ("validate-config-missing", ["validate", "--config", "{in}/nope.yaml"], "nope.yaml"),
+    ("validate-config-random", ["validate", "--config", "{in}/random.yaml"], "random.yaml"),
     ("train-config-escape", ["train", "--config", "{in}/escape.yaml"], "not a name"),
     # export
     ("export-text-checkpoint", ["export", "--checkpoint", "{in}/text.pt", "--output", "{in}/exported"], "text.pt"),
