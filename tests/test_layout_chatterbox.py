@@ -28,6 +28,7 @@ from core.families.chatterbox_features import load_features
 from core.tokenizers.hf_merge import merge_hf_tokenizer
 from core.training.embeddings import extend_checkpoint
 from core.training.run_config import run_config_from_dict
+from core.training.state import step_checkpoints
 from core.training.trainer import Trainer
 from tests.chatterbox_helpers import REDUCED, make_chatterbox_speech_folder
 from tests.data_helpers import make_espeak_dataset, run_cli
@@ -158,16 +159,16 @@ def test_synthesize_speaks_an_overfit_clip_back_as_its_tokens(ws: Path, overfit:
     clip = _clips(cache_dir)[0]
     rows = {r["id"]: r for r in map(json.loads, (ws / "datasets" / "am" / "manifest.jsonl").read_text().splitlines())}
     target, prompt = rows[clip["id"]], rows[clip["prompt_id"]]
-    checkpoint = ws / "runs" / "overfit" / "checkpoints" / "best.pt"
+    checkpoint = step_checkpoints(trainer.run_dir)[-1]  # no val split, so no best.pt
     voice = ("--checkpoint", checkpoint, "--language", "am", "--text", target["text"],
              "--reference", ws / "datasets" / "am" / prompt["audio"], "--temperature", "0")
     refused = run_cli("synthesize", *voice, "--option", "top_k=5", "--output", ws / "said.wav")
-    assert refused.code == 2 and "--option top_k" in refused.err and "cfg_weight" in refused.err
+    assert refused.code == 2 and "--option top_k" in refused.stderr and "cfg_weight" in refused.stderr
     assert not (ws / "said.wav").exists()
     result = run_cli("synthesize", *voice, "--option", "cfg_weight=0", "--option", "cfm_steps=2",
                      "--output", ws / "said.wav", "--json")
-    assert result.code == 0, result.err
-    report = json.loads(result.out)
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
     codes = clip["codes"].tolist()
     assert _reproduced(report["tokens"], codes) >= 0.95 and report["stopped"], (report["tokens"], codes)
     assert (ws / "said.wav").stat().st_size > 1000
