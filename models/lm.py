@@ -7,7 +7,6 @@ Sequence: `[bos, ids…, eos]`; the model predicts each next id. The text table 
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -103,12 +102,3 @@ class GPTLM(nn.Module):
             step_input = torch.tensor([[token]], device=device)
         return new
 
-
-def bits_per_byte(loss_nats_per_token: float, tokens: int, n_bytes: int) -> float:
-    """Return bits per UTF-8 byte from a mean loss in nats per token over `tokens` tokens.
-
-    Raises ValueError when `n_bytes` is not positive.
-    """
-    if n_bytes <= 0:
-        raise ValueError("bits per byte needs a positive byte count")
-    return loss_nats_per_token * tokens / (math.log(2) * n_bytes)

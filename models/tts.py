@@ -106,10 +106,6 @@ class GPTTTS(nn.Module):
         c = self.config
         return torch.cat([ids.new_tensor([c.start_text]), ids, ids.new_tensor([c.stop_text])])
 
-    def _speech_sequence(self, codes: torch.Tensor) -> torch.Tensor:
-        c = self.config
-        return torch.cat([codes.new_tensor([c.start_speech]), codes, codes.new_tensor([c.stop_speech])])
-
     def _embed_text(self, seq: torch.Tensor) -> torch.Tensor:
         return self.text_embedding(seq) + self.text_pos(torch.arange(len(seq), device=seq.device))
 

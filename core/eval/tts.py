@@ -47,7 +47,6 @@ from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside,
 from core.progress import Progress
 
 ESPEAK = "espeak"
-ROWS = ("model", "codec", "references")
 
 
 def read_sentences(path: str | os.PathLike[str]) -> tuple[list[str], list[Path] | None]:
