@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from core.config import Settings
 from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_group
-from core.runs import eval_file_beside
+from core.runs import eval_file_beside, run_folder_of_checkpoint
 from core.tables import render_table
 
 EPILOG = """\
@@ -27,6 +28,17 @@ def _format(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def run_model_dir(checkpoint: Path, settings: Settings) -> str | None:
+    """Return `model_dir:` of the run config beside a run's checkpoint (None outside a run folder, or
+    when its config names none). Raises InputError when that run config does not load."""
+    from core.training.run_config import load_run_config
+
+    run = run_folder_of_checkpoint(checkpoint)
+    if run is None or not run.config.is_file():
+        return None
+    return load_run_config(run.config, settings).model_dir
+
+
 def _tts(args: argparse.Namespace) -> Result:
     from core.config import load_settings
     from core.eval.tts import ESPEAK, evaluate_checkpoint, read_sentences
@@ -34,8 +46,9 @@ def _tts(args: argparse.Namespace) -> Result:
     settings = load_settings()
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
+    model_dir = args.model_dir or run_model_dir(settings.resolve(args.checkpoint), settings)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir)
+                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=model_dir)
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([
         f"checkpoint {result['checkpoint']} ({result['family']}, step {result['step']}), {result['sentences']} sentences, "

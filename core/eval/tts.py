@@ -221,7 +221,8 @@ def evaluate_checkpoint(
 
     Synthesis runs on `device` (`auto` = CUDA when present). A checkpoint of another model family
     (chatterbox, indextts: its metadata says which) speaks through the family's Speaker with the
-    speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`)
+    speech models of `model_dir` (else settings `families.<family>.model_dir`; `eval tts` and the trainer
+    pass the run's `model_dir:`)
     and the speaker `options` (`max_seconds` caps each sentence; see `core.eval.voices`).
 
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
