@@ -12,7 +12,7 @@ Losses: `text_loss` (next text id), `mel_loss` (next speech code, stop included)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -24,23 +24,19 @@ from models.rows import SplitEmbedding, SplitHead
 PAD, TEXT, SPEECH = 0, 1, 2  # layout_kind values
 
 
-@dataclass
-class TTSConfig:
-    """Shape of a TTS model. `text_rows` equals the tokenizer size; codes come from the codec."""
+@dataclass(kw_only=True)
+class TTSConfig(GPTConfig):
+    """Shape of a TTS model: the backbone's (`GPTConfig`), the reference encoder's and the tables'.
+    `text_rows` equals the tokenizer size; codes come from the codec. Fields are keyword-only."""
 
     text_rows: int
     codebook_size: int
     n_mels: int = 80
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
     n_latents: int = 4
     max_text_tokens: int = 128
     max_speech_tokens: int = 256
     start_text: int = 0
     stop_text: int = 1
-    dropout: float = 0.0
-    attention: str = "sdpa"
 
     @property
     def start_speech(self) -> int:
@@ -51,10 +47,6 @@ class TTSConfig:
     def stop_speech(self) -> int:
         """Return the id of the end-of-speech token."""
         return self.codebook_size + 1
-
-    def to_dict(self) -> dict:
-        """Return the config as plain data (checkpoint metadata `model_config`)."""
-        return asdict(self)
 
 
 class ReferenceEncoder(nn.Module):
@@ -89,12 +81,11 @@ class GPTTTS(nn.Module):
         super().__init__()
         self.config = config
         D = config.d_model
-        gpt = GPTConfig(D, config.n_layers, config.n_heads, config.dropout, config.attention)
         self.reference = ReferenceEncoder(config.n_mels, D, config.n_latents, config.n_heads)
         self.text_pos = nn.Embedding(config.max_text_tokens + 2, D)
         self.mel_embedding = nn.Embedding(config.codebook_size + 2, D)
         self.mel_pos = nn.Embedding(config.max_speech_tokens + 2, D)
-        self.gpt = GPT(gpt)
+        self.gpt = GPT(config)
         self.mel_head = nn.Linear(D, config.codebook_size + 2)
         self.apply(init_weights)
         self.text_embedding = SplitEmbedding(config.text_rows, D, frozen_rows)

@@ -22,27 +22,15 @@ def _rows_of_split(rows: list[ManifestRow], split: str, val_ratio: float) -> lis
     return chosen or list(rows)
 
 
-def train_codec(
-    manifest: str | os.PathLike[str],
-    codebook_size: int = 1024,
-    sample_rate: int = 16000,
-    hop_length: int = 256,
-    n_mels: int = 80,
-    val_ratio: float = 0.05,
-    iterations: int = 100,
-    batch_size: int = 4096,
-    max_frames: int = 500_000,
-    seed: int = 0,
-    device: str | None = None,
-) -> SpeechCodec:
-    """Return a codec whose codebook is fit by mini-batch k-means on the manifest's train split.
+def train_codec(manifest: str | os.PathLike[str], val_ratio: float = 0.05, **fit_options: Any) -> SpeechCodec:
+    """Return a codec fit by `core.speech.codec.fit_codec` (`fit_options`: codebook_size, sample_rate,
+    hop_length, n_mels, iterations, batch_size, max_frames, seed, device) on the manifest's train split.
 
-    k-means runs on CUDA when present. The codec's `meta` records the manifest, the split and the
-    training statistics. Raises InputError for a bad manifest, unreadable audio or too few frames.
+    The codec's `meta` records the manifest, the split's `val_ratio` and the training statistics.
+    Raises InputError for a bad manifest, unreadable audio or too few frames.
     """
     rows = _rows_of_split(load_manifest_rows(manifest), TRAIN, val_ratio)
-    codec = fit_codec([row.path for row in rows], codebook_size, sample_rate, hop_length, n_mels, iterations,
-                      batch_size, max_frames, seed, device)
+    codec = fit_codec([row.path for row in rows], **fit_options)
     codec.meta = {"manifest": str(Path(manifest).resolve()), **codec.meta, "val_ratio": val_ratio}
     return codec
 
