@@ -13,6 +13,7 @@ Losses: `text_loss` (next text id), `mel_loss` (next speech code, stop included)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -133,25 +134,15 @@ class GPTTTS(nn.Module):
         }
 
     @torch.no_grad()
-    def generate(
-        self,
-        text_ids: list[int],
-        ref_mel: torch.Tensor | None = None,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        max_codes: int | None = None,
-        use_cache: bool = True,
-        generator: torch.Generator | None = None,
-        min_codes: int = 0,
-    ) -> list[int]:
-        """Return speech codes for `text_ids` conditioned on `ref_mel` [F, n_mels] (or none).
+    def generate(self, text_ids: list[int], ref_mel: torch.Tensor | None = None, min_codes: int = 0,
+                 **sampling: Any) -> list[int]:
+        """Return speech codes for `text_ids` conditioned on `ref_mel` [F, n_mels] (or none): `generate_batch`
+        of this one text, with its options `sampling` (temperature, top_k, top_p, max_codes, use_cache, generator).
 
         Stops at `stop_speech` (never before `min_codes` codes), at `max_codes` or at
         `max_speech_tokens`. Raises ValueError when the text exceeds `max_text_tokens`.
         """
-        return self.generate_batch([text_ids], ref_mel, temperature, top_k, top_p, max_codes, use_cache, generator,
-                                   [min_codes])[0]
+        return self.generate_batch([text_ids], ref_mel, min_codes=[min_codes], **sampling)[0]
 
     @torch.no_grad()
     def generate_batch(
