@@ -225,6 +225,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("train-config-missing", ["train", "--config", "{in}/nope.yaml"], "nope.yaml"),
     ("train-config-random", ["train", "--config", "{in}/random.yaml"], "random.yaml"),
     ("train-config-escape", ["train", "--config", "{in}/escape.yaml"], "not a name"),
+    ("validate-config-missing", ["validate", "--config", "{in}/nope.yaml"], "nope.yaml"),
+    ("validate-config-random", ["validate", "--config", "{in}/random.yaml"], "random.yaml"),
     # export
     ("export-text-checkpoint", ["export", "--checkpoint", "{in}/text.pt", "--output", "{in}/exported"], "text.pt"),
     ("export-output-is-file", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/corpus.txt"],
