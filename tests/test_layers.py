@@ -171,10 +171,15 @@ ALLOWED_SKELETON = {
 }
 
 
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Write each `relative path: text` of `files` under `root`, making the folders."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
 def test_the_checker_names_every_upward_import_it_is_shown(tmp_path: Path) -> None:
-    for rel, text in ALLOWED_SKELETON.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    write_tree(tmp_path, ALLOWED_SKELETON)
     assert find_upward_imports(tmp_path) == []
 
     planted = {
@@ -334,9 +339,7 @@ CORE_SKELETON = {
 
 
 def test_the_core_checker_names_every_planted_circle_and_family_import(tmp_path: Path) -> None:
-    for rel, text in CORE_SKELETON.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    write_tree(tmp_path, CORE_SKELETON)
     clean = core_import_edges(tmp_path)
     assert ("core.training", "core.families") in clean and ("core.eval", "core.checkpoint") in clean
     assert import_circles(clean) == [] and family_imports_above(clean) == []
@@ -346,8 +349,7 @@ def test_the_core_checker_names_every_planted_circle_and_family_import(tmp_path:
         "core/checkpoint.py": "from core.errors import InputError\nimport importlib\nimportlib.import_module('core.eval')\n",
         "core/families/planted_checks.py": "from ..checks import doctor\n",  # relative; also a circle with checks
     }
-    for rel, text in planted.items():
-        (tmp_path / rel).write_text(text)
+    write_tree(tmp_path, planted)
     edges = core_import_edges(tmp_path)
     assert family_imports_above(edges) == [
         "core.families -> core.checks (core/families/planted_checks.py:1)",
@@ -367,10 +369,11 @@ def test_the_core_checker_names_every_planted_circle_and_family_import(tmp_path:
     (tmp_path / "core/families/planted_checks.py").unlink()
     (tmp_path / "core/checkpoint.py").write_text(CORE_SKELETON["core/checkpoint.py"])
     assert import_circles(core_import_edges(tmp_path)) == []
-    (tmp_path / "core/data").mkdir()
-    (tmp_path / "core/data/__init__.py").write_text("")
-    (tmp_path / "core/data/cache.py").write_text("from core.runs import RunFolder\n")  # a top-level module is a node too
-    (tmp_path / "core/runs.py").write_text("from core.errors import InputError\nfrom core.data import cache\n")
+    write_tree(tmp_path, {  # a top-level module is a node too
+        "core/data/__init__.py": "",
+        "core/data/cache.py": "from core.runs import RunFolder\n",
+        "core/runs.py": "from core.errors import InputError\nfrom core.data import cache\n",
+    })
     assert import_circles(core_import_edges(tmp_path)) == [
         "core.data <-> core.runs: core.data -> core.runs (core/data/cache.py:1); core.runs -> core.data (core/runs.py:2)"
     ]
