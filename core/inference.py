@@ -77,8 +77,9 @@ def _resolve_asset(kind: str, load: Callable[[Path], Any], files: FileKind,
 
     An explicit file must carry that fingerprint; otherwise the first of the files `prune` wrote
     beside the checkpoint, its recorded `<kind>_path` and the workspace's `files` (any depth) that
-    loads and carries it. Raises InputError naming `mismatch` (what the rows or codes would mean)
-    when an explicit file has another fingerprint, or when no file carries it.
+    carries it. Raises InputError naming `mismatch` (what the rows or codes would mean) when an
+    explicit file has another fingerprint, when a file beside or recorded does not load (a workspace
+    file that does not load is passed over), or when no file carries it.
     """
     fingerprint = (loaded.meta or {}).get(f"{kind}_fingerprint")
     if explicit:
@@ -89,18 +90,19 @@ def _resolve_asset(kind: str, load: Callable[[Path], Any], files: FileKind,
                 f"{str(fingerprint)[:12]}…; {mismatch}. Pass the checkpoint's own {kind}."
             )
         return found
-    candidates = [*beside(loaded.path, kind)]
+    own = [*beside(loaded.path, kind)]
     if loaded.extra.get(f"{kind}_path"):
-        candidates.append(Path(loaded.extra[f"{kind}_path"]))
-    candidates.extend(settings.resolve(name) for name in find_files(settings, files))
-    for path in candidates:
-        if path.is_file():
-            try:
-                found = load(path)
-            except InputError:
-                continue
-            if found.fingerprint == fingerprint:
-                return found
+        own.append(Path(loaded.extra[f"{kind}_path"]))
+    for path in own:
+        if path.is_file() and (found := load(path)).fingerprint == fingerprint:
+            return found
+    for name in find_files(settings, files):
+        try:
+            found = load(settings.resolve(name))
+        except InputError:
+            continue
+        if found.fingerprint == fingerprint:
+            return found
     raise InputError(
         f"{loaded.path}: {kind} {str(fingerprint)[:12]}… not found beside it, at its recorded path or in "
         f"{settings.resolve(files.folders[0])}. Pass --{kind} with that file."
