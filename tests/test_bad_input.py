@@ -13,7 +13,7 @@ import os
 import shutil
 import struct
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pytest
