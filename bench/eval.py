@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import numpy as np  # noqa: E402
 
 from core.audio import read_audio, resample  # noqa: E402
-from core.speech.codec import train_codec  # noqa: E402
+from core.data.codec_training import train_codec  # noqa: E402
 from core.data.sample import espeak_binary, sample_dataset  # noqa: E402
 from core.eval.asr import SphinxJudge, word_error_rate  # noqa: E402
 from core.eval.metrics import SAMPLE_RATE, identification_accuracy, identify_by_dtw, mcd_dtw  # noqa: E402

@@ -41,7 +41,7 @@ from core.config import load_settings  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402
 from core.fsutil import atomic_write_text  # noqa: E402
-from core.speech.codec import train_codec  # noqa: E402
+from core.data.codec_training import train_codec  # noqa: E402
 from core.tokenizers.train import train_tokenizer  # noqa: E402
 from core.training.data import Prefetcher  # noqa: E402
 from core.training.run_config import run_config_from_dict  # noqa: E402

@@ -32,8 +32,8 @@ import torch  # noqa: E402
 import torchaudio  # noqa: E402
 
 from core.data.cache import build_cache  # noqa: E402
-from core.speech.codec import load_codec, train_codec  # noqa: E402
-from core.speech.codec_eval import evaluate_codec  # noqa: E402
+from core.data.codec_training import evaluate_codec, train_codec  # noqa: E402
+from core.speech.codec import load_codec  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
 from core.data.manifest import read_manifest, write_manifest  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402

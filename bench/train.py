@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
-from core.speech.codec import train_codec  # noqa: E402
+from core.data.codec_training import train_codec  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
 from core.training.embeddings import extend_checkpoint  # noqa: E402

@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -26,7 +26,7 @@ from core.config import Settings
 from core.errors import InputError
 from core.text import normalize_text
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
-from core.tokenizers.vocab import find_tokenizer_by_fingerprint
+from core.workspace_files import CODECS, TOKENIZERS, FileKind, find_files
 from models.registry import build_model
 
 SENTENCE_END = re.compile(r"(?<=[.!?።፧፨])\s+|\n+")
@@ -71,67 +71,64 @@ def beside(checkpoint: Path, kind: str) -> list[Path]:
     return sorted(checkpoint.parent.glob(f"{checkpoint.stem}.{kind}.*"))
 
 
+def _resolve_asset(kind: str, load: Callable[[Path], Any], files: FileKind,
+                   loaded: LoadedCheckpoint, settings: Settings, explicit: str | None, mismatch: str) -> Any:
+    """Return the `kind` (tokenizer or codec) loaded by `load` whose fingerprint the checkpoint records.
+
+    An explicit file must carry that fingerprint; otherwise the first of the files `prune` wrote
+    beside the checkpoint, its recorded `<kind>_path` and the workspace's `files` (any depth) that
+    carries it. Raises InputError naming `mismatch` (what the rows or codes would mean) when an
+    explicit file has another fingerprint, when a file beside or recorded does not load (a workspace
+    file that does not load is passed over), or when no file carries it.
+    """
+    fingerprint = (loaded.meta or {}).get(f"{kind}_fingerprint")
+    if explicit:
+        found = load(settings.resolve(explicit))
+        if found.fingerprint != fingerprint:
+            raise InputError(
+                f"{settings.resolve(explicit)}: fingerprint {found.fingerprint[:12]}… but {loaded.path} was trained with "
+                f"{str(fingerprint)[:12]}…; {mismatch}. Pass the checkpoint's own {kind}."
+            )
+        return found
+    own = [*beside(loaded.path, kind)]
+    if loaded.extra.get(f"{kind}_path"):
+        own.append(Path(loaded.extra[f"{kind}_path"]))
+    for path in own:
+        if path.is_file() and (found := load(path)).fingerprint == fingerprint:
+            return found
+    for name in find_files(settings, files):
+        try:
+            found = load(settings.resolve(name))
+        except InputError:
+            continue
+        if found.fingerprint == fingerprint:
+            return found
+    raise InputError(
+        f"{loaded.path}: {kind} {str(fingerprint)[:12]}… not found beside it, at its recorded path or in "
+        f"{settings.resolve(files.folders[0])}. Pass --{kind} with that file."
+    )
+
+
 def resolve_tokenizer(loaded: LoadedCheckpoint, settings: Settings, explicit: str | None = None) -> Tokenizer:
-    """Return the tokenizer whose fingerprint the checkpoint records.
+    """Return the tokenizer whose fingerprint the checkpoint records: `explicit`, else one beside the
+    checkpoint, at its recorded path or under the workspace's `tokenizers/` (any depth).
 
     Raises InputError when an explicit tokenizer has another fingerprint, or none is found.
     """
-    fingerprint = (loaded.meta or {}).get("tokenizer_fingerprint")
-    if explicit:
-        tokenizer = load_tokenizer(settings.resolve(explicit))
-        if tokenizer.fingerprint != fingerprint:
-            raise InputError(
-                f"{tokenizer.path}: fingerprint {tokenizer.fingerprint[:12]}… but {loaded.path} was trained with "
-                f"{str(fingerprint)[:12]}…; its rows would mean other tokens. Pass the checkpoint's own tokenizer."
-            )
-        return tokenizer
-    candidates = [*beside(loaded.path, "tokenizer")]
-    if loaded.extra.get("tokenizer_path"):
-        candidates.append(Path(loaded.extra["tokenizer_path"]))
-    for path in candidates:
-        if path.is_file():
-            tokenizer = load_tokenizer(path)
-            if tokenizer.fingerprint == fingerprint:
-                return tokenizer
-    found = find_tokenizer_by_fingerprint(settings.resolve("tokenizers"), fingerprint) if fingerprint else None
-    if found is None:
-        raise InputError(
-            f"{loaded.path}: tokenizer {str(fingerprint)[:12]}… not found beside it, at its recorded path or in "
-            f"{settings.resolve('tokenizers')}. Pass --tokenizer with that file."
-        )
-    return load_tokenizer(found)
+    return _resolve_asset("tokenizer", load_tokenizer, TOKENIZERS, loaded, settings, explicit,
+                          "its rows would mean other tokens")
 
 
 def resolve_codec(loaded: LoadedCheckpoint, settings: Settings, explicit: str | None = None) -> Any:
-    """Return the codec whose fingerprint the checkpoint records.
+    """Return the codec whose fingerprint the checkpoint records: `explicit`, else one beside the
+    checkpoint, at its recorded path or under the workspace's `codecs/` (any depth).
 
     Raises InputError when an explicit codec has another fingerprint, or none is found.
     """
     from core.speech.codec import load_codec
 
-    fingerprint = (loaded.meta or {}).get("codec_fingerprint")
-    if explicit:
-        codec = load_codec(settings.resolve(explicit))
-        if codec.fingerprint != fingerprint:
-            raise InputError(f"{explicit}: codec fingerprint differs from the one {loaded.path} was trained with.")
-        return codec
-    candidates = [*beside(loaded.path, "codec")]
-    if loaded.extra.get("codec_path"):
-        candidates.append(Path(loaded.extra["codec_path"]))
-    folder = settings.resolve("codecs")
-    candidates.extend(sorted(folder.glob("*.pt")) if folder.is_dir() else [])
-    for path in candidates:
-        if path.is_file():
-            try:
-                codec = load_codec(path)
-            except InputError:
-                continue
-            if codec.fingerprint == fingerprint:
-                return codec
-    raise InputError(
-        f"{loaded.path}: codec {str(fingerprint)[:12]}… not found beside it, at its recorded path or in {folder}. "
-        "Pass --codec with that file."
-    )
+    return _resolve_asset("codec", load_codec, CODECS, loaded, settings, explicit,
+                          "its speech codes would mean other sounds")
 
 
 def checkpoint_family(loaded: LoadedCheckpoint, explicit: str | None = None) -> str:

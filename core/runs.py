@@ -1,7 +1,7 @@
 """The run folder `workspace/runs/<run>/`: its layout, the one reader of what a run writes, and the
 one progress view of a job or run.
 
-Layout (DESIGN.md): `config.yaml` (the run config as trained), `status.json` (state, step,
+Layout: `config.yaml` (the run config as trained), `status.json` (state, step,
 max_steps, last_checkpoint, …, replaced atomically), `metrics.jsonl` (one JSON object per logged
 step), `STOP` (touch it to ask the trainer to save and exit), `checkpoints/` (step and best
 checkpoints, `eval.json`), `tb/` (TensorBoard), `log.txt`, and a quickstart's `report.json` /

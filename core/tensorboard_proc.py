@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import httpx
-
 from core.config import REPO_ROOT
 from core.errors import InternalError
 from core.tensorboard_server import TOKEN_ENV, TOKEN_HEADER
@@ -100,20 +98,6 @@ class TensorBoardProcess:
             self._launch()
             self.restarts += 1
             return True
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until TensorBoard answers HTTP, or raise InternalError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.is_alive():
-                self.ensure_running()
-            try:
-                if httpx.get(self.base_url + "/", headers=self.headers, timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise InternalError(f"TensorBoard did not answer on {self.base_url} within {timeout:.0f}s.")
 
     def stop(self) -> None:
         """Stop the watchdog and terminate TensorBoard's process group (SIGTERM, then SIGKILL)."""

@@ -10,7 +10,7 @@ task models (`models/lm.py`, `models/tts.py`) because their layouts differ.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,10 @@ class GPTConfig:
     n_heads: int = 4
     dropout: float = 0.0
     attention: str = "sdpa"
+
+    def to_dict(self) -> dict:
+        """Return the config as plain data (checkpoint metadata `model_config`)."""
+        return asdict(self)
 
 
 class KVCache:

@@ -7,8 +7,7 @@ Sequence: `[bos, ids…, eos]`; the model predicts each next id. The text table 
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -20,23 +19,15 @@ from models.rows import SplitEmbedding, SplitHead
 IGNORE = -100
 
 
-@dataclass
-class LMConfig:
-    """Shape of a language model. `text_rows` equals the tokenizer size."""
+@dataclass(kw_only=True)
+class LMConfig(GPTConfig):
+    """Shape of a language model: the backbone's (`GPTConfig`) and the text table's. `text_rows` equals
+    the tokenizer size. Fields are keyword-only."""
 
     text_rows: int
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
     max_text_tokens: int = 128
     bos_id: int = 0
     eos_id: int = 1
-    dropout: float = 0.0
-    attention: str = "sdpa"
-
-    def to_dict(self) -> dict:
-        """Return the config as plain data (checkpoint metadata `model_config`)."""
-        return asdict(self)
 
 
 class GPTLM(nn.Module):
@@ -45,9 +36,8 @@ class GPTLM(nn.Module):
     def __init__(self, config: LMConfig, frozen_rows: int = 0) -> None:
         super().__init__()
         self.config = config
-        gpt = GPTConfig(config.d_model, config.n_layers, config.n_heads, config.dropout, config.attention)
         self.text_pos = nn.Embedding(config.max_text_tokens + 2, config.d_model)
-        self.gpt = GPT(gpt)
+        self.gpt = GPT(config)
         self.apply(init_weights)
         self.text_embedding = SplitEmbedding(config.text_rows, config.d_model, frozen_rows)
         self.text_head = SplitHead(config.text_rows, config.d_model, frozen_rows)
@@ -103,12 +93,3 @@ class GPTLM(nn.Module):
             step_input = torch.tensor([[token]], device=device)
         return new
 
-
-def bits_per_byte(loss_nats_per_token: float, tokens: int, n_bytes: int) -> float:
-    """Return bits per UTF-8 byte from a mean loss in nats per token over `tokens` tokens.
-
-    Raises ValueError when `n_bytes` is not positive.
-    """
-    if n_bytes <= 0:
-        raise ValueError("bits per byte needs a positive byte count")
-    return loss_nats_per_token * tokens / (math.log(2) * n_bytes)

@@ -12,7 +12,8 @@ Losses: `text_loss` (next text id), `mel_loss` (next speech code, stop included)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,23 +25,19 @@ from models.rows import SplitEmbedding, SplitHead
 PAD, TEXT, SPEECH = 0, 1, 2  # layout_kind values
 
 
-@dataclass
-class TTSConfig:
-    """Shape of a TTS model. `text_rows` equals the tokenizer size; codes come from the codec."""
+@dataclass(kw_only=True)
+class TTSConfig(GPTConfig):
+    """Shape of a TTS model: the backbone's (`GPTConfig`), the reference encoder's and the tables'.
+    `text_rows` equals the tokenizer size; codes come from the codec. Fields are keyword-only."""
 
     text_rows: int
     codebook_size: int
     n_mels: int = 80
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
     n_latents: int = 4
     max_text_tokens: int = 128
     max_speech_tokens: int = 256
     start_text: int = 0
     stop_text: int = 1
-    dropout: float = 0.0
-    attention: str = "sdpa"
 
     @property
     def start_speech(self) -> int:
@@ -51,10 +48,6 @@ class TTSConfig:
     def stop_speech(self) -> int:
         """Return the id of the end-of-speech token."""
         return self.codebook_size + 1
-
-    def to_dict(self) -> dict:
-        """Return the config as plain data (checkpoint metadata `model_config`)."""
-        return asdict(self)
 
 
 class ReferenceEncoder(nn.Module):
@@ -89,12 +82,11 @@ class GPTTTS(nn.Module):
         super().__init__()
         self.config = config
         D = config.d_model
-        gpt = GPTConfig(D, config.n_layers, config.n_heads, config.dropout, config.attention)
         self.reference = ReferenceEncoder(config.n_mels, D, config.n_latents, config.n_heads)
         self.text_pos = nn.Embedding(config.max_text_tokens + 2, D)
         self.mel_embedding = nn.Embedding(config.codebook_size + 2, D)
         self.mel_pos = nn.Embedding(config.max_speech_tokens + 2, D)
-        self.gpt = GPT(gpt)
+        self.gpt = GPT(config)
         self.mel_head = nn.Linear(D, config.codebook_size + 2)
         self.apply(init_weights)
         self.text_embedding = SplitEmbedding(config.text_rows, D, frozen_rows)
@@ -105,10 +97,6 @@ class GPTTTS(nn.Module):
         ids = torch.as_tensor(ids, dtype=torch.long, device=device)
         c = self.config
         return torch.cat([ids.new_tensor([c.start_text]), ids, ids.new_tensor([c.stop_text])])
-
-    def _speech_sequence(self, codes: torch.Tensor) -> torch.Tensor:
-        c = self.config
-        return torch.cat([codes.new_tensor([c.start_speech]), codes, codes.new_tensor([c.stop_speech])])
 
     def _embed_text(self, seq: torch.Tensor) -> torch.Tensor:
         return self.text_embedding(seq) + self.text_pos(torch.arange(len(seq), device=seq.device))
@@ -146,25 +134,15 @@ class GPTTTS(nn.Module):
         }
 
     @torch.no_grad()
-    def generate(
-        self,
-        text_ids: list[int],
-        ref_mel: torch.Tensor | None = None,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        max_codes: int | None = None,
-        use_cache: bool = True,
-        generator: torch.Generator | None = None,
-        min_codes: int = 0,
-    ) -> list[int]:
-        """Return speech codes for `text_ids` conditioned on `ref_mel` [F, n_mels] (or none).
+    def generate(self, text_ids: list[int], ref_mel: torch.Tensor | None = None, min_codes: int = 0,
+                 **sampling: Any) -> list[int]:
+        """Return speech codes for `text_ids` conditioned on `ref_mel` [F, n_mels] (or none): `generate_batch`
+        of this one text, with its options `sampling` (temperature, top_k, top_p, max_codes, use_cache, generator).
 
         Stops at `stop_speech` (never before `min_codes` codes), at `max_codes` or at
         `max_speech_tokens`. Raises ValueError when the text exceeds `max_text_tokens`.
         """
-        return self.generate_batch([text_ids], ref_mel, temperature, top_k, top_p, max_codes, use_cache, generator,
-                                   [min_codes])[0]
+        return self.generate_batch([text_ids], ref_mel, min_codes=[min_codes], **sampling)[0]
 
     @torch.no_grad()
     def generate_batch(

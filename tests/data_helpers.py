@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.cli import main as cli_main
-from core.speech.codec import train_codec
+from core.data.codec_training import train_codec
 from core.data.sample import sample_dataset
 from tests.conftest import CliRun
 

@@ -13,7 +13,7 @@ import os
 import shutil
 import struct
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -227,6 +227,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("validate-config-missing", ["validate", "--config", "{in}/nope.yaml"], "nope.yaml"),
     ("validate-config-random", ["validate", "--config", "{in}/random.yaml"], "random.yaml"),
     ("train-config-escape", ["train", "--config", "{in}/escape.yaml"], "not a name"),
+    ("validate-config-missing", ["validate", "--config", "{in}/nope.yaml"], "nope.yaml"),
+    ("validate-config-random", ["validate", "--config", "{in}/random.yaml"], "random.yaml"),
     # export
     ("export-text-checkpoint", ["export", "--checkpoint", "{in}/text.pt", "--output", "{in}/exported"], "text.pt"),
     ("export-output-is-file", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/corpus.txt"],

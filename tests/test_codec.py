@@ -10,8 +10,9 @@ import soundfile as sf
 import torch
 
 from core.audio import read_audio
-from core.speech.codec import SpeechCodec, load_codec, train_codec
-from core.speech.codec_eval import evaluate_codec, mcd, mel_l1
+from core.data.codec_training import evaluate_codec, train_codec
+from core.speech.codec import SpeechCodec, load_codec
+from core.speech.codec_eval import mcd, mel_l1
 from core.errors import InputError
 from core.data.manifest import read_manifest
 from tests.data_helpers import make_espeak_dataset, run_cli

@@ -124,3 +124,25 @@ def test_collect_evaluations_reads_a_runs_eval_json_in_step_order(tmp_path: Path
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "eval.json").write_text("{not json")
     assert collect_evaluations(tmp_path / "broken") == []
+
+
+def test_eval_tts_speaks_a_family_run_checkpoint_with_the_runs_model_dir(cli, workspace: Path) -> None:
+    """Without --model-dir, `eval tts` hands the voice the `model_dir:` of the run config beside the checkpoint;
+    an empty folder there is then refused in one line naming it (nothing is synthesized)."""
+    from core.cli.eval import run_model_dir
+    from core.config import load_settings
+
+    run = workspace / "runs" / "cb"
+    (run / "checkpoints").mkdir(parents=True)
+    (workspace / "models" / "cb-empty").mkdir(parents=True)
+    (run / "config.yaml").write_text("name: cb\nfamily: chatterbox\ntask: tts\nmodel_dir: models/cb-empty\n")
+    checkpoint = save_checkpoint(run / "checkpoints" / "step_1.pt", {"w": torch.zeros(2)},
+                                 CheckpointMeta(family="chatterbox", task="tts", step=1))
+    assert run_model_dir(checkpoint, load_settings()) == "models/cb-empty"
+    assert run_model_dir(workspace / "elsewhere.pt", load_settings()) is None
+    sentences = workspace / "heldout.txt"
+    sentences.write_text("One sentence.\nAnother sentence.\n", encoding="utf-8")
+    result = cli("eval", "tts", "--checkpoint", checkpoint, "--sentences", sentences, "--references", "espeak",
+                 "--no-wer", "--device", "cpu", "--json")
+    assert result.code == 2, result.stderr
+    assert str(workspace / "models" / "cb-empty") in result.json()["error"]

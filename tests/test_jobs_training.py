@@ -1,6 +1,6 @@
 """Training as a supervised job: a tiny real LM run to completion, cancel while running, kill -9 + resume.
 
-Only DESIGN.md's trainer contract is used: runs/<run>/status.json, metrics.jsonl, checkpoints/, STOP.
+Only the trainer's run-folder contract (`core/runs.py`) is used: runs/<run>/status.json, metrics.jsonl, checkpoints/, STOP.
 """
 
 from __future__ import annotations

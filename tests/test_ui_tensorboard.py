@@ -28,12 +28,26 @@ def live_group_members(pgid: int) -> list[int]:
     return members
 
 
+def wait_ready(board: TensorBoardProcess, timeout: float) -> None:
+    """Block until `board` answers HTTP (restarting it when it died); fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        board.ensure_running()
+        try:
+            if httpx.get(board.base_url + "/", headers=board.headers, timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"TensorBoard did not answer on {board.base_url} within {timeout:.0f}s.")
+
+
 def test_tensorboard_serves_prefix_restarts_after_kill_and_stops(tmp_path: Path) -> None:
     """A killed TensorBoard is restarted by the watchdog; stop() ends its process group."""
     board = TensorBoardProcess(tmp_path / "runs", "/tensorboard", log_file=tmp_path / "tb.log")
     board.start()
     try:
-        board.wait_ready(timeout=120)
+        wait_ready(board, timeout=120)
         assert board.base_url.startswith("http://127.0.0.1:") and board.base_url.endswith("/tensorboard")
         assert "TensorBoard" in httpx.get(board.base_url + "/", headers=board.headers, timeout=10).text
         refused = httpx.get(board.base_url + "/data/runs", timeout=10)  # another local user, without the token
@@ -46,7 +60,7 @@ def test_tensorboard_serves_prefix_restarts_after_kill_and_stops(tmp_path: Path)
         while board.restarts == 0 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert board.restarts == 1, "the watchdog did not restart TensorBoard"
-        board.wait_ready(timeout=120)
+        wait_ready(board, timeout=120)
         pid = board._proc.pid
         assert pid != first_pid
     finally:

@@ -12,8 +12,7 @@ from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:
-    from core.speech.codec import train_codec
-    from core.speech.codec_eval import evaluate_codec
+    from core.data.codec_training import evaluate_codec, train_codec
 
     codec = train_codec(
         args.manifest,
@@ -39,7 +38,7 @@ def _train(args: argparse.Namespace) -> Result:
 
 def _eval(args: argparse.Namespace) -> Result:
     from core.speech.codec import load_codec
-    from core.speech.codec_eval import evaluate_codec
+    from core.data.codec_training import evaluate_codec
 
     report = evaluate_codec(
         load_codec(args.codec), args.manifest, args.val_ratio, args.max_clips, not args.no_vocoder

@@ -13,6 +13,19 @@ from core.families import FAMILIES
 from core.training.run_config import load_run_config
 
 
+# option (argparse dest) -> the DoctorContext field it sets, over what a --config gave
+OVERRIDES = {
+    "tokenizer": "tokenizer_path",
+    "base_tokenizer": "base_tokenizer_path",
+    "target_config": "target_config_path",
+    "checkpoint": "checkpoint_path",
+    "cache": "cache_dir",
+    "family": "family",
+    "freeze_until": "freeze_until",
+    "declared_vocab": "declared_vocab",
+}
+
+
 def _context(args: argparse.Namespace) -> DoctorContext:
     settings = load_settings()
     if args.config:
@@ -22,22 +35,9 @@ def _context(args: argparse.Namespace) -> DoctorContext:
         ctx = DoctorContext(settings=settings)
     else:
         raise InputError("doctor needs --config RUN.yaml, or --tokenizer and/or --checkpoint. See --help.")
-    if args.tokenizer:
-        ctx.tokenizer_path = args.tokenizer
-    if args.base_tokenizer:
-        ctx.base_tokenizer_path = args.base_tokenizer
-    if args.target_config:
-        ctx.target_config_path = args.target_config
-    if args.checkpoint:
-        ctx.checkpoint_path = args.checkpoint
-    if args.cache:
-        ctx.cache_dir = args.cache
-    if args.family:
-        ctx.family = args.family
-    if args.freeze_until is not None:
-        ctx.freeze_until = args.freeze_until
-    if args.declared_vocab is not None:
-        ctx.declared_vocab = args.declared_vocab
+    for option, field in OVERRIDES.items():
+        if getattr(args, option) is not None:
+            setattr(ctx, field, getattr(args, option))
     return ctx
 
 

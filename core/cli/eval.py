@@ -8,8 +8,8 @@ from typing import Any
 
 from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_group
+from core.cli.infer import add_family_options, run_model_dir
 from core.runs import eval_file_beside
-from core.cli.infer import add_family_options
 from core.tables import render_table
 
 EPILOG = """\
@@ -37,8 +37,9 @@ def _tts(args: argparse.Namespace) -> Result:
     settings = load_settings()
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
+    model_dir = args.model_dir or run_model_dir(settings.resolve(args.checkpoint), settings)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=args.model_dir,
+                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=model_dir,
                                  family=args.family, tokenizer=args.tokenizer)
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([

@@ -25,10 +25,18 @@ def add_family_options(parser: argparse.ArgumentParser) -> None:
                         help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; "
                              "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: the run's model_dir:, "
                              "else settings families.<family>.model_dir")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=_option,
-                        help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
-                             "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "
-                             "diffusion_steps); --temperature sets the temperature")
+
+
+def run_model_dir(checkpoint: Path, settings: Settings) -> str | None:
+    """Return `model_dir:` of the run config beside a run's checkpoint (None outside a run folder, or
+    when its config names none). Raises InputError when that run config does not load."""
+    from core.runs import run_folder_of_checkpoint
+    from core.training.run_config import load_run_config
+
+    run = run_folder_of_checkpoint(checkpoint)
+    if run is None or not run.config.is_file():
+        return None
+    return load_run_config(run.config, settings).model_dir
 
 
 def _option(text: str) -> tuple[str, float]:
@@ -120,7 +128,7 @@ def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: Loa
         checkpoint=loaded, text=args.text, output=settings.resolve(args.output),
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
         reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
-        model_dir=family_model_dir(name, loaded.path, settings, args.model_dir), seed=args.seed,
+        model_dir=family_model_dir(name, settings, args.model_dir or run_model_dir(loaded.path, settings)), seed=args.seed,
         options={**options, "temperature": args.temperature}, device=args.device,
     )
     report = {**family.synthesize(request, settings), "family": name}
@@ -161,6 +169,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     add_family_options(parser)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=_option,
+                        help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
+                             "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "
+                             "diffusion_steps); --temperature sets the temperature")
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")

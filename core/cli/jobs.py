@@ -178,13 +178,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--follow", action="store_true", help="keep printing until the job finishes")
     _add_settings(p)
 
-    p = add_command(group, "cancel", cmd_cancel, "cancel a queued or running job")
-    p.add_argument("id")
-    _add_settings(p)
-
-    p = add_command(group, "resume", cmd_resume, "queue an interrupted, failed or cancelled job again")
-    p.add_argument("id")
-    _add_settings(p)
+    for name, handler, help_text in (
+        ("cancel", cmd_cancel, "cancel a queued or running job"),
+        ("resume", cmd_resume, "queue an interrupted, failed or cancelled job again"),
+    ):
+        p = add_command(group, name, handler, help_text)
+        p.add_argument("id")
+        _add_settings(p)
 
     p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
     p.add_argument("--workers", type=int_at_least(1), default=None, help="worker threads (default queue.workers)")

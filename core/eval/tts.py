@@ -47,7 +47,6 @@ from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside,
 from core.progress import Progress
 
 ESPEAK = "espeak"
-ROWS = ("model", "codec", "references")
 
 
 def read_sentences(path: str | os.PathLike[str]) -> tuple[list[str], list[Path] | None]:
@@ -224,8 +223,8 @@ def evaluate_checkpoint(
 
     Synthesis runs on `device` (`auto` = CUDA when present). A checkpoint of another model family
     (chatterbox, indextts: its metadata says which; `family` and `tokenizer` name them for a file
-    without metadata) speaks through the family's Speaker with the
-    speech models of `model_dir` (else its run's `model_dir:`, else settings `families.<family>.model_dir`)
+    without metadata) speaks through the family's Speaker with the speech models of `model_dir`
+    (else settings `families.<family>.model_dir`; `eval tts` and the trainer pass the run's `model_dir:`)
     and the speaker `options` (`max_seconds` caps each sentence; see `core.eval.voices`).
 
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per

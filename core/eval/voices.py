@@ -37,19 +37,11 @@ class EvalVoice:
     absent_rows: dict[str, str] = field(default_factory=dict)
 
 
-def family_model_dir(family: str, checkpoint: Path, settings: Settings, explicit: str | Path | None = None) -> Path | None:
-    """Return the model folder a family checkpoint speaks with: `explicit`, else `model_dir:` of the run
-    config beside a run's checkpoint, else settings `families.<family>.model_dir` (None when none is set)."""
-    from core.runs import run_folder_of_checkpoint
-    from core.training.run_config import load_run_config
-
+def family_model_dir(family: str, settings: Settings, explicit: str | Path | None = None) -> Path | None:
+    """Return the model folder a family checkpoint speaks with: `explicit` (the caller's, e.g. the run's
+    `model_dir:`), else settings `families.<family>.model_dir`; None when neither is set."""
     if explicit:
         return settings.resolve(explicit)
-    run = run_folder_of_checkpoint(checkpoint)
-    if run is not None and run.config.is_file():
-        config = load_run_config(run.config, settings)
-        if config.family == family and config.model_dir:
-            return settings.resolve(config.model_dir)
     value = settings.get(f"families.{family}.model_dir")
     return settings.resolve(value) if value else None
 
@@ -106,5 +98,5 @@ def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", 
     tokenizer_path = settings.resolve(tokenizer) if tokenizer else None
     if family == "linguaforge":
         return _own_voice(loaded, settings, device, tokenizer_path)
-    return _family_voice(family, loaded, settings, device, family_model_dir(family, checkpoint, settings, model_dir),
+    return _family_voice(family, loaded, settings, device, family_model_dir(family, settings, model_dir),
                          options or {}, tokenizer_path)

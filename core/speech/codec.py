@@ -3,7 +3,8 @@
 `SpeechCodec.encode` maps each log-mel frame (80 bins by default) to its nearest codebook
 entry; `decode` looks the entries up, inverts the mel scale (torchaudio InverseMelScale) and
 recovers a waveform with GriffinLim. The codebook is learned by mini-batch k-means
-(`core.codec_train`). A codec file (`.pt`, loaded with weights_only) holds the config, the
+(`core.speech.kmeans`) over clips' log-mel frames (`fit_codec`; `core.data.codec_training` picks a
+manifest's train split). A codec file (`.pt`, loaded with weights_only) holds the config, the
 codebook and a fingerprint over both.
 """
 
@@ -14,7 +15,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torchaudio
@@ -190,22 +191,14 @@ def load_codec(path: str | os.PathLike[str]) -> SpeechCodec:
     return codec
 
 
-def rows_of_split(rows: list, split: str, val_ratio: float) -> list:
-    """Return the manifest rows whose id falls in `split`; all rows when that split is empty."""
-    from core.data.splits import split_of
-
-    chosen = [row for row in rows if split_of(row.id, val_ratio) == split]
-    return chosen or list(rows)
-
-
-def collect_frames(frontend: MelFrontend, rows: list, max_frames: int, seed: int = 0) -> torch.Tensor:
-    """Return up to `max_frames` log-mel frames [n, n_mels] from the rows' audio, sampled evenly.
+def collect_frames(frontend: MelFrontend, clips: Sequence[Path], max_frames: int, seed: int = 0) -> torch.Tensor:
+    """Return up to `max_frames` log-mel frames [n, n_mels] from the clips' audio, sampled evenly.
 
     Raises InputError when an audio file cannot be read.
     """
     from core.audio import read_audio
 
-    frames = [frontend(read_audio(row.path, frontend.config.sample_rate)[0]) for row in rows]
+    frames = [frontend(read_audio(clip, frontend.config.sample_rate)[0]) for clip in clips]
     data = torch.cat(frames)
     if data.shape[0] > max_frames:
         keep = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))[:max_frames]
@@ -213,42 +206,37 @@ def collect_frames(frontend: MelFrontend, rows: list, max_frames: int, seed: int
     return data
 
 
-def train_codec(
-    manifest: str | os.PathLike[str],
+def fit_codec(
+    clips: Sequence[Path],
     codebook_size: int = 1024,
     sample_rate: int = 16000,
     hop_length: int = 256,
     n_mels: int = 80,
-    val_ratio: float = 0.05,
     iterations: int = 100,
     batch_size: int = 4096,
     max_frames: int = 500_000,
     seed: int = 0,
     device: str | None = None,
 ) -> SpeechCodec:
-    """Return a codec whose codebook is fit by mini-batch k-means on the manifest's train split.
+    """Return a codec whose codebook is fit by mini-batch k-means on the log-mel frames of `clips`.
 
     k-means runs on CUDA when present. The codec's `meta` records the training statistics.
-    Raises InputError for a bad manifest, unreadable audio or too few frames.
+    Raises InputError for a codebook smaller than 2, unreadable audio or too few frames.
     """
     from core.speech.kmeans import fit_kmeans
-    from core.data.manifest import load_manifest_rows
 
     if codebook_size < 2:
         raise InputError(f"--codebook-size {codebook_size}: must be at least 2.")
     config = CodecConfig(sample_rate=sample_rate, hop_length=hop_length, n_mels=n_mels, codebook_size=codebook_size)
-    rows = rows_of_split(load_manifest_rows(manifest), "train", val_ratio)
-    frames = collect_frames(MelFrontend(config), rows, max_frames, seed)
+    frames = collect_frames(MelFrontend(config), clips, max_frames, seed)
     result = fit_kmeans(frames, codebook_size, iterations=iterations, batch_size=batch_size, seed=seed, device=device)
     meta = {
-        "manifest": str(Path(manifest).resolve()),
-        "train_clips": len(rows),
+        "train_clips": len(clips),
         "train_frames": int(frames.shape[0]),
         "inertia": round(result.inertia, 5),
         "dead_codes": result.dead,
         "iterations": result.iterations,
         "device": result.device,
-        "val_ratio": val_ratio,
         "seed": seed,
     }
     return SpeechCodec(config, result.centroids, meta)

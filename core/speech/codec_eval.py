@@ -9,16 +9,14 @@ loss, to tell codebook error from vocoder error).
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torchaudio.functional as AF
 
 from core.audio import read_audio
-from core.speech.codec import SpeechCodec, rows_of_split
-from core.data.manifest import load_manifest_rows
+from core.speech.codec import SpeechCodec
 from core.progress import Progress
 
 MCD_COEFFICIENTS = 13
@@ -44,28 +42,18 @@ def mel_l1(reference: torch.Tensor, other: torch.Tensor) -> float:
     return float((reference[:frames] - other[:frames]).abs().mean())
 
 
-def evaluate_codec(
-    codec: SpeechCodec,
-    manifest: str | os.PathLike[str],
-    val_ratio: float = 0.05,
-    max_clips: int = 20,
-    vocoder: bool = True,
-) -> dict[str, Any]:
-    """Return the codec's quality figures on up to `max_clips` clips of the val split.
+def measure_codec(codec: SpeechCodec, clips: Sequence[Path], vocoder: bool = True) -> dict[str, Any]:
+    """Return the codec's quality figures, means over `clips` (at least one).
 
-    Keys: clips, split, quant_l1, quant_mcd, and with `vocoder` also roundtrip_l1,
-    roundtrip_mcd, vocoder_l1, vocoder_mcd; codes_used and perplexity of the codes.
-    Raises InputError for a bad manifest or unreadable audio.
+    Keys: quant_l1, quant_mcd, and with `vocoder` also roundtrip_l1, roundtrip_mcd, vocoder_l1,
+    vocoder_mcd; codes_used and perplexity of the codes; codebook_size, frame_rate, fingerprint.
+    Raises InputError for unreadable audio.
     """
-    rows = load_manifest_rows(manifest)
-    val_rows = rows_of_split(rows, "val", val_ratio)
-    split = "val" if len(val_rows) < len(rows) else "all"
-    chosen = val_rows[:max_clips]
     sums: dict[str, float] = {}
     codes_seen: list[torch.Tensor] = []
-    progress = Progress("codec eval", total=len(chosen))
-    for row in chosen:
-        wav = read_audio(row.path, codec.sample_rate)[0]
+    progress = Progress("codec eval", total=len(clips))
+    for clip in clips:
+        wav = read_audio(clip, codec.sample_rate)[0]
         mel = codec.mel(wav)
         codes = codec.quantize(mel)
         codes_seen.append(codes)
@@ -85,8 +73,7 @@ def evaluate_codec(
     progress.finish()
     usage = torch.bincount(torch.cat(codes_seen), minlength=codec.codebook_size).to(torch.float64)
     probs = usage[usage > 0] / usage.sum()
-    report: dict[str, Any] = {"clips": len(chosen), "split": split, "manifest": str(Path(manifest).resolve())}
-    report.update({key: round(value / len(chosen), 4) for key, value in sums.items()})
+    report: dict[str, Any] = {key: round(value / len(clips), 4) for key, value in sums.items()}
     report["codes_used"] = int((usage > 0).sum())
     report["perplexity"] = round(float(torch.exp(-(probs * probs.log()).sum())), 2)
     report.update(codebook_size=codec.codebook_size, frame_rate=codec.frame_rate, fingerprint=codec.fingerprint)

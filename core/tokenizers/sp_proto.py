@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from core.errors import InputError
 
-NORMAL = 1
-UNKNOWN = 2
-CONTROL = 3
-USER_DEFINED = 4
-UNUSED = 5
-BYTE = 6
+NORMAL = 1  # ModelProto.SentencePiece.Type of a learned piece (the only type LinguaForge reads or adds)
 
 
 def model_proto_class() -> type:

@@ -51,10 +51,6 @@ class Tokenizer(ABC):
         """Return every piece in id order."""
         return [self.piece(i) for i in range(self.size)]
 
-    def encode_pieces(self, text: str) -> list[str]:
-        """Return the pieces `text` encodes to."""
-        return [self.piece(i) for i in self.encode(text)]
-
     def special_ids(self) -> dict[str, int | None]:
         """Return the bos/eos/unk/pad ids (None where the tokenizer defines none)."""
         return {"bos": self.bos_id, "eos": self.eos_id, "unk": self.unk_id, "pad": self.pad_id}

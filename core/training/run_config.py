@@ -125,7 +125,7 @@ class EvalConfig:
 
 @dataclass
 class RunConfig:
-    """A whole run configuration, as in DESIGN.md."""
+    """A whole run configuration: one field per top-level key of a run config YAML (unknown keys are refused)."""
 
     name: str = "run"
     task: str = "tts"

@@ -1,9 +1,10 @@
 """Training checkpoints: atomic save with rotation and `best`, resume lookup, vocabulary-growth resume.
 
 A training checkpoint is a `.pt` written by `core.checkpoint.save_checkpoint`: the model's state
-dict (full text matrices, `linguaforge` family keys), the DESIGN metadata, and extras that load
-with `weights_only=True`: optimiser (with parameter names), scheduler, scaler, RNG states, step,
-data position, best validation loss, the tokenizer path and the frozen-row count and checksum.
+dict (full text matrices, `linguaforge` family keys), the `linguaforge` metadata record
+(`core.checkpoint.CheckpointMeta`), and extras that load with `weights_only=True`: optimiser (with
+parameter names), scheduler, scaler, RNG states, step, data position, best validation loss, the
+tokenizer path and the frozen-row count and checksum.
 
 When the run's tokenizer grew since the checkpoint (a prefix extension of the checkpoint's
 tokenizer), `resume_plan` says so; `remap_optimizer_state` then pads each Adam moment of a grown

@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from core.checkpoint import CheckpointMeta, load_checkpoint, remove_orphaned_saves, save_checkpoint
+from core.checkpoint import CheckpointMeta, remove_orphaned_saves, save_checkpoint
 from core.config import Settings, load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.training.embeddings import extend_state_dict, init_record
