@@ -456,35 +456,43 @@ def test_english_codes_unchanged_by_the_extension(folder: Path, ws: Path) -> Non
     assert torch.equal(codes[0], codes[1])
 
 
-def test_decoding_reaches_the_kv_cache_under_transformers_5(folder: Path) -> None:
-    """The published GPT2InferenceModel misses its cache under transformers 5 (every code recomputes the
-    whole sequence); `reach_kv_cache` makes each step after the prompt feed one position on a growing cache."""
+def test_linguaforge_decoder_equals_the_published_uncached_path_and_caches_one_position_per_code(folder: Path) -> None:
+    """LinguaForge's greedy decoder lays out the prompt as training does and gives the codes of the published
+    `inference_speech` (transformers 5: no cache, training positions; no repetition penalty) on the same weights;
+    with its KV cache it runs the prompt once, then one position per code on a growing cache, and gives the same
+    codes as without it."""
     from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_speech import reach_kv_cache
+    from core.families.indextts_decode import decode
+    from core.families.indextts_models import emotion_vectors, speaker_latents
 
     tok = load_tokenizer(folder / "bpe.model")
     model, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), read_indextts_config(folder / "config.yaml"), tok.size)
     model.eval().post_init_gpt2_config(kv_cache=True)
-    ids = torch.tensor([IndexTextNormalizer().text_ids("HELLO THERE", tok)])
+    with torch.no_grad():                                  # published init leaves speed_emb at 0 and the code logits flat
+        model.speed_emb.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
+        model.mel_head.weight.mul_(20)
+    ids = IndexTextNormalizer().text_ids("HELLO THERE", tok)
     speech = torch.randn(1, 60, 1024, generator=torch.Generator().manual_seed(0))
-    transformer = model.inference_model.transformer
-    published_forward, steps = transformer.forward, []
+    length = torch.tensor([60])
+    with torch.no_grad():
+        published, _ = model.inference_speech(speech, torch.tensor([ids]), speech, cond_lengths=length, emo_cond_lengths=length,
+                                              do_sample=False, num_beams=1, repetition_penalty=1.0, max_generate_length=24)
+    condition, emotion = speaker_latents(model, speech), emotion_vectors(model, speech)
+    backbone_forward, steps = model.gpt.forward, []
 
     def recording_forward(*args, **kwargs):  # noqa: ANN002, ANN003
-        cache = kwargs.get("past_key_values")
+        cache = kwargs.get("cache")
         steps.append((kwargs["inputs_embeds"].shape[1], cache.get_seq_length() if cache is not None else 0))
-        return published_forward(*args, **kwargs)
+        return backbone_forward(*args, **kwargs)
 
-    transformer.forward = recording_forward
-    with torch.no_grad():
-        model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=6)
-        uncached, steps[:] = list(steps), []
-        reach_kv_cache(model)
-        codes, _ = model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=6)
-    prompt = uncached[0][0]
-    assert uncached == [(prompt + i, 0) for i in range(len(uncached))]          # upstream as installed: no cache
-    assert steps == [(prompt, 0)] + [(1, prompt + i) for i in range(len(steps) - 1)]
-    assert len(steps) == codes.shape[1] >= 2
+    model.gpt.forward = recording_forward
+    cached = decode(model, condition, emotion, ids, 24, kv_cache=True)
+    cached_steps, steps[:] = list(steps), []
+    uncached = decode(model, condition, emotion, ids, 24, kv_cache=False)
+    prompt = 34 + len(ids) + 2 + 1
+    assert cached.codes == uncached.codes == published[0].tolist()[:24] and len(cached.codes) == 24
+    assert cached_steps == [(prompt, 0)] + [(1, prompt + i) for i in range(len(cached_steps) - 1)]
+    assert steps == [(prompt + i, 0) for i in range(len(steps))] and len(steps) == len(cached_steps) == 24
 
 
 def _community_folder(cache_dir: Path, dest: Path, tokenizer) -> Path:  # noqa: ANN001
