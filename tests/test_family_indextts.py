@@ -404,7 +404,16 @@ def test_export_is_accepted_by_indextts2s_own_loader(folder: Path, ws: Path, tra
     indextts_load_checkpoint(model, str(tmp_path / "export" / cfg.gpt_checkpoint))   # strict=True inside
     trained_rows = load_checkpoint(Path(result.last_checkpoint)).state_dict["text_embedding.weight"]
     assert torch.equal(model.text_embedding.weight.detach(), trained_rows)
-    assert json.loads((tmp_path / "export" / "linguaforge.json").read_text())["family"] == "indextts"
+    notes = json.loads((tmp_path / "export" / "linguaforge.json").read_text())
+    assert notes["family"] == "indextts" and notes["layout"] == {"family": "indextts", "version": 2}
+    assert notes["published_inference"]["layout"] == notes["layout"] and "warning" not in notes["published_inference"]
+    assert "inference_speech(" in notes["published_inference"]["gpt_call"] and "transformers" in notes["published_inference"]["versions"]
+    from core.checkpoint import save_checkpoint                       # a checkpoint of layout version 1 (before) is flagged
+    saved = load_checkpoint(Path(result.last_checkpoint))
+    older = save_checkpoint(tmp_path / "older.pt", saved.state_dict, {**saved.meta, "layout": None})
+    get_model_family("indextts").export(older, tmp_path / "older", "am", settings)
+    warning = json.loads((tmp_path / "older" / "linguaforge.json").read_text())["published_inference"]["warning"]
+    assert "records layout None" in warning and "train it again" in warning
     with pytest.raises(RuntimeError, match="size mismatch"):            # the uncorrected config would not load it
         indextts_load_checkpoint(UnifiedVoice(**OmegaConf.load(folder / "config.yaml").gpt), str(tmp_path / "export" / "gpt_am.pth"))
 
