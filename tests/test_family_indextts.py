@@ -238,6 +238,26 @@ def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folde
     assert all(p != t and speaker[p] == speaker[t] for t, ps in pairs.items() for p in ps)
 
 
+def test_audio_front_end_is_indextts2s_and_in_the_cache_fingerprint(ws: Path, trained) -> None:
+    """The one front end the cache and synthesis read clips through gives, bit for bit, what IndexTTS2's
+    inference gives: `_load_and_cut_audio` (librosa at 22.05 kHz, 15 s) then `Resample(sr, 16000)` for the
+    speaker, `_load_and_cut_audio(sr=16000)` for the emotion prompt; its version is a fingerprint part."""
+    import torchaudio
+
+    from core.families.indextts_audio import FRONT_END_VERSION, emotion_audio, speaker_audio
+    from core.families.indextts_features import open_features
+    from indextts.infer_v2 import IndexTTS2
+
+    for wav in sorted((ws / "datasets" / "am" / "audio").glob("*.wav")):       # 16 kHz espeak clips
+        audio, sr = IndexTTS2._load_and_cut_audio(None, wav, 15)                 # self is not used by it
+        ours = speaker_audio(wav)
+        assert sr == 22050 and torch.equal(ours.wav_22k, audio)
+        assert torch.equal(ours.wav_16k, torchaudio.transforms.Resample(sr, 16000)(audio))
+        assert torch.equal(emotion_audio(wav), IndexTTS2._load_and_cut_audio(None, wav, 15, sr=16000)[0])
+    cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
+    assert open_features(cache)["parts"]["front_end"] == FRONT_END_VERSION
+
+
 FLOAT_TOLERANCE = 1e-4   # absolute, on latents / emotion vectors of magnitude ~1: float rounding of batched matmuls
 
 
