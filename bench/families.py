@@ -1,7 +1,7 @@
 """Training-step throughput of the published model families beside a plain loop over the same class.
 
 IndexTTS2 GPT: the family's step (`UnifiedVoice` with frozen base text rows and the frozen extra
-row as buffers, conditioning from the cache, `indextts_forward`: aligned targets, `get_logits`,
+row as buffers, conditioning from the cache, `indextts_forward` on the layout-v2 batch of `collate_indextts`,
 0.2 text + 0.8 code CE, + AdamW over the trainable tensors) beside a plain loop (`get_logits` on
 the same cached conditioning + 0.2/0.8 CE + AdamW over every parameter), random tokens, batch 8 of
 64 text + 500 code tokens, bf16 autocast on CUDA. Full size: the published shape (1280 × 24,
@@ -161,7 +161,8 @@ def indextts_kwargs(smoke: bool) -> dict[str, Any]:
 def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
     """Return tokens/s, ms/step and peak memory of the IndexTTS2 family step and the plain loop."""
     from core.families.indextts import build_unified_voice
-    from core.families.indextts_training import conditioning_prefix, indextts_forward, split_text_rows
+    from core.families.indextts_layout import conditioning_prefix
+    from core.families.indextts_training import collate_indextts, indextts_forward, split_text_rows
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     kwargs = indextts_kwargs(smoke)
@@ -175,6 +176,9 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
         "condition": torch.randn(batch_size, 32, dim, generator=g),
         "emo_vec": torch.randn(batch_size, dim, generator=g),
     }
+    samples = [{"text_ids": batch["text_ids"][i].numpy(), "codes": batch["codes"][i].numpy(),
+                "condition": batch["condition"][i], "emo_vec": batch["emo_vec"][i]} for i in range(batch_size)]
+    family_batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in collate_indextts(samples).items()}
     batch = {k: v.to(device) for k, v in batch.items()}
     tokens = batch_size * (INDEX_TEXT + INDEX_CODES)
     results: dict[str, Any] = {"device": device_name(device), "layers": kwargs["layers"], "width": dim, "batch": batch_size,
@@ -200,7 +204,7 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
         for module in (model.conditioning_encoder, model.perceiver_encoder, model.emo_conditioning_encoder,
                        model.emo_perceiver_encoder, model.emovec_layer, model.emo_layer):
             module.requires_grad_(False)
-        return model, lambda: indextts_forward(model, batch, 0.2, 0.8)["loss"]
+        return model, lambda: indextts_forward(model, family_batch, 0.2, 0.8)["loss"]
 
     return {**results, **time_family_and_plain(build, steps, device, tokens)}
 

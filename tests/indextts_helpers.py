@@ -53,8 +53,12 @@ def write_w2v_bert(dest: Path) -> None:
     SeamlessM4TFeatureExtractor().save_pretrained(dest)
 
 
-def build_model_folder(dest: Path, seed: int = 0) -> Path:
-    """Write the reduced IndexTTS2 folder to `dest` and return it."""
+def build_model_folder(dest: Path, seed: int = 0, layers: int = 2, checkpointing: bool | None = None) -> Path:
+    """Write the reduced IndexTTS2 folder to `dest` (a GPT of `layers` layers) and return it.
+
+    `checkpointing` False writes `gpt.checkpointing: false` (UnifiedVoice's default, True, recomputes
+    every block's activations in the backward pass: the same numbers, slower).
+    """
     from safetensors.torch import save_model
 
     from indextts.gpt.model_v2 import UnifiedVoice
@@ -62,7 +66,9 @@ def build_model_folder(dest: Path, seed: int = 0) -> Path:
     from omegaconf import OmegaConf
 
     dest.mkdir(parents=True, exist_ok=True)
-    config = small_config()
+    config = small_config(layers=layers)
+    if checkpointing is not None:
+        config["gpt"]["checkpointing"] = checkpointing
     (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     shutil.copyfile(FIXTURES / "bpe.model", dest / "bpe.model")
     torch.manual_seed(seed)
@@ -107,17 +113,75 @@ def add_speech_models(folder: Path) -> None:
     torch.save({"generator": vocoder.state_dict()}, folder / "bigvgan" / "bigvgan_generator.pt")
 
 
-def build_speech_folder(base: Path, dest: Path, seed: int = 0) -> Path:
+def build_speech_folder(base: Path, dest: Path, seed: int = 0, checkpointing: bool | None = None) -> Path:
     """Write a folder for synthesis: the base folder's feature models (linked), a 1-layer GPT at the
-    published width 1280 (s2mel's `gpt_layer` takes 1280-wide latents) and small speech models."""
+    published width 1280 (s2mel's `gpt_layer` takes 1280-wide latents) and small speech models
+    (`checkpointing` as `build_model_folder` takes it)."""
     from indextts.gpt.model_v2 import UnifiedVoice
 
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("bpe.model", "wav2vec2bert_stats.pt", "w2v-bert-2.0", "semantic_codec"):
         (dest / name).symlink_to(base / name)
     config = small_config(model_dim=1280, heads=20, layers=1)
+    if checkpointing is not None:
+        config["gpt"]["checkpointing"] = checkpointing
     (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     torch.manual_seed(seed)
     torch.save(UnifiedVoice(**_gpt_kwargs(config)).state_dict(), dest / "gpt.pth")
     add_speech_models(dest)
     return dest
+
+
+def amharic_tokenizer(base: Path, texts: list[str], dest: Path) -> Path:
+    """Write a prefix extension of `base` (IndexTTS2's bpe.model) with each Ethiopic character of `texts`
+    as a piece, alone and word-initial, so the texts get distinct ids of different lengths; return `dest`."""
+    from core.families.indextts import IndexTextNormalizer
+    from tests.sp_helpers import append_pieces
+
+    normalizer = IndexTextNormalizer()
+    chars = sorted({c for text in texts for c in normalizer.normalize(text) if not c.isspace() and not c.isascii()})
+    return append_pieces(base, [f"▁{c}" for c in chars] + chars, dest)
+
+
+def published_greedy_codes(gpt: torch.nn.Module, spk_cond_emb: torch.Tensor, emo_cond_emb: torch.Tensor, text_ids: list[int],
+                           max_codes: int, repetition_penalty: float = 1.0) -> list[int]:
+    """Return the codes (up to the first stop) of the documented published call: `UnifiedVoice.inference_speech`
+    as `IndexTTS2.infer_generator` calls it (features of the speaker and emotion prompts, `merge_emovec` with
+    alpha 1, lengths as it passes them), greedy: do_sample False, one beam, the given repetition penalty."""
+    text = torch.tensor([text_ids], dtype=torch.int32)
+    spk_length, emo_length = torch.tensor([spk_cond_emb.shape[-1]]), torch.tensor([emo_cond_emb.shape[-1]])
+    with torch.no_grad():
+        emovec = gpt.merge_emovec(spk_cond_emb, emo_cond_emb, spk_length, emo_length, alpha=1.0)
+        codes, _ = gpt.inference_speech(spk_cond_emb, text, emo_cond_emb, cond_lengths=spk_length, emo_cond_lengths=emo_length,
+                                        emo_vec=emovec, do_sample=False, num_beams=1, repetition_penalty=repetition_penalty,
+                                        max_generate_length=max_codes)
+    out = codes[0].tolist()
+    return out[: out.index(8193)] if 8193 in out else out
+
+
+def hand_cache_to_published_model(gpt: torch.nn.Module) -> None:
+    """Make `generate` hand the published `GPT2InferenceModel` its KV cache, as transformers 4 did (measurement only).
+
+    Under transformers 5 `generate` passes the cache as `cache` and drops the all-ones mask, so the
+    published `prepare_inputs_for_generation` never sees a cache and every step runs the whole
+    sequence. Passed both, it runs IndexTTS2's cached path, which embeds each new code at mel
+    position `attention_mask length − prompt length`: one more than the training layout gives it.
+    """
+    import types
+
+    model = gpt.inference_model
+    published = type(model).prepare_inputs_for_generation
+
+    def prepare(self, input_ids, past_key_values=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        cache = kwargs.pop("cache", None)
+        if kwargs.get("attention_mask") is None:
+            kwargs["attention_mask"] = torch.ones_like(input_ids)
+        kwargs.pop("position_ids", None)
+        return published(self, input_ids, past_key_values if past_key_values is not None else cache, **kwargs)
+
+    model.prepare_inputs_for_generation = types.MethodType(prepare, model)
+
+
+def reproduced(decoded: list[int], target: list[int]) -> float:
+    """Return the share of `target`'s codes that `decoded` has at the same index."""
+    return sum(a == b for a, b in zip(decoded, target)) / len(target)

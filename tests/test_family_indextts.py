@@ -239,6 +239,26 @@ def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folde
     assert all(p != t and speaker[p] == speaker[t] for t, ps in pairs.items() for p in ps)
 
 
+def test_audio_front_end_is_indextts2s_and_in_the_cache_fingerprint(ws: Path, trained) -> None:
+    """The one front end the cache and synthesis read clips through gives, bit for bit, what IndexTTS2's
+    inference gives: `_load_and_cut_audio` (librosa at 22.05 kHz, 15 s) then `Resample(sr, 16000)` for the
+    speaker, `_load_and_cut_audio(sr=16000)` for the emotion prompt; its version is a fingerprint part."""
+    import torchaudio
+
+    from core.families.indextts_audio import FRONT_END_VERSION, emotion_audio, speaker_audio
+    from core.families.indextts_features import open_features
+    from indextts.infer_v2 import IndexTTS2
+
+    for wav in sorted((ws / "datasets" / "am" / "audio").glob("*.wav")):       # 16 kHz espeak clips
+        audio, sr = IndexTTS2._load_and_cut_audio(None, wav, 15)                 # self is not used by it
+        ours = speaker_audio(wav)
+        assert sr == 22050 and torch.equal(ours.wav_22k, audio)
+        assert torch.equal(ours.wav_16k, torchaudio.transforms.Resample(sr, 16000)(audio))
+        assert torch.equal(emotion_audio(wav), IndexTTS2._load_and_cut_audio(None, wav, 15, sr=16000)[0])
+    cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
+    assert open_features(cache)["parts"]["front_end"] == FRONT_END_VERSION
+
+
 FLOAT_TOLERANCE = 1e-4   # absolute, on latents / emotion vectors of magnitude ~1: float rounding of batched matmuls
 
 
@@ -405,7 +425,16 @@ def test_export_is_accepted_by_indextts2s_own_loader(folder: Path, ws: Path, tra
     indextts_load_checkpoint(model, str(tmp_path / "export" / cfg.gpt_checkpoint))   # strict=True inside
     trained_rows = load_checkpoint(Path(result.last_checkpoint)).state_dict["text_embedding.weight"]
     assert torch.equal(model.text_embedding.weight.detach(), trained_rows)
-    assert json.loads((tmp_path / "export" / "linguaforge.json").read_text())["family"] == "indextts"
+    notes = json.loads((tmp_path / "export" / "linguaforge.json").read_text())
+    assert notes["family"] == "indextts" and notes["layout"] == {"family": "indextts", "version": 2}
+    assert notes["published_inference"]["layout"] == notes["layout"] and "warning" not in notes["published_inference"]
+    assert "inference_speech(" in notes["published_inference"]["gpt_call"] and "transformers" in notes["published_inference"]["versions"]
+    from core.checkpoint import save_checkpoint                       # a checkpoint of layout version 1 (before) is flagged
+    saved = load_checkpoint(Path(result.last_checkpoint))
+    older = save_checkpoint(tmp_path / "older.pt", saved.state_dict, {**saved.meta, "layout": None})
+    get_model_family("indextts").export(older, tmp_path / "older", "am", settings)
+    warning = json.loads((tmp_path / "older" / "linguaforge.json").read_text())["published_inference"]["warning"]
+    assert "records layout None" in warning and "train it again" in warning
     with pytest.raises(RuntimeError, match="size mismatch"):            # the uncorrected config would not load it
         indextts_load_checkpoint(UnifiedVoice(**OmegaConf.load(folder / "config.yaml").gpt), str(tmp_path / "export" / "gpt_am.pth"))
 
@@ -457,35 +486,43 @@ def test_english_codes_unchanged_by_the_extension(folder: Path, ws: Path) -> Non
     assert torch.equal(codes[0], codes[1])
 
 
-def test_decoding_reaches_the_kv_cache_under_transformers_5(folder: Path) -> None:
-    """The published GPT2InferenceModel misses its cache under transformers 5 (every code recomputes the
-    whole sequence); `reach_kv_cache` makes each step after the prompt feed one position on a growing cache."""
+def test_linguaforge_decoder_equals_the_published_uncached_path_and_caches_one_position_per_code(folder: Path) -> None:
+    """LinguaForge's greedy decoder lays out the prompt as training does and gives the codes of the published
+    `inference_speech` (transformers 5: no cache, training positions; no repetition penalty) on the same weights;
+    with its KV cache it runs the prompt once, then one position per code on a growing cache, and gives the same
+    codes as without it."""
     from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_speech import reach_kv_cache
+    from core.families.indextts_decode import decode
+    from core.families.indextts_models import emotion_vectors, speaker_latents
 
     tok = load_tokenizer(folder / "bpe.model")
     model, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), read_indextts_config(folder / "config.yaml"), tok.size)
     model.eval().post_init_gpt2_config(kv_cache=True)
-    ids = torch.tensor([IndexTextNormalizer().text_ids("HELLO THERE", tok)])
+    with torch.no_grad():                                  # published init leaves speed_emb at 0 and the code logits flat
+        model.speed_emb.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
+        model.mel_head.weight.mul_(20)
+    ids = IndexTextNormalizer().text_ids("HELLO THERE", tok)
     speech = torch.randn(1, 60, 1024, generator=torch.Generator().manual_seed(0))
-    transformer = model.inference_model.transformer
-    published_forward, steps = transformer.forward, []
+    length = torch.tensor([60])
+    with torch.no_grad():
+        published, _ = model.inference_speech(speech, torch.tensor([ids]), speech, cond_lengths=length, emo_cond_lengths=length,
+                                              do_sample=False, num_beams=1, repetition_penalty=1.0, max_generate_length=24)
+    condition, emotion = speaker_latents(model, speech), emotion_vectors(model, speech)
+    backbone_forward, steps = model.gpt.forward, []
 
     def recording_forward(*args, **kwargs):  # noqa: ANN002, ANN003
-        cache = kwargs.get("past_key_values")
+        cache = kwargs.get("cache")
         steps.append((kwargs["inputs_embeds"].shape[1], cache.get_seq_length() if cache is not None else 0))
-        return published_forward(*args, **kwargs)
+        return backbone_forward(*args, **kwargs)
 
-    transformer.forward = recording_forward
-    with torch.no_grad():
-        model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=6)
-        uncached, steps[:] = list(steps), []
-        reach_kv_cache(model)
-        codes, _ = model.inference_speech(speech, ids, do_sample=False, num_beams=1, max_generate_length=6)
-    prompt = uncached[0][0]
-    assert uncached == [(prompt + i, 0) for i in range(len(uncached))]          # upstream as installed: no cache
-    assert steps == [(prompt, 0)] + [(1, prompt + i) for i in range(len(steps) - 1)]
-    assert len(steps) == codes.shape[1] >= 2
+    model.gpt.forward = recording_forward
+    cached = decode(model, condition, emotion, ids, 24, kv_cache=True)
+    cached_steps, steps[:] = list(steps), []
+    uncached = decode(model, condition, emotion, ids, 24, kv_cache=False)
+    prompt = 34 + len(ids) + 2 + 1
+    assert cached.codes == uncached.codes == published[0].tolist()[:24] and len(cached.codes) == 24
+    assert cached_steps == [(prompt, 0)] + [(1, prompt + i) for i in range(len(cached_steps) - 1)]
+    assert steps == [(prompt + i, 0) for i in range(len(steps))] and len(steps) == len(cached_steps) == 24
 
 
 def _community_folder(cache_dir: Path, dest: Path, tokenizer) -> Path:  # noqa: ANN001

@@ -29,6 +29,8 @@ TEXT_KEYS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
 START_TEXT, STOP_TEXT = 0, 1
 SEMANTIC_CODES = 8192
 START_MEL, STOP_MEL = 8192, 8193
+#: the sequence layout training and every decoder share (core.families.indextts_layout); in checkpoints and exports
+SEQUENCE_LAYOUT = {"family": "indextts", "version": 2}
 SEMANTIC_LAYER = 17
 CONDITIONING_LATENTS = 32
 NORMALIZER_VERSION = "indextts2-2.1.1-charmap-cjk-upper-1"
@@ -265,6 +267,7 @@ class IndexTTSFamily(ModelFamily):
     """IndexTTS2's GPT behind the family interface (see the module docstring)."""
 
     name = "indextts"
+    sequence_layout = SEQUENCE_LAYOUT
     tasks = ("tts",)
 
     def __init__(self) -> None:

@@ -10,6 +10,7 @@ import torch
 from core.data.manifest import load_manifest_rows
 from core.errors import InputError
 from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
+from core.families.indextts_audio import FRONT_END_VERSION
 from core.families.indextts_features import BatchFeaturizer, build_features, open_features, path_fingerprint
 from core.families.indextts_models import ModelPaths, SemanticFeatures, model_paths
 from core.families.feature_batch import feature_batch_size
@@ -26,9 +27,11 @@ def _cached_fingerprint(path: Path) -> str:
 
 
 def feature_model_parts(paths: ModelPaths, gpt_sha256: str, normalizer: IndexTextNormalizer) -> dict[str, str]:
-    """Return the fingerprint parts of the feature models: w2v-BERT (+ layer), stats, semantic codec, GPT, normaliser."""
+    """Return the fingerprint parts of the feature models: w2v-BERT (+ layer), stats, semantic codec, GPT, the
+    audio front end and the normaliser."""
     config = read_indextts_config(paths.model_dir / CONFIG_NAME)
     return {
+        "front_end": FRONT_END_VERSION,
         "w2v_bert": _cached_fingerprint(paths.path("w2v_bert")),
         "w2v_layer": str(paths.w2v_layer),
         "w2v_stats": sha256_file(paths.path(config.get("w2v_stat", "wav2vec2bert_stats.pt"))),
@@ -98,7 +101,7 @@ def _feature_fingerprint(parts: dict[str, str]) -> str:
     import hashlib
     import json
 
-    keys = ("w2v_bert", "w2v_layer", "w2v_stats", "semantic_codec", "gpt")
+    keys = ("front_end", "w2v_bert", "w2v_layer", "w2v_stats", "semantic_codec", "gpt")
     return hashlib.sha256(json.dumps({k: parts[k] for k in keys}, sort_keys=True).encode()).hexdigest()[:16]
 
 

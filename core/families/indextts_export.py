@@ -4,7 +4,9 @@ Writes `gpt_<name>.pth` (a plain state dict: IndexTTS2's `load_checkpoint` loads
 `UnifiedVoice(**cfg.gpt)`), `config.yaml` (the run's IndexTTS2 config with
 `gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` corrected, and passed through
 the foreign-config gate the doctor uses), `<name>.model`
-(the tokenizer) and `linguaforge.json` (the metadata record).
+(the tokenizer) and `linguaforge.json`: the metadata record with the checkpoint's sequence `layout`
+and `published_inference`, the published call that decodes on that layout (README, "Fine-tune
+IndexTTS2 for a new language").
 """
 
 from __future__ import annotations
@@ -18,9 +20,34 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
-from core.families.indextts import IndexTTSModelConfig, ROW_OFFSET, build_unified_voice, text_rows
+from core.families.indextts import SEQUENCE_LAYOUT, IndexTTSModelConfig, ROW_OFFSET, build_unified_voice, text_rows
 from core.families.target_config import write_indextts_config
 from core.fsutil import atomic_write, atomic_write_text
+
+
+PUBLISHED_INFERENCE = {
+    "layout": SEQUENCE_LAYOUT,
+    "versions": {"indextts2-inference": "2.1.1", "transformers": "5.24.0"},
+    "gpt_call": (
+        "gpt.post_init_gpt2_config(kv_cache=True); codes, _ = gpt.inference_speech(spk_cond_emb, text_tokens, emo_cond_emb, "
+        "cond_lengths=…, emo_cond_lengths=…, emo_vec=emovec, do_sample=False, num_beams=1, repetition_penalty=1.0, "
+        "max_generate_length=1500)  # greedy; codes end at the first 8193"
+    ),
+    "infer_call": (
+        "IndexTTS2(cfg_path='config.yaml', model_dir=…).infer(spk_audio_prompt, text, output_path, top_k=1, num_beams=1, "
+        "repetition_penalty=1.0)  # infer always samples: top_k=1 makes it greedy"
+    ),
+    "why_it_matches": (
+        "under transformers 5.24 generate() never hands GPT2InferenceModel its KV cache, so every step runs the whole "
+        "[conditioning | start, text, stop | start, codes] sequence with code k at mel position k + 1, as in training"
+    ),
+    "does_not_match": [
+        "the cached path (transformers 4.x, or any cache reaching GPT2InferenceModel) embeds code k at mel position k + 2",
+        "IndexTTS2.infer's defaults (repetition_penalty 10, num_beams 3) change the codes of a greedy decode",
+        "IndexTTS2.infer's text front end (NeMo; Chinese for text without Latin letters) may give other ids than "
+        "LinguaForge's IndexTextNormalizer: compare the ids before trusting it",
+    ],
+}
 
 
 def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
@@ -57,5 +84,12 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
     config_path = write_indextts_config(
         output_dir / "config.yaml", model_config.indextts_config, tokenizer.size, bpe_path.name, gpt_path.name
     ).path
-    record = atomic_write_text(output_dir / "linguaforge.json", json.dumps(meta, indent=2, ensure_ascii=False))
-    return [gpt_path, config_path, bpe_path, record]
+    notes = dict(PUBLISHED_INFERENCE)
+    if meta.get("layout") != SEQUENCE_LAYOUT:
+        notes["warning"] = (
+            f"this checkpoint records layout {meta.get('layout')!r}, not {SEQUENCE_LAYOUT}: it was trained with each text padded "
+            "to its batch's longest before the speech, a layout no decoder uses; train it again to decode what it learned."
+        )
+    record = {**meta, "layout": meta.get("layout"), "published_inference": notes}
+    record_path = atomic_write_text(output_dir / "linguaforge.json", json.dumps(record, indent=2, ensure_ascii=False))
+    return [gpt_path, config_path, bpe_path, record_path]

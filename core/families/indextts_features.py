@@ -1,15 +1,18 @@
 """IndexTTS2 training features in a fingerprinted, resumable cache.
 
 Per clip, as IndexTTS2 computes them: text ids (`IndexTextNormalizer.text_ids`), w2v-BERT 2.0
-layer-17 features → MaskGCT semantic codes (the targets), and — from the same features — the
-clip's speaker latents (32 × model_dim) and emotion vector for when it serves as a PROMPT.
-Training pairs each target with a different clip of the same speaker (`pairs.json`). Clips are
-computed `batch_size` at a time (`BatchFeaturizer`) with the same results as one at a time.
+layer-17 features of the clip read through IndexTTS2's front end (`core.families.indextts_audio`)
+→ MaskGCT semantic codes (the targets), and — for when the clip serves as a PROMPT — its speaker
+latents (32 × model_dim) from the clip cut at 15 s and its emotion vector from the clip read as
+IndexTTS2's emotion front end reads it. Training pairs each target with a different clip of the
+same speaker (`pairs.json`). Clips are computed `batch_size` at a time (`BatchFeaturizer`) with
+the same results as one at a time.
 
 Folder `<root>/<fingerprint>/`: `index.json`, `journal.jsonl` (one line per finished clip, so
 an interrupted build resumes), `items/<n>.npz` and `pairs.json`. The fingerprint covers the
 tokenizer, every feature model's file hash (gpt.pth for the frozen conditioning encoders,
-w2v-BERT, the stats, the semantic codec), the normaliser version, the val ratio and the manifest.
+w2v-BERT, the stats, the semantic codec), the audio front end's and the normaliser's versions,
+the val ratio and the manifest.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from core.audio import read_audio
 from core.data.cache import read_checked_item
 from core.data.manifest import ManifestRow
 from core.data.pairs import choose_prompts
@@ -40,7 +42,6 @@ INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
 PAIRS_NAME = "pairs.json"
 ITEM_KEYS = ("text_ids", "codes", "condition", "emo_vec")
-MAX_PROMPT_SECONDS = 15.0
 
 
 def path_fingerprint(path: str | os.PathLike[str]) -> str:
@@ -250,9 +251,13 @@ def equal_length_groups(tensors: list[torch.Tensor]) -> list[list[int]]:
 class BatchFeaturizer:
     """Computes ITEM_KEYS for a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
 
-    w2v-BERT (the large model) runs on the padded batch with its attention mask. The semantic
-    codec and the conditioning encoders pad nothing: their convolutions would carry padding into
-    the last real frames, so they run on groups of equal length (`equal_length_groups`).
+    Audio goes through IndexTTS2's front end (`core.families.indextts_audio`): the codes come from
+    the whole clip read as the speaker front end reads it (22.05 kHz → 16 kHz), the speaker latents
+    from the same clip cut at 15 s as a prompt is cut (the same features when the clip is shorter),
+    the emotion vector from the clip read at 16 kHz as the emotion front end reads it. w2v-BERT
+    (the large model) runs on padded batches with its attention mask. The semantic codec and the
+    conditioning encoders pad nothing: their convolutions would carry padding into the last real
+    frames, so they run on groups of equal length (`equal_length_groups`).
     """
 
     def __init__(self, semantic: Any, gpt: torch.nn.Module, normalizer: Any, tokenizer: Any) -> None:
@@ -261,23 +266,39 @@ class BatchFeaturizer:
         self.normalizer = normalizer
         self.tokenizer = tokenizer
 
+    def _grouped(self, tensors: list[torch.Tensor], run: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+        """Return `run` of each tensor [1, T, …], computed on groups of equal T."""
+        out: list[torch.Tensor] = [torch.empty(0)] * len(tensors)
+        for group in equal_length_groups(tensors):
+            result = run(torch.cat([tensors[i] for i in group]))
+            for row, i in enumerate(group):
+                out[i] = result[row]
+        return out
+
     @torch.no_grad()
     def __call__(self, rows: list[ManifestRow]) -> list[dict[str, np.ndarray]]:
         """Return, per row, text ids, semantic codes, speaker latents and emotion vector of its clip."""
-        from core.families.indextts_models import conditioning_batch
+        from core.families.indextts_audio import MAX_PROMPT_SECONDS, SPEAKER_RATE, emotion_audio, speaker_audio
+        from core.families.indextts_models import emotion_vectors, speaker_latents
 
-        features = self.semantic.features_batch([read_audio(row.path, 16000)[0] for row in rows])
-        prompts = [f[:, : int(MAX_PROMPT_SECONDS * 50)] for f in features]
-        out: list[dict[str, np.ndarray]] = [
-            {"text_ids": np.asarray(self.normalizer.text_ids(row.text, self.tokenizer), dtype=np.int32)} for row in rows
+        clips = [speaker_audio(row.path, max_seconds=None) for row in rows]
+        features = self.semantic.features_batch([clip.wav_16k[0] for clip in clips])
+        prompts = list(features)
+        long = [i for i, clip in enumerate(clips) if clip.wav_22k.shape[1] > MAX_PROMPT_SECONDS * SPEAKER_RATE]
+        if long:
+            cut = self.semantic.features_batch([speaker_audio(rows[i].path).wav_16k[0] for i in long])
+            for i, feature in zip(long, cut):
+                prompts[i] = feature
+        emotion = self.semantic.features_batch([emotion_audio(row.path)[0] for row in rows])
+        codes = self._grouped(features, self.semantic.codes)
+        latents = self._grouped(prompts, lambda f: speaker_latents(self.gpt, f))
+        vectors = self._grouped(emotion, lambda f: emotion_vectors(self.gpt, f))
+        return [
+            {
+                "text_ids": np.asarray(self.normalizer.text_ids(row.text, self.tokenizer), dtype=np.int32),
+                "codes": codes[i].cpu().numpy().astype(np.int32),
+                "condition": latents[i].float().cpu().numpy(),
+                "emo_vec": vectors[i].float().cpu().numpy(),
+            }
+            for i, row in enumerate(rows)
         ]
-        for group in equal_length_groups(features):
-            codes = self.semantic.codes(torch.cat([features[i] for i in group]))
-            for row, i in enumerate(group):
-                out[i]["codes"] = codes[row].cpu().numpy().astype(np.int32)
-        for group in equal_length_groups(prompts):
-            latents, emotion = conditioning_batch(self.gpt, torch.cat([prompts[i] for i in group]))
-            for row, i in enumerate(group):
-                out[i]["condition"] = latents[row].float().cpu().numpy()
-                out[i]["emo_vec"] = emotion[row].float().cpu().numpy()
-        return out

@@ -149,23 +149,21 @@ class SemanticFeatures:
 
 
 @torch.no_grad()
-def conditioning(gpt: torch.nn.Module, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (speaker latents [32, model_dim], emotion vector [model_dim]) of one prompt clip's features [1, T, 1024].
+def speaker_latents(gpt: torch.nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """Return the speaker latents [B, 32, model_dim] of B prompts' features of EQUAL length [B, T, 1024].
 
-    `get_conditioning` and `get_emovec` of the (frozen) GPT, as IndexTTS2's inference and the
-    community preprocessing call them; the emotion vector has been through `emovec_layer` and `emo_layer`.
+    `get_conditioning` of the (frozen) GPT, as IndexTTS2's inference calls it. Equal length only:
+    IndexTTS2's conformer zeroes padding before its biased pointwise convolution, so padding
+    becomes non-zero and reaches the last real frames through the symmetric depthwise
+    convolution; unpadded, a batch gives what each prompt gives alone.
     """
-    latents, emotion = conditioning_batch(gpt, features)
-    return latents[0], emotion[0]
+    lengths = torch.full((features.shape[0],), features.shape[1], device=features.device)
+    return gpt.get_conditioning(features.transpose(1, 2), lengths)
 
 
 @torch.no_grad()
-def conditioning_batch(gpt: torch.nn.Module, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (latents [B, 32, model_dim], emotion vectors [B, model_dim]) of B prompts of EQUAL length [B, T, 1024].
-
-    Equal length only: IndexTTS2's conformer zeroes padding before its biased pointwise
-    convolution, so padding becomes non-zero and reaches the last real frames through the
-    symmetric depthwise convolution; unpadded, a batch gives what each prompt gives alone.
-    """
+def emotion_vectors(gpt: torch.nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """Return the emotion vectors [B, model_dim] (through `emovec_layer` and `emo_layer`: `get_emovec`) of B
+    emotion prompts' features of EQUAL length [B, T, 1024] (equal length for the reason `speaker_latents` gives)."""
     lengths = torch.full((features.shape[0],), features.shape[1], device=features.device)
-    return gpt.get_conditioning(features.transpose(1, 2), lengths), gpt.get_emovec(features, lengths)
+    return gpt.get_emovec(features, lengths)

@@ -1,9 +1,10 @@
 """IndexTTS2 speech from a LinguaForge (or exported) GPT: GPT → s2mel → BigVGAN at 22.05 kHz.
 
 The stages follow `indextts.infer_v2.IndexTTS2.infer_generator` with the models loaded from the
-local folder (`indextts_models`), greedy or sampled GPT decoding, and each stage's output shape
-checked: codes [1, N] < 8192, GPT latents [1, N, model_dim], s2mel mel [1, 80, frames], wav
-[1, samples]. `IndexTTSSpeaker` loads the GPT and every model once and speaks many texts.
+local folder (`indextts_models`), the reference read by IndexTTS2's front end
+(`indextts_audio`), the GPT decoded by LinguaForge's decoder on the training layout
+(`indextts_decode`: greedy at temperature 0, KV-cached), and each stage's output shape checked:
+codes [1, N] < 8192, GPT latents [1, N, model_dim], s2mel mel [1, 80, frames], wav [1, samples]. `IndexTTSSpeaker` loads the GPT and every model once and speaks many texts.
 s2mel's `gpt_layer` takes 1280-wide latents (the published GPT's width): a GPT of another width
 is refused when the speaker loads, with the reason.
 """
@@ -16,7 +17,6 @@ from typing import Any, Mapping
 
 import torch
 
-from core.audio import read_audio, resample
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
 from core.families.base import Speaker
@@ -29,11 +29,12 @@ from core.families.indextts import (
     read_indextts_config,
     text_rows,
 )
-from core.families.indextts_models import SemanticFeatures, model_paths
+from core.families.indextts_audio import emotion_audio, speaker_audio
+from core.families.indextts_decode import Sampling, decode
+from core.families.indextts_models import SemanticFeatures, emotion_vectors, model_paths, speaker_latents
 
 SAMPLE_RATE = 22050
 SEMANTIC_CODES_PER_SECOND = 50
-MAX_PROMPT_SECONDS = 15
 DIFFUSION_STEPS = 25
 CFG_RATE = 0.7
 
@@ -108,35 +109,7 @@ def _load_gpt(checkpoint: Any, tokenizer_path: Path | None, settings: Any, confi
     if text_rows(loaded.state_dict) != tokenizer.size + 1:
         raise InputError(f"{loaded.path}: {text_rows(loaded.state_dict)} text rows do not fit {tokenizer.path} ({tokenizer.size} ids + 1).")
     gpt, _ = load_unified_voice(loaded.state_dict, config, tokenizer.size)
-    gpt = gpt.to(device).eval()
-    gpt.post_init_gpt2_config(kv_cache=True)
-    reach_kv_cache(gpt)
-    return gpt, tokenizer
-
-
-def reach_kv_cache(gpt: torch.nn.Module) -> None:
-    """Make IndexTTS2's cached decoding work under transformers 5 (changes `gpt.inference_model` in place).
-
-    Under transformers 5.x `generate` hands the cache to `prepare_inputs_for_generation` as `cache`
-    (not `past_key_values`) and drops an all-ones attention mask, so the published
-    `GPT2InferenceModel` never sees its KV cache and recomputes the whole sequence at every code
-    (quadratic, and at the uncached path's positions). This adapter passes the cache and an all-ones
-    mask (decoding here is one unpadded text at a time) to the published method, which then runs
-    IndexTTS2's own cached path: one position per step after the prompt.
-    """
-    import types
-
-    model = gpt.inference_model
-    published = type(model).prepare_inputs_for_generation
-
-    def prepare(self: Any, input_ids: torch.Tensor, past_key_values: Any = None, **kwargs: Any) -> dict[str, Any]:
-        cache = kwargs.pop("cache", None)
-        if kwargs.get("attention_mask") is None:
-            kwargs["attention_mask"] = torch.ones_like(input_ids)
-        kwargs.pop("position_ids", None)  # the published method derives them from the mask
-        return published(self, input_ids, past_key_values if past_key_values is not None else cache, **kwargs)
-
-    model.prepare_inputs_for_generation = types.MethodType(prepare, model)
+    return gpt.to(device).eval(), tokenizer
 
 
 def speech_files(model_dir: Path | None, settings: Any) -> dict[str, Path]:
@@ -187,10 +160,12 @@ class IndexTTSSpeaker(Speaker):
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
         max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Return (22.05 kHz waveform, report with seconds, sample_rate, codes, mel_frames, wall_seconds) for
-        `text` in `reference`'s voice (`language` is not used: the normaliser comes from the settings).
+        """Return (22.05 kHz waveform, report with seconds, sample_rate, codes (their number), speech_tokens
+        (the codes), stopped (the GPT generated stop), mel_frames, wall_seconds) for `text` in
+        `reference`'s voice (`language` is not used: the normaliser comes from the settings).
 
-        Options: temperature (0.8; 0 = greedy), max_mel_tokens (1500), diffusion_steps (25).
+        Options: temperature (0.8; 0 = greedy: argmax, no repetition penalty; above 0 IndexTTS2's
+        sampling, top-k 30, top-p 0.8, repetition penalty 10), max_mel_tokens (1500), diffusion_steps (25).
         Raises InputError without a reference or for an empty text; InternalError when a stage's
         output has the wrong shape.
         """
@@ -201,35 +176,27 @@ class IndexTTSSpeaker(Speaker):
         ids = self.normalizer.text_ids(text, self.tokenizer)
         if not ids:
             raise InputError("--text is empty after IndexTTS2's normalisation.")
-        torch.manual_seed(seed)
+        sampling = Sampling(temperature=float(options.get("temperature", 0.8)))
+        torch.manual_seed(seed)  # s2mel's diffusion noise
         gpt, speech, semantic, device = self.gpt, self.speech, self.semantic, self.device
-        wav, rate = read_audio(reference)
-        wav = wav[: int(MAX_PROMPT_SECONDS * rate)]
-        wav_16k, wav_22k = resample(wav, rate, 16000).unsqueeze(0), resample(wav, rate, SAMPLE_RATE).unsqueeze(0)
-        spk = semantic.features(wav_16k[0])
+        clip = speaker_audio(reference)
+        spk = semantic.features(clip.wav_16k[0])
+        emo = semantic.features(emotion_audio(reference)[0])
         _, quantized = semantic.codec.quantize(spk)
-        ref_mel = speech.mel(wav_22k.to(device))
-        style = speech.style(wav_16k.to(device))
+        ref_mel = speech.mel(clip.wav_22k.to(device))
+        style = speech.style(clip.wav_16k.to(device))
         prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device), n_quantizers=3, f0=None)[0]
-        text_ids = torch.tensor([ids], dtype=torch.int32, device=device)
-        lengths = torch.tensor([spk.shape[1]], device=device)
-        emovec = gpt.merge_emovec(spk, spk, lengths, lengths, alpha=1.0)
         max_codes = int(max_new_tokens or options.get("max_mel_tokens") or 1500)
-        temperature = float(options.get("temperature", 0.8))
-        codes, latents = gpt.inference_speech(
-            spk, text_ids, spk, cond_lengths=lengths, emo_cond_lengths=lengths, emo_vec=emovec,
-            do_sample=temperature > 0, top_p=0.8, top_k=30, temperature=max(temperature, 1e-5), num_beams=1,
-            repetition_penalty=10.0, max_generate_length=max_codes,
-        )
-        stops = (codes[0] == gpt.stop_mel_token).nonzero()
-        n = int(stops[0, 0]) if stops.numel() else codes.shape[1]
-        codes = codes[:, :n]
+        decoded = decode(gpt, speaker_latents(gpt, spk), emotion_vectors(gpt, emo), ids, max_codes, sampling,
+                         generator=torch.Generator().manual_seed(seed))
+        n = len(decoded.codes)
+        if n == 0:
+            raise InternalError("IndexTTS2 stage gpt codes: the GPT stopped before its first code.")
+        codes = torch.tensor([decoded.codes], dtype=torch.long, device=device)
         _expect("gpt codes", codes, (1, None))
-        if n == 0 or int(codes.max()) >= SEMANTIC_CODES:
-            raise InternalError(f"IndexTTS2 stage gpt codes: {n} codes, largest {int(codes.max()) if n else None}.")
-        latent = gpt(latents, text_ids, torch.tensor([text_ids.shape[1]], device=device), codes, torch.tensor([n], device=device), spk,
-                     cond_mel_lengths=lengths, emo_cond_mel_lengths=lengths, emo_vec=emovec,
-                     use_speed=torch.zeros(1, dtype=torch.long, device=device))
+        if int(codes.max()) >= SEMANTIC_CODES:
+            raise InternalError(f"IndexTTS2 stage gpt codes: {n} codes, largest {int(codes.max())}.")
+        latent = decoded.latents
         _expect("gpt latents", latent, (1, n, gpt.model_dim))
         content = semantic.embed_codes(codes) + speech.s2mel.models["gpt_layer"](latent)
         cond = speech.s2mel.models["length_regulator"](content, ylens=(torch.tensor([n], device=device) * 1.72).long(), n_quantizers=3, f0=None)[0]
@@ -242,4 +209,5 @@ class IndexTTSSpeaker(Speaker):
         _expect("bigvgan wav", audio, (1, mel.shape[2] * speech.mel_args["hop_size"]))
         return audio[0].float().cpu(), {
             "seconds": round(audio.shape[1] / SAMPLE_RATE, 3), "sample_rate": SAMPLE_RATE, "codes": n,
+            "speech_tokens": decoded.codes, "stopped": decoded.stopped,
             "mel_frames": int(mel.shape[2]), "wall_seconds": round(time.monotonic() - start, 2)}

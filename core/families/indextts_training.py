@@ -1,10 +1,12 @@
 """Training IndexTTS2's GPT: split text rows, prompt-paired samples from the cache, IndexTTS2's loss.
 
-The loss is IndexTTS2's own teacher-forced step: conditioning = the prompt's 32 speaker latents +
-its emotion vector, then the two duration embeddings (34 positions); text and semantic codes are
-wrapped by `build_aligned_inputs_and_targets` (text start 0 / stop 1, codes start 8192 / stop
-8193) and `get_logits` gives both heads' logits. Loss = text_weight × text CE + mel_weight ×
-code CE, each over the real tokens plus one stop (padding beyond that is ignored).
+The loss is IndexTTS2's own teacher-forced step on the sequence layout every decoder uses
+(`core.families.indextts_layout`): conditioning = the prompt's 32 speaker latents + its emotion
+vector, then the two duration embeddings (34 positions); text wrapped in start 0 / stop 1, codes
+in start 8192 / stop 8193, each sample's speech right after its own text and padding only after
+its own speech. Loss = text_weight × text CE + mel_weight × code CE, each the mean over the
+batch's scored tokens (every text id and code plus one stop each; padding is never scored and,
+coming after a sample's last token, never seen by its real positions).
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from torch import nn
 
 from core.families.indextts import ROW_OFFSET
 from core.families.indextts_features import load_item, load_pairs, open_features
+from core.families.indextts_layout import IGNORE, collate_layouts, layout_hidden, layout_sample
 from core.training.data import SampleSet
-
-IGNORE = -100
 
 
 def split_text_rows(model: nn.Module, frozen_rows: int) -> nn.Module:
@@ -46,60 +47,52 @@ def freeze_conditioning(model: nn.Module) -> None:
                 param.requires_grad = False
 
 
-def _aligned(values: torch.Tensor, lengths: torch.Tensor, start: int, stop: int, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    padded = values.clone()
-    positions = torch.arange(padded.shape[1], device=padded.device)
-    padded[positions.unsqueeze(0) >= lengths.unsqueeze(1)] = stop
-    padded = F.pad(padded, (0, 1), value=stop)
-    inputs, targets = model.build_aligned_inputs_and_targets(padded, start, stop)
-    beyond = torch.arange(targets.shape[1], device=targets.device).unsqueeze(0) > lengths.unsqueeze(1)
-    return inputs, targets.masked_fill(beyond, IGNORE)
+def token_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Return per-position cross-entropies of a `collate_indextts` batch: `text` [B, Lt] and `mel` [B, Lm]
+    (0 where the target is IGNORE), the masks `text_scored` / `mel_scored` and `mel_hit` (argmax == target)."""
+    text_hidden, speech_hidden = layout_hidden(model, batch)
+    text_logits = model.text_head(text_hidden).float()
+    mel_logits = model.mel_head(speech_hidden).float()
+    text_targets, speech_targets = batch["text_targets"], batch["speech_targets"]
+    text = F.cross_entropy(text_logits.transpose(1, 2), text_targets, ignore_index=IGNORE, reduction="none")
+    mel = F.cross_entropy(mel_logits.transpose(1, 2), speech_targets, ignore_index=IGNORE, reduction="none")
+    return {
+        "text": text, "mel": mel, "text_scored": text_targets != IGNORE, "mel_scored": speech_targets != IGNORE,
+        "mel_hit": mel_logits.argmax(dim=-1) == speech_targets,
+    }
 
 
-def conditioning_prefix(model: nn.Module, condition: torch.Tensor, emo_vec: torch.Tensor) -> torch.Tensor:
-    """Return the 34 conditioning positions IndexTTS2 puts before the text: latents + emotion, then the duration embeddings."""
-    zeros = torch.zeros(condition.shape[0], dtype=torch.long, device=condition.device)
-    duration = model.speed_emb(zeros)
-    duration_half = model.speed_emb(torch.ones_like(zeros))
-    return torch.cat([condition + emo_vec.unsqueeze(1), duration_half.unsqueeze(1), duration.unsqueeze(1)], dim=1)
+def sample_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return each sample's (text loss [B], code loss [B]): the mean cross-entropy over its own scored tokens."""
+    losses = token_losses(model, batch)
+    text = losses["text"].sum(1) / losses["text_scored"].sum(1)
+    mel = losses["mel"].sum(1) / losses["mel_scored"].sum(1)
+    return text, mel
 
 
 def indextts_forward(model: nn.Module, batch: Mapping[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
     """Return `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of one collated batch."""
-    conds = conditioning_prefix(model, batch["condition"], batch["emo_vec"])
-    text_in, text_target = _aligned(batch["text_ids"], batch["text_lengths"], model.start_text_token, model.stop_text_token, model)
-    code_in, code_target = _aligned(batch["codes"], batch["code_lengths"], model.start_mel_token, model.stop_mel_token, model)
-    text_emb = model.text_embedding(text_in) + model.text_pos_embedding(text_in)
-    mel_emb = model.mel_embedding(code_in) + model.mel_pos_embedding(code_in)
-    text_logits, mel_logits = model.get_logits(conds, text_emb, model.text_head, mel_emb, model.mel_head)
-    text_loss = F.cross_entropy(text_logits.float(), text_target, ignore_index=IGNORE)
-    mel_loss = F.cross_entropy(mel_logits.float(), code_target, ignore_index=IGNORE)
-    valid = code_target != IGNORE
-    top1 = (mel_logits.argmax(dim=1)[valid] == code_target[valid]).float().mean()
+    losses = token_losses(model, batch)
+    text_scored, mel_scored = losses["text_scored"], losses["mel_scored"]
+    text_loss = losses["text"].sum() / text_scored.sum()
+    mel_loss = losses["mel"].sum() / mel_scored.sum()
+    top1 = losses["mel_hit"][mel_scored].float().mean()
     return {
         "loss": text_weight * text_loss + mel_weight * mel_loss,
         "text_loss": text_loss.detach(),
         "mel_loss": mel_loss.detach(),
         "mel_top1": top1.detach(),
-        "tokens": torch.tensor(int(valid.sum()) + int((text_target != IGNORE).sum())),
+        "tokens": text_scored.sum() + mel_scored.sum(),
     }
 
 
-def collate_indextts(samples: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
-    """Return the padded batch: text ids, codes (with lengths), prompt latents [B, 32, D] and emotion vectors [B, D]."""
-    from torch.nn.utils.rnn import pad_sequence
-
-    def pad(key: str) -> tuple[torch.Tensor, torch.Tensor]:
-        tensors = [torch.as_tensor(s[key]).long() for s in samples]
-        return pad_sequence(tensors, batch_first=True), torch.tensor([len(t) for t in tensors])
-
-    text, text_lengths = pad("text_ids")
-    codes, code_lengths = pad("codes")
-    return {
-        "text_ids": text, "text_lengths": text_lengths, "codes": codes, "code_lengths": code_lengths,
-        "condition": torch.stack([torch.as_tensor(s["condition"]) for s in samples]).float(),
-        "emo_vec": torch.stack([torch.as_tensor(s["emo_vec"]) for s in samples]).float(),
-    }
+def collate_indextts(samples: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Return the padded batch of `collate_layouts`: each sample laid out by `layout_sample` (target text
+    and codes) after its prompt's 32 latents + emotion vector."""
+    layouts = [layout_sample(s["text_ids"], s["codes"]) for s in samples]
+    condition = torch.stack([torch.as_tensor(s["condition"]) for s in samples])
+    emo_vec = torch.stack([torch.as_tensor(s["emo_vec"]) for s in samples])
+    return collate_layouts(layouts, condition, emo_vec)
 
 
 def paired_samples(cache_dir: str | Path, max_text_tokens: int, max_mel_tokens: int) -> dict[str, SampleSet]:
