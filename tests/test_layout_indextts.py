@@ -262,7 +262,7 @@ def test_synthesize_speaks_an_overfit_clip_s_text_back_as_its_codes(folder: Path
                                reference=ws / "datasets" / "am" / prompt["audio"], model_dir=speech,
                                options={"temperature": 0, "diffusion_steps": 2})
     report = get_model_family("indextts").synthesize(request, settings)     # what `synthesize --family indextts` runs
-    share = reproduced(report["speech_tokens"], codes[target["id"]])
+    share = reproduced(report["tokens"], codes[target["id"]])
     print(f"\nwidth 1280: trained {SPEECH_STEPS} steps in {seconds:.1f} s; synthesize gave back {share:.3f} of {target['id']}'s "
           f"{len(codes[target['id']])} codes, {report['codes']} generated, stopped {report['stopped']}")
     assert share >= REPRODUCED and report["stopped"] and abs(report["codes"] - len(codes[target["id"]])) <= 1

@@ -268,6 +268,7 @@ class IndexTTSFamily(ModelFamily):
 
     name = "indextts"
     sequence_layout = SEQUENCE_LAYOUT
+    speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
     tasks = ("tts",)
 
     def __init__(self) -> None:

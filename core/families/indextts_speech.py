@@ -160,8 +160,8 @@ class IndexTTSSpeaker(Speaker):
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
         max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Return (22.05 kHz waveform, report with seconds, sample_rate, codes (their number), speech_tokens
-        (the codes), stopped (the GPT generated stop), mel_frames, wall_seconds) for `text` in
+        """Return (22.05 kHz waveform, report with seconds, sample_rate, speech_tokens (the number of codes),
+        tokens (the codes), stopped (the GPT generated stop), mel_frames, wall_seconds) for `text` in
         `reference`'s voice (`language` is not used: the normaliser comes from the settings).
 
         Options: temperature (0.8; 0 = greedy: argmax, no repetition penalty; above 0 IndexTTS2's
@@ -208,6 +208,6 @@ class IndexTTSSpeaker(Speaker):
         audio = torch.clamp(speech.bigvgan(mel.float()).squeeze(1), -1.0, 1.0)
         _expect("bigvgan wav", audio, (1, mel.shape[2] * speech.mel_args["hop_size"]))
         return audio[0].float().cpu(), {
-            "seconds": round(audio.shape[1] / SAMPLE_RATE, 3), "sample_rate": SAMPLE_RATE, "codes": n,
-            "speech_tokens": decoded.codes, "stopped": decoded.stopped,
+            "seconds": round(audio.shape[1] / SAMPLE_RATE, 3), "sample_rate": SAMPLE_RATE, "speech_tokens": n,
+            "tokens": decoded.codes, "stopped": decoded.stopped,
             "mel_frames": int(mel.shape[2]), "wall_seconds": round(time.monotonic() - start, 2)}
