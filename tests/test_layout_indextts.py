@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from core.checkpoint import load_checkpoint
 from core.config import load_settings
 from core.tokenizers.tokenizer import load_tokenizer
-from tests.data_helpers import make_espeak_dataset
+from tests.data_helpers import make_espeak_dataset, run_cli
 from tests.indextts_helpers import W2V_LAYERS, amharic_tokenizer, build_model_folder, reproduced
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -227,13 +228,12 @@ def test_a_sample_s_loss_is_the_same_alone_and_inside_a_padded_batch(folder: Pat
 def test_synthesize_speaks_an_overfit_clip_s_text_back_as_its_codes(folder: Path, ws: Path, module_tmp: Path,
                                                                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A 1-layer GPT at the published width 1280 (s2mel's `gpt_layer` takes 1280-wide latents) trained on one
-    speaker's two clips, each prompted by the other; synthesis of a clip's text through the family (what
-    `synthesize --family indextts` runs; the CLI reads no test settings, and the reduced w2v-BERT needs
-    `families.indextts.w2v_layer`) with its training prompt as the reference, at temperature 0, generates
-    the clip's codes, stops, and writes the wav."""
+    speaker's two clips, each prompted by the other; `synthesize` of a clip's text (no --family: the
+    checkpoint's metadata names it; the reduced w2v-BERT's `families.indextts.w2v_layer` comes from a
+    settings file, as a worker or the app would pass it) with its training prompt as the reference, at
+    temperature 0, generates the clip's codes, stops, and writes the wav."""
     from core.audio import read_audio
-    from core.families.base import SynthesisRequest
-    from core.families.registry import get_model_family
+    from core.config import SETTINGS_ENV
     from core.training.embeddings import extend_checkpoint
     from core.training.run_config import run_config_from_dict
     from core.training.trainer import train
@@ -258,13 +258,17 @@ def test_synthesize_speaks_an_overfit_clip_s_text_back_as_its_codes(folder: Path
     target, prompt = one_voice
     (index,) = set((ws / "cache").glob("*/index.json")) - before
     codes = {clip["id"]: clip["codes"] for clip in _clips(ws, index.parent)}
-    request = SynthesisRequest(checkpoint=Path(result.last_checkpoint), text=target["text"], output=tmp_path / "clip.wav",
-                               reference=ws / "datasets" / "am" / prompt["audio"], model_dir=speech,
-                               options={"temperature": 0, "diffusion_steps": 2})
-    report = get_model_family("indextts").synthesize(request, settings)     # what `synthesize --family indextts` runs
+    settings_file = tmp_path / "settings.yaml"
+    settings_file.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
+    monkeypatch.setenv(SETTINGS_ENV, str(settings_file))
+    run = run_cli("synthesize", "--checkpoint", result.last_checkpoint, "--text", target["text"], "--output", tmp_path / "clip.wav",
+                  "--reference", ws / "datasets" / "am" / prompt["audio"], "--temperature", "0",
+                  "--option", "diffusion_steps=2", "--json")
+    assert run.code == 0, run.stderr
+    report = json.loads(run.stdout)
     share = reproduced(report["tokens"], codes[target["id"]])
     print(f"\nwidth 1280: trained {SPEECH_STEPS} steps in {seconds:.1f} s; synthesize gave back {share:.3f} of {target['id']}'s "
-          f"{len(codes[target['id']])} codes, {report['codes']} generated, stopped {report['stopped']}")
-    assert share >= REPRODUCED and report["stopped"] and abs(report["codes"] - len(codes[target["id"]])) <= 1
+          f"{len(codes[target['id']])} codes, {report['speech_tokens']} generated, stopped {report['stopped']}")
+    assert share >= REPRODUCED and report["stopped"] and abs(report["speech_tokens"] - len(codes[target["id"]])) <= 1
     wav, rate = read_audio(report["output"])
-    assert rate == 22050 and wav.numel() == int(report["codes"] * 1.72) * 256
+    assert rate == 22050 and wav.numel() == int(report["speech_tokens"] * 1.72) * 256
