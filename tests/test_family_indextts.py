@@ -277,7 +277,8 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     featurize = BatchFeaturizer(semantic, gpt, IndexTextNormalizer(), tokenizer)
     rows = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")
     assert len({round(r.duration, 2) for r in rows}) == len(rows) == 4          # every clip a different length
-    caches = {size: build_features(rows, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
+    manifest = ws / "datasets" / "am" / "manifest.jsonl"
+    caches = {size: build_features(manifest, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
               for size in (1, 3)}
     assert caches[1].name == caches[3].name                                    # batching is not in the fingerprint
     one, three = (open_features(caches[size])["items"] for size in (1, 3))

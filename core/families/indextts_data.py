@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from core.data.manifest import load_manifest_rows
+from core.data.pairs import build_pairs
 from core.errors import InputError
 from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
 from core.families.indextts_audio import FRONT_END_VERSION
@@ -64,7 +64,6 @@ def prepare_features(family: Any, run: Any) -> Path:
     indextts_config = read_indextts_config(paths.model_dir / CONFIG_NAME)
     normalizer = IndexTextNormalizer(section.get("normalizer_language"))
     parts = feature_model_parts(paths, run.base.sha256, normalizer)
-    parts["manifest"] = sha256_file(manifest)
     run.extra["feature_fingerprint"] = _feature_fingerprint(parts)
     parts["features"] = run.extra["feature_fingerprint"]
     where = device()
@@ -75,10 +74,10 @@ def prepare_features(family: Any, run: Any) -> Path:
         gpt, _ = load_unified_voice(run.base.state_dict, indextts_config, base_tokens)
         return BatchFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
 
-    return build_features(
-        load_manifest_rows(manifest), run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
-        config.data.val_ratio, config.data.prompts_per_target, batch_size=feature_batch_size(section, where, "indextts"),
-    )
+    cache_dir = build_features(manifest, run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
+                               config.data.val_ratio, batch_size=feature_batch_size(section, where, "indextts"))
+    build_pairs(cache_dir, config.data.prompts_per_target)
+    return cache_dir
 
 
 def imported_cache(folder: Path, run: Any) -> Path:
