@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from core.data.feature_cache import (  # noqa: F401  (INDEX_NAME, JOURNAL_NAME, CacheIndex: re-exported for cache readers)
-    INDEX_NAME, JOURNAL_NAME, CacheIndex, CacheInfo, FeatureSource, Features, build_feature_cache, read_checked_item,
+    INDEX_NAME, JOURNAL_NAME, CacheIndex, CacheInfo, Features, build_feature_cache, read_checked_item,
 )
 from core.data.feature_cache import open_cache as open_any_cache
 from core.data.manifest import ManifestRow
@@ -44,7 +44,7 @@ def wants_uppercase(tokenizer: Tokenizer) -> bool:
 
 
 @dataclass
-class CodecFeatures(FeatureSource):
+class CodecFeatures:
     """The own codec's features: normalised text ids, codec codes and the clip's mel as speaker reference.
 
     Pickles as its paths only, so pool workers receive it cheaply and load the models once each.
@@ -92,6 +92,10 @@ class CodecFeatures(FeatureSource):
         if text_ids.size == 0 or codes.size == 0:
             return "no text ids or no speech frames"
         return {"text_ids": text_ids, "codes": codes, "ref_mel": mel.numpy()}
+
+    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Return no fields beyond the shared ones."""
+        return {}
 
     def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Return the codec (path, fingerprint, codebook, frame rate, mel bins) and normaliser fields."""

@@ -22,7 +22,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -40,29 +40,20 @@ HISTOGRAM_BINS = 10
 Features = dict[str, np.ndarray] | str
 
 
-class FeatureSource:
-    """What a family gives the engine. `format` names its index, `label` its progress line and
-    `dtypes` its item arrays (always `text_ids` and `codes`, 1-D, and the family's own)."""
+class FeatureSource(Protocol):
+    """What a family gives the engine: `format` names its index, `label` its progress line, `dtypes` its
+    item arrays (always 1-D `text_ids` and `codes`, then its own). `featurise` returns per row its arrays
+    or why the clip cannot be used, whatever the batch; `entry_fields` and `index_fields` add the family's
+    own fields (e.g. `codec`) to an item's entry and to the index."""
 
     format: str
     label: str
     dtypes: Mapping[str, Any]
 
-    def fingerprint_parts(self) -> dict[str, str]:
-        """Return what identifies the features beyond tokenizer, manifest and val ratio (model hashes, versions)."""
-        raise NotImplementedError
-
-    def featurise(self, rows: list[ManifestRow]) -> list[Features]:
-        """Return, per row, its arrays (`dtypes`' keys) or an error message; the batch never changes a clip's arrays."""
-        raise NotImplementedError
-
-    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-        """Return the family's own fields of an index entry (none by default)."""
-        return {}
-
-    def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]:
-        """Return the family's own index fields, e.g. `codec` (none by default)."""
-        return {}
+    def fingerprint_parts(self) -> dict[str, str]: ...
+    def featurise(self, rows: list[ManifestRow]) -> list[Features]: ...
+    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]: ...
+    def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -71,11 +62,6 @@ class CacheIndex:
 
     path: Path
     data: dict[str, Any]
-
-    @property
-    def fingerprint(self) -> str:
-        """The cache fingerprint (also the folder name)."""
-        return self.data["fingerprint"]
 
     @property
     def items(self) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ import torch
 from core.audio import read_audio
 from core.data import feature_cache
 from core.data.cache import CACHE_FORMAT
-from core.data.feature_cache import FeatureSource, Features, read_checked_item
+from core.data.feature_cache import Features, read_checked_item
 from core.data.manifest import ManifestRow
 from core.errors import InputError
 from core.families.chatterbox_text import TEXT_PREP_VERSION, text_ids
@@ -161,7 +161,7 @@ ITEM_KEYS = ("text_ids", "codes", "prompt", "speaker_emb")
 
 
 @dataclass
-class ChatterboxFeatures(FeatureSource):
+class ChatterboxFeatures:
     """The feature-cache source of Chatterbox: `text_ids`, `codes` (S3 speech tokens), `prompt`, `speaker_emb`.
 
     The feature models load on the first clip that needs computing (a complete cache loads none).

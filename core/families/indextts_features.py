@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from core.data.feature_cache import FeatureSource, Features, build_feature_cache, open_cache, read_checked_item
+from core.data.feature_cache import Features, build_feature_cache, open_cache, read_checked_item
 from core.data.manifest import ManifestRow
 from core.data.pairs import load_pairs  # noqa: F401  (re-exported: the IndexTTS2 cache's pairs.json is the shared one)
 from core.families.indextts import SEMANTIC_CODES
@@ -48,7 +48,7 @@ def path_fingerprint(path: str | os.PathLike[str]) -> str:
 
 
 @dataclass
-class IndexTTSFeatures(FeatureSource):
+class IndexTTSFeatures:
     """The feature-cache source of IndexTTS2: ITEM_KEYS from `featurise_batch` (a `BatchFeaturizer`), fingerprinted
     by `parts` (the feature models' file hashes, front-end and normaliser versions)."""
 
