@@ -50,7 +50,7 @@ def timed(passes: Callable[[int], None], sizes: list[int]) -> dict[int, float]:
 
 def chatterbox_passes(folder: Path | None, work: Path, rows: list[Any], device: torch.device) -> Callable[[int], None]:
     """Return a function running Chatterbox's feature models over every clip in batches of its argument."""
-    from core.families.chatterbox_features import batch_features, load_feature_models
+    from core.families.chatterbox_models import batch_features, load_feature_models
     from core.families.registry import get_model_family
 
     if folder is None:

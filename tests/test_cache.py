@@ -120,12 +120,15 @@ def test_cache_list_and_clean_unused(data, chatterbox_tokenizer: Path, tmp_path:
     stale = build_cache(data["manifest"], doomed_tokenizer, data["codec"], root, workers=1)
     doomed_tokenizer.unlink()
     (root / ("0" * 64)).mkdir()
+    (root / ("1" * 64)).mkdir()
+    (root / ("1" * 64) / "index.json").write_text("{torn", encoding="utf-8")
     records = {r["fingerprint"]: r for r in list_caches(root)}
+    assert "unreadable cache index" in records["1" * 64]["reasons"][0] and "items" not in records["1" * 64]
     assert records[kept.fingerprint]["unused"] is False and records[kept.fingerprint]["items"] == 24
     assert records[stale.fingerprint]["reasons"] == ["tokenizer missing or changed"]
     assert records["0" * 64]["reasons"] == ["incomplete build (no index.json)"]
     removed = {r["fingerprint"] for r in clean_caches(root, unused_only=True)}
-    assert removed == {stale.fingerprint, "0" * 64}
+    assert removed == {stale.fingerprint, "0" * 64, "1" * 64}
     assert [p.name for p in root.iterdir()] == [kept.fingerprint]
     clean_caches(root, unused_only=False)
     assert list(root.iterdir()) == []

@@ -16,16 +16,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from core.data.feature_cache import (  # noqa: F401  (INDEX_NAME, JOURNAL_NAME, CacheIndex: re-exported for cache readers)
-    INDEX_NAME, JOURNAL_NAME, CacheIndex, CacheInfo, Features, build_feature_cache, read_checked_item,
+from core.data.feature_cache import (  # noqa: F401  (INDEX_NAME, JOURNAL_NAME, CacheIndex, open_cache: for cache readers)
+    CACHE_FORMAT, INDEX_NAME, JOURNAL_NAME, CacheIndex, CacheInfo, Features, build_feature_cache, open_cache, read_checked_item,
 )
-from core.data.feature_cache import open_cache as open_any_cache
 from core.data.manifest import ManifestRow
 from core.errors import InputError
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 
-CACHE_FORMAT = "linguaforge-cache-1"
 #: index formats with this cache's `tokenizer`, `codec`, `max_text_id`, `histograms` and `items`
 #: fields, which the doctor's cache checks read (every feature-cache engine index has them).
 SHARED_INDEX_FORMATS = (CACHE_FORMAT, "linguaforge-indextts-cache-1")
@@ -131,14 +129,6 @@ def build_cache(
                                    workers if workers is not None else (os.cpu_count() or 1))
     finally:
         torch.set_num_threads(threads)
-
-
-def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CACHE_FORMAT,)) -> CacheIndex:
-    """Return the CacheIndex of a built cache folder whose index format is one of `formats` (the own codec's by default).
-
-    Raises InputError when index.json is missing, unreadable or of another format.
-    """
-    return open_any_cache(cache_dir, formats)
 
 
 def load_item(cache_dir: str | os.PathLike[str], entry: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -66,8 +66,11 @@ def list_caches(root: str | Path) -> list[dict[str, Any]]:
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and _FINGERPRINT.match(p.name)):
         record: dict[str, Any] = {"fingerprint": folder.name, "path": str(folder), "bytes": _folder_bytes(folder)}
         reasons = stale_reasons(folder)
-        if (folder / INDEX_NAME).is_file() and "incomplete build (no index.json)" not in reasons:
+        try:
             data = open_cache(folder, SHARED_INDEX_FORMATS).data
+        except InputError:
+            data = None  # incomplete or damaged: `reasons` says which
+        if data is not None:
             record.update(
                 items=len(data["items"]),
                 created=data["created"],

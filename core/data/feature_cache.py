@@ -35,6 +35,8 @@ from core.progress import Progress
 INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
 ITEMS_DIR = "items"
+#: the default index format (the own codec's and Chatterbox's caches); a source may name its own
+CACHE_FORMAT = "linguaforge-cache-1"
 HISTOGRAM_BINS = 10
 #: what a featuriser returns per clip: its arrays, or why the clip cannot be used
 Features = dict[str, np.ndarray] | str
@@ -144,7 +146,7 @@ def read_checked_item(path: Path, sha256: str, keys: Sequence[str], rebuild: str
         raise InputError(f"{path}: unreadable cache item ({exc}). {rebuild}") from None
 
 
-def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...]) -> CacheIndex:
+def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CACHE_FORMAT,)) -> CacheIndex:
     """Return the CacheIndex of a built cache folder whose index format is one of `formats`.
 
     Raises InputError when index.json is missing, unreadable or of another format.
