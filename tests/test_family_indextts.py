@@ -267,8 +267,8 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
     from core.data.manifest import load_manifest_rows
     from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_features import BatchFeaturizer, build_features, load_item, open_features
-    from core.families.indextts_models import SemanticFeatures, model_paths
+    from core.families.indextts_features import build_features, load_item, open_features
+    from core.families.indextts_models import BatchFeaturizer, SemanticFeatures, model_paths
 
     config = read_indextts_config(folder / "config.yaml")
     semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": W2V_LAYERS}), config["semantic_codec"], "cpu", W2V_LAYERS)

@@ -199,23 +199,22 @@ def write_index(cache_dir: Path, source: FeatureSource, fingerprint: str, parts:
 
 
 def _records(cache_dir: Path, format: str) -> dict[str, dict[str, Any]]:
-    """Return the entries of the journal and of a readable index, by clip id."""
-    known: dict[str, dict[str, Any]] = {}
+    """Return the entries of the journal (a line torn by the interruption is skipped) and of a readable index, by id."""
     journal = cache_dir / JOURNAL_NAME
     lines = journal.read_text(encoding="utf-8", errors="replace").splitlines() if journal.is_file() else []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line torn by the interruption
-        if isinstance(entry, dict) and "id" in entry and "sha256" in entry:
-            known[entry["id"]] = entry
-    if (cache_dir / INDEX_NAME).is_file():
-        try:
-            known.update({e["id"]: e for e in open_cache(cache_dir, (format,)).items})
-        except InputError:
-            pass  # a damaged index: its items are checked through the journal or adopted from their files
+    known = {e["id"]: e for e in map(_json_or_none, lines) if isinstance(e, dict) and "id" in e and "sha256" in e}
+    try:
+        known.update({e["id"]: e for e in open_cache(cache_dir, (format,)).items})
+    except InputError:
+        pass  # no index yet, or a damaged one: its items are checked through the journal or adopted from their files
     return known
+
+
+def _json_or_none(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
 
 
 def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio: float) -> dict[str, Any] | None:
@@ -233,20 +232,16 @@ def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
-    """Return `fork` while this process runs a single thread, else `forkserver`.
+    """Return `fork` while this process runs a single thread, else `forkserver` (or `spawn`).
 
-    Forking a process that runs other threads (a job worker, TensorBoard writers, a web server)
-    can copy a lock that one of them holds, and the pool worker then waits on it forever; the
-    fork server forks from a clean single-threaded process instead.
+    Forking a process that runs other threads (a job worker, TensorBoard writers, a web server) can
+    copy a lock one of them holds, and the pool worker then waits on it forever.
     """
     import threading
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    if "forkserver" in methods:
-        return multiprocessing.get_context("forkserver")
-    return multiprocessing.get_context("spawn")
+    single = "fork" in methods and threading.active_count() == 1
+    return multiprocessing.get_context("fork" if single else "forkserver" if "forkserver" in methods else "spawn")
 
 
 _WORKER_SOURCE: FeatureSource | None = None

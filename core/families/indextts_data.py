@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +13,23 @@ from core.data.pairs import build_pairs
 from core.errors import InputError
 from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
 from core.families.indextts_audio import FRONT_END_VERSION
-from core.families.indextts_features import BatchFeaturizer, build_features, open_features, path_fingerprint
-from core.families.indextts_models import ModelPaths, SemanticFeatures, model_paths
+from core.families.indextts_features import build_features, open_features
+from core.families.indextts_models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths
 from core.families.feature_batch import feature_batch_size
 from core.fsutil import sha256_file
 
 _FINGERPRINTS: dict[tuple[str, float], str] = {}
+
+
+def path_fingerprint(path: str | os.PathLike[str]) -> str:
+    """Return the sha256 of a file, or of a folder's files (relative names and their sha256, sorted)."""
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path).as_posix()}={sha256_file(file)}\n".encode())
+    return digest.hexdigest()
 
 
 def _cached_fingerprint(path: Path) -> str:
