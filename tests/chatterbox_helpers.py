@@ -32,7 +32,7 @@ def _build(folder: Path) -> None:
     from chatterbox.models.voice_encoder import VoiceEncoder
 
     from core.families.chatterbox import ChatterboxConfig, build_t3
-    from core.families.chatterbox_features import build_s3_tokenizer
+    from core.families.chatterbox_models import build_s3_tokenizer
 
     torch.manual_seed(0)
     folder.mkdir(parents=True)

@@ -87,7 +87,8 @@ def test_reuse_invalidation_repair_and_resume(data, chatterbox_tokenizer: Path, 
     for entry in entries[10:15]:
         (first.path / entry["file"]).unlink()
     resumed = build_cache(data["manifest"], chatterbox_tokenizer, data["codec"], root, workers=1)
-    assert (resumed.reused, resumed.built, resumed.items) == (10, 14, 24)
+    # 10 journaled items reused after their sha check, the 9 written but not journaled adopted, the 5 deleted built
+    assert (resumed.reused, resumed.built, resumed.items) == (19, 5, 24)
     assert [e["id"] for e in open_cache(first.path).items] == [e["id"] for e in entries]
 
 
@@ -107,7 +108,7 @@ def test_changed_manifest_gets_a_new_folder_and_bad_rows_are_skipped(data, chatt
     with pytest.raises(InputError, match="unreadable cache index"):
         open_cache(info.path)
     again = build_cache(manifest, chatterbox_tokenizer, data["codec"], tmp_path / "cache", workers=1)
-    assert (again.path, again.built, again.items) == (info.path, 4, 4)
+    assert (again.path, again.built, again.reused, again.items) == (info.path, 0, 4, 4), "a torn index loses no item"
 
 
 def test_cache_list_and_clean_unused(data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:
@@ -119,12 +120,15 @@ def test_cache_list_and_clean_unused(data, chatterbox_tokenizer: Path, tmp_path:
     stale = build_cache(data["manifest"], doomed_tokenizer, data["codec"], root, workers=1)
     doomed_tokenizer.unlink()
     (root / ("0" * 64)).mkdir()
+    (root / ("1" * 64)).mkdir()
+    (root / ("1" * 64) / "index.json").write_text("{torn", encoding="utf-8")
     records = {r["fingerprint"]: r for r in list_caches(root)}
+    assert "unreadable cache index" in records["1" * 64]["reasons"][0] and "items" not in records["1" * 64]
     assert records[kept.fingerprint]["unused"] is False and records[kept.fingerprint]["items"] == 24
     assert records[stale.fingerprint]["reasons"] == ["tokenizer missing or changed"]
     assert records["0" * 64]["reasons"] == ["incomplete build (no index.json)"]
     removed = {r["fingerprint"] for r in clean_caches(root, unused_only=True)}
-    assert removed == {stale.fingerprint, "0" * 64}
+    assert removed == {stale.fingerprint, "0" * 64, "1" * 64}
     assert [p.name for p in root.iterdir()] == [kept.fingerprint]
     clean_caches(root, unused_only=False)
     assert list(root.iterdir()) == []
@@ -162,7 +166,7 @@ def test_doctor_cli_checks_a_cache_folder(data, chatterbox_tokenizer: Path, inde
 def test_pool_never_forks_a_process_that_runs_other_threads(data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:
     import threading
 
-    from core.data.cache import _pool_context
+    from core.data.feature_cache import _pool_context
 
     stop = threading.Event()
     lock = threading.Lock()

@@ -267,8 +267,8 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
     from core.data.manifest import load_manifest_rows
     from core.families.indextts import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_features import BatchFeaturizer, build_features, load_item, open_features
-    from core.families.indextts_models import SemanticFeatures, model_paths
+    from core.families.indextts_features import build_features, load_item, open_features
+    from core.families.indextts_models import BatchFeaturizer, SemanticFeatures, model_paths
 
     config = read_indextts_config(folder / "config.yaml")
     semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": W2V_LAYERS}), config["semantic_codec"], "cpu", W2V_LAYERS)
@@ -277,7 +277,8 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     featurize = BatchFeaturizer(semantic, gpt, IndexTextNormalizer(), tokenizer)
     rows = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")
     assert len({round(r.duration, 2) for r in rows}) == len(rows) == 4          # every clip a different length
-    caches = {size: build_features(rows, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
+    manifest = ws / "datasets" / "am" / "manifest.jsonl"
+    caches = {size: build_features(manifest, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
               for size in (1, 3)}
     assert caches[1].name == caches[3].name                                    # batching is not in the fingerprint
     one, three = (open_features(caches[size])["items"] for size in (1, 3))

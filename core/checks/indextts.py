@@ -113,7 +113,8 @@ def check_indextts_cache(ctx: DoctorContext) -> CheckResult | None:
     """Return whether every cached clip fits IndexTTS2: text ≤ max_text_tokens, codes ≤ max_mel_tokens, codes < 8192."""
     import json
 
-    from core.families.indextts_features import CACHE_FORMAT, INDEX_NAME
+    from core.data.feature_cache import INDEX_NAME
+    from core.families.indextts_features import CACHE_FORMAT
 
     path = Path(ctx.cache_dir) / INDEX_NAME if ctx.cache_dir is not None else None
     if path is None or not path.is_file():

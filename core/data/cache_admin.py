@@ -1,7 +1,8 @@
 """Listing and cleaning preprocessing caches under a cache root.
 
-A cache is "unused" when no future `preprocess` can select it again: its build never finished
-(no index.json), or the manifest, tokenizer or codec it was built from is gone or changed.
+A cache (the own codec's or a model family's feature cache) is "unused" when no future build can
+select it again: its build never finished (no index.json), or the manifest, tokenizer or (own)
+codec it was built from is gone or changed.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.data.cache import INDEX_NAME, open_cache
+from core.data.cache import INDEX_NAME, SHARED_INDEX_FORMATS, open_cache
 from core.errors import InputError
 from core.fsutil import sha256_file
 
@@ -32,7 +33,7 @@ def stale_reasons(cache_dir: Path) -> list[str]:
     if not (cache_dir / INDEX_NAME).is_file():
         return ["incomplete build (no index.json)"]
     try:
-        data = open_cache(cache_dir).data
+        data = open_cache(cache_dir, SHARED_INDEX_FORMATS).data
     except InputError as exc:
         return [str(exc)]
     from core.speech.codec import load_codec
@@ -48,7 +49,7 @@ def stale_reasons(cache_dir: Path) -> list[str]:
         reasons.append("manifest missing or changed")
     if _changed(data["tokenizer"]["path"], data["tokenizer"]["fingerprint"], sha256_file):
         reasons.append("tokenizer missing or changed")
-    if _changed(data["codec"]["path"], data["codec"]["fingerprint"], codec_fingerprint):
+    if "path" in data["codec"] and _changed(data["codec"]["path"], data["codec"]["fingerprint"], codec_fingerprint):
         reasons.append("codec missing or changed")
     return reasons
 
@@ -65,8 +66,11 @@ def list_caches(root: str | Path) -> list[dict[str, Any]]:
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and _FINGERPRINT.match(p.name)):
         record: dict[str, Any] = {"fingerprint": folder.name, "path": str(folder), "bytes": _folder_bytes(folder)}
         reasons = stale_reasons(folder)
-        if (folder / INDEX_NAME).is_file() and "incomplete build (no index.json)" not in reasons:
-            data = open_cache(folder).data
+        try:
+            data = open_cache(folder, SHARED_INDEX_FORMATS).data
+        except InputError:
+            data = None  # incomplete or damaged: `reasons` says which
+        if data is not None:
             record.update(
                 items=len(data["items"]),
                 created=data["created"],

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.data.cache import open_cache
+from core.data.cache import SHARED_INDEX_FORMATS, open_cache
 from core.errors import InputError
 from core.fsutil import atomic_write_json
 
@@ -65,7 +65,7 @@ def build_pairs(cache_dir: str | os.PathLike[str], per_target: int = 1, seed: in
     """
     if per_target < 1:
         raise InputError(f"--per-target {per_target}: must be at least 1.")
-    index = open_cache(cache_dir)
+    index = open_cache(cache_dir, SHARED_INDEX_FORMATS)
     by_speaker: dict[str, list[dict[str, Any]]] = {}
     for entry in index.items:
         by_speaker.setdefault(entry["speaker"], []).append(entry)

@@ -66,12 +66,12 @@ def load_s3gen(path: Path) -> Any:
     from chatterbox.models.s3gen import S3Gen
     from transformers.initialization import no_init_weights
 
-    from core.families.chatterbox_features import _load_tensors
+    from core.families.chatterbox_models import load_tensors
 
     with no_init_weights():
         s3gen = S3Gen()
     try:
-        missing, unexpected = s3gen.load_state_dict(_load_tensors(path), strict=False)
+        missing, unexpected = s3gen.load_state_dict(load_tensors(path), strict=False)
     except RuntimeError as exc:
         raise InputError(f"{path}: not Chatterbox's S3Gen ({str(exc).splitlines()[0]}).") from exc
     missing = [k for k in missing if k not in S3Gen.ignore_state_dict_missing]
@@ -121,7 +121,7 @@ class ChatterboxSpeaker(Speaker):
         if self._tts is None:
             from chatterbox.mtl_tts import ChatterboxMultilingualTTS
 
-            from core.families.chatterbox_features import load_voice_encoder
+            from core.families.chatterbox_models import load_voice_encoder
 
             s3gen = load_s3gen(self.files["s3gen"]).to(self.device)
             voice_encoder = load_voice_encoder(self.files["voice_encoder"]).to(self.device)

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from core.data.manifest import load_manifest_rows
+from core.data.pairs import build_pairs
 from core.errors import InputError
 from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
 from core.families.indextts_audio import FRONT_END_VERSION
-from core.families.indextts_features import BatchFeaturizer, build_features, open_features, path_fingerprint
-from core.families.indextts_models import ModelPaths, SemanticFeatures, model_paths
+from core.families.indextts_features import build_features, open_features
+from core.families.indextts_models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths
 from core.families.feature_batch import feature_batch_size
 from core.fsutil import sha256_file
 
 _FINGERPRINTS: dict[tuple[str, float], str] = {}
+
+
+def path_fingerprint(path: str | os.PathLike[str]) -> str:
+    """Return the sha256 of a file, or of a folder's files (relative names and their sha256, sorted)."""
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path).as_posix()}={sha256_file(file)}\n".encode())
+    return digest.hexdigest()
 
 
 def _cached_fingerprint(path: Path) -> str:
@@ -64,7 +77,6 @@ def prepare_features(family: Any, run: Any) -> Path:
     indextts_config = read_indextts_config(paths.model_dir / CONFIG_NAME)
     normalizer = IndexTextNormalizer(section.get("normalizer_language"))
     parts = feature_model_parts(paths, run.base.sha256, normalizer)
-    parts["manifest"] = sha256_file(manifest)
     run.extra["feature_fingerprint"] = _feature_fingerprint(parts)
     parts["features"] = run.extra["feature_fingerprint"]
     where = device()
@@ -75,10 +87,10 @@ def prepare_features(family: Any, run: Any) -> Path:
         gpt, _ = load_unified_voice(run.base.state_dict, indextts_config, base_tokens)
         return BatchFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
 
-    return build_features(
-        load_manifest_rows(manifest), run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
-        config.data.val_ratio, config.data.prompts_per_target, batch_size=feature_batch_size(section, where, "indextts"),
-    )
+    cache_dir = build_features(manifest, run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
+                               config.data.val_ratio, batch_size=feature_batch_size(section, where, "indextts"))
+    build_pairs(cache_dir, config.data.prompts_per_target)
+    return cache_dir
 
 
 def imported_cache(folder: Path, run: Any) -> Path:

@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 
 from core.confine import is_inside, real_path
+from core.data.feature_cache import ITEMS_DIR, fingerprint_of, write_index, write_item
 from core.data.manifest import Reject
+from core.data.pairs import build_pairs
 from core.errors import InputError
 from core.families.indextts import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
-from core.families.indextts_features import features_fingerprint, write_index, write_item
+from core.families.indextts_features import CACHE_FORMAT, IndexTTSFeatures
 from core.fsutil import sha256_file
 
 MANIFESTS = {"train": "train_manifest.jsonl", "val": "val_manifest.jsonl"}
@@ -129,14 +131,17 @@ def import_processed(
         first = f" First problem: {rejects[0].message()}" if rejects else ""
         raise InputError(f"{folder}: no usable clip.{first}")
     parts = {"source": ";".join(sha256_file(p) for p in found.values()), "normalizer": normalizer.version, "tokenizer": tokenizer.fingerprint}
-    fingerprint = features_fingerprint(parts)
+    features = IndexTTSFeatures(parts)
     cache_dir = Path(output).resolve()
+    (cache_dir / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
     items = []
     for number, (entry, arrays) in enumerate(clips):
-        file = f"items/{number:07d}.npz"
+        file = f"{ITEMS_DIR}/{number:07d}.npz"
+        arrays = {key: np.asarray(arrays[key], dtype=dtype) for key, dtype in features.dtypes.items()}
         entry.update(file=file, n_text=int(arrays["text_ids"].size), n_codes=int(arrays["codes"].size),
                      max_id=int(arrays["text_ids"].max(initial=-1)), max_code=int(arrays["codes"].max()),
                      sha256=write_item(cache_dir / file, arrays))
         items.append(entry)
-    write_index(cache_dir, fingerprint, parts, tokenizer, items, prompts_per_target)
+    write_index(cache_dir, features, fingerprint_of(CACHE_FORMAT, parts), parts, tokenizer, items)
+    build_pairs(cache_dir, prompts_per_target)
     return ProcessedImport(cache_dir, len(items), rejects)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+import numpy as np
 import torch
 
+from core.data.manifest import ManifestRow
 from core.errors import InputError
 from core.families.indextts import SEMANTIC_LAYER, STATS_NAME
 
@@ -167,3 +169,66 @@ def emotion_vectors(gpt: torch.nn.Module, features: torch.Tensor) -> torch.Tenso
     emotion prompts' features of EQUAL length [B, T, 1024] (equal length for the reason `speaker_latents` gives)."""
     lengths = torch.full((features.shape[0],), features.shape[1], device=features.device)
     return gpt.get_emovec(features, lengths)
+
+
+def equal_length_groups(tensors: list[torch.Tensor]) -> list[list[int]]:
+    """Return the indices of `tensors` [1, T, …] grouped by equal T (groups in first-seen order)."""
+    groups: dict[int, list[int]] = {}
+    for i, tensor in enumerate(tensors):
+        groups.setdefault(int(tensor.shape[1]), []).append(i)
+    return list(groups.values())
+
+
+class BatchFeaturizer:
+    """Computes a cache item (`indextts_features.ITEM_KEYS`) for each of a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
+
+    Audio goes through IndexTTS2's front end (`core.families.indextts_audio`): the codes come from
+    the whole clip read as the speaker front end reads it (22.05 kHz → 16 kHz), the speaker latents
+    from the same clip cut at 15 s as a prompt is cut (the same features when the clip is shorter),
+    the emotion vector from the clip read at 16 kHz as the emotion front end reads it. w2v-BERT
+    (the large model) runs on padded batches with its attention mask. The semantic codec and the
+    conditioning encoders pad nothing: their convolutions would carry padding into the last real
+    frames, so they run on groups of equal length (`equal_length_groups`).
+    """
+
+    def __init__(self, semantic: Any, gpt: torch.nn.Module, normalizer: Any, tokenizer: Any) -> None:
+        self.semantic = semantic
+        self.gpt = gpt.eval()
+        self.normalizer = normalizer
+        self.tokenizer = tokenizer
+
+    def _grouped(self, tensors: list[torch.Tensor], run: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+        """Return `run` of each tensor [1, T, …], computed on groups of equal T."""
+        out: list[torch.Tensor] = [torch.empty(0)] * len(tensors)
+        for group in equal_length_groups(tensors):
+            result = run(torch.cat([tensors[i] for i in group]))
+            for row, i in enumerate(group):
+                out[i] = result[row]
+        return out
+
+    @torch.no_grad()
+    def __call__(self, rows: list[ManifestRow]) -> list[dict[str, np.ndarray]]:
+        """Return, per row, text ids, semantic codes, speaker latents and emotion vector of its clip."""
+        from core.families.indextts_audio import MAX_PROMPT_SECONDS, SPEAKER_RATE, emotion_audio, speaker_audio
+
+        clips = [speaker_audio(row.path, max_seconds=None) for row in rows]
+        features = self.semantic.features_batch([clip.wav_16k[0] for clip in clips])
+        prompts = list(features)
+        long = [i for i, clip in enumerate(clips) if clip.wav_22k.shape[1] > MAX_PROMPT_SECONDS * SPEAKER_RATE]
+        if long:
+            cut = self.semantic.features_batch([speaker_audio(rows[i].path).wav_16k[0] for i in long])
+            for i, feature in zip(long, cut):
+                prompts[i] = feature
+        emotion = self.semantic.features_batch([emotion_audio(row.path)[0] for row in rows])
+        codes = self._grouped(features, self.semantic.codes)
+        latents = self._grouped(prompts, lambda f: speaker_latents(self.gpt, f))
+        vectors = self._grouped(emotion, lambda f: emotion_vectors(self.gpt, f))
+        return [
+            {
+                "text_ids": np.asarray(self.normalizer.text_ids(row.text, self.tokenizer), dtype=np.int32),
+                "codes": codes[i].cpu().numpy().astype(np.int32),
+                "condition": latents[i].float().cpu().numpy(),
+                "emo_vec": vectors[i].float().cpu().numpy(),
+            }
+            for i, row in enumerate(rows)
+        ]

@@ -1,0 +1,332 @@
+"""The one feature-cache engine: a fingerprinted folder of per-clip `.npz` items for any model family.
+
+A `FeatureSource` (the own codec's in `core.data.cache`, Chatterbox's and IndexTTS2's in
+`core.families`) gives only its fingerprint parts and a batch featuriser; `build_feature_cache`
+does the rest the same way for all: the folder `<root>/<fingerprint>/` (a sha256 over the
+source's format and parts, the tokenizer, the manifest bytes and the val ratio), items written
+atomically as `items/<hash of the clip id>.npz`, one `journal.jsonl` line per finished item so an
+interrupted build resumes, every recorded item checked against its sha256 (a corrupt one is
+rebuilt; an item written but never recorded is adopted as it is), and `index.json` with the
+entries, length histograms and splits. Clips that fail are listed in `skipped`; a build with no
+usable clip is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import multiprocessing
+import os
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from core.data.manifest import ManifestRow, read_manifest
+from core.data.splits import split_of
+from core.errors import InputError
+from core.fsutil import atomic_write_json, sha256_file
+from core.progress import Progress
+
+INDEX_NAME = "index.json"
+JOURNAL_NAME = "journal.jsonl"
+ITEMS_DIR = "items"
+#: the default index format (the own codec's and Chatterbox's caches); a source may name its own
+CACHE_FORMAT = "linguaforge-cache-1"
+HISTOGRAM_BINS = 10
+#: what a featuriser returns per clip: its arrays, or why the clip cannot be used
+Features = dict[str, np.ndarray] | str
+
+
+class FeatureSource(Protocol):
+    """What a family gives the engine: `format` names its index, `label` its progress line, `dtypes` its
+    item arrays (always 1-D `text_ids` and `codes`, then its own). `featurise` returns per row its arrays
+    or why the clip cannot be used, whatever the batch; `entry_fields` and `index_fields` add the family's
+    own fields (e.g. `codec`) to an item's entry and to the index."""
+
+    format: str
+    label: str
+    dtypes: Mapping[str, Any]
+
+    def fingerprint_parts(self) -> dict[str, str]: ...
+    def featurise(self, rows: list[ManifestRow]) -> list[Features]: ...
+    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]: ...
+    def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+@dataclass
+class CacheIndex:
+    """A built cache: its folder and the parsed index.json."""
+
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """Item entries: id, file, split, speaker, language, n_text, n_codes, max_id, max_code, sha256, the family's own."""
+        return self.data["items"]
+
+    @property
+    def tokenizer_fingerprint(self) -> str:
+        """sha256 of the tokenizer file the text ids came from."""
+        return self.data["tokenizer"]["fingerprint"]
+
+    @property
+    def codec_fingerprint(self) -> str:
+        """Fingerprint of the codec or feature models the codes came from."""
+        return self.data["codec"]["fingerprint"]
+
+    @property
+    def max_text_id(self) -> int:
+        """The largest text id in any item (-1 for an empty cache)."""
+        return int(self.data["max_text_id"])
+
+
+@dataclass
+class CacheInfo:
+    """What one `build_feature_cache` call did."""
+
+    path: Path
+    fingerprint: str
+    items: int
+    built: int
+    reused: int
+    rebuilt: int
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready report."""
+        rate = self.built / self.seconds if self.seconds > 0 else None
+        return {"path": str(self.path), "fingerprint": self.fingerprint, "items": self.items, "built": self.built,
+                "reused": self.reused, "rebuilt": self.rebuilt, "skipped": self.skipped, "seconds": round(self.seconds, 3),
+                "clips_per_s": None if rate is None else round(rate, 1)}
+
+
+def fingerprint_of(format: str, parts: Mapping[str, str]) -> str:
+    """Return the sha256 hex digest naming the cache folder of `parts` in index format `format`."""
+    return hashlib.sha256(json.dumps({"format": format, **parts}, sort_keys=True).encode()).hexdigest()
+
+
+def item_file(clip_id: str) -> str:
+    """Return the item path of a clip inside its cache folder (named by a hash of the id, so never shared)."""
+    return f"{ITEMS_DIR}/{hashlib.sha256(clip_id.encode()).hexdigest()[:24]}.npz"
+
+
+def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
+    """Write `arrays` as `.npz` to `path` atomically (temp file + os.replace); return the sha256 of the bytes."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_checked_item(path: Path, sha256: str, keys: Sequence[str], rebuild: str) -> dict[str, np.ndarray]:
+    """Return the arrays `keys` of the .npz cache item at `path` after checking its bytes against `sha256`.
+
+    Raises InputError naming the file when it is missing, fails its checksum or lacks an array;
+    the message ends with `rebuild`, the command that rebuilds the item.
+    """
+    if not path.is_file():
+        raise InputError(f"{path}: cache item missing. {rebuild}")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise InputError(f"{path}: cache item fails its checksum (corrupt). {rebuild}")
+    try:
+        with np.load(io.BytesIO(data)) as npz:
+            return {key: npz[key] for key in keys}
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"{path}: unreadable cache item ({exc}). {rebuild}") from None
+
+
+def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CACHE_FORMAT,)) -> CacheIndex:
+    """Return the CacheIndex of a built cache folder whose index format is one of `formats`.
+
+    Raises InputError when index.json is missing, unreadable or of another format.
+    """
+    path = Path(cache_dir).resolve()
+    index_path = path / INDEX_NAME
+    if not index_path.is_file():
+        raise InputError(f"{path}: no {INDEX_NAME}; not a built cache. Run `preprocess` (or `train`) first.")
+    try:
+        data = json.loads(index_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from exc
+    if not isinstance(data, dict) or data.get("format") not in formats:
+        raise InputError(f"{index_path}: not a {' or '.join(formats)} index. Build the cache again.")
+    return CacheIndex(path, data)
+
+
+def histogram(values: list[int]) -> dict[str, Any]:
+    """Return min, max, mean, p95 and a HISTOGRAM_BINS-bin histogram (edges, counts) of `values`."""
+    if not values:
+        return {"min": 0, "max": 0, "mean": 0.0, "p95": 0, "edges": [], "counts": []}
+    counts, edges = np.histogram(values, bins=HISTOGRAM_BINS)
+    return {"min": int(min(values)), "max": int(max(values)), "mean": round(float(np.mean(values)), 2),
+            "p95": int(np.percentile(values, 95)), "edges": [round(float(e), 1) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def entry_of(source: FeatureSource, row: ManifestRow, arrays: Mapping[str, np.ndarray], val_ratio: float, sha256: str) -> dict[str, Any]:
+    """Return the index entry of `row`'s item holding `arrays`."""
+    text, codes = arrays["text_ids"], arrays["codes"]
+    return {"id": row.id, "file": item_file(row.id), "split": split_of(row.id, val_ratio), "speaker": row.speaker,
+            "language": row.language, "n_text": int(text.size), "n_codes": int(codes.size),
+            "max_id": int(np.max(text, initial=-1)), "max_code": int(np.max(codes, initial=-1)),
+            **source.entry_fields(row, arrays), "sha256": sha256}
+
+
+def write_index(cache_dir: Path, source: FeatureSource, fingerprint: str, parts: Mapping[str, str], tokenizer: Any,
+                items: list[dict[str, Any]], **fields: Any) -> None:
+    """Write `index.json`: the shared fields (tokenizer, parts, max ids, histograms, splits, items), the source's and `fields`."""
+    atomic_write_json(cache_dir / INDEX_NAME, {
+        "format": source.format, "fingerprint": fingerprint,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "parts": dict(parts),
+        "tokenizer": {"path": str(Path(tokenizer.path).resolve()), "fingerprint": tokenizer.fingerprint, "size": tokenizer.size},
+        **source.index_fields(items), **fields,
+        "max_text_id": max((e["max_id"] for e in items), default=-1),
+        "max_code": max((e.get("max_code", -1) for e in items), default=-1),
+        "histograms": {key: histogram([e[key] for e in items]) for key in ("n_text", "n_codes")},
+        "splits": {s: sum(1 for e in items if e["split"] == s) for s in ("train", "val")},
+        "items": items,
+    })
+
+
+def _records(cache_dir: Path, format: str) -> dict[str, dict[str, Any]]:
+    """Return the entries of the journal (a line torn by the interruption is skipped) and of a readable index, by id."""
+    journal = cache_dir / JOURNAL_NAME
+    lines = journal.read_text(encoding="utf-8", errors="replace").splitlines() if journal.is_file() else []
+    known = {e["id"]: e for e in map(_json_or_none, lines) if isinstance(e, dict) and "id" in e and "sha256" in e}
+    try:
+        known.update({e["id"]: e for e in open_cache(cache_dir, (format,)).items})
+    except InputError:
+        pass  # no index yet, or a damaged one: its items are checked through the journal or adopted from their files
+    return known
+
+
+def _json_or_none(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+
+
+def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio: float) -> dict[str, Any] | None:
+    """Return the entry of an item an interrupted build wrote (atomically) but never recorded, or None."""
+    path = cache_dir / item_file(row.id)
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        with np.load(io.BytesIO(data)) as npz:
+            arrays = {key: npz[key] for key in source.dtypes}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    return entry_of(source, row, arrays, val_ratio, hashlib.sha256(data).hexdigest())
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Return `fork` while this process runs a single thread, else `forkserver` (or `spawn`).
+
+    Forking a process that runs other threads (a job worker, TensorBoard writers, a web server) can
+    copy a lock one of them holds, and the pool worker then waits on it forever.
+    """
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    single = "fork" in methods and threading.active_count() == 1
+    return multiprocessing.get_context("fork" if single else "forkserver" if "forkserver" in methods else "spawn")
+
+
+_WORKER_SOURCE: FeatureSource | None = None
+
+
+def _init_worker(source: FeatureSource) -> None:
+    import torch
+
+    global _WORKER_SOURCE
+    torch.set_num_threads(1)  # one intra-op thread per worker process: the processes are the parallelism
+    _WORKER_SOURCE = source
+
+
+def _featurise_in_worker(rows: list[ManifestRow]) -> list[Features]:
+    assert _WORKER_SOURCE is not None
+    return _WORKER_SOURCE.featurise(rows)
+
+
+def _execute(source: FeatureSource, batches: list[list[ManifestRow]], workers: int) -> Iterator[tuple[list[ManifestRow], list[Features]]]:
+    """Yield (batch, its features) in order: in this process, or in `workers` processes each holding a copy of `source`."""
+    if workers <= 1 or len(batches) < 2:
+        yield from ((batch, source.featurise(batch)) for batch in batches)
+        return
+    with _pool_context().Pool(workers, initializer=_init_worker, initargs=(source,)) as pool:
+        yield from zip(batches, pool.imap(_featurise_in_worker, batches))
+
+
+def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str], tokenizer: Any,
+                        output_root: str | os.PathLike[str], val_ratio: float, batch_size: int = 1, workers: int = 1) -> CacheInfo:
+    """Build (or complete, or repair) the cache of `manifest` with `source`'s features; return what was done.
+
+    `batch_size` clips go to `source.featurise` at a time (in `workers` processes when more than
+    one); neither is in the fingerprint, as they do not change the features. Manifest rejects and
+    clips the featuriser refuses are listed in `skipped`. Raises InputError when the manifest
+    cannot be read or no clip can be featurised.
+    """
+    start = time.monotonic()
+    manifest = Path(manifest).resolve()
+    rows, rejects = read_manifest(manifest)
+    manifest_sha = sha256_file(manifest)
+    parts = {**source.fingerprint_parts(), "tokenizer": tokenizer.fingerprint, "manifest": manifest_sha, "val_ratio": str(val_ratio)}
+    fingerprint = fingerprint_of(source.format, parts)
+    cache_dir = Path(output_root).resolve() / fingerprint
+    (cache_dir / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+    known = _records(cache_dir, source.format)
+    done: dict[str, dict[str, Any]] = {}
+    pending: list[ManifestRow] = []
+    rebuilt = 0
+    for row in rows:
+        entry = known.get(row.id)
+        if entry is not None:
+            path = cache_dir / entry["file"]
+            if path.is_file() and sha256_file(path) == entry["sha256"]:
+                done[row.id] = entry
+            else:
+                rebuilt += 1
+                pending.append(row)
+        elif (adopted := _adopted(source, row, cache_dir, val_ratio)) is not None:
+            done[row.id] = adopted
+        else:
+            pending.append(row)
+    reused = len(done)
+    skipped = [{"id": r.id, "line": r.line, "error": r.reason} for r in rejects]
+    progress = Progress(source.label, total=len(rows))
+    progress.update(reused)
+    batches = [pending[i : i + max(1, batch_size)] for i in range(0, len(pending), max(1, batch_size))]
+    with open(cache_dir / JOURNAL_NAME, "a", encoding="utf-8") as journal:
+        for batch, results in _execute(source, batches, workers):
+            for row, result in zip(batch, results):
+                progress.update()
+                if isinstance(result, str):
+                    skipped.append({"id": row.id, "line": row.line, "error": result})
+                    continue
+                arrays = {key: np.asarray(result[key], dtype=dtype) for key, dtype in source.dtypes.items()}
+                done[row.id] = entry_of(source, row, arrays, val_ratio, write_item(cache_dir / item_file(row.id), arrays))
+                journal.write(json.dumps(done[row.id], ensure_ascii=False) + "\n")
+                journal.flush()
+    progress.finish()
+    items = [done[row.id] for row in rows if row.id in done]
+    if not items:
+        detail = f" First problem: {skipped[0]['error']}" if skipped else ""
+        raise InputError(f"{manifest}: no clip could be featurised.{detail}")
+    seconds = time.monotonic() - start
+    write_index(cache_dir, source, fingerprint, parts, tokenizer, items, val_ratio=val_ratio, skipped=skipped,
+                manifest={"path": str(manifest), "sha256": manifest_sha, "rows": len(rows), "rejected": len(rejects)},
+                seconds=round(seconds, 3))
+    (cache_dir / JOURNAL_NAME).unlink(missing_ok=True)
+    return CacheInfo(cache_dir, fingerprint, len(items), len(done) - reused, reused, rebuilt, skipped, seconds)

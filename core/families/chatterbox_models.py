@@ -1,0 +1,129 @@
+"""Chatterbox's published feature models: the S3 speech tokenizer and the VoiceEncoder.
+
+The S3 tokenizer's weights are the `tokenizer.*` tensors of `s3gen.pt`; its shape (layers from the
+keys, width from the shapes) is read from them, so a reduced test model and the published one load
+through the same code. `batch_features` gives, per 16 kHz clip, what
+`ChatterboxMultilingualTTS.prepare_conditionals` / `generate` prepare: S3 speech tokens of the whole
+clip (25 tokens/s, 6561 codes), the conditioning prompt tokens (the first 6 s tokenised with
+`max_len=150`) and the VoiceEncoder's 256-d embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.errors import InputError
+
+S3_SR = 16_000
+PROMPT_TOKENS = 150
+PROMPT_SECONDS = 6
+S3_HEAD_DIM = 64
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """Return the state dict of a published weights file, read by `core.checkpoint.load_checkpoint`."""
+    from core.checkpoint import load_checkpoint
+
+    return load_checkpoint(path).state_dict
+
+
+def build_s3_tokenizer(n_state: int, n_layer: int) -> Any:
+    """Return the published `S3Tokenizer` class at `n_state` width and `n_layer` blocks.
+
+    (`S3Tokenizer.__init__` drops its `config` argument, so the V2 base is initialised with the
+    config and the subclass's mel filterbank and window are registered as it registers them.)
+    """
+    from chatterbox.models.s3tokenizer.s3tokenizer import S3Tokenizer, _fb
+    from s3tokenizer.model_v2 import ModelConfig, S3TokenizerV2
+
+    tokenizer = S3Tokenizer.__new__(S3Tokenizer)
+    config = ModelConfig(n_audio_state=n_state, n_audio_head=max(1, n_state // S3_HEAD_DIM), n_audio_layer=n_layer)
+    S3TokenizerV2.__init__(tokenizer, "speech_tokenizer_v2_25hz", config)
+    tokenizer.n_fft = 400
+    filters = _fb(n_freqs=tokenizer.n_fft // 2 + 1, n_mels=config.n_mels, sample_rate=S3_SR, f_min=0,
+                  f_max=S3_SR // 2, norm="slaney", mel_scale="slaney").T
+    tokenizer.register_buffer("_mel_filters", filters.float())
+    tokenizer.register_buffer("window", torch.hann_window(tokenizer.n_fft))
+    return tokenizer
+
+
+def s3_tokenizer_from_s3gen(state: dict[str, torch.Tensor], source: Path) -> Any:
+    """Return the S3 tokenizer loaded strictly from the `tokenizer.*` tensors of an S3Gen state dict.
+
+    Raises InputError when they are absent or do not fit the class.
+    """
+    prefix = "tokenizer."
+    sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    width_key = "encoder.blocks.0.attn.query.weight"
+    if width_key not in sub:
+        raise InputError(f"{source}: no S3 tokenizer weights ({prefix}{width_key} missing); is it Chatterbox's s3gen file?")
+    n_layer = len({k.split(".")[2] for k in sub if k.startswith("encoder.blocks.")})
+    tokenizer = build_s3_tokenizer(int(sub[width_key].shape[0]), n_layer)
+    missing, unexpected = tokenizer.load_state_dict(sub, strict=False)
+    missing = [k for k in missing if k not in tokenizer.ignore_state_dict_missing]
+    if missing or unexpected:
+        raise InputError(f"{source}: S3 tokenizer weights do not fit (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+    return tokenizer.eval()
+
+
+def load_voice_encoder(path: Path) -> Any:
+    """Return the published `VoiceEncoder` loaded strictly from `path`. Raises InputError when it does not fit."""
+    from chatterbox.models.voice_encoder import VoiceEncoder
+
+    encoder = VoiceEncoder()
+    try:
+        encoder.load_state_dict(load_tensors(path))
+    except RuntimeError as exc:
+        raise InputError(f"{path}: not Chatterbox's VoiceEncoder ({str(exc).splitlines()[0]}).") from exc
+    return encoder.eval()
+
+
+@dataclass
+class FeatureModels:
+    """The loaded feature models."""
+
+    s3_tokenizer: Any
+    voice_encoder: Any
+
+    def to(self, device: torch.device) -> "FeatureModels":
+        """Move both models to `device`; return self."""
+        self.s3_tokenizer.to(device)
+        self.voice_encoder.to(device)
+        return self
+
+
+def load_feature_models(files: dict[str, Path]) -> FeatureModels:
+    """Return the S3 tokenizer and VoiceEncoder from the published files ({role: path})."""
+    s3gen = files["s3gen"]
+    return FeatureModels(
+        s3_tokenizer=s3_tokenizer_from_s3gen(load_tensors(s3gen), s3gen),
+        voice_encoder=load_voice_encoder(files["voice_encoder"]),
+    )
+
+
+@torch.no_grad()
+def batch_features(models: FeatureModels, wavs16: list[torch.Tensor]) -> list[dict[str, np.ndarray]]:
+    """Return, per 16 kHz clip, {speech (int), prompt (int, ≤150), speaker_emb (float32 [256])}.
+
+    The clips go through the models together: the S3 tokenizer pads their mels and masks the
+    padding in every convolution, FSMN memory and attention (`make_non_pad_mask` on the lengths),
+    so each clip's tokens are those it gets alone; the VoiceEncoder embeds each clip's own
+    fixed-length partials (no padding), averaged per clip.
+    """
+    audios = [w.numpy().astype(np.float32) for w in wavs16]
+    speech, lengths = models.s3_tokenizer.forward(audios)
+    prompt, prompt_lengths = models.s3_tokenizer.forward([a[: PROMPT_SECONDS * S3_SR] for a in audios], max_len=PROMPT_TOKENS)
+    embeds = np.asarray(models.voice_encoder.embeds_from_wavs(audios, sample_rate=S3_SR), dtype=np.float32)
+    return [
+        {
+            "speech": speech[i, : int(lengths[i])].cpu().numpy(),
+            "prompt": prompt[i, : int(prompt_lengths[i])].cpu().numpy(),
+            "speaker_emb": embeds[i],
+        }
+        for i in range(len(audios))
+    ]
