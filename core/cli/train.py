@@ -12,7 +12,7 @@ from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:
-    from core.training.trainer import train
+    from core.recipe import train
 
     config = load_run_config(args.config)
     result = train(config, args.config, load_settings(), args.resume, args.max_steps, args.reset_optimizer, args.fresh)

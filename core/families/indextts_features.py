@@ -34,7 +34,7 @@ from core.data.pairs import choose_prompts
 from core.data.splits import split_of
 from core.errors import InputError
 from core.fsutil import atomic_write, atomic_write_json, sha256_file
-from core.families.indextts import SEMANTIC_CODES
+from core.families.indextts_model import SEMANTIC_CODES
 from core.progress import Progress
 
 CACHE_FORMAT = "linguaforge-indextts-cache-1"

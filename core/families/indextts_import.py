@@ -26,7 +26,7 @@ import numpy as np
 from core.confine import is_inside, real_path
 from core.data.manifest import Reject
 from core.errors import InputError
-from core.families.indextts import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
+from core.families.indextts_model import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
 from core.families.indextts_features import features_fingerprint, write_index, write_item
 from core.fsutil import sha256_file
 
