@@ -52,19 +52,19 @@ class FamilyRun:
     source: str
     task: str
     tokenizer: "Tokenizer"
-    base: "LoadedCheckpoint | None" = None
-    model_dir: Path | None = None
-    model: dict[str, Any] = field(default_factory=dict)
-    manifest: Path | None = None
-    corpus: list[Path] = field(default_factory=list)
-    codec_path: Path | None = None
-    cache_root: Path | None = None
-    val_ratio: float = 0.05
-    prompts_per_target: int = 1
-    seed: int = 0
-    text_weight: float = 0.2
-    mel_weight: float = 0.8
-    options: dict[str, Any] = field(default_factory=dict)
+    base: "LoadedCheckpoint | None"
+    model_dir: Path | None
+    model: dict[str, Any]
+    manifest: Path | None
+    corpus: list[Path]
+    codec_path: Path | None
+    cache_root: Path
+    val_ratio: float
+    prompts_per_target: int
+    seed: int
+    text_weight: float
+    mel_weight: float
+    options: dict[str, Any]
     codec: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 

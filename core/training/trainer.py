@@ -1,8 +1,9 @@
 """The trainer: one run of the LM or TTS task, from its plan (`core.training.plan.plan_run`).
 
 Order is fixed: plan the run → resolve the tokenizer → size the model from it → the preflight
-(the doctor, handed in by whoever runs the trainer: `core.recipe`; it must pass) → build the data → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl,
-tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
+(the doctor, handed in by whoever runs the trainer: `core.recipe`; it must pass) → build the data
+→ train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl, tb/, checkpoints/
+(step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
 (tts) every N-th regular checkpoint, and the last one, is evaluated on a fixed held-out set
 (`core.training.periodic_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
 `schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only.
