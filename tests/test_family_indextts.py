@@ -611,8 +611,8 @@ def test_synthesis_runs_gpt_s2mel_bigvgan_with_each_stage_shape_checked(folder: 
     )
     report = get_model_family("indextts").synthesize(request, settings)
     wav, rate = read_audio(report["output"])
-    assert rate == 22050 and report["codes"] >= 1
-    assert report["mel_frames"] == int(report["codes"] * 1.72)          # IndexTTS2's code → mel-frame ratio
+    assert rate == 22050 and report["speech_tokens"] >= 1
+    assert report["mel_frames"] == int(report["speech_tokens"] * 1.72)          # IndexTTS2's code → mel-frame ratio
     assert wav.numel() == report["mel_frames"] * 256                      # BigVGAN hop 256
     with pytest.raises(InputError, match="pass --reference"):
         get_model_family("indextts").synthesize(SynthesisRequest(speech / "gpt.pth", "HI", tmp_path / "x.wav"), settings)

@@ -264,7 +264,7 @@ def test_synthesize_speaks_an_overfit_clip_s_text_back_as_its_codes(folder: Path
     report = get_model_family("indextts").synthesize(request, settings)     # what `synthesize --family indextts` runs
     share = reproduced(report["tokens"], codes[target["id"]])
     print(f"\nwidth 1280: trained {SPEECH_STEPS} steps in {seconds:.1f} s; synthesize gave back {share:.3f} of {target['id']}'s "
-          f"{len(codes[target['id']])} codes, {report['codes']} generated, stopped {report['stopped']}")
-    assert share >= REPRODUCED and report["stopped"] and abs(report["codes"] - len(codes[target["id"]])) <= 1
+          f"{len(codes[target['id']])} codes, {report['speech_tokens']} generated, stopped {report['stopped']}")
+    assert share >= REPRODUCED and report["stopped"] and abs(report["speech_tokens"] - len(codes[target["id"]])) <= 1
     wav, rate = read_audio(report["output"])
-    assert rate == 22050 and wav.numel() == int(report["codes"] * 1.72) * 256
+    assert rate == 22050 and wav.numel() == int(report["speech_tokens"] * 1.72) * 256
