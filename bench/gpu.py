@@ -45,7 +45,7 @@ from core.data.codec_training import train_codec  # noqa: E402
 from core.tokenizers.train import train_tokenizer  # noqa: E402
 from core.training.data import Prefetcher  # noqa: E402
 from core.training.run_config import run_config_from_dict  # noqa: E402
-from core.training.trainer import Trainer  # noqa: E402
+from core.recipe import prepare_trainer  # noqa: E402
 from models.registry import MODEL_SIZES, model_config  # noqa: E402
 from models.tts import GPTTTS  # noqa: E402
 
@@ -122,7 +122,7 @@ def train_row(name: str, shape: dict[str, Any], precision: str, plan: dict[str, 
         "freeze": {"mode": "none"}, "optim": {"warmup_steps": 1},
         "schedule": {"max_steps": 10_000, "val_every": 10_000, "save_every": 10_000, "log_every": 10_000},
     }, source=f"bench/gpu.py {name}")
-    trainer = Trainer(config, settings=load_settings())
+    trainer = prepare_trainer(config, settings=load_settings())
     device = trainer.device
     batches = Prefetcher(trainer.batcher, trainer.data.train, trainer.data.collate, device, config.data.prefetch)
     try:

@@ -40,7 +40,7 @@ from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: 
 from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
 from core.tokenizers.train import train_tokenizer  # noqa: E402
 from core.training.data import Batcher, Prefetcher  # noqa: E402
-from core.training.trainer import Trainer, train  # noqa: E402
+from core.recipe import prepare_trainer, train  # noqa: E402
 from models.registry import build_model  # noqa: E402
 
 
@@ -115,7 +115,7 @@ def throughput(steps: int) -> list[dict]:
     """Return one row per model size: trainer vs reference tokens/s and the padding shares."""
     rows = []
     for size, size_steps in (("tiny", steps), ("base", max(2, steps // 4))):
-        trainer = Trainer(run_config(f"tp-{size}", "datasets/sample/manifest.jsonl", "tokenizers/en_am.model", 1, size),
+        trainer = prepare_trainer(run_config(f"tp-{size}", "datasets/sample/manifest.jsonl", "tokenizers/en_am.model", 1, size),
                           settings=load_settings())
         ours = trainer_tokens_per_s(trainer, size_steps)
         reference = reference_tokens_per_s(trainer, size_steps)

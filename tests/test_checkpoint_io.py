@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import CheckpointMeta, inspect_checkpoint, load_checkpoint, save_checkpoint
+from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from core.families.summary import inspect_checkpoint
 from core.errors import InputError, InternalError
 from core.fsutil import atomic_write, atomic_write_json, sha256_file
 

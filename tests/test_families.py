@@ -78,20 +78,20 @@ def test_row_lookalikes_and_registry() -> None:
     assert FAMILIES["indextts"].text_keys == ("text_embedding.weight", "text_head.weight", "text_head.bias")
 
 
-def test_model_family_registry_detects_by_keys_rows_and_metadata(chatterbox_tokenizer) -> None:
-    from core.families.registry import detect_model_family, get_model_family, model_family_names
+def test_model_family_registry_and_detection_by_keys_rows_and_metadata(chatterbox_tokenizer) -> None:
+    from core.families.registry import get_model_family, model_family_names
     from core.tokenizers.tokenizer import load_tokenizer
 
     assert model_family_names()[0] == "linguaforge"
+    assert get_model_family("chatterbox").layout is FAMILIES["chatterbox"]
+    assert get_model_family("chatterbox") is get_model_family("chatterbox")  # one instance per process
     tok = load_tokenizer(chatterbox_tokenizer)
     t3 = {"text_emb.weight": torch.zeros(tok.size, 4), "text_head.weight": torch.zeros(tok.size, 4)}
-    assert detect_model_family(t3, None, tok).name == "chatterbox"
-    assert get_model_family("chatterbox").matches(t3, tok)
-    assert not get_model_family("chatterbox").matches({k: v[:-1] for k, v in t3.items()}, tok)
+    assert detect_family(t3, None, tok.size).name == "chatterbox"
     own = {"text_embedding.weight": torch.zeros(5, 4), "text_head.weight": torch.zeros(5, 4), "text_head.bias": torch.zeros(5)}
-    assert detect_model_family(own).name == "linguaforge"
-    assert detect_model_family(own, {"family": "chatterbox"}).name == "chatterbox"
+    assert detect_family(own, {"step": 1}, 5).name == "linguaforge"
+    assert detect_family(own, {"family": "chatterbox"}).name == "chatterbox"
     with pytest.raises(InputError, match="unknown model family 'bark'"):
         get_model_family("bark")
-    with pytest.raises(InputError, match="no model family fits"):
-        detect_model_family({"weird.weight": torch.zeros(2, 2)})
+    with pytest.raises(InputError, match="no family's text keys are present"):
+        detect_family({"weird.weight": torch.zeros(2, 2)})

@@ -34,7 +34,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.training.embeddings import extend_checkpoint
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
-from core.training.trainer import Trainer, train
+from core.recipe import prepare_trainer, train
 from tests.chatterbox_helpers import REDUCED, make_chatterbox_folder, with_pieces
 from tests.data_helpers import make_espeak_dataset
 
@@ -207,7 +207,7 @@ def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any
     saved = load_checkpoint(step_checkpoints(trained.run_dir)[-1])
     config = run_config_from_dict(_config("cb", tokenizer="tokenizers/am2.json", schedule={
         "max_steps": 22, "val_every": 22, "save_every": 22, "keep_last": 1, "log_every": 1}), "cb2.yaml")
-    trainer = Trainer(config, settings=load_settings(), resume="auto")
+    trainer = prepare_trainer(config, settings=load_settings(), resume="auto")
     assert trainer.step == 20 and trainer.model.text_emb.rows == old.size + 2
     names = trainer.param_names
     index = names.index("text_emb.weight_new")
@@ -224,7 +224,7 @@ def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any
 def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any) -> None:
     from chatterbox.models.t3 import T3
 
-    from core.families.chatterbox import ChatterboxConfig, t3_hparams
+    from core.families.chatterbox_model import ChatterboxConfig, t3_hparams
 
     family = get_model_family("chatterbox")
     out = ws / "export"
@@ -248,7 +248,7 @@ def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any)
 def test_english_is_unchanged_by_the_extension(ws: Path) -> None:
     from chatterbox.models.t3.modules.cond_enc import T3Cond
 
-    from core.families.chatterbox import ChatterboxConfig, build_t3
+    from core.families.chatterbox_model import ChatterboxConfig, build_t3
     from core.families.chatterbox_decode import Sampling, decode_speech
     from core.families.chatterbox_layout import t3_cond_embeds, wrap_text
 

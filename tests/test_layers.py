@@ -10,9 +10,8 @@ and `importlib.import_module("…")` / `__import__("…")` calls with a literal 
 Inside `core`, its sub-packages (`core.data`, `core.training`, …) and its top-level modules
 (`core.checkpoint`, `core.runs`, …) are the nodes of an import graph that must hold no circle, and
 `core.families` (model families, a component the trainer, the doctor and evaluation use) imports
-none of `core.training`, `core.checks`, `core.eval`. The edges that still break this, all from the
-family code the family restructure reshapes, are listed in `KNOWN_EDGES`; the tests that hold the
-whole rule are strict xfails until they are gone, and every other circle or family import fails now.
+none of `core.training`, `core.checks`, `core.eval`. Inside `core.families` the modules themselves
+import in no circle either: each family is a leaf module (its config and model) with its class on top.
 """
 
 from __future__ import annotations
@@ -221,15 +220,6 @@ def test_the_checker_names_every_upward_import_it_is_shown(tmp_path: Path) -> No
 
 FAMILIES = "core.families"
 ABOVE_FAMILIES = ("core.training", "core.checks", "core.eval")
-# (source node, target node) edges of today's tree that break the rules; the family restructure removes them
-KNOWN_EDGES = {
-    ("core.families", "core.training"): "families/base.py, chatterbox.py, indextts.py, indextts_training.py and "
-                                        "linguaforge.py take RunConfig, TaskData and the trainer's collate/init helpers",
-    ("core.checkpoint", "core.families"): "checkpoint.py names a checkpoint's family through the registry",
-    ("core.training", "core.checks"): "the trainer runs the doctor (train is not yet plan -> doctor -> run)",
-}
-KNOWN_REASON = "known edges until the family restructure: " + "; ".join(
-    f"{source} -> {target} ({why})" for (source, target), why in KNOWN_EDGES.items())
 
 
 def core_node(module: str) -> str | None:
@@ -301,25 +291,48 @@ def family_imports_above(edges: dict[tuple[str, str], list[str]]) -> list[str]:
             if s == FAMILIES and t in ABOVE_FAMILIES]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_REASON)
 def test_core_parts_import_in_no_circle() -> None:
     circles = import_circles(core_import_edges(REPO_ROOT))
     assert not circles, "import circles inside core:\n" + "\n".join(circles)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_REASON)
 def test_families_import_no_training_checks_or_eval() -> None:
     found = family_imports_above(core_import_edges(REPO_ROOT))
     assert not found, "core.families imports a part above it:\n" + "\n".join(found)
 
 
-def test_no_circle_or_family_import_beyond_the_known_edges() -> None:
-    edges = core_import_edges(REPO_ROOT)
-    gone = sorted(f"{s} -> {t}" for s, t in KNOWN_EDGES if (s, t) not in edges)
-    assert not gone, f"known edges no longer drawn: {gone}; remove them from KNOWN_EDGES (and the xfails when none is left)"
-    rest = {edge: places for edge, places in edges.items() if edge not in KNOWN_EDGES}
-    problems = import_circles(rest) + family_imports_above(rest)
-    assert not problems, "imports that break the core plan:\n" + "\n".join(problems)
+def module_import_edges(root: Path, package: str) -> dict[tuple[str, str], list[str]]:
+    """Return every edge between two modules of `package` under `root` (the package itself, its
+    `__init__`, is a node too), each with the `path:line` places that draw it."""
+    folder = root.joinpath(*package.split("."))
+    inside = lambda name: name == package or name.startswith(package + ".")  # noqa: E731
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in sorted(folder.rglob("*.py")):
+        source = module_name(root, path)
+        for line, target in imported_modules(root, path):
+            if inside(target) and target != source:
+                edges[(source, target)].append(f"{path.relative_to(root)}:{line}")
+    return dict(edges)
+
+
+def test_family_modules_import_in_no_circle() -> None:
+    circles = import_circles(module_import_edges(REPO_ROOT, FAMILIES))
+    assert not circles, "import circles inside core.families:\n" + "\n".join(circles)
+
+
+def test_the_module_checker_names_a_planted_family_circle(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "core/__init__.py": "",
+        "core/families/__init__.py": "",
+        "core/families/fam_model.py": "from core.families import Family\n",
+        "core/families/fam.py": "from core.families.fam_model import CONFIG\n",
+    })
+    assert import_circles(module_import_edges(tmp_path, FAMILIES)) == []
+    (tmp_path / "core/families/fam_model.py").write_text("def f():\n    from core.families.fam import FamFamily\n")
+    assert import_circles(module_import_edges(tmp_path, FAMILIES)) == [
+        "core.families.fam <-> core.families.fam_model: core.families.fam -> core.families.fam_model "
+        "(core/families/fam.py:1); core.families.fam_model -> core.families.fam (core/families/fam_model.py:2)"
+    ]
 
 
 CORE_SKELETON = {

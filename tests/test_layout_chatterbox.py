@@ -21,7 +21,7 @@ from core.config import load_settings
 from core.data.cache import open_cache
 from core.data.pairs import load_pairs
 from core.data.sample_text import AMHARIC_SENTENCES
-from core.families.chatterbox import ChatterboxConfig, build_t3
+from core.families.chatterbox_model import ChatterboxConfig, build_t3
 from core.families.chatterbox_decode import Sampling, decode_speech
 from core.families.chatterbox_layout import LAYOUT, collate, condition_embeds, wrap_text
 from core.families.chatterbox_features import load_features
@@ -29,7 +29,7 @@ from core.tokenizers.hf_merge import merge_hf_tokenizer
 from core.training.embeddings import extend_checkpoint
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
-from core.training.trainer import Trainer
+from core.recipe import prepare_trainer
 from tests.chatterbox_helpers import REDUCED, make_chatterbox_speech_folder
 from tests.data_helpers import make_espeak_dataset, run_cli
 
@@ -69,7 +69,7 @@ def overfit(ws: Path) -> Any:
         "batch": {"size": 4},
         "schedule": {"max_steps": STEPS, "val_every": STEPS, "save_every": STEPS, "keep_last": 1, "log_every": 10},
     }, "overfit.yaml")
-    trainer = Trainer(config, settings=load_settings())
+    trainer = prepare_trainer(config, settings=load_settings())
     trainer.run()
     return trainer, open_cache_dir(ws)
 

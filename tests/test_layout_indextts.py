@@ -82,7 +82,7 @@ def _run(folder: Path, steps: int, name: str = "overfit", base: str = "checkpoin
 def overfit(folder: Path, ws: Path):
     """The extended model trained STEPS steps on the four clips (one padded batch of 4 per step); the seconds it took."""
     from core.training.run_config import run_config_from_dict
-    from core.training.trainer import train
+    from core.recipe import train
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(ws))
@@ -118,7 +118,7 @@ def _batch(clips: list[dict]) -> dict:
 def test_overfit_clips_decode_back_with_linguaforge_and_the_published_call(folder: Path, ws: Path, overfit, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from core.families.indextts import SEQUENCE_LAYOUT, load_unified_voice, read_indextts_config
+    from core.families.indextts_model import SEQUENCE_LAYOUT, load_unified_voice, read_indextts_config
     from core.families.indextts_audio import emotion_audio, speaker_audio
     from core.families.indextts_decode import decode
     from core.families.indextts_models import SemanticFeatures, model_paths
@@ -195,7 +195,7 @@ def test_a_sample_s_loss_is_the_same_alone_and_inside_a_padded_batch(folder: Pat
     equals the loss of IndexTTS2's aligned teacher-forced step (`build_aligned_inputs_and_targets` + `get_logits`)."""
     import torch.nn.functional as F
 
-    from core.families.indextts import load_unified_voice, read_indextts_config
+    from core.families.indextts_model import load_unified_voice, read_indextts_config
     from core.families.indextts_layout import conditioning_prefix
     from core.families.indextts_training import sample_losses
 
@@ -236,7 +236,7 @@ def test_synthesize_speaks_an_overfit_clip_s_text_back_as_its_codes(folder: Path
     from core.config import SETTINGS_ENV
     from core.training.embeddings import extend_checkpoint
     from core.training.run_config import run_config_from_dict
-    from core.training.trainer import train
+    from core.recipe import train
     from tests.indextts_helpers import build_speech_folder
 
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))

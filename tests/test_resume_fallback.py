@@ -10,7 +10,7 @@ import torch
 
 from core.config import load_settings
 from core.training.run_config import load_run_config
-from core.training.trainer import train
+from core.recipe import train
 from tests.trainer_helpers import lm_config, lm_workspace
 
 torch.set_num_threads(1)

@@ -14,12 +14,13 @@ from core.config import load_settings
 from core.checks.doctor import DoctorContext, run_doctor
 from core.training.run_config import load_run_config
 from core.training.memory import estimate_bytes, largest_fitting_batch, micro_batch_plan
-from core.training.trainer import train
+from core.recipe import train
 from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 import core.checkpoint
 import core.checks.doctor
+import core.training.plan
 import core.training.trainer
-from core.training.trainer import Trainer, train
+from core.recipe import prepare_trainer, train
 
 torch.set_num_threads(1)
 
@@ -82,6 +83,7 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch) -> Counter:
         return load_tokenizer(path, *args, **kwargs)
 
     monkeypatch.setattr(core.checkpoint, "load_checkpoint", counted_checkpoint)
+    monkeypatch.setattr(core.training.plan, "load_checkpoint", counted_checkpoint)
     monkeypatch.setattr(core.training.trainer, "load_tokenizer", counted_tokenizer)
     monkeypatch.setattr(core.checks.doctor, "load_tokenizer", counted_tokenizer)
     return loads
@@ -104,7 +106,7 @@ def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(
     loads = _count_loads(monkeypatch)
     path = lm_config(workspace, "from-base", base_checkpoint="checkpoints/base.pt")
     capsys.readouterr()
-    trainer = Trainer(load_run_config(path), path, settings)
+    trainer = prepare_trainer(load_run_config(path), path, settings)
     trainer.log.close()
     assert "checkpoint.rows" in capsys.readouterr().err  # the doctor did look
     assert not (workspace / "runs" / "from-base").exists()
@@ -113,7 +115,7 @@ def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(
     loads.clear()
     run_config = workspace / "runs" / "base-run" / "config.yaml"
     written = run_config.stat().st_mtime_ns
-    resumed = Trainer(load_run_config(run_config), run_config, settings, resume="auto", max_steps=2)
+    resumed = prepare_trainer(load_run_config(run_config), run_config, settings, resume="auto", max_steps=2)
     assert loads == Counter({Path(first.last_checkpoint).resolve(): 1, tokenizer: 1})
     assert resumed.run().step == 2
     assert run_config.stat().st_mtime_ns == written

@@ -15,7 +15,7 @@ from core.checkpoint import load_checkpoint
 from core.config import load_settings
 from core.training.embeddings import extend_checkpoint
 from core.training.run_config import load_run_config
-from core.training.trainer import train
+from core.recipe import train
 from tests.trainer_helpers import SPECIALS, english_words, lm_config, lm_workspace, write_word_tokenizer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

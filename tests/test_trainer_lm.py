@@ -19,7 +19,7 @@ from core.config import load_settings
 from core.training.embeddings import extend_checkpoint
 from core.errors import InputError
 from core.training.run_config import load_run_config
-from core.training.trainer import Trainer, train
+from core.recipe import prepare_trainer, train
 from tests.trainer_helpers import SPECIALS, english_words, lm_config, lm_workspace, write_word_tokenizer
 
 torch.set_num_threads(1)
@@ -133,7 +133,7 @@ def test_vocabulary_growth_resume_remaps_adam_rows(lm_ws: Path) -> None:
     _train(lm_ws, "grow", max_steps=3, freeze={"mode": "none"})
     saved = load_checkpoint(lm_ws / "runs" / "grow" / "checkpoints" / "step_0000003.pt").extra
     path = lm_config(lm_ws, "grow", tokenizer="tokenizers/en_plus.json", freeze={"mode": "none"})
-    trainer = Trainer(load_run_config(path), path, load_settings(), resume="auto")
+    trainer = prepare_trainer(load_run_config(path), path, load_settings(), resume="auto")
     index = trainer.param_names.index("text_embedding.weight_new")
     old = saved["optimizer"]["state"][saved["optimizer_names"].index("text_embedding.weight_new")]
     state = trainer.optimizer.state[trainer.model.text_embedding.weight_new]
@@ -229,8 +229,8 @@ def test_a_failing_setup_writes_a_failed_status(lm_ws: Path) -> None:
 def test_reset_optimizer_is_explicit_and_keeps_the_schedule(lm_ws: Path) -> None:
     _train(lm_ws, "reset", max_steps=3)
     path = lm_config(lm_ws, "reset")
-    kept = Trainer(load_run_config(path), path, load_settings(), resume="auto")
-    fresh = Trainer(load_run_config(path), path, load_settings(), resume="auto", reset_optimizer=True)
+    kept = prepare_trainer(load_run_config(path), path, load_settings(), resume="auto")
+    fresh = prepare_trainer(load_run_config(path), path, load_settings(), resume="auto", reset_optimizer=True)
     assert len(kept.optimizer.state) == len(kept.param_names) and len(fresh.optimizer.state) == 0
     assert fresh.step == kept.step == 3 and fresh.scheduler.last_epoch == 3
     assert fresh.scheduler.get_last_lr() == kept.scheduler.get_last_lr()

@@ -18,7 +18,7 @@ from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.tokenizers.sp_extend import extend_sentencepiece
 from core.tokenizers.train import train_tokenizer
 from core.training.periodic_eval import best_recorded
-from core.training.trainer import train
+from core.recipe import train
 from tests.data_helpers import make_codec, make_espeak_dataset
 
 torch.set_num_threads(1)

@@ -20,10 +20,11 @@ def check_files(ctx: DoctorContext) -> CheckResult | None:
     if not _is_chatterbox(ctx) or ctx.run_config is None:
         return None
     from core.families.registry import get_model_family
+    from core.training.plan import resolve_model_dir
 
     family = get_model_family("chatterbox")
     try:
-        model_dir = family.model_dir(ctx.run_config, ctx.get_settings())
+        model_dir = resolve_model_dir(ctx.run_config, ctx.get_settings(), family.name)
         if model_dir is None:
             return CheckResult("chatterbox.files", "fail", "no Chatterbox model folder: the run names no model_dir and "
                                "settings families.chatterbox.model_dir is unset.",
@@ -37,7 +38,7 @@ def check_files(ctx: DoctorContext) -> CheckResult | None:
 @register_check("chatterbox.cache", order=63)
 def check_cache(ctx: DoctorContext) -> CheckResult | None:
     """Return whether every cached clip fits T3: speech ids < 6561, text ≤ 2048, speech ≤ 4096 tokens."""
-    from core.families.chatterbox import MAX_SPEECH_TOKENS, MAX_TEXT_TOKENS, SPEECH_CODES
+    from core.families.chatterbox_model import MAX_SPEECH_TOKENS, MAX_TEXT_TOKENS, SPEECH_CODES
 
     if ctx.cache_dir is None or not _is_chatterbox(ctx):
         return None

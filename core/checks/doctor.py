@@ -22,6 +22,7 @@ from typing import Any, Callable, Literal
 from core.tables import render_table
 from core.config import Settings, load_settings
 from core.errors import InputError
+from core.training.plan import RunPlan, plan_run
 from core.training.run_config import RunConfig
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 
@@ -164,6 +165,8 @@ class DoctorContext:
     device: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     settings: Settings | None = None
+    #: loads the checkpoint at `resume_checkpoint` (default `core.checkpoint.load_checkpoint`; the trainer's plan shares its own)
+    resume_loader: Callable[[Path], Any] | None = None
     _tokenizer: Any = field(default=_UNSET, init=False, repr=False)
     _tokenizer_source: str | None = field(default=None, init=False, repr=False)
     _checkpoint: Any = field(default=_UNSET, init=False, repr=False)
@@ -269,7 +272,8 @@ class DoctorContext:
         """
         from core.checkpoint import load_checkpoint
 
-        return self._load_once("_resume", self.resume_checkpoint, load_checkpoint)  # the trainer loads its weights from it: never shared
+        # not `load_checkpoint_once`: the trainer loads its weights from it, so it is never shared across runs
+        return self._load_once("_resume", self.resume_checkpoint, self.resume_loader or load_checkpoint)
 
     def checkpoint_or_none(self) -> Any:
         """Return the LoadedCheckpoint, or None when there is none or it fails to load."""
@@ -279,25 +283,18 @@ class DoctorContext:
             return None
 
 
-def _optional_path(settings: Settings, value: str | None) -> Path | None:
-    return settings.resolve(value) if value else None
-
-
-def doctor_context_from_run_config(
-    config: RunConfig, config_path: str | os.PathLike[str] | None, settings: Settings,
-    tokenizer: Tokenizer | None = None, checkpoint: Any = None,
-) -> DoctorContext:
-    """Return a DoctorContext for a run config; its relative paths resolve against the workspace.
-
-    `tokenizer` and `checkpoint` are the run's tokenizer and base checkpoint when the caller has
-    them loaded already (the trainer); the checks then use them instead of loading them again.
+def doctor_context_from_plan(plan: RunPlan) -> DoctorContext:
+    """Return a DoctorContext for a run's plan (`core.training.plan.plan_run`), with what the trainer
+    has loaded of it (`plan.loaded`: tokenizer, base checkpoint, resume checkpoint, device, model
+    config, feature cache) handed to the checks so they load nothing again.
 
     `freeze.until: auto` leaves freeze_until None (the checks take the base size from the
     checkpoint metadata); `freeze.mode: none` disables the freeze check. A `model` entry
     `n_vocab`, `number_text_tokens`, `vocab_size` or `text_tokens_dict_size` becomes the declared
-    vocab size. A foreign `family:` names the context's family, and its published checkpoint in
-    the model folder is the checkpoint when the run names none.
+    vocab size. A foreign `family:` names the context's family; the plan's base checkpoint (the
+    family's published one when the run names none) is the checkpoint, except when resuming.
     """
+    config, loaded = plan.config, plan.loaded
     declared = None
     for key in ("n_vocab", "number_text_tokens", "vocab_size", "text_tokens_dict_size"):
         if isinstance(config.model.get(key), int):
@@ -305,25 +302,39 @@ def doctor_context_from_run_config(
             break
     frozen = config.freeze.mode != "none"
     until = config.freeze.until if frozen and isinstance(config.freeze.until, int) else None
-    checkpoint_path = _optional_path(settings, config.base_checkpoint)
-    family = None
-    if config.family != "linguaforge":
-        from core.families.registry import get_model_family
-
-        model_family = get_model_family(config.family)
-        family = model_family.name
-        checkpoint_path = checkpoint_path or model_family.default_checkpoint(model_family.model_dir(config, settings))
     ctx = DoctorContext(
-        checkpoint_path=checkpoint_path,
-        family=family,
+        checkpoint_path=None if loaded.resume_path else plan.base_checkpoint,
+        family=plan.family.name if plan.family.name != "linguaforge" else None,
         freeze_until=until,
         declared_vocab=declared,
         run_config=config,
-        config_path=Path(config_path).resolve() if config_path else None,
-        settings=settings,
+        config_path=plan.config_path,
+        cache_dir=loaded.cache_dir,
+        resume_checkpoint=loaded.resume_path,
+        device=loaded.device,
+        settings=plan.settings,
+        resume_loader=lambda _path: loaded.load_resume(),
     )
-    ctx.provide(tokenizer, checkpoint)
+    if loaded.model_config is not None:
+        ctx.extras.update({k: v for k, v in loaded.model_config.items() if k in ("max_text_tokens", "max_speech_tokens")},
+                          model_config=loaded.model_config)
+    ctx.provide(loaded.tokenizer, loaded.base)
     return ctx
+
+
+def doctor_context_from_run_config(
+    config: RunConfig, config_path: str | os.PathLike[str] | None, settings: Settings,
+) -> DoctorContext:
+    """Return a DoctorContext for a run config (its plan, nothing loaded yet); its relative paths
+    resolve against the workspace. Raises InputError when the config cannot be planned (an unknown
+    family, a model folder that is not a folder)."""
+    return doctor_context_from_plan(plan_run(config, settings, config_path))
+
+
+def doctor_preflight(plan: RunPlan, only: str | None = None) -> DoctorReport:
+    """Return the doctor's report on a run's plan (only the checks whose id starts with `only`, if given):
+    the `Preflight` the trainer runs before preprocessing and on the built feature cache."""
+    return run_doctor(doctor_context_from_plan(plan), only)
 
 
 def _as_results(check_id: str, outcome: Any) -> list[CheckResult]:

@@ -16,6 +16,7 @@ def check_speech_files(ctx: DoctorContext) -> CheckResult | None:
     """Return whether the family run's model folder holds every file synthesis reads (None when the run
     is not a family tts run with periodic evaluation)."""
     from core.families.registry import get_model_family
+    from core.training.plan import resolve_model_dir
 
     config = ctx.run_config
     if config is None or config.family == "linguaforge" or config.task != "tts" or config.schedule.eval_every <= 0:
@@ -23,7 +24,7 @@ def check_speech_files(ctx: DoctorContext) -> CheckResult | None:
     family = get_model_family(config.family)
     every = f"schedule.eval_every {config.schedule.eval_every}"
     try:
-        model_dir = family.model_dir(config, ctx.get_settings())
+        model_dir = resolve_model_dir(config, ctx.get_settings(), family.name)
         if model_dir is None:
             return CheckResult(
                 CHECK_ID, "fail", f"{every}: periodic eval speaks through the {family.name} speech models of the model "

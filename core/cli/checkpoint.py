@@ -10,7 +10,7 @@ from core.tables import render_mapping, render_table
 
 
 def _inspect(args: argparse.Namespace) -> Result:
-    from core.checkpoint import inspect_checkpoint  # torch loads only when the command runs
+    from core.families.summary import inspect_checkpoint  # torch loads only when the command runs
 
     info = inspect_checkpoint(args.path)
     lines = [

@@ -12,7 +12,7 @@ from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:
-    from core.training.trainer import train
+    from core.recipe import train
 
     config = load_run_config(args.config)
     result = train(config, args.config, load_settings(), args.resume, args.max_steps, args.reset_optimizer, args.fresh)
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train a TTS or LM run from a run config",
         description=(
             "Train from a run config (runs/<run>/config.yaml shape; `preset: NAME` inherits config/presets/NAME.yaml).\n"
-            "Order: resolve tokenizer → size the model → doctor (must pass) → data → train.\n"
+            "Order: plan the run → resolve tokenizer → size the model → doctor (must pass) → data → train.\n"
             "Writes runs/<name>/: config.yaml, metrics.jsonl, tb/, checkpoints/, log.txt, status.json.\n"
             "Touch runs/<name>/STOP or send SIGTERM to save and stop (exit 0, state `stopped`).\n"
             "A run folder that already holds checkpoints is never overwritten: without --resume or --fresh\n"

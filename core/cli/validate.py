@@ -12,9 +12,9 @@ from core.tables import render_mapping
 def _validate(args: argparse.Namespace) -> Result:
     from core.config import load_settings
     from core.training.run_config import load_run_config
-    from core.training.trainer import Trainer
+    from core.recipe import prepare_trainer
 
-    trainer = Trainer(load_run_config(args.config), args.config, load_settings())
+    trainer = prepare_trainer(load_run_config(args.config), args.config, load_settings())
     try:
         val = trainer.validate()
     finally:

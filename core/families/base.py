@@ -1,17 +1,19 @@
 """The one model-family interface the trainer, the doctor, the jobs and the dashboard talk to.
 
-A `ModelFamily` provides (DESIGN.md, "Model families"): its text-row `layout`, detection from a
-state dict plus the base tokenizer, the published files it expects in a model folder, strict
+A `ModelFamily` provides (README, "Bringing an IndexTTS2 or Chatterbox checkpoint" and "Vocabulary
+contract"): its text-row `layout`, the published files it expects in a model folder, strict
 loading of its published checkpoint, the model config sized from the tokenizer (backbone shape
 read from the checkpoint's tensors), the model with its text rows split frozen/trainable, the
 freezing rules and base-rows checksum, feature extraction into a fingerprinted cache, the
-training data and loss (`TaskData`), native export, and speech: `load_speaker` returns a
-`Speaker` (the checkpoint and the family's speech models loaded once) whose `speak` turns one
-text into a waveform; `synthesize` (the CLI and the Inference tab) and periodic evaluation both
-speak through it, and `speech_files` names what a model folder must hold for it.
+training data and loss (`core.families.contract.TaskData`), native export, and speech:
+`load_speaker` returns a `Speaker` (the checkpoint and the family's speech models loaded once)
+whose `speak` turns one text into a waveform; `synthesize` (the CLI and the Inference tab) and
+periodic evaluation both speak through it, and `speech_files` names what a model folder must hold for it.
 
-`FamilyRun` carries what a family needs to set up one training run. Families register in
-`core.families.registry`; `get_model_family(name)` returns one.
+The hooks take plain values: `FamilyRun` carries what a family reads of one training run (the
+trainer's plan, `core.training.plan`, fills it in from the run config and settings); families
+import nothing of `core.training`. Families register in `core.families.registry`;
+`get_model_family(name)` returns one.
 """
 
 from __future__ import annotations
@@ -31,26 +33,38 @@ from core.families import Family, rows_for
 if TYPE_CHECKING:
     from core.checkpoint import LoadedCheckpoint
     from core.config import Settings
+    from core.families.contract import TaskData
     from core.tokenizers.tokenizer import Tokenizer
-    from core.training.run_config import RunConfig
-    from core.training.tasks import TaskData
     from models.rows import _SplitRows
 
 
 @dataclass
 class FamilyRun:
-    """What a family sees of a training run: config, settings, tokenizer, base checkpoint, model folder.
+    """What a family sees of a training run, as plain values: where they came from (`source`, for
+    messages), the task, tokenizer, base checkpoint and model folder, the run's `model:` entry, its
+    data files (paths resolved), cache root, split and pairing settings, seed, loss weights and the
+    family's settings section (`options`, `families.<name>` of the settings).
 
     `codec` is the family's speech-code model where it has one (`linguaforge` tts: the run's
-    codec); `feature_fingerprint` identifies the feature models (recorded in checkpoints as
-    `codec_fingerprint`). `rank`/`world` tell features which process builds the cache.
+    codec); `extra` holds what a family remembers between its hooks (its feature fingerprint, …).
     """
 
-    config: "RunConfig"
-    settings: "Settings"
+    source: str
+    task: str
     tokenizer: "Tokenizer"
-    base: "LoadedCheckpoint | None" = None
-    model_dir: Path | None = None
+    base: "LoadedCheckpoint | None"
+    model_dir: Path | None
+    model: dict[str, Any]
+    manifest: Path | None
+    corpus: list[Path]
+    codec_path: Path | None
+    cache_root: Path
+    val_ratio: float
+    prompts_per_target: int
+    seed: int
+    text_weight: float
+    mel_weight: float
+    options: dict[str, Any]
     codec: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -124,28 +138,6 @@ class ModelFamily(ABC):
         """Return the published checkpoint in `model_dir` a run starts from when it names none."""
         return None
 
-    def model_dir(self, config: "RunConfig", settings: "Settings") -> Path | None:
-        """Return the run's model folder: `model_dir:` of the run config, else `families.<name>.model_dir`
-        in settings, else None. Raises InputError when it is named but is not a folder."""
-        value = config.model_dir or settings.get(f"families.{self.name}.model_dir")
-        if not value:
-            return None
-        path = settings.resolve(value)
-        if not path.is_dir():
-            where = f"{config.source}: model_dir" if config.model_dir else f"settings families.{self.name}.model_dir"
-            raise InputError(f"{where} {value!r} is not a folder ({path}); point it at your local {self.name} model folder.")
-        return path
-
-    def matches(self, state_dict: Mapping[str, torch.Tensor], tokenizer: "Tokenizer | None" = None) -> bool:
-        """Return True when `state_dict` has this family's text keys (and, given a base tokenizer,
-        the family's row count for it)."""
-        keys = set(state_dict)
-        if not self.layout.matches_keys(keys) or (self.layout.marker_prefixes and not self.layout.has_markers(keys)):
-            return False
-        if tokenizer is None:
-            return True
-        return int(state_dict[self.layout.embedding_key].shape[0]) == rows_for(self.layout, tokenizer.size)
-
     def load_state_dict(self, path: Path) -> "LoadedCheckpoint":
         """Return the checkpoint at `path` loaded safely (weights_only / safetensors), unwrapped."""
         from core.checkpoint import load_checkpoint
@@ -157,10 +149,6 @@ class ModelFamily(ABC):
         return (base.meta or {}).get("base_size") if base is not None else None
 
     # -- the model --------------------------------------------------------------------------
-    def needs_codec(self, config: "RunConfig") -> bool:
-        """Return True when the run must name a `codec:` file (only LinguaForge's own TTS does)."""
-        return False
-
     def load_codec(self, run: FamilyRun) -> Any:
         """Return the run's speech-code model, or None when the family brings its own feature models."""
         return None

@@ -21,156 +21,27 @@ synthesis runs T3 + S3Gen itself, checking the tag against the tokenizer.
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.errors import InputError
 from core.families import get_family
 from core.families.base import FamilyRun, ModelFamily
-from core.families.chatterbox_layout import IGNORE, LAYOUT, collate, gather_positions, lay_out_batch, next_token_targets
-
-SPEECH_CODES = 6561
-MULTILINGUAL_ROWS = 2454
-MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
-HEAD_DIM = 64
-BASE_LLAMA = "Llama_520M"
-MULTILINGUAL_FILES = {"voice_encoder": "ve.pt", "t3": "t3_mtl23ls_v2.safetensors", "s3gen": "s3gen.pt",
-                      "tokenizer": "grapheme_mtl_merged_expanded_v1.json"}
-ENGLISH_FILES = {"voice_encoder": "ve.safetensors", "t3": "t3_cfg.safetensors", "s3gen": "s3gen.safetensors",
-                 "tokenizer": "tokenizer.json"}
-OPTIONAL_FILES = {"conds": "conds.pt"}
-
-
-@dataclass
-class ChatterboxConfig:
-    """T3's size: vocabulary from the tokenizer, backbone shape from the checkpoint's tensors."""
-
-    text_tokens_dict_size: int
-    n_layers: int
-    hidden_size: int
-    intermediate_size: int
-    max_text_tokens: int = MAX_TEXT_TOKENS
-    max_speech_tokens: int = MAX_SPEECH_TOKENS
-    speech_cond_prompt_len: int = 150
-
-    @property
-    def is_multilingual(self) -> bool:
-        """What `T3Config.is_multilingual` says at this size (true only at 2454 rows)."""
-        return self.text_tokens_dict_size == MULTILINGUAL_ROWS
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the config as JSON-ready data (recorded in checkpoint metadata)."""
-        return {**asdict(self), "family": "chatterbox", "is_multilingual": self.is_multilingual}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ChatterboxConfig":
-        """Return the config recorded by `to_dict`."""
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def backbone_shape(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
-    """Return {n_layers, hidden_size, intermediate_size, max_text_tokens, max_speech_tokens} read from a
-    T3 state dict's keys and shapes (the position tables hold max_text + 2 and max_speech + 4 rows).
-
-    Raises InputError when the T3 tensors are absent.
-    """
-    layers = {k.split(".")[2] for k in state_dict if k.startswith("tfmr.layers.")}
-    gate = "tfmr.layers.0.mlp.gate_proj.weight"
-    if not layers or gate not in state_dict or "text_emb.weight" not in state_dict:
-        raise InputError(f"{source}: not a Chatterbox T3 checkpoint (no tfmr.layers.* / text_emb.weight); point at t3_*.safetensors.")
-    shape = {"n_layers": len(layers), "hidden_size": int(state_dict["text_emb.weight"].shape[1]),
-             "intermediate_size": int(state_dict[gate].shape[0])}
-    if "text_pos_emb.emb.weight" in state_dict and "speech_pos_emb.emb.weight" in state_dict:
-        shape["max_text_tokens"] = int(state_dict["text_pos_emb.emb.weight"].shape[0]) - 2
-        shape["max_speech_tokens"] = int(state_dict["speech_pos_emb.emb.weight"].shape[0]) - 4
-    return shape
-
-
-def llama_config_name(config: ChatterboxConfig) -> str:
-    """Return the `LLAMA_CONFIGS` name of the config's backbone (registering a derived one when needed)."""
-    from chatterbox.models.t3.llama_configs import LLAMA_CONFIGS
-
-    base = LLAMA_CONFIGS[BASE_LLAMA]
-    shape = {"num_hidden_layers": config.n_layers, "hidden_size": config.hidden_size,
-             "intermediate_size": config.intermediate_size}
-    if all(base[k] == v for k, v in shape.items()):
-        return BASE_LLAMA
-    heads = config.hidden_size // HEAD_DIM
-    name = f"{BASE_LLAMA}_linguaforge_{config.n_layers}x{config.hidden_size}x{config.intermediate_size}"
-    LLAMA_CONFIGS.setdefault(name, {**base, **shape, "num_attention_heads": heads, "num_key_value_heads": heads})
-    return name
-
-
-def t3_hparams(config: ChatterboxConfig) -> Any:
-    """Return the published `T3Config(text_tokens_dict_size=V)` with the config's backbone."""
-    from chatterbox.models.t3.modules.t3_config import T3Config
-
-    hp = T3Config(text_tokens_dict_size=config.text_tokens_dict_size)
-    hp.llama_config_name = llama_config_name(config)
-    hp.max_text_tokens, hp.max_speech_tokens = config.max_text_tokens, config.max_speech_tokens
-    return hp
-
-
-def _trainable_t3_class() -> type:
-    from chatterbox.models.t3 import T3
-
-    class LinguaForgeT3(T3):
-        """The published T3 with a training forward: `model(batch=…)` returns the losses."""
-
-        def forward(self, batch: dict[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
-            if batch is None:
-                return super().forward(**kwargs)
-            return self.training_losses(batch)
-
-        def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from `collate`."""
-            layout = lay_out_batch(self, batch)
-            hidden = self.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
-                               return_dict=True).last_hidden_state
-            text, speech = batch["text_ids"], batch["codes"]
-            text_logits = self.text_head(gather_positions(hidden, layout.text_start, text.size(1) - 1))
-            speech_logits = self.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
-            text_targets = next_token_targets(text, batch["text_lengths"])
-            speech_targets = next_token_targets(speech, batch["code_lengths"])
-            text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
-            mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
-            scored = speech_targets != IGNORE
-            top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
-            tokens = scored.sum() + (text_targets != IGNORE).sum()
-            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
-
-    return LinguaForgeT3
-
-
-_LINGUAFORGE_T3: type | None = None
-
-
-def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
-    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers."""
-    from models.rows import SplitEmbedding, SplitHead
-
-    global _LINGUAFORGE_T3
-    if _LINGUAFORGE_T3 is None:
-        _LINGUAFORGE_T3 = _trainable_t3_class()
-    model = _LINGUAFORGE_T3(t3_hparams(config))
-    model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
-    model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
-    return model
-
-
-def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
-    """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a T3 on a batch."""
-    out = module(batch=batch)
-    out["loss"] = text_weight * out["text_loss"] + mel_weight * out["mel_loss"]
-    return out
-
+from core.families.chatterbox_layout import LAYOUT, collate
+from core.families.chatterbox_model import (
+    ENGLISH_FILES,
+    MULTILINGUAL_FILES,
+    MULTILINGUAL_ROWS,
+    OPTIONAL_FILES,
+    ChatterboxConfig,
+    backbone_shape,
+    build_t3,
+    t3_forward,
+)
 
 #: the call of the published `T3.inference` that decodes in the trained layout (export notes, README)
 PUBLISHED_INFERENCE = (
@@ -228,19 +99,18 @@ class ChatterboxFamily(ModelFamily):
         Raises InputError without a base checkpoint, for `model:` keys other than
         `text_tokens_dict_size`, and when that declared size disagrees with the tokenizer.
         """
-        config = run.config
-        unknown = sorted(set(config.model) - {"preset", "text_tokens_dict_size"})
+        unknown = sorted(set(run.model) - {"preset", "text_tokens_dict_size"})
         if unknown:
-            raise InputError(f"{config.source}: model: {', '.join(unknown)} do not apply to family chatterbox; "
+            raise InputError(f"{run.source}: model: {', '.join(unknown)} do not apply to family chatterbox; "
                              "its shape comes from the checkpoint and its vocabulary from the tokenizer.")
-        declared = config.model.get("text_tokens_dict_size")
+        declared = run.model.get("text_tokens_dict_size")
         if declared is not None and declared != run.tokenizer.size:
             raise InputError(
-                f"{config.source}: model.text_tokens_dict_size {declared} disagrees with the tokenizer "
+                f"{run.source}: model.text_tokens_dict_size {declared} disagrees with the tokenizer "
                 f"{run.tokenizer.path} ({run.tokenizer.size} ids). T3 is sized from the tokenizer; remove the number or set it to {run.tokenizer.size}."
             )
         if run.base is None:
-            raise InputError(f"{config.source}: family chatterbox starts from a T3 checkpoint: set model_dir (its "
+            raise InputError(f"{run.source}: family chatterbox starts from a T3 checkpoint: set model_dir (its "
                              f"{MULTILINGUAL_FILES['t3']}) or base_checkpoint (from `embeddings extend --family chatterbox`).")
         shape = backbone_shape(run.base.state_dict, str(run.base.path))
         return ChatterboxConfig(text_tokens_dict_size=run.tokenizer.size, **shape)
@@ -275,19 +145,18 @@ class ChatterboxFamily(ModelFamily):
         from core.families.chatterbox_features import build_feature_cache
         from core.families.feature_batch import feature_batch_size
 
-        config = run.config
-        if not config.data.manifest:
-            raise InputError(f"{config.source}: family chatterbox needs data.manifest (from `dataset import`).")
+        if run.manifest is None:
+            raise InputError(f"{run.source}: family chatterbox needs data.manifest (from `dataset import`).")
         if run.model_dir is None:
-            raise InputError(f"{config.source}: family chatterbox needs model_dir (or settings families.chatterbox.model_dir): "
+            raise InputError(f"{run.source}: family chatterbox needs model_dir (or settings families.chatterbox.model_dir): "
                              "the folder with ve.pt and s3gen.pt, whose models make the features.")
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        batch_size = feature_batch_size(run.settings.get("families.chatterbox"), device, "chatterbox")
-        cache_dir = build_feature_cache(run.settings.resolve(config.data.manifest), run.tokenizer,
-                                        self.published_files(run.model_dir), run.settings.resolve("cache"), config.data.val_ratio,
+        batch_size = feature_batch_size(run.options, device, "chatterbox")
+        cache_dir = build_feature_cache(run.manifest, run.tokenizer,
+                                        self.published_files(run.model_dir), run.cache_root, run.val_ratio,
                                         device, batch_size)
         if not (cache_dir / PAIRS_NAME).is_file():
-            report = build_pairs(cache_dir, config.data.prompts_per_target, config.seed)
+            report = build_pairs(cache_dir, run.prompts_per_target, run.seed)
             run.extra["single_clip_speakers"] = report.single_clip_speakers
         return cache_dir
 
@@ -301,8 +170,7 @@ class ChatterboxFamily(ModelFamily):
         from core.data.pairs import load_pairs, training_pairs
         from core.data.splits import TRAIN, VAL
         from core.families.chatterbox_features import load_features
-        from core.training.data import SampleSet
-        from core.training.tasks import TaskData
+        from core.families.contract import SampleSet, TaskData
 
         index = open_cache(cache_dir)
         if index.tokenizer_fingerprint != run.tokenizer.fingerprint or index.codec_fingerprint != self.feature_fingerprint(run):
@@ -323,14 +191,14 @@ class ChatterboxFamily(ModelFamily):
         splits: dict[str, Any] = {}
         for split in (TRAIN, VAL):
             chosen, filtered = training_pairs(index.items, pairs, split, model_config.max_text_tokens,
-                                              model_config.max_speech_tokens, run.config.data.prompts_per_target)
+                                              model_config.max_speech_tokens, run.prompts_per_target)
             lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
             splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered,
                                       extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {})})
         if not splits[TRAIN]:
             raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
                              f"speech ≤ {model_config.max_speech_tokens} tokens).")
-        forward = partial(t3_forward, text_weight=run.config.loss.text_weight, mel_weight=run.config.loss.mel_weight)
+        forward = partial(t3_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
         return TaskData(splits[TRAIN], splits[VAL], collate, forward)
 
     # -- export and speech ------------------------------------------------------------------

@@ -40,7 +40,7 @@ def load_t3_for_inference(family: Any, checkpoint: Any, tokenizer_path: Path | N
     Raises InputError when no tokenizer is known or its size differs from the checkpoint's rows.
     """
     from core.checkpoint import LoadedCheckpoint, load_checkpoint
-    from core.families.chatterbox import ChatterboxConfig, backbone_shape
+    from core.families.chatterbox_model import ChatterboxConfig, backbone_shape
     from core.inference import resolve_tokenizer
     from core.tokenizers.tokenizer import load_tokenizer
 

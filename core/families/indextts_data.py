@@ -11,7 +11,7 @@ import torch
 
 from core.data.pairs import build_pairs
 from core.errors import InputError
-from core.families.indextts import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
+from core.families.indextts_model import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
 from core.families.indextts_audio import FRONT_END_VERSION
 from core.families.indextts_features import build_features, open_features
 from core.families.indextts_models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths
@@ -64,15 +64,14 @@ def prepare_features(family: Any, run: Any) -> Path:
 
     Raises InputError when the run names no manifest or model folder, or a feature model is missing.
     """
-    config = run.config
-    if not config.data.manifest:
-        raise InputError(f"{config.source}: family indextts needs data.manifest (a manifest.jsonl from `dataset import`).")
+    if run.manifest is None:
+        raise InputError(f"{run.source}: family indextts needs data.manifest (a manifest.jsonl from `dataset import`).")
     if run.model_dir is None:
-        raise InputError(f"{config.source}: family indextts needs `model_dir:` (the local IndexTTS2 folder) to compute features.")
-    manifest = run.settings.resolve(config.data.manifest)
+        raise InputError(f"{run.source}: family indextts needs `model_dir:` (the local IndexTTS2 folder) to compute features.")
+    manifest = run.manifest
     if manifest.is_dir():
         return imported_cache(manifest, run)
-    section = dict(run.settings.get("families.indextts") or {})
+    section = dict(run.options)
     paths = model_paths(run.model_dir, section)
     indextts_config = read_indextts_config(paths.model_dir / CONFIG_NAME)
     normalizer = IndexTextNormalizer(section.get("normalizer_language"))
@@ -87,9 +86,9 @@ def prepare_features(family: Any, run: Any) -> Path:
         gpt, _ = load_unified_voice(run.base.state_dict, indextts_config, base_tokens)
         return BatchFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
 
-    cache_dir = build_features(manifest, run.settings.resolve("cache"), parts, _Lazy(featurizer), run.tokenizer,
-                               config.data.val_ratio, batch_size=feature_batch_size(section, where, "indextts"))
-    build_pairs(cache_dir, config.data.prompts_per_target)
+    cache_dir = build_features(manifest, run.cache_root, parts, _Lazy(featurizer), run.tokenizer,
+                               run.val_ratio, batch_size=feature_batch_size(section, where, "indextts"))
+    build_pairs(cache_dir, run.prompts_per_target)
     return cache_dir
 
 

@@ -20,7 +20,7 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
-from core.families.indextts import SEQUENCE_LAYOUT, IndexTTSModelConfig, ROW_OFFSET, build_unified_voice, text_rows
+from core.families.indextts_model import SEQUENCE_LAYOUT, IndexTTSModelConfig, ROW_OFFSET, build_unified_voice, text_rows
 from core.families.target_config import write_indextts_config
 from core.fsutil import atomic_write, atomic_write_text
 

@@ -20,7 +20,7 @@ import torch
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
 from core.families.base import Speaker
-from core.families.indextts import (
+from core.families.indextts_model import (
     CONFIG_NAME,
     SEMANTIC_CODES,
     STATS_NAME,

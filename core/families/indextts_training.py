@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.families.indextts import ROW_OFFSET
+from core.families.indextts_model import ROW_OFFSET
 from core.families.indextts_features import load_item, load_pairs, open_features
 from core.families.indextts_layout import IGNORE, collate_layouts, layout_hidden, layout_sample
-from core.training.data import SampleSet
+from core.families.contract import SampleSet
 
 
 def split_text_rows(model: nn.Module, frozen_rows: int) -> nn.Module:

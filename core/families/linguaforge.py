@@ -20,40 +20,34 @@ class LinguaForgeFamily(ModelFamily):
     sequence_layout = {"family": "linguaforge", "version": 1}
     tasks = ("tts", "lm")
 
-    def needs_codec(self, config: Any) -> bool:
-        """Return True for tts runs (they speak through a codec from `codec train`)."""
-        return config.task == "tts"
-
     def load_codec(self, run: FamilyRun) -> Any:
         """Return the run's codec (tts), None for lm. Raises InputError when a tts run names none."""
-        config = run.config
-        if config.task != "tts":
+        if run.task != "tts":
             return None
-        if not config.codec:
-            raise InputError(f"{config.source}: task tts needs `codec:` (a file from `codec train`).")
+        if run.codec_path is None:
+            raise InputError(f"{run.source}: task tts needs `codec:` (a file from `codec train`).")
         from core.speech.codec import load_codec
 
-        return load_codec(run.settings.resolve(config.codec))
+        return load_codec(run.codec_path)
 
     def model_config(self, run: FamilyRun) -> Any:
         """Return the LMConfig/TTSConfig: shape from the base checkpoint's model_config or the run's
         `model:` entry, rows from the tokenizer, codec sizes from the codec."""
-        from core.training.data import special_ids
+        from core.families.contract import special_ids
         from models.registry import model_config, model_shape, shape_of
 
-        config = run.config
         try:
             saved = run.base_meta.get("model_config")
-            shape = shape_of(saved) if saved else model_shape(config.model)
+            shape = shape_of(saved) if saved else model_shape(run.model)
         except ValueError as exc:
-            raise InputError(f"{config.source}: {exc}.") from exc
+            raise InputError(f"{run.source}: {exc}.") from exc
         start, stop = special_ids(run.tokenizer)
         sizes: dict[str, Any] = {"text_rows": run.tokenizer.size}
-        if config.task == "tts":
+        if run.task == "tts":
             sizes.update(codebook_size=run.codec.codebook_size, n_mels=run.codec.n_mels, start_text=start, stop_text=stop)
         else:
             sizes.update(bos_id=start, eos_id=stop)
-        return model_config(config.task, {k: v for k, v in shape.items() if k not in sizes}, **sizes)
+        return model_config(run.task, {k: v for k, v in shape.items() if k not in sizes}, **sizes)
 
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
         """Return a GPTTTS or GPTLM (by the config's type) with `frozen_rows` frozen text rows."""
@@ -68,14 +62,14 @@ class LinguaForgeFamily(ModelFamily):
 
     def prepare_features(self, run: FamilyRun) -> Path | None:
         """Return the tts preprocessing cache (built now when needed); None for lm."""
-        if run.config.task != "tts":
+        if run.task != "tts":
             return None
-        from core.training.tts_data import prepare_cache
+        from core.families.linguaforge_data import prepare_cache
 
-        return prepare_cache(run.config, run.settings, run.tokenizer)
+        return prepare_cache(run)
 
     def task_data(self, run: FamilyRun, model_config: Any, cache_dir: Path | None) -> Any:
-        """Return the lm or tts TaskData of `core.training.tasks`."""
-        from core.training.tasks import build_task_data
+        """Return the lm or tts TaskData of `core.families.linguaforge_tasks`."""
+        from core.families.linguaforge_tasks import build_task_data
 
-        return build_task_data(run.config, run.settings, run.tokenizer, run.codec, model_config, cache_dir)
+        return build_task_data(run, model_config, cache_dir)

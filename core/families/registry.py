@@ -6,14 +6,9 @@ Family modules import lazily, so asking for `linguaforge` never imports a publis
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Mapping
 
 from core.errors import InputError
-from core.families import FAMILIES, get_family
 from core.families.base import ModelFamily
-
-if TYPE_CHECKING:
-    from core.tokenizers.tokenizer import Tokenizer
 
 #: family name → "module:Class"
 MODEL_FAMILIES: dict[str, str] = {
@@ -49,24 +44,3 @@ def get_model_family(name: str) -> ModelFamily:
             ) from exc
         _INSTANCES[name] = getattr(module, class_name)()
     return _INSTANCES[name]
-
-
-def detect_model_family(state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None = None,
-                        tokenizer: "Tokenizer | None" = None) -> ModelFamily:
-    """Return the family of a checkpoint: the one its metadata names, else the first published family
-    (then `linguaforge`) whose keys — and, given the base tokenizer, row count — fit `state_dict`.
-
-    Raises InputError when none fits, naming the text keys each family expects.
-    """
-    if metadata and metadata.get("family"):
-        return get_model_family(str(metadata["family"]))
-    order = [n for n in MODEL_FAMILIES if n != "linguaforge"] + ["linguaforge"]
-    for name in order:
-        try:
-            family = get_model_family(name)
-        except InputError:
-            continue  # a family whose module is not in this version
-        if family.matches(state_dict, tokenizer):
-            return family
-    expected = "; ".join(f"{n}: {', '.join(get_family(n).text_keys)}" for n in FAMILIES)
-    raise InputError(f"no model family fits this checkpoint's text keys and rows (expected {expected}); pass the family explicitly.")

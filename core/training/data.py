@@ -1,4 +1,6 @@
-"""Training data: samples, length-bucketed batches with a resumable position, and collation.
+"""Training data: length-bucketed batches with a resumable position, and prefetching.
+
+The samples themselves come from the run's family as `core.families.contract.SampleSet`s.
 
 `Batcher` cuts each epoch into batches of similar length (a seeded shuffle, then sorting within
 windows of 50 batches, then a shuffle of the batch order), so padding stays small; it reports
@@ -16,125 +18,14 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
 from core.errors import InputError
-from core.data.splits import TRAIN, VAL, split_of
-from core.text import normalize_text
-from core.tokenizers.tokenizer import Tokenizer
+from core.families.contract import SampleSet
 
-IGNORE = -100
 BUCKET_WINDOW = 50
-
-
-@dataclass
-class SampleSet:
-    """The samples of one split: `items[i]` is loaded by `load(i)`, `lengths[i]` is its token count.
-
-    `load_many(indices)`, where given, reads many samples in one bulk pass (`take` uses it).
-    """
-
-    lengths: list[int]
-    load: Callable[[int], Any]
-    n_bytes: int = 0
-    filtered: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-    load_many: Callable[[list[int]], list[Any]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    def take(self, indices: list[int]) -> list[Any]:
-        """Return the samples at `indices`, read in bulk where the set supports it."""
-        return self.load_many(indices) if self.load_many is not None else [self.load(i) for i in indices]
-
-
-def special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
-    """Return (start, stop) text ids: the tokenizer's bos/eos, else 0 and 1 (the IndexTTS convention)."""
-    bos = tokenizer.bos_id if tokenizer.bos_id is not None else 0
-    eos = tokenizer.eos_id if tokenizer.eos_id is not None else 1
-    return bos, eos
-
-
-def load_text_corpus(
-    paths: list[Path], tokenizer: Tokenizer, max_text_tokens: int, val_ratio: float
-) -> dict[str, SampleSet]:
-    """Return `{"train", "val"}` SampleSets of `[bos, ids…, eos]` lines from UTF-8 text files.
-
-    Lines are normalised and split by a hash of `file:line`. Lines longer than
-    `max_text_tokens` are filtered and counted. `n_bytes` counts each line's UTF-8 bytes plus
-    one for its line break (what eos stands for), for bits per byte.
-    Raises InputError when a file is missing, not UTF-8, or no line survives.
-    """
-    bos, eos = special_ids(tokenizer)
-    seqs: dict[str, list[list[int]]] = {TRAIN: [], VAL: []}
-    n_bytes = {TRAIN: 0, VAL: 0}
-    filtered = {TRAIN: 0, VAL: 0}
-    for path in paths:
-        if not path.is_file():
-            raise InputError(f"{path}: corpus file not found. Fix data.corpus in the run config.")
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc}). Save the corpus as UTF-8.") from exc
-        for number, line in enumerate(lines, 1):
-            text = normalize_text(line)
-            if not text:
-                continue
-            split = split_of(f"{path.name}:{number}", val_ratio)
-            ids = tokenizer.encode(text)
-            if len(ids) > max_text_tokens:
-                filtered[split] += 1
-                continue
-            seqs[split].append([bos, *ids, eos])
-            n_bytes[split] += len(text.encode("utf-8")) + 1
-    if not seqs[TRAIN]:
-        raise InputError(
-            f"no training line in {', '.join(map(str, paths))} fits max_text_tokens {max_text_tokens} "
-            f"({filtered[TRAIN]} filtered). Add text or raise model.max_text_tokens."
-        )
-    return {
-        split: SampleSet([len(s) - 1 for s in seqs[split]], seqs[split].__getitem__, n_bytes[split], filtered[split])
-        for split in (TRAIN, VAL)
-    }
-
-
-def collate_lm(samples: list[list[int]], pad_id: int) -> dict[str, Any]:
-    """Return `ids` [B, T] (inputs), `targets` [B, T] (IGNORE at padding) and `n_tokens` (an int)."""
-    inputs = pad_sequence([torch.tensor(s[:-1]) for s in samples], batch_first=True, padding_value=pad_id)
-    targets = pad_sequence([torch.tensor(s[1:]) for s in samples], batch_first=True, padding_value=IGNORE)
-    return {"ids": inputs, "targets": targets, "n_tokens": sum(len(s) - 1 for s in samples)}
-
-
-def collate_tts(samples: list[dict[str, torch.Tensor]], model_config: Any = None) -> dict[str, Any]:
-    """Return the padded TTS batch (`text_ids`, `codes`, `ref_mel` and their lengths) and `n_tokens`.
-
-    With `model_config` (a TTSConfig) the batch also carries the model's `sequence_layout`, built
-    here on the host so the training step never reads lengths back from the device.
-    """
-    def pad(key: str) -> tuple[torch.Tensor, list[int]]:
-        tensors = [torch.as_tensor(s[key]) for s in samples]
-        return pad_sequence(tensors, batch_first=True), [len(t) for t in tensors]
-
-    text, text_lengths = pad("text_ids")
-    codes, code_lengths = pad("codes")
-    mel, mel_lengths = pad("ref_mel")
-    batch: dict[str, Any] = {
-        "text_ids": text.long(), "text_lengths": torch.tensor(text_lengths), "codes": codes.long(),
-        "code_lengths": torch.tensor(code_lengths), "ref_mel": mel.float(), "ref_lengths": torch.tensor(mel_lengths),
-        # scored positions: every text id plus stop_text, every code plus stop_speech
-        "n_tokens": sum(text_lengths) + sum(code_lengths) + 2 * len(samples),
-    }
-    if model_config is not None:
-        from models.tts import sequence_layout
-
-        batch.update(sequence_layout(text, text_lengths, codes, code_lengths, model_config))
-    return batch
 
 
 def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""The training recipe: `train(config, …)` runs one run of the LM or TTS task.
+"""The trainer: one run of the LM or TTS task, from its plan (`core.training.plan.plan_run`).
 
-Order is fixed: resolve the tokenizer → size the model from it → run the doctor (it must pass)
-→ build the data → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl,
-tb/, checkpoints/ (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
+Order is fixed: plan the run → resolve the tokenizer → size the model from it → the preflight
+(the doctor, handed in by whoever runs the trainer: `core.recipe`; it must pass) → build the data
+→ train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl, tb/, checkpoints/
+(step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
 (tts) every N-th regular checkpoint, and the last one, is evaluated on a fixed held-out set
 (`core.training.periodic_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
 `schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only.
@@ -40,19 +41,18 @@ from torch import nn
 
 from core.checkpoint import CheckpointMeta, remove_orphaned_saves, save_checkpoint
 from core.config import Settings, load_settings
-from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.training.embeddings import extend_state_dict, init_record
 from core.errors import InputError
 from core.families import rows_for
-from core.families.base import FamilyRun
-from core.families.registry import get_model_family
+from core.families.contract import SampleSet, TaskData
 from core.processes import is_alive
 from core.runs import RUNS_DIR, eval_file_beside, run_folder_of_config
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
-from core.training.data import Batcher, Prefetcher, SampleSet, eval_batches, to_device
+from core.training.data import Batcher, Prefetcher, eval_batches, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
+from core.training.plan import Preflight, RunPlan, plan_run
 from core.training.optim import RowWarmup, build_optimizer, build_scheduler
 from core.training.state import (
     link_as_best,
@@ -63,7 +63,6 @@ from core.training.state import (
     rng_state,
     rotate,
 )
-from core.training.tasks import TaskData
 from core.training.window import MetricWindow
 
 GROWTH_INIT = "fvt"
@@ -131,7 +130,11 @@ def weights_sha256(model: nn.Module) -> str:
 
 
 class Trainer:
-    """One training run; construct it (setup, doctor, data, resume) and call `run()`."""
+    """One training run; construct it (plan, setup, preflight, data, resume) and call `run()`.
+
+    `preflight` checks the run's plan before any preprocessing, and the feature cache once it is
+    built (`core.recipe` passes the doctor); without one the run is not checked.
+    """
 
     def __init__(
         self,
@@ -142,8 +145,10 @@ class Trainer:
         max_steps: int | None = None,
         reset_optimizer: bool = False,
         fresh: bool = False,
+        preflight: Preflight | None = None,
     ) -> None:
         self.config = config
+        self.preflight = preflight
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
@@ -193,53 +198,55 @@ class Trainer:
         with contextlib.suppress(OSError):
             self.log.update_status(state="failed", error=str(exc))
 
-    def _run_doctor(self, ctx: DoctorContext, only: str | None = None) -> None:
-        report = run_doctor(ctx, only)
+    def _run_preflight(self, only: str | None = None) -> None:
+        if self.preflight is None:
+            return
+        report = self.preflight(self.plan, only)
         self.log.line("doctor:\n" + report.render())
         report.raise_for_failures()
 
     def _setup(self, config_path: str | os.PathLike[str] | None, resume: str | None, reset_optimizer: bool) -> None:
         config = self.config
-        # 1. tokenizer, 2. model size from it (through the run's model family)
+        # 1. the plan: family, model folder, base checkpoint, tokenizer file
         if not config.tokenizer:
             raise InputError(f"{config.source}: `tokenizer` is not set; name the tokenizer file the model is sized from.")
-        self.family = get_model_family(config.family)
+        self.plan: RunPlan = plan_run(config, self.settings, config_path)
+        self.family = self.plan.family
+        loaded = self.plan.loaded
+        # 2. tokenizer, model size from it (through the run's model family)
         try:
-            self.tokenizer: Tokenizer = load_tokenizer(self.settings.resolve(config.tokenizer))
-            model_dir = self.family.model_dir(config, self.settings)
-            base_path = self.settings.resolve(config.base_checkpoint) if config.base_checkpoint else self.family.default_checkpoint(model_dir)
+            self.tokenizer: Tokenizer = load_tokenizer(self.plan.tokenizer_path)
+            loaded.tokenizer = self.tokenizer
+            base_path = self.plan.base_checkpoint
             self.base = self.family.load_state_dict(base_path) if base_path else None
-            self.family_run = FamilyRun(config, self.settings, self.tokenizer, self.base, model_dir)
+            loaded.base = self.base
+            self.family_run = self.plan.family_run(self.tokenizer, self.base)
             self.codec = self.family_run.codec = self.family.load_codec(self.family_run)
             self.model_cfg = self.family.model_config(self.family_run)
             self.base_size = self.family.base_size(self.base)
             self.frozen_rows = frozen_row_count(config.freeze, self.base_size, self.tokenizer.size)
-        except InputError:  # when the doctor sees the problem, its report (with the fixes) is the error
-            report = run_doctor(doctor_context_from_run_config(config, config_path, self.settings))
-            if not report.ok:
-                self.log.line("doctor:\n" + report.render())
-                report.raise_for_failures()
+        except InputError:  # when the preflight sees the problem, its report (with the fixes) is the error
+            if self.preflight is not None:
+                report = self.preflight(self.plan, None)
+                if not report.ok:
+                    self.log.line("doctor:\n" + report.render())
+                    report.raise_for_failures()
             raise
         base_meta = (self.base.meta or {}) if self.base else {}
 
-        # 3. doctor before any preprocessing; then its cache checks on the preprocessing cache (tts)
+        # 3. preflight before any preprocessing; then its cache checks on the preprocessing cache (tts)
         self.skipped_checkpoints: list[str] = []
         resume_path = resolve_resume(self.run_dir, resume, self.settings, self.skipped_checkpoints)
         for skipped in self.skipped_checkpoints:
             sys.stderr.write(f"warning: --resume auto skipped {skipped}; resuming from the newest loadable one\n")
-        ctx = doctor_context_from_run_config(config, config_path, self.settings, self.tokenizer, self.base)
-        ctx.checkpoint_path = None if resume_path else base_path  # a resume loads its own weights (resume.tokenizer checks them)
-        ctx.resume_checkpoint = resume_path
-        ctx.device = str(self.device)
-        ctx.extras.update(
-            {k: v for k, v in self.model_cfg.to_dict().items() if k in ("max_text_tokens", "max_speech_tokens")},
-            model_config=self.model_cfg.to_dict(),
-        )
-        self._run_doctor(ctx)
+        loaded.resume_path = resume_path  # a resume loads its own weights (the doctor's resume.tokenizer checks them)
+        loaded.device = str(self.device)
+        loaded.model_config = self.model_cfg.to_dict()
+        self._run_preflight()
         cache_dir = self._prepare_cache()
         if cache_dir is not None:
-            ctx.cache_dir = cache_dir
-            self._run_doctor(ctx, only="cache.")
+            loaded.cache_dir = cache_dir
+            self._run_preflight(only="cache.")
 
         # 4. data
         self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
@@ -256,7 +263,7 @@ class Trainer:
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
         self.init_rows = base_meta.get("init_rows") if self.base else None
-        resume_loaded = ctx.resume()  # loaded once, by the doctor's resume check or here
+        resume_loaded = loaded.load_resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
@@ -684,24 +691,3 @@ class Trainer:
             if stopping:
                 return "stopped", val, last
         return "finished", val, last
-
-
-def train(
-    config: RunConfig,
-    config_path: str | os.PathLike[str] | None = None,
-    settings: Settings | None = None,
-    resume: str | None = None,
-    max_steps: int | None = None,
-    reset_optimizer: bool = False,
-    fresh: bool = False,
-) -> TrainResult:
-    """Run one training run and return its TrainResult.
-
-    `max_steps` stops this invocation at that step while the learning-rate schedule follows
-    `schedule.max_steps`, so a run paused with `--max-steps k` and resumed continues exactly.
-    `resume` is `auto` or a checkpoint; `fresh` moves a run already in the folder aside and starts over.
-    Raises InputError on bad config, data, tokenizer or checkpoint (the doctor's failures
-    included), when the run folder holds checkpoints and neither `resume` nor `fresh` is given,
-    and InternalError when frozen rows changed.
-    """
-    return Trainer(config, config_path, settings, resume, max_steps, reset_optimizer, fresh).run()

@@ -12,7 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from core.config import Settings, read_yaml
-from core.checks.doctor import doctor_context_from_run_config, run_doctor
+from core.checks.doctor import doctor_preflight
 from core.confine import NAME_MAX, check_name, is_name
 from core.errors import InputError
 from core.families.registry import model_family_names
@@ -20,6 +20,7 @@ from core.training.run_config import (
     FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, check_config_paths, resolve_preset_chain, run_config_from_dict,
     save_run_config,
 )
+from core.training.plan import plan_run
 from core.training.run_form import FORM_KEYS, config_from_form, dict_to_form, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import checkpoint_files, codec_files, config_files, manifest_files, tokenizer_files
@@ -114,17 +115,18 @@ def form_values(data: dict[str, Any], settings: Settings) -> list[Any]:
 
 
 def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
-    """Run the doctor on the form's config; return (table rows, ok, summary).
+    """Run the doctor on the plan of the form's config (`plan_run`, as `train` plans it); return (table rows, ok, summary).
 
-    A config the validator refuses (or a path outside the workspace) is one failing `config` row.
+    A config the validator refuses, a path outside the workspace or a config that cannot be planned
+    (a model folder that is not a folder) is one failing `config` row.
     """
     try:
         config = config_from_form(base, values, ctx.settings)
+        plan = plan_run(config, ctx.settings, ctx.settings.resolve(run_config_path(config.name)))
     except InputError as exc:
         message, fix = field_error(str(exc))
         return [["config", STATUS_LABELS["fail"], message, fix]], False, f"**FAIL** {message} Start is disabled."
-    config_path = ctx.settings.resolve(run_config_path(config.name))
-    report = run_doctor(doctor_context_from_run_config(config, config_path, ctx.settings)).to_dict()
+    report = doctor_preflight(plan).to_dict()
     rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
             for c in report["checks"]]
     failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]

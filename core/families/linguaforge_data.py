@@ -1,4 +1,4 @@
-"""TTS training samples from the preprocessing cache and its prompt pairs.
+"""LinguaForge's own TTS model: training samples from the preprocessing cache and its prompt pairs.
 
 `prepare_cache` builds (or reuses) `cache/<fingerprint>/` for the run's manifest, tokenizer and
 codec, and its `pairs.json`. `tts_samples` turns the cache into train/val `SampleSet`s: one
@@ -21,13 +21,11 @@ import numpy as np
 import torch
 
 from core.data.cache import build_cache, load_item, open_cache
-from core.config import Settings
 from core.errors import InputError
 from core.data.pairs import PAIRS_NAME, build_pairs, load_pairs, training_pairs
-from core.training.run_config import RunConfig
 from core.data.splits import TRAIN, VAL
-from core.tokenizers.tokenizer import Tokenizer
-from core.training.data import SampleSet
+from core.families.base import FamilyRun
+from core.families.contract import SampleSet
 
 REFERENCE_FRAMES = 256
 STORE_BYTES = 4 * 1024**3
@@ -75,32 +73,27 @@ class ClipStore:
         return found
 
 
-def prepare_cache(config: RunConfig, settings: Settings, tokenizer: Tokenizer) -> Path:
+def prepare_cache(run: FamilyRun) -> Path:
     """Return the cache folder for the run (built or completed now when needed), with pairs.json.
 
     Raises InputError when the run names no manifest or codec, or preprocessing fails.
     """
-    if not config.data.manifest:
-        raise InputError(f"{config.source}: task tts needs data.manifest (from `dataset import`).")
-    info = build_cache(
-        settings.resolve(config.data.manifest), tokenizer.path, settings.resolve(config.codec),
-        settings.resolve("cache"), val_ratio=config.data.val_ratio,
-    )
+    if run.manifest is None:
+        raise InputError(f"{run.source}: task tts needs data.manifest (from `dataset import`).")
+    info = build_cache(run.manifest, run.tokenizer.path, run.codec_path, run.cache_root, val_ratio=run.val_ratio)
     if not (info.path / PAIRS_NAME).is_file():
-        build_pairs(info.path, config.data.prompts_per_target, config.seed)
+        build_pairs(info.path, run.prompts_per_target, run.seed)
     return info.path
 
 
-def tts_samples(
-    config: RunConfig, settings: Settings, tokenizer: Tokenizer, codec: Any, model_config: Any, cache_dir: Path
-) -> dict[str, SampleSet]:
+def tts_samples(run: FamilyRun, model_config: Any, cache_dir: Path) -> dict[str, SampleSet]:
     """Return `{"train", "val"}` SampleSets of `{text_ids, codes, ref_mel}` tensors from the cache.
 
     Raises InputError when the cache was built with another tokenizer or codec, or no
     training clip fits the model's position limits.
     """
     index = open_cache(cache_dir)
-    if index.tokenizer_fingerprint != tokenizer.fingerprint or index.codec_fingerprint != codec.fingerprint:
+    if index.tokenizer_fingerprint != run.tokenizer.fingerprint or index.codec_fingerprint != run.codec.fingerprint:
         raise InputError(f"{cache_dir}: built with another tokenizer or codec than the run's. Run `preprocess` again.")
     pairs = load_pairs(cache_dir)
     entries = {e["id"]: e for e in index.items}
@@ -114,7 +107,7 @@ def tts_samples(
     splits: dict[str, SampleSet] = {}
     for split in (TRAIN, VAL):
         chosen, filtered = training_pairs(index.items, pairs, split, model_config.max_text_tokens,
-                                          model_config.max_speech_tokens, config.data.prompts_per_target)
+                                          model_config.max_speech_tokens, run.prompts_per_target)
         lengths = [entries[t]["n_text"] + entries[t]["n_codes"] for t, _ in chosen]
         many = partial(samples, ClipStore(cache_dir, entries), chosen)
         splits[split] = SampleSet(lengths, lambda i, many=many: many([i])[0], filtered=filtered, load_many=many)

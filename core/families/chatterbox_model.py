@@ -1,0 +1,159 @@
+"""Chatterbox T3 as LinguaForge builds it: the family's leaf module (the family class, speech and
+export build on it; it imports none of them).
+
+`ChatterboxConfig` is T3's size: V from the tokenizer, the Llama backbone's shape read from the
+checkpoint (`backbone_shape`: layers from the `tfmr.layers.N.` keys, widths from the tensors),
+registered in `LLAMA_CONFIGS` under a derived name when it differs from `Llama_520M`, so a reduced
+test model and the published one go through the same code. `build_t3` returns the published `T3`
+(`LinguaForgeT3` only adds a training forward; its state-dict keys are T3's) with `text_emb` /
+`text_head` as `SplitEmbedding` / `SplitHead` (frozen base rows as buffers); `t3_forward` is the
+training loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.errors import InputError
+from core.families.chatterbox_layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
+
+SPEECH_CODES = 6561
+MULTILINGUAL_ROWS = 2454
+MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
+HEAD_DIM = 64
+BASE_LLAMA = "Llama_520M"
+MULTILINGUAL_FILES = {"voice_encoder": "ve.pt", "t3": "t3_mtl23ls_v2.safetensors", "s3gen": "s3gen.pt",
+                      "tokenizer": "grapheme_mtl_merged_expanded_v1.json"}
+ENGLISH_FILES = {"voice_encoder": "ve.safetensors", "t3": "t3_cfg.safetensors", "s3gen": "s3gen.safetensors",
+                 "tokenizer": "tokenizer.json"}
+OPTIONAL_FILES = {"conds": "conds.pt"}
+
+
+@dataclass
+class ChatterboxConfig:
+    """T3's size: vocabulary from the tokenizer, backbone shape from the checkpoint's tensors."""
+
+    text_tokens_dict_size: int
+    n_layers: int
+    hidden_size: int
+    intermediate_size: int
+    max_text_tokens: int = MAX_TEXT_TOKENS
+    max_speech_tokens: int = MAX_SPEECH_TOKENS
+    speech_cond_prompt_len: int = 150
+
+    @property
+    def is_multilingual(self) -> bool:
+        """What `T3Config.is_multilingual` says at this size (true only at 2454 rows)."""
+        return self.text_tokens_dict_size == MULTILINGUAL_ROWS
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as JSON-ready data (recorded in checkpoint metadata)."""
+        return {**asdict(self), "family": "chatterbox", "is_multilingual": self.is_multilingual}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChatterboxConfig":
+        """Return the config recorded by `to_dict`."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def backbone_shape(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
+    """Return {n_layers, hidden_size, intermediate_size, max_text_tokens, max_speech_tokens} read from a
+    T3 state dict's keys and shapes (the position tables hold max_text + 2 and max_speech + 4 rows).
+
+    Raises InputError when the T3 tensors are absent.
+    """
+    layers = {k.split(".")[2] for k in state_dict if k.startswith("tfmr.layers.")}
+    gate = "tfmr.layers.0.mlp.gate_proj.weight"
+    if not layers or gate not in state_dict or "text_emb.weight" not in state_dict:
+        raise InputError(f"{source}: not a Chatterbox T3 checkpoint (no tfmr.layers.* / text_emb.weight); point at t3_*.safetensors.")
+    shape = {"n_layers": len(layers), "hidden_size": int(state_dict["text_emb.weight"].shape[1]),
+             "intermediate_size": int(state_dict[gate].shape[0])}
+    if "text_pos_emb.emb.weight" in state_dict and "speech_pos_emb.emb.weight" in state_dict:
+        shape["max_text_tokens"] = int(state_dict["text_pos_emb.emb.weight"].shape[0]) - 2
+        shape["max_speech_tokens"] = int(state_dict["speech_pos_emb.emb.weight"].shape[0]) - 4
+    return shape
+
+
+def llama_config_name(config: ChatterboxConfig) -> str:
+    """Return the `LLAMA_CONFIGS` name of the config's backbone (registering a derived one when needed)."""
+    from chatterbox.models.t3.llama_configs import LLAMA_CONFIGS
+
+    base = LLAMA_CONFIGS[BASE_LLAMA]
+    shape = {"num_hidden_layers": config.n_layers, "hidden_size": config.hidden_size,
+             "intermediate_size": config.intermediate_size}
+    if all(base[k] == v for k, v in shape.items()):
+        return BASE_LLAMA
+    heads = config.hidden_size // HEAD_DIM
+    name = f"{BASE_LLAMA}_linguaforge_{config.n_layers}x{config.hidden_size}x{config.intermediate_size}"
+    LLAMA_CONFIGS.setdefault(name, {**base, **shape, "num_attention_heads": heads, "num_key_value_heads": heads})
+    return name
+
+
+def t3_hparams(config: ChatterboxConfig) -> Any:
+    """Return the published `T3Config(text_tokens_dict_size=V)` with the config's backbone."""
+    from chatterbox.models.t3.modules.t3_config import T3Config
+
+    hp = T3Config(text_tokens_dict_size=config.text_tokens_dict_size)
+    hp.llama_config_name = llama_config_name(config)
+    hp.max_text_tokens, hp.max_speech_tokens = config.max_text_tokens, config.max_speech_tokens
+    return hp
+
+
+def _trainable_t3_class() -> type:
+    from chatterbox.models.t3 import T3
+
+    class LinguaForgeT3(T3):
+        """The published T3 with a training forward: `model(batch=…)` returns the losses."""
+
+        def forward(self, batch: dict[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
+            if batch is None:
+                return super().forward(**kwargs)
+            return self.training_losses(batch)
+
+        def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from `collate`."""
+            layout = lay_out_batch(self, batch)
+            hidden = self.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
+                               return_dict=True).last_hidden_state
+            text, speech = batch["text_ids"], batch["codes"]
+            text_logits = self.text_head(gather_positions(hidden, layout.text_start, text.size(1) - 1))
+            speech_logits = self.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
+            text_targets = next_token_targets(text, batch["text_lengths"])
+            speech_targets = next_token_targets(speech, batch["code_lengths"])
+            text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
+            mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
+            scored = speech_targets != IGNORE
+            top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
+            tokens = scored.sum() + (text_targets != IGNORE).sum()
+            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
+
+    return LinguaForgeT3
+
+
+_LINGUAFORGE_T3: type | None = None
+
+
+def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
+    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers."""
+    from models.rows import SplitEmbedding, SplitHead
+
+    global _LINGUAFORGE_T3
+    if _LINGUAFORGE_T3 is None:
+        _LINGUAFORGE_T3 = _trainable_t3_class()
+    model = _LINGUAFORGE_T3(t3_hparams(config))
+    model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
+    model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
+    return model
+
+
+def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
+    """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a T3 on a batch."""
+    out = module(batch=batch)
+    out["loss"] = text_weight * out["text_loss"] + mel_weight * out["mel_loss"]
+    return out
