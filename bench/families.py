@@ -36,7 +36,7 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core.families.chatterbox_model import ChatterboxConfig, build_t3, t3_forward, t3_hparams  # noqa: E402
+from core.families.chatterbox_t3 import ChatterboxConfig, build_t3, t3_forward, t3_hparams  # noqa: E402
 from core.families.chatterbox_layout import collate  # noqa: E402
 
 TEXT, SPEECH, PROMPT = 64, 300, 150
@@ -160,7 +160,7 @@ def indextts_kwargs(smoke: bool) -> dict[str, Any]:
 
 def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
     """Return tokens/s, ms/step and peak memory of the IndexTTS2 family step and the plain loop."""
-    from core.families.indextts_model import build_unified_voice
+    from core.families.indextts_gpt import build_unified_voice
     from core.families.indextts_layout import conditioning_prefix
     from core.families.indextts_training import collate_indextts, indextts_forward, split_text_rows
 

@@ -224,7 +224,7 @@ def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any
 def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any) -> None:
     from chatterbox.models.t3 import T3
 
-    from core.families.chatterbox_model import ChatterboxConfig, t3_hparams
+    from core.families.chatterbox_t3 import ChatterboxConfig, t3_hparams
 
     family = get_model_family("chatterbox")
     out = ws / "export"
@@ -248,7 +248,7 @@ def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any)
 def test_english_is_unchanged_by_the_extension(ws: Path) -> None:
     from chatterbox.models.t3.modules.cond_enc import T3Cond
 
-    from core.families.chatterbox_model import ChatterboxConfig, build_t3
+    from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
     from core.families.chatterbox_decode import Sampling, decode_speech
     from core.families.chatterbox_layout import t3_cond_embeds, wrap_text
 

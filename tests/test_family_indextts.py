@@ -76,7 +76,7 @@ def _run(name: str, folder: Path, tokenizer: str, steps: int, **extra) -> dict: 
 
 
 def test_published_gpt_loads_strictly_with_v_plus_one_rows(folder: Path) -> None:
-    from core.families.indextts_model import IndexTTSModelConfig, gpt_kwargs_from_state_dict, load_gpt_state_dict, read_indextts_config
+    from core.families.indextts_gpt import IndexTTSModelConfig, gpt_kwargs_from_state_dict, load_gpt_state_dict, read_indextts_config
 
     family = get_model_family("indextts")
     files = family.published_files(folder)
@@ -152,7 +152,7 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
 
 
 def test_unreadable_indextts_configs_fail_in_one_line_through_the_gate(tmp_path: Path) -> None:
-    from core.families.indextts_model import read_indextts_config
+    from core.families.indextts_gpt import read_indextts_config
 
     cases = {
         "binary.yaml": (bytes(range(256)) * 2, "not UTF-8 text"),
@@ -217,7 +217,7 @@ def trained(folder: Path, ws: Path):
 
 def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folder: Path, ws: Path, trained) -> None:
     from core.data.manifest import load_manifest_rows
-    from core.families.indextts_model import IndexTextNormalizer
+    from core.families.indextts_gpt import IndexTextNormalizer
     from core.families.indextts_features import load_item, load_pairs, open_features
 
     caches = [p.parent for p in (ws / "cache").glob("*/index.json")]
@@ -266,7 +266,7 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     """Clips of different lengths through the feature models 3 at a time give the cache of 1 at a time:
     the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
     from core.data.manifest import load_manifest_rows
-    from core.families.indextts_model import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
     from core.families.indextts_features import build_features, load_item, open_features
     from core.families.indextts_models import BatchFeaturizer, SemanticFeatures, model_paths
 
@@ -467,7 +467,7 @@ def test_vocabulary_growth_resume_moves_the_extra_row_and_remaps_adam(folder: Pa
 
 
 def test_english_codes_unchanged_by_the_extension(folder: Path, ws: Path) -> None:
-    from core.families.indextts_model import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
 
     config = read_indextts_config(folder / "config.yaml")
     text = "THE WEATHER IS NICE TODAY, SO WE WALK TO THE PARK."
@@ -492,7 +492,7 @@ def test_linguaforge_decoder_equals_the_published_uncached_path_and_caches_one_p
     `inference_speech` (transformers 5: no cache, training positions; no repetition penalty) on the same weights;
     with its KV cache it runs the prompt once, then one position per code on a growing cache, and gives the same
     codes as without it."""
-    from core.families.indextts_model import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
     from core.families.indextts_decode import decode
     from core.families.indextts_models import emotion_vectors, speaker_latents
 
@@ -575,7 +575,7 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
 
     # the same folder preprocessed with another tokenizer (an Amharic-only SentencePiece model): refused
     from core.data.sample_text import AMHARIC_SENTENCES
-    from core.families.indextts_model import IndexTextNormalizer
+    from core.families.indextts_gpt import IndexTextNormalizer
     from core.tokenizers.train import train_tokenizer
 
     train_tokenizer([line.upper() for line in AMHARIC_SENTENCES], "sentencepiece", 400, tmp_path / "other.model")

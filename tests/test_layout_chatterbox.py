@@ -21,7 +21,7 @@ from core.config import load_settings
 from core.data.cache import open_cache
 from core.data.pairs import load_pairs
 from core.data.sample_text import AMHARIC_SENTENCES
-from core.families.chatterbox_model import ChatterboxConfig, build_t3
+from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
 from core.families.chatterbox_decode import Sampling, decode_speech
 from core.families.chatterbox_layout import LAYOUT, collate, condition_embeds, wrap_text
 from core.families.chatterbox_features import load_features

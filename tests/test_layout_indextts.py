@@ -118,7 +118,7 @@ def _batch(clips: list[dict]) -> dict:
 def test_overfit_clips_decode_back_with_linguaforge_and_the_published_call(folder: Path, ws: Path, overfit, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from core.families.indextts_model import SEQUENCE_LAYOUT, load_unified_voice, read_indextts_config
+    from core.families.indextts_gpt import SEQUENCE_LAYOUT, load_unified_voice, read_indextts_config
     from core.families.indextts_audio import emotion_audio, speaker_audio
     from core.families.indextts_decode import decode
     from core.families.indextts_models import SemanticFeatures, model_paths
@@ -195,7 +195,7 @@ def test_a_sample_s_loss_is_the_same_alone_and_inside_a_padded_batch(folder: Pat
     equals the loss of IndexTTS2's aligned teacher-forced step (`build_aligned_inputs_and_targets` + `get_logits`)."""
     import torch.nn.functional as F
 
-    from core.families.indextts_model import load_unified_voice, read_indextts_config
+    from core.families.indextts_gpt import load_unified_voice, read_indextts_config
     from core.families.indextts_layout import conditioning_prefix
     from core.families.indextts_training import sample_losses
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
-from core.families.indextts_model import BPE_NAME, CONFIG_NAME, SEMANTIC_CODES, read_indextts_config
+from core.families.indextts_gpt import BPE_NAME, CONFIG_NAME, SEMANTIC_CODES, read_indextts_config
 from core.families.target_config import read_target_config, target_config_mismatch, write_indextts_config
 
 LISTED = 5

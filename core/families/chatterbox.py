@@ -32,7 +32,7 @@ from core.errors import InputError
 from core.families import get_family
 from core.families.base import FamilyRun, ModelFamily
 from core.families.chatterbox_layout import LAYOUT, collate
-from core.families.chatterbox_model import (
+from core.families.chatterbox_t3 import (
     ENGLISH_FILES,
     MULTILINGUAL_FILES,
     MULTILINGUAL_ROWS,

@@ -1,6 +1,6 @@
 """Chatterbox features in the fingerprinted feature cache.
 
-Per clip: the S3 speech tokens, prompt tokens and VoiceEncoder embedding of `chatterbox_models`,
+Per clip: the S3 speech tokens, prompt tokens and VoiceEncoder embedding of `chatterbox_feature_models`,
 and the text ids after `chatterbox_text.prepare_text`.
 
 `ChatterboxFeatures` gives these to the one feature-cache engine (`core.data.feature_cache`), which
@@ -26,7 +26,7 @@ from core.data.cache import CACHE_FORMAT
 from core.data.feature_cache import Features, read_checked_item
 from core.data.manifest import ManifestRow
 from core.errors import InputError
-from core.families.chatterbox_models import S3_SR, FeatureModels, batch_features, load_feature_models
+from core.families.chatterbox_feature_models import S3_SR, FeatureModels, batch_features, load_feature_models
 from core.families.chatterbox_text import TEXT_PREP_VERSION, text_ids
 from core.fsutil import sha256_file
 from core.tokenizers.tokenizer import Tokenizer

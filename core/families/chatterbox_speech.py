@@ -40,7 +40,7 @@ def load_t3_for_inference(family: Any, checkpoint: Any, tokenizer_path: Path | N
     Raises InputError when no tokenizer is known or its size differs from the checkpoint's rows.
     """
     from core.checkpoint import LoadedCheckpoint, load_checkpoint
-    from core.families.chatterbox_model import ChatterboxConfig, backbone_shape
+    from core.families.chatterbox_t3 import ChatterboxConfig, backbone_shape
     from core.inference import resolve_tokenizer
     from core.tokenizers.tokenizer import load_tokenizer
 
@@ -66,7 +66,7 @@ def load_s3gen(path: Path) -> Any:
     from chatterbox.models.s3gen import S3Gen
     from transformers.initialization import no_init_weights
 
-    from core.families.chatterbox_models import load_tensors
+    from core.families.chatterbox_feature_models import load_tensors
 
     with no_init_weights():
         s3gen = S3Gen()
@@ -121,7 +121,7 @@ class ChatterboxSpeaker(Speaker):
         if self._tts is None:
             from chatterbox.mtl_tts import ChatterboxMultilingualTTS
 
-            from core.families.chatterbox_models import load_voice_encoder
+            from core.families.chatterbox_feature_models import load_voice_encoder
 
             s3gen = load_s3gen(self.files["s3gen"]).to(self.device)
             voice_encoder = load_voice_encoder(self.files["voice_encoder"]).to(self.device)

@@ -1,6 +1,6 @@
 """IndexTTS2's GPT as a LinguaForge model family: the `IndexTTSFamily` class.
 
-It builds on the family's modules — `indextts_model` (the leaf: file names, config.yaml, the
+It builds on the family's modules — `indextts_gpt` (the leaf: file names, config.yaml, the
 backbone shape, building and loading `UnifiedVoice`, the text normaliser), `indextts_data`
 (features), `indextts_training` (samples, collate, loss), `indextts_export`, `indextts_speech` —
 none of which imports this one.
@@ -15,18 +15,18 @@ import torch
 
 from core.errors import InputError
 from core.families.base import ModelFamily
-from core.families.indextts_model import (
+from core.families.rows import text_rows
+from core.families.indextts_gpt import (
     BPE_NAME,
     CONFIG_NAME,
     GPT_NAME,
     IndexTTSModelConfig,
-    ROW_OFFSET,
+    ROWS,
     SEQUENCE_LAYOUT,
     STATS_NAME,
     build_unified_voice,
     gpt_kwargs_from_state_dict,
     read_indextts_config,
-    text_rows,
 )
 
 
@@ -75,7 +75,7 @@ class IndexTTSFamily(ModelFamily):
         meta = base.meta or {}
         if meta.get("base_size") is not None:
             return int(meta["base_size"])
-        return text_rows(base.state_dict) - ROW_OFFSET if "text_embedding.weight" in base.state_dict else None
+        return text_rows(ROWS, base.state_dict) - ROWS.row_offset if ROWS.embedding_key in base.state_dict else None
 
     # -- the model --------------------------------------------------------------------------
     def _indextts_config(self, run: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import torch
 
 from core.data.pairs import build_pairs
 from core.errors import InputError
-from core.families.indextts_model import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
+from core.families.indextts_gpt import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
 from core.families.indextts_audio import FRONT_END_VERSION
 from core.families.indextts_features import build_features, open_features
 from core.families.indextts_models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths

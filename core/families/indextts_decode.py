@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from core.errors import InputError
-from core.families.indextts_model import STOP_MEL
+from core.families.indextts_gpt import STOP_MEL
 from core.families.indextts_layout import (
     collate_layouts,
     layout_sample,

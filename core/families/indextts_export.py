@@ -20,7 +20,7 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
-from core.families.indextts_model import SEQUENCE_LAYOUT, IndexTTSModelConfig, ROW_OFFSET, build_unified_voice, text_rows
+from core.families.indextts_gpt import SEQUENCE_LAYOUT, IndexTTSModelConfig, build_unified_voice, require_rows_for
 from core.families.target_config import write_indextts_config
 from core.fsutil import atomic_write, atomic_write_text
 
@@ -64,8 +64,7 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
         raise InputError(f"{checkpoint}: family {meta.get('family')!r}, not indextts; export it with its own family.")
     model_config = IndexTTSModelConfig.from_dict(meta.get("model_config") or {})
     tokenizer = resolve_tokenizer(loaded, settings)
-    if text_rows(loaded.state_dict) != tokenizer.size + ROW_OFFSET:
-        raise InputError(f"{checkpoint}: {text_rows(loaded.state_dict)} text rows do not fit tokenizer {tokenizer.path} ({tokenizer.size} ids + 1).")
+    require_rows_for(loaded.state_dict, tokenizer.size, f"{checkpoint} (tokenizer {tokenizer.path})")
     kwargs = dict(model_config.kwargs, number_text_tokens=tokenizer.size)
     model = build_unified_voice(kwargs)
     try:

@@ -27,7 +27,7 @@ import numpy as np
 from core.data.feature_cache import Features, build_feature_cache, open_cache, read_checked_item
 from core.data.manifest import ManifestRow
 from core.data.pairs import load_pairs  # noqa: F401  (re-exported: the IndexTTS2 cache's pairs.json is the shared one)
-from core.families.indextts_model import SEMANTIC_CODES
+from core.families.indextts_gpt import SEMANTIC_CODES
 
 CACHE_FORMAT = "linguaforge-indextts-cache-1"
 ITEM_KEYS = ("text_ids", "codes", "condition", "emo_vec")

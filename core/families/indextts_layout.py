@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.families.indextts_model import START_MEL, START_TEXT, STOP_MEL, STOP_TEXT
+from core.families.indextts_gpt import START_MEL, START_TEXT, STOP_MEL, STOP_TEXT
 
 CONDITIONING_POSITIONS = 34
 IGNORE = -100

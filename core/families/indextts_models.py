@@ -24,7 +24,7 @@ import torch
 
 from core.data.manifest import ManifestRow
 from core.errors import InputError
-from core.families.indextts_model import SEMANTIC_LAYER, STATS_NAME
+from core.families.indextts_gpt import SEMANTIC_LAYER, STATS_NAME
 
 DEFAULT_LOCATIONS = {
     "w2v_bert": ("w2v-bert-2.0", "facebook/w2v-bert-2.0 (a folder with config.json, model.safetensors, preprocessor_config.json)"),

@@ -20,14 +20,14 @@ import torch
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
 from core.families.base import Speaker
-from core.families.indextts_model import (
+from core.families.indextts_gpt import (
     CONFIG_NAME,
     SEMANTIC_CODES,
     STATS_NAME,
     IndexTextNormalizer,
     load_unified_voice,
     read_indextts_config,
-    text_rows,
+    require_rows_for,
 )
 from core.families.indextts_audio import emotion_audio, speaker_audio
 from core.families.indextts_decode import Sampling, decode
@@ -106,8 +106,7 @@ def _load_gpt(checkpoint: Any, tokenizer_path: Path | None, settings: Any, confi
         tokenizer = load_tokenizer(tokenizer_path)
     else:
         raise InputError(f"{loaded.path}: a plain IndexTTS2 checkpoint records no tokenizer; pass --tokenizer.")
-    if text_rows(loaded.state_dict) != tokenizer.size + 1:
-        raise InputError(f"{loaded.path}: {text_rows(loaded.state_dict)} text rows do not fit {tokenizer.path} ({tokenizer.size} ids + 1).")
+    require_rows_for(loaded.state_dict, tokenizer.size, f"{loaded.path} (tokenizer {tokenizer.path})")
     gpt, _ = load_unified_voice(loaded.state_dict, config, tokenizer.size)
     return gpt.to(device).eval(), tokenizer
 

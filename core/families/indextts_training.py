@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.families.indextts_model import ROW_OFFSET
+from core.families.indextts_gpt import ROWS
 from core.families.indextts_features import load_item, load_pairs, open_features
 from core.families.indextts_layout import IGNORE, collate_layouts, layout_hidden, layout_sample
 from core.families.contract import SampleSet
@@ -33,8 +33,8 @@ def split_text_rows(model: nn.Module, frozen_rows: int) -> nn.Module:
     """
     from models.rows import SplitEmbedding, SplitHead
 
-    model.text_embedding = SplitEmbedding.from_module(model.text_embedding, frozen_rows, ROW_OFFSET)
-    model.text_head = SplitHead.from_module(model.text_head, frozen_rows, ROW_OFFSET)
+    model.text_embedding = SplitEmbedding.from_module(model.text_embedding, frozen_rows, ROWS.row_offset)
+    model.text_head = SplitHead.from_module(model.text_head, frozen_rows, ROWS.row_offset)
     return model
 
 

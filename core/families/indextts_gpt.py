@@ -23,9 +23,11 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
+from core.families import get_family, rows_for
+from core.families.rows import text_rows
 
-ROW_OFFSET = 1
-TEXT_KEYS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
+#: IndexTTS2's text-row layout (keys, the one extra row at the end): the row arithmetic is `core.families.rows`'
+ROWS = get_family("indextts")
 START_TEXT, STOP_TEXT = 0, 1
 SEMANTIC_CODES = 8192
 START_MEL, STOP_MEL = 8192, 8193
@@ -100,7 +102,7 @@ def gpt_kwargs_from_state_dict(
     Raises InputError when a text key is missing.
     """
     gpt = dict(config["gpt"])
-    for key in TEXT_KEYS + ("text_pos_embedding.emb.weight", "mel_pos_embedding.emb.weight", "mel_embedding.weight"):
+    for key in ROWS.text_keys + ("text_pos_embedding.emb.weight", "mel_pos_embedding.emb.weight", "mel_embedding.weight"):
         if key not in state_dict:
             raise InputError(f"checkpoint has no {key}; this is not an IndexTTS2 gpt.pth.")
     layers = _count_indexed(list(state_dict), "gpt.h.")
@@ -141,9 +143,15 @@ def load_gpt_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]
     return load_checkpoint(path).state_dict
 
 
-def text_rows(state_dict: Mapping[str, torch.Tensor]) -> int:
-    """Return the number of text rows (tokenizer size + 1) of an IndexTTS2 state dict."""
-    return int(state_dict["text_embedding.weight"].shape[0])
+def require_rows_for(state_dict: Mapping[str, torch.Tensor], tokenizer_size: int, source: str) -> None:
+    """Check that an IndexTTS2 state dict has the text rows of a `tokenizer_size`-id tokenizer (size + 1).
+
+    Raises InputError naming `source`, both counts and the fix (`embeddings extend`).
+    """
+    rows, needed = text_rows(ROWS, state_dict), rows_for(ROWS, tokenizer_size)
+    if rows != needed:
+        raise InputError(f"{source}: {rows} text rows do not fit a tokenizer of {tokenizer_size} ids (needs {needed}: "
+                         "tokenizer size + 1). Run `embeddings extend` for this tokenizer.")
 
 
 def load_unified_voice(
@@ -154,12 +162,7 @@ def load_unified_voice(
     Raises InputError when the checkpoint's text rows are not `tokenizer_size + 1` (run
     `embeddings extend` first) or a key is missing or unexpected.
     """
-    rows = text_rows(state_dict)
-    if rows != tokenizer_size + ROW_OFFSET:
-        raise InputError(
-            f"the IndexTTS2 checkpoint has {rows} text rows, the tokenizer {tokenizer_size} ids "
-            f"(needs {tokenizer_size + ROW_OFFSET} rows: tokenizer size + 1). Run `embeddings extend` for this tokenizer."
-        )
+    require_rows_for(state_dict, tokenizer_size, "the IndexTTS2 checkpoint")
     kwargs = gpt_kwargs_from_state_dict(state_dict, config, tokenizer_size)
     model = build_unified_voice(kwargs)
     result = model.load_state_dict(dict(state_dict), strict=False)
@@ -248,7 +251,7 @@ class IndexTTSModelConfig:
             "d_model": int(self.kwargs["model_dim"]),
             "n_layers": int(self.kwargs["layers"]),
             "n_heads": int(self.kwargs["heads"]),
-            "text_rows": int(self.kwargs["number_text_tokens"]) + ROW_OFFSET,
+            "text_rows": rows_for(ROWS, int(self.kwargs["number_text_tokens"])),
             "codebook_size": SEMANTIC_CODES,
             "n_latents": CONDITIONING_LATENTS + 2,
         }
