@@ -11,6 +11,7 @@ which import neither each other's trainer nor doctor.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from core.checks.doctor import doctor_preflight
 from core.config import Settings
@@ -22,33 +23,29 @@ def prepare_trainer(
     config: RunConfig,
     config_path: str | os.PathLike[str] | None = None,
     settings: Settings | None = None,
-    resume: str | None = None,
-    max_steps: int | None = None,
-    reset_optimizer: bool = False,
-    fresh: bool = False,
+    **options: Any,
 ) -> Trainer:
-    """Return the run's Trainer, set up and checked by the doctor (plan → doctor), ready to `run()`.
+    """Return the run's Trainer, set up and checked by the doctor (plan → doctor), ready to `run()`;
+    `options` are the Trainer's (`resume`, `max_steps`, `reset_optimizer`, `fresh`).
 
     Raises InputError on bad config, data, tokenizer or checkpoint (the doctor's failures
     included), when the run folder holds checkpoints and neither `resume` nor `fresh` is given.
     """
-    return Trainer(config, config_path, settings, resume, max_steps, reset_optimizer, fresh, preflight=doctor_preflight)
+    return Trainer(config, config_path, settings, preflight=doctor_preflight, **options)
 
 
 def train(
     config: RunConfig,
     config_path: str | os.PathLike[str] | None = None,
     settings: Settings | None = None,
-    resume: str | None = None,
-    max_steps: int | None = None,
-    reset_optimizer: bool = False,
-    fresh: bool = False,
+    **options: Any,
 ) -> TrainResult:
-    """Run one training run (plan → doctor → run) and return its TrainResult.
+    """Run one training run (plan → doctor → run) and return its TrainResult; `options` are
+    `prepare_trainer`'s (`resume`, `max_steps`, `reset_optimizer`, `fresh`).
 
     `max_steps` stops this invocation at that step while the learning-rate schedule follows
     `schedule.max_steps`, so a run paused with `--max-steps k` and resumed continues exactly.
     `resume` is `auto` or a checkpoint; `fresh` moves a run already in the folder aside and starts over.
     Raises InputError as `prepare_trainer` does, and InternalError when frozen rows changed.
     """
-    return prepare_trainer(config, config_path, settings, resume, max_steps, reset_optimizer, fresh).run()
+    return prepare_trainer(config, config_path, settings, **options).run()

@@ -15,7 +15,8 @@ def _train(args: argparse.Namespace) -> Result:
     from core.recipe import train
 
     config = load_run_config(args.config)
-    result = train(config, args.config, load_settings(), args.resume, args.max_steps, args.reset_optimizer, args.fresh)
+    result = train(config, args.config, load_settings(), resume=args.resume, max_steps=args.max_steps,
+                   reset_optimizer=args.reset_optimizer, fresh=args.fresh)
     data = result.to_dict()
     shown = {k: data[k] for k in ("state", "step", "run_dir", "last_checkpoint", "best_val_loss")}
     shown.update({f"val_{k}": round(v, 4) for k, v in result.val.items()})
