@@ -83,7 +83,6 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch) -> Counter:
         return load_tokenizer(path, *args, **kwargs)
 
     monkeypatch.setattr(core.checkpoint, "load_checkpoint", counted_checkpoint)
-    monkeypatch.setattr(core.training.plan, "load_checkpoint", counted_checkpoint)
     monkeypatch.setattr(core.training.trainer, "load_tokenizer", counted_tokenizer)
     monkeypatch.setattr(core.checks.doctor, "load_tokenizer", counted_tokenizer)
     return loads

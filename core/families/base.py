@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
-from torch import nn
-
 from core.errors import InputError
 from core.families import Family, rows_for
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch is imported where a model is built, so the CLI's parser stays light
+    import torch
+    from torch import nn
+
     from core.checkpoint import LoadedCheckpoint
     from core.config import Settings
     from core.families.contract import TaskData

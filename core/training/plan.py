@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from core.checkpoint import LoadedCheckpoint, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.families.base import FamilyRun, ModelFamily
 from core.families.registry import get_model_family
 from core.tokenizers.tokenizer import Tokenizer
 from core.training.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from core.checkpoint import LoadedCheckpoint
 
 
 @dataclass
@@ -51,6 +53,8 @@ class LoadedRun:
             return None
         if self._resume is None:
             try:
+                from core.checkpoint import load_checkpoint  # torch: loaded when a plan first needs it
+
                 self._resume = load_checkpoint(self.resume_path)
             except InputError as exc:
                 self._resume = exc
