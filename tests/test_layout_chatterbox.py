@@ -141,6 +141,8 @@ def test_an_overfit_t3_decodes_its_clips_back_with_every_decoder(ws: Path, overf
         cached = decode_speech(model, cond, text, len(codes) + 5, GREEDY, use_cache=True)
         uncached = decode_speech(model, cond, text, len(codes) + 5, GREEDY, use_cache=False)
         assert cached == uncached, clip["id"]
+        print(f"\n{clip['id']}: {len(clip['text_ids'])} text ids, {len(codes)} codes; LinguaForge decoder reproduced "
+              f"{_reproduced(cached.tokens, codes):.3f}, generated {len(cached.tokens)}, stopped {cached.stopped}")
         assert _reproduced(cached.tokens, codes) >= 0.95 and cached.stopped and abs(len(cached.tokens) - len(codes)) <= 1, \
             (clip["id"], _reproduced(cached.tokens, codes), len(cached.tokens), len(codes))
         # The published call that matches the layout (README, export notes): no initial speech tokens,
