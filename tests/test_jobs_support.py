@@ -165,6 +165,20 @@ def make_jobs_env(workspace: Path, tmp: Path, **overrides: Any) -> Iterator[Jobs
         env.close()
 
 
+def lm_jobs_env(tmp: Path) -> Iterator[JobsEnv]:
+    """Yield a JobsEnv over an LM workspace in `tmp` (the workspace env var set) with one worker started."""
+    from tests.trainer_helpers import lm_workspace
+
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    lm_workspace(workspace)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
+        for env in make_jobs_env(workspace, tmp, cancel_grace_s=60, term_grace_s=5):
+            env.start_worker()
+            yield env
+
+
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that is free right now."""
     with socket.socket() as sock:

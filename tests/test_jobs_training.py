@@ -17,7 +17,7 @@ import pytest
 
 from core.checkpoint import load_checkpoint
 from jobs.supervise import is_alive
-from tests.test_jobs_support import JobsEnv, has_kind, make_jobs_env, wait_running
+from tests.test_jobs_support import JobsEnv, has_kind, lm_jobs_env, wait_running
 
 pytestmark = pytest.mark.skipif(not has_kind("train"), reason="the trainer (`python -m core train`) is not present")
 
@@ -26,16 +26,7 @@ SCHEDULE = {"val_every": 1000, "keep_last": 2, "log_every": 1}
 
 @pytest.fixture(scope="module")
 def env(module_tmp: Path) -> Iterator[JobsEnv]:
-    from tests.trainer_helpers import lm_workspace
-
-    workspace = module_tmp / "workspace"
-    workspace.mkdir()
-    lm_workspace(workspace)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
-        for env in make_jobs_env(workspace, module_tmp, cancel_grace_s=60, term_grace_s=5):
-            env.start_worker()
-            yield env
+    yield from lm_jobs_env(module_tmp)
 
 
 def submit_run(env: JobsEnv, name: str, max_steps: int, save_every: int) -> str:

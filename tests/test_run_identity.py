@@ -18,21 +18,12 @@ from core.eval.tts import collect_evaluations, update_eval_json
 from core.runs import RunFolder, read_evaluations, run_folder_of_config
 from core.training.periodic_eval import best_recorded
 from core.training.run_config import RunConfig
-from tests.test_jobs_support import JobsEnv, make_jobs_env
+from tests.test_jobs_support import JobsEnv, lm_jobs_env
 
 
 @pytest.fixture(scope="module")
 def env(module_tmp: Path) -> Iterator[JobsEnv]:
-    from tests.trainer_helpers import lm_workspace
-
-    workspace = module_tmp / "workspace"
-    workspace.mkdir()
-    lm_workspace(workspace)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
-        for env in make_jobs_env(workspace, module_tmp, cancel_grace_s=60, term_grace_s=5):
-            env.start_worker()
-            yield env
+    yield from lm_jobs_env(module_tmp)
 
 
 def test_a_job_whose_config_has_no_name_shows_live_progress_and_stops_on_stop(env: JobsEnv) -> None:
