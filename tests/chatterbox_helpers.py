@@ -82,3 +82,19 @@ def with_pieces(base: Path, pieces: list[str], dest: Path) -> Path:
         data["model"]["vocab"][piece] = top + i
     dest.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     return dest
+
+
+def extend_to_amharic(root: Path, model_dir: Path) -> None:
+    """Write `root/tokenizers/am.json` (the folder's tokenizer merged with Amharic pieces and the [am] tag)
+    and `root/checkpoints/t3_am.safetensors` (the folder's T3 extended to it, new rows the mean)."""
+    from core.data.sample_text import AMHARIC_SENTENCES
+    from core.tokenizers.hf_merge import merge_hf_tokenizer
+    from core.training.embeddings import extend_checkpoint
+
+    base_tok = model_dir / "grapheme_mtl_merged_expanded_v1.json"
+    am = root / "tokenizers" / "am.json"
+    am.parent.mkdir(parents=True, exist_ok=True)
+    merge_hf_tokenizer(base_tok, am, corpus_lines=list(AMHARIC_SENTENCES), vocab_size=400, language_tag="am")
+    (root / "checkpoints").mkdir(parents=True, exist_ok=True)
+    extend_checkpoint(model_dir / "t3_mtl23ls_v2.safetensors", base_tok, am, root / "checkpoints" / "t3_am.safetensors",
+                      family="chatterbox", init="mean")

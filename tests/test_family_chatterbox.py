@@ -29,13 +29,11 @@ from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.errors import InputError
 from core.families.chatterbox_text import text_ids
 from core.families.registry import get_model_family
-from core.tokenizers.hf_merge import merge_hf_tokenizer
 from core.tokenizers.tokenizer import load_tokenizer
-from core.training.embeddings import extend_checkpoint
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from core.recipe import prepare_trainer, train
-from tests.chatterbox_helpers import REDUCED, make_chatterbox_folder, with_pieces
+from tests.chatterbox_helpers import REDUCED, extend_to_amharic, make_chatterbox_folder, with_pieces
 from tests.data_helpers import make_espeak_dataset
 
 torch.set_num_threads(2)
@@ -53,13 +51,7 @@ def ws(module_tmp: Path) -> Any:
     patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
     model_dir = make_chatterbox_folder(root / "models" / "chatterbox")
     make_espeak_dataset(root / "datasets" / "espeak", per_language=6)
-    base_tok = model_dir / "grapheme_mtl_merged_expanded_v1.json"
-    am = root / "tokenizers" / "am.json"
-    am.parent.mkdir()
-    merge_hf_tokenizer(base_tok, am, corpus_lines=list(AMHARIC_SENTENCES), vocab_size=400, language_tag="am")
-    (root / "checkpoints").mkdir()
-    extend_checkpoint(model_dir / "t3_mtl23ls_v2.safetensors", base_tok, am, root / "checkpoints" / "t3_am.safetensors",
-                      family="chatterbox", init="mean")
+    extend_to_amharic(root, model_dir)
     yield root
     patch.undo()
 

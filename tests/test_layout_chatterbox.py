@@ -20,17 +20,14 @@ import torch
 from core.config import load_settings
 from core.data.cache import open_cache
 from core.data.pairs import load_pairs
-from core.data.sample_text import AMHARIC_SENTENCES
 from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
 from core.families.chatterbox_decode import Sampling, decode_speech
 from core.families.chatterbox_layout import LAYOUT, collate, condition_embeds, wrap_text
 from core.families.chatterbox_features import load_features
-from core.tokenizers.hf_merge import merge_hf_tokenizer
-from core.training.embeddings import extend_checkpoint
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from core.recipe import prepare_trainer
-from tests.chatterbox_helpers import REDUCED, make_chatterbox_speech_folder
+from tests.chatterbox_helpers import REDUCED, extend_to_amharic, make_chatterbox_speech_folder
 from tests.data_helpers import make_espeak_dataset, run_cli
 
 torch.set_num_threads(2)
@@ -47,13 +44,7 @@ def ws(module_tmp: Path) -> Any:
     patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
     model_dir = make_chatterbox_speech_folder(root / "models" / "chatterbox")
     make_espeak_dataset(root / "datasets" / "am", per_language=4, languages=("am",))
-    base_tok = model_dir / "grapheme_mtl_merged_expanded_v1.json"
-    (root / "tokenizers").mkdir()
-    merge_hf_tokenizer(base_tok, root / "tokenizers" / "am.json", corpus_lines=list(AMHARIC_SENTENCES), vocab_size=400,
-                       language_tag="am")
-    (root / "checkpoints").mkdir()
-    extend_checkpoint(model_dir / "t3_mtl23ls_v2.safetensors", base_tok, root / "tokenizers" / "am.json",
-                      root / "checkpoints" / "t3_am.safetensors", family="chatterbox", init="mean")
+    extend_to_amharic(root, model_dir)
     yield root
     patch.undo()
 

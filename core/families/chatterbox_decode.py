@@ -15,7 +15,7 @@ then a draw.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -41,18 +41,23 @@ class Decoded:
     stopped: bool
 
 
-def _next_token(logits: torch.Tensor, so_far: torch.Tensor, sampling: Sampling) -> int:
-    """Return the next token from guided logits [1, V] by argmax (temperature 0) or the published sampler."""
+def _picker(sampling: Sampling) -> Callable[[torch.Tensor, torch.Tensor], int]:
+    """Return how the next token is chosen from guided logits [1, V] and the tokens so far: argmax at
+    temperature 0, else the published sampler (its logits processors built once per decode)."""
     if sampling.temperature <= 0:
-        return int(logits.argmax(-1))
+        return lambda logits, so_far: int(logits.argmax(-1))
     from transformers.generation.logits_process import (MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
                                                          TopPLogitsWarper)
 
-    logits = RepetitionPenaltyLogitsProcessor(penalty=float(sampling.repetition_penalty))(so_far, logits)
-    logits = logits / sampling.temperature
-    logits = MinPLogitsWarper(min_p=sampling.min_p)(so_far, logits)
-    logits = TopPLogitsWarper(top_p=sampling.top_p)(so_far, logits)
-    return int(torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1))
+    penalty = RepetitionPenaltyLogitsProcessor(penalty=float(sampling.repetition_penalty))
+    min_p, top_p = MinPLogitsWarper(min_p=sampling.min_p), TopPLogitsWarper(top_p=sampling.top_p)
+
+    def sample(logits: torch.Tensor, so_far: torch.Tensor) -> int:
+        logits = penalty(so_far, logits) / sampling.temperature
+        logits = top_p(so_far, min_p(so_far, logits))
+        return int(torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1))
+
+    return sample
 
 
 def _guided(logits: torch.Tensor, cfg_weight: float) -> torch.Tensor:
@@ -73,6 +78,7 @@ def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_token
     text = text.reshape(-1).to(device)
     guided = sampling.cfg_weight > 0
     so_far = torch.tensor([[START_SPEECH]], device=device)
+    pick = _picker(sampling)
 
     def rows(speech: torch.Tensor) -> torch.Tensor:
         laid = [sample_embeds(t3, cond, text, speech)]
@@ -84,7 +90,7 @@ def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_token
     tokens: list[int] = []
     for step in range(max_new_tokens):
         logits = _guided(t3.speech_head(out.last_hidden_state[:, -1]), sampling.cfg_weight)
-        token = _next_token(logits, so_far, sampling)
+        token = pick(logits, so_far)
         if token == STOP_SPEECH:
             return Decoded(tokens, True)
         tokens.append(token)
