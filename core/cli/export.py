@@ -11,6 +11,14 @@ from core.paths import CLI_PATH
 
 
 def _export(args: argparse.Namespace) -> Result:
+    """Write a trained checkpoint in its family's native layout.
+
+    chatterbox: t3_<name>.safetensors (loads strictly into T3(T3Config(text_tokens_dict_size=V))), the
+    tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load).
+    indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with
+    gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.
+    LinguaForge's own checkpoints: use `prune`.
+    """
     from core.checkpoint import load_checkpoint
     from core.errors import InputError
     from core.families.registry import get_model_family
@@ -27,16 +35,7 @@ def _export(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `export` command."""
-    parser = add_command(
-        subparsers, "export", _export, help="write a trained checkpoint in its family's native layout",
-        description=(
-            "chatterbox: t3_<name>.safetensors (loads strictly into T3(T3Config(text_tokens_dict_size=V))), the\n"
-            "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load).\n"
-            "indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with\n"
-            "gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.\n"
-            "LinguaForge's own checkpoints: use `prune`."
-        ),
-    )
+    parser = add_command(subparsers, "export", _export)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output folder")
     parser.add_argument("--name", default=None, help="name in the file names (default: the tokenizer's stem)")

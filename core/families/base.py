@@ -125,6 +125,8 @@ class ModelFamily(ABC):
     tasks: tuple[str, ...] = ("tts",)
     #: the numeric options its speaker takes (`synthesize --option`, `eval.synthesis`)
     speech_options: tuple[str, ...] = ()
+    #: the role in `published_files` of the checkpoint a run starts from when it names none
+    start_role: str | None = None
 
     # -- files and detection -----------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:
@@ -135,8 +137,11 @@ class ModelFamily(ABC):
         return {}
 
     def default_checkpoint(self, model_dir: Path | None) -> Path | None:
-        """Return the published checkpoint in `model_dir` a run starts from when it names none."""
-        return None
+        """Return the published checkpoint in `model_dir` a run starts from when it names none (its
+        `start_role` file; None without a folder or a start role). Raises InputError like `published_files`."""
+        if model_dir is None or self.start_role is None:
+            return None
+        return self.published_files(model_dir)[self.start_role]
 
     def load_state_dict(self, path: Path) -> "LoadedCheckpoint":
         """Return the checkpoint at `path` loaded safely (weights_only / safetensors), unwrapped."""

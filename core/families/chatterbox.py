@@ -57,6 +57,7 @@ class ChatterboxFamily(ModelFamily):
     """Chatterbox T3 through the family interface."""
 
     name = "chatterbox"
+    start_role = "t3"  # the published T3 (`t3_mtl23ls_v2.safetensors` or `t3_cfg.safetensors`)
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
@@ -80,10 +81,6 @@ class ChatterboxFamily(ModelFamily):
                 )
         files.update({role: model_dir / n for role, n in OPTIONAL_FILES.items() if (model_dir / n).is_file()})
         return files
-
-    def default_checkpoint(self, model_dir: Path | None) -> Path | None:
-        """Return the published T3 of `model_dir` (None without a folder)."""
-        return self.published_files(model_dir)["t3"] if model_dir is not None else None
 
     def base_size(self, base: Any) -> int | None:
         """Return the base checkpoint's recorded base size, else its row count (a published T3 is all base)."""
