@@ -224,11 +224,11 @@ class PreparedText:
     unknown: int
 
 
-def prepare_text(inference: InferenceModel, text: str, language: str | None = None) -> PreparedText:
+def prepare_text(inference: InferenceModel, text: str, language: str | None = None, what: str = "--text") -> PreparedText:
     """Return `text` normalised, cut into sentences and encoded with the model's tokenizer.
 
-    Raises InputError for empty text, text over MAX_TEXT_CHARS, or text in which the tokenizer knows
-    no letter or digit (nothing to speak).
+    Raises InputError naming `what` (the option or field the text came from) for empty text, text
+    over MAX_TEXT_CHARS, or text in which the tokenizer knows no letter or digit (nothing to speak).
     """
     from core.data.cache import wants_uppercase
 
@@ -239,7 +239,7 @@ def prepare_text(inference: InferenceModel, text: str, language: str | None = No
     encoded = [tok.encode(sentence) for sentence in sentences]
     if not any(is_speakable(tok, i) for ids in encoded for i in ids):
         raise InputError(
-            f"--text {text[:40]!r}: the tokenizer knows none of its letters or digits, so there is nothing to "
+            f"{what} {text[:40]!r}: the tokenizer knows none of its letters or digits, so there is nothing to "
             "speak. Check the text's language (--language) or use a tokenizer trained on it."
         )
     return PreparedText(sentences, encoded, sum(1 for ids in encoded for i in ids if i == tok.unk_id))
