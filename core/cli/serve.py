@@ -91,9 +91,7 @@ def _serve(args: argparse.Namespace) -> Result:
 
 def _run(args: argparse.Namespace, settings: object, checkpoint: Path, voices: object, model_dir: Path | None,
          token: str | None, sock: socket.socket) -> Result:
-    import uvicorn
-
-    from core.serve.app import ServerConfig, create_app
+    from core.serve.app import ServerConfig, create_app, run_app
     from core.serve.engine import Sampling, load_engine
 
     sampling = Sampling(args.temperature, args.top_k or None, args.top_p, args.seed)
@@ -105,11 +103,7 @@ def _run(args: argparse.Namespace, settings: object, checkpoint: Path, voices: o
     sys.stderr.write(f"serving {model_id} ({engine.family}, {engine.sample_rate} Hz, "
                      f"{'batched' if engine.batched else 'one request at a time'}) on http://{args.host}:{args.port}\n")
     sys.stderr.flush()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
-    try:
-        server.run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; the server has stopped cleanly
-        pass
+    run_app(app, sock)
     sizes = app.state.batches.batch_sizes
     data = {"model": model_id, "family": engine.family, "requests": sum(sizes), "batches": len(sizes),
             "largest_batch": max(sizes, default=0)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Literal
@@ -178,3 +179,14 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         return Response(audio, media_type=MEDIA_TYPES[body.response_format])
 
     return app
+
+
+def run_app(app: FastAPI, sock: socket.socket) -> None:
+    """Serve `app` with uvicorn on the bound socket `sock` until Ctrl-C or SIGTERM; return once it has stopped."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; the server has stopped cleanly
+        pass
