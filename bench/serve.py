@@ -6,7 +6,8 @@ requests from `--clients` concurrent clients, in `--rounds` rounds, once per `--
 Reports latency p50/p95, throughput, how many answers were not 200 (dropped), the server's RSS
 before the first round and after each, and what the largest batch held. Then sends the bad
 requests (oversized input, unknown voice, unknown model, malformed body), each followed by a good
-one, and reports the statuses and messages. The default checkpoint is random-initialised with its
+one, and reports the statuses and messages. First it times, in-process, what one batch costs: the
+model's generation (batched) and the codec's decode (clip by clip), per batch size. The default checkpoint is random-initialised with its
 stop logit suppressed, so every sentence is exactly `--codes` codes (125 = 2 s of audio): every
 request is the same work. `--checkpoint` and `--voices` serve a trained one instead.
 
@@ -69,6 +70,33 @@ def quickstart_checkpoint(workspace: Path, codes: int) -> Path:
     return save_checkpoint(workspace / "checkpoints" / "quickstart-tts.pt", model.state_dict(), meta, {"step": 0})
 
 
+def batch_breakdown(workspace: Path, checkpoint: Path, sizes: list[int]) -> list[dict[str, Any]]:
+    """Time, in this process on one thread, what one server batch of n one-sentence requests costs: the
+    model's `generate_batch` (decoded together) and the codec's decode (clip by clip), per batch size n."""
+    import os
+
+    from core.config import load_settings
+    from core.inference import load_for_inference, prepare_text, reference_mel
+
+    os.environ["LINGUAFORGE_WORKSPACE"] = str(workspace)
+    torch.set_num_threads(1)
+    inference = load_for_inference(checkpoint, load_settings(), task="tts", device="cpu")
+    ids = prepare_text(inference, TEXT).ids[0]
+    mel = reference_mel(inference, workspace / "voices" / "anna.wav")
+    rows = []
+    for n in sizes:
+        start = time.perf_counter()
+        codes = inference.model.generate_batch([ids] * n, mel, 0.8, 50, generator=torch.Generator().manual_seed(0))
+        generate = time.perf_counter() - start
+        start = time.perf_counter()
+        for row in codes:
+            inference.codec.decode(torch.tensor(row))
+        decode = time.perf_counter() - start
+        rows.append({"batch": n, "generate_s": round(generate, 3), "decode_s": round(decode, 3),
+                     "per_request_s": round((generate + decode) / n, 3)})
+    return rows
+
+
 def _load_round(url: str, model: str, requests: int, clients: int) -> dict[str, Any]:
     body = {"model": model, "input": TEXT, "voice": "anna", "response_format": "wav"}
     pool = [httpx.Client(timeout=600) for _ in range(clients)]
@@ -109,6 +137,7 @@ def run(args: argparse.Namespace, workspace: Path) -> dict[str, Any]:
     checkpoint = quickstart_checkpoint(workspace, args.codes)
     voices = write_voice(workspace / "voices" / "anna.wav").parent
     model = checkpoint.stem
+    breakdown = batch_breakdown(workspace, checkpoint, sorted({1, *args.max_batch}))
     rows, faults = [], []
     for max_batch in args.max_batch:
         with running_server(workspace, checkpoint, voices, workspace / f"serve-{max_batch}.log", "--max-batch",
@@ -131,7 +160,7 @@ def run(args: argparse.Namespace, workspace: Path) -> dict[str, Any]:
     return {"requests": args.requests, "clients": args.clients, "codes_per_sentence": args.codes,
             "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, {platform.python_version()}",
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                                     text=True).stdout.strip(), "load": rows, "faults": faults}
+                                     text=True).stdout.strip(), "breakdown": breakdown, "load": rows, "faults": faults}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -142,6 +171,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {row['max_batch']} | {row['round']} | {result['requests']} | {row['dropped']} | {row['p50_s']} | "
                      f"{row['p95_s']} | {row['throughput_rps']} | {row['rss_before_mib']} → {row['rss_after_mib']} | "
                      f"{row['largest_batch']} |")
+    lines += ["", "| batch of one-sentence requests (in-process, 1 thread) | generate s | codec decode s | per request s |",
+              "|---|---|---|---|"]
+    for row in result["breakdown"]:
+        lines.append(f"| {row['batch']} | {row['generate_s']} | {row['decode_s']} | {row['per_request_s']} |")
     lines += ["", "| bad request | status | message (one line) | next good request |", "|---|---|---|---|"]
     for row in result["faults"]:
         lines.append(f"| {row['request']} | {row['status']} | {row['message']} | {row['next_good_request']} |")

@@ -261,12 +261,13 @@ def reference_mel(inference: InferenceModel, reference: str | Path | None) -> to
 def speak_prepared(
     inference: InferenceModel, texts: list[PreparedText], ref_mel: torch.Tensor | None = None,
     temperature: float = 0.8, top_k: int | None = 50, top_p: float | None = None, seed: int = 0,
-    use_cache: bool = True,
+    use_cache: bool = True, max_codes: int | None = None,
 ) -> list[tuple[torch.Tensor, list[int]]]:
     """Return (waveform at the codec's rate, codes per sentence) for each of `texts`, all in `ref_mel`'s voice.
 
     The sentences of every text are generated together, SENTENCE_BATCH at a time, with progress
-    (`core.progress`); one text gives what `synthesize` gives for it with the same seed.
+    (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`); one
+    text gives what `synthesize` gives for it with the same seed.
     """
     from core.progress import Progress
 
@@ -278,7 +279,7 @@ def speak_prepared(
     generated: list[list[int]] = []
     for first in range(0, len(encoded), SENTENCE_BATCH):
         group = encoded[first : first + SENTENCE_BATCH]
-        generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, use_cache=use_cache,
+        generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, max_codes, use_cache=use_cache,
                                           generator=generator, min_codes=[MIN_CODES_PER_TEXT_TOKEN * len(i) for i in group])
         progress.update(len(group))
     progress.finish()

@@ -186,6 +186,8 @@ def test_bad_command_lines_exit_2_with_one_line(served: tuple[Path, Path, Path],
         (["--checkpoint", str(workspace / "nope.pt"), "--voices", str(voices)], "nope.pt: no such file"),
         (["--checkpoint", str(checkpoint), "--voices", str(workspace / "codecs")], "no reference clip"),
         (["--checkpoint", str(checkpoint), "--voices", str(voices), "--max-input-chars", "9000"], "--max-input-chars 9000"),
+        (["--checkpoint", str(checkpoint), "--voices", str(voices), "--option", "cfg_weight=0.5"],
+         "--option cfg_weight: speaker options are for Chatterbox and IndexTTS2"),
     ]
     for argv, fragment in cases:
         assert main(["serve", *argv]) == 2
@@ -228,3 +230,32 @@ def test_batch_queue_takes_what_waits_refuses_past_its_limit_and_fails_the_waiti
     release.set()
     closing.join(10)
     assert held.result(10) == 50 and not closing.is_alive()
+
+
+@pytest.mark.slow
+def test_a_chatterbox_checkpoint_speaks_through_the_server_one_request_at_a_time(tmp_path: Path) -> None:
+    """The reduced T3 extended to Amharic, with the full published S3Gen (random weights): the server
+    speaks it through the Chatterbox speaker at 24 kHz, (speech tokens − 1) × 960 samples, at most
+    --max-seconds of tokens; a language its tokenizer has no tag for is a 400 and the server serves on."""
+    from core.data.sample_text import AMHARIC_SENTENCES
+    from tests.chatterbox_helpers import extend_to_amharic, make_chatterbox_speech_folder
+
+    workspace = tmp_path / "workspace"
+    model_dir = make_chatterbox_speech_folder(workspace / "models" / "chatterbox")
+    extend_to_amharic(workspace, model_dir)
+    write_voice(workspace / "voices" / "anna.wav")
+    options = ["--model-dir", str(model_dir), "--tokenizer", str(workspace / "tokenizers" / "am.json"),
+               "--language", "am", "--temperature", "0", "--max-seconds", "0.48", "--option", "cfm_steps=2"]
+    with running_server(workspace, workspace / "checkpoints" / "t3_am.safetensors", workspace / "voices",
+                        workspace / "serve.log", *options) as server:
+        health = httpx.get(f"{server.url}/health").json()
+        assert (health["family"], health["sample_rate"], health["batched"]) == ("chatterbox", 24000, False)
+        client = _client(server)
+        audio = client.audio.speech.create(model="t3_am", input=AMHARIC_SENTENCES[1], voice="anna").content
+        data, rate = sf.read(io.BytesIO(audio), dtype="float32")
+        assert rate == 24000 and len(data) % 960 == 0 and 960 <= len(data) <= 11 * 960  # 0.48 s = 12 tokens at most
+        assert np.isfinite(data).all() and np.abs(data).max() > 0
+        with pytest.raises(openai.BadRequestError, match=r"has no \[xx\] tag"):
+            client.audio.speech.create(model="t3_am", input="selam", voice="anna", extra_body={"language": "xx"})
+        again = client.audio.speech.create(model="t3_am", input=AMHARIC_SENTENCES[1], voice="anna").content
+        assert sf.info(io.BytesIO(again)).samplerate == 24000

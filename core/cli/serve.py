@@ -7,10 +7,15 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.cli.common import Result, add_command, float_in, int_at_least
-from core.cli.infer import add_family_options, run_model_dir
+from core.cli.infer import add_family_options, run_model_dir, speaker_option
 from core.paths import CLI_PATH
+
+if TYPE_CHECKING:
+    from core.config import Settings
+    from core.serve.voices import VoiceFolder
 
 TOKEN_ENV = "LINGUAFORGE_SERVE_TOKEN"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -61,11 +66,15 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve(args: argparse.Namespace) -> Result:
+    """Check every option and path (confined to the roots), bind the port, then load and serve.
+
+    Raises InputError, before the model loads, for a bad option, a missing checkpoint, a path outside
+    the roots, a voices folder without clips, an unreadable token or a port that cannot be bound.
+    """
     from core.config import load_settings
     from core.errors import InputError
-    from core.serve.voices import check_voice_folder
-
     from core.inference import MAX_TEXT_CHARS
+    from core.serve.voices import check_voice_folder
 
     if args.port > 65535:
         raise InputError(f"--port {args.port}: ports go up to 65535. Choose a free port such as 8000.")
@@ -77,7 +86,8 @@ def _serve(args: argparse.Namespace) -> Result:
         raise InputError(f"--checkpoint {args.checkpoint}: no such file. Give a TTS checkpoint (.pt, .safetensors).")
     checkpoint = settings.check_inside_roots(args.checkpoint, model_folders=True)
     voices = check_voice_folder(settings.check_inside_roots(args.voices))
-    model_dir = settings.check_inside_roots(args.model_dir, model_folders=True) if args.model_dir else None
+    model_dir, args.tokenizer, args.codec = (settings.check_inside_roots(path, model_folders=True) if path else None
+                                             for path in (args.model_dir, args.tokenizer, args.codec))
     token = _read_token(args.token_file)
     if args.host not in LOOPBACK and token is None:
         sys.stderr.write(f"warning: serving on {args.host} without a bearer token: anyone who reaches this port "
@@ -89,13 +99,15 @@ def _serve(args: argparse.Namespace) -> Result:
         sock.close()
 
 
-def _run(args: argparse.Namespace, settings: object, checkpoint: Path, voices: object, model_dir: Path | None,
+def _run(args: argparse.Namespace, settings: Settings, checkpoint: Path, voices: VoiceFolder, model_dir: Path | None,
          token: str | None, sock: socket.socket) -> Result:
+    """Load the engine, serve until stopped, and return how many requests were spoken in how many batches."""
     from core.serve.app import ServerConfig, create_app, run_app
-    from core.serve.engine import Sampling, load_engine
+    from core.serve.engine import SpeechSettings, load_engine
 
-    sampling = Sampling(args.temperature, args.top_k or None, args.top_p, args.seed)
-    engine = load_engine(checkpoint, settings, sampling, model_dir or run_model_dir(checkpoint, settings),
+    speech = SpeechSettings(args.temperature, args.top_k or None, args.top_p, args.seed, args.max_seconds,
+                            dict(args.option))
+    engine = load_engine(checkpoint, settings, speech, model_dir or run_model_dir(checkpoint, settings),
                          args.family, args.tokenizer, args.codec, args.device)
     model_id = args.model_name or checkpoint.stem
     config = ServerConfig(model_id, voices, args.max_input_chars, args.queue_limit, args.max_batch, token, args.language)
@@ -147,5 +159,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--top-k", type=int_at_least(0), default=50, help="own model: keep the k most likely codes; 0 = off (default 50)")
     parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="own model: nucleus sampling threshold")
     parser.add_argument("--seed", type=int, default=0, help="random seed of each batch (default 0)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
+                        help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (as synthesize --option)")
+    parser.add_argument("--max-seconds", type=float_in(0.0, low_open=True), default=None,
+                        help="longest speech of one sentence (own model) or one request (Chatterbox, IndexTTS2); "
+                             "default: the model's own limit")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where the model runs: auto = CUDA when present (default), cpu, or cuda")

@@ -14,6 +14,7 @@ request never fails the others of its batch.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,21 @@ from core.errors import InputError
 
 
 @dataclass
-class Sampling:
-    """The server's sampling settings, the same for every request."""
+class SpeechSettings:
+    """How the server speaks every request: sampling; `max_seconds`, the longest speech of one sentence
+    (own model) or one request (a family's speaker), None = the model's own limit; and `options`, a
+    family speaker's options (`synthesize --option`)."""
 
     temperature: float = 0.8
     top_k: int | None = 50
     top_p: float | None = None
     seed: int = 0
+    max_seconds: float | None = None
+    options: dict[str, float] = field(default_factory=dict)
+
+    def max_tokens(self, tokens_per_second: float) -> int | None:
+        """Return `max_seconds` as a number of speech tokens at `tokens_per_second` (None without a cap)."""
+        return None if self.max_seconds is None else max(1, math.ceil(self.max_seconds * tokens_per_second))
 
 
 @dataclass
@@ -69,9 +78,9 @@ class OwnEngine(Engine):
     family = "linguaforge"
     batched = True
 
-    def __init__(self, inference: Any, sampling: Sampling) -> None:
+    def __init__(self, inference: Any, settings: SpeechSettings) -> None:
         self.inference = inference
-        self.sampling = sampling
+        self.settings = settings
         self.sample_rate = int(inference.codec.sample_rate)
 
     def check(self, job: SpeechJob) -> None:
@@ -88,12 +97,13 @@ class OwnEngine(Engine):
         by_clip: dict[Path, list[int]] = {}
         for index, job in enumerate(jobs):
             by_clip.setdefault(job.clip, []).append(index)
-        s = self.sampling
+        s = self.settings
+        max_codes = s.max_tokens(self.inference.codec.frame_rate)
         for clip, indices in by_clip.items():
             try:
                 mel = reference_mel(self.inference, clip)
                 spoken = speak_prepared(self.inference, [jobs[i].prepared for i in indices], mel,
-                                        s.temperature, s.top_k, s.top_p, s.seed)
+                                        s.temperature, s.top_k, s.top_p, s.seed, max_codes=max_codes)
             except Exception as exc:  # one voice's failure is its requests' answer, never the server's end
                 spoken = [(exc, [])] * len(indices)
             for index, (wav, _codes) in zip(indices, spoken):
@@ -106,10 +116,10 @@ class FamilyEngine(Engine):
 
     batched = False
 
-    def __init__(self, family: str, speaker: Any, sampling: Sampling) -> None:
+    def __init__(self, family: str, speaker: Any, settings: SpeechSettings) -> None:
         self.family = family
         self.speaker = speaker
-        self.sampling = sampling
+        self.settings = settings
         self.sample_rate = int(speaker.sample_rate)
 
     def check(self, job: SpeechJob) -> None:
@@ -120,25 +130,27 @@ class FamilyEngine(Engine):
     def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
         """Return each job's waveform, spoken one after the other by the family's Speaker."""
         results: list[torch.Tensor | Exception] = []
-        options = {"temperature": self.sampling.temperature}
+        options = {**self.settings.options, "temperature": self.settings.temperature}
+        max_tokens = self.settings.max_tokens(self.speaker.tokens_per_second)
         for job in jobs:
             try:
-                wav, _report = self.speaker.speak(job.text, job.clip, job.language, self.sampling.seed, None, options)
+                wav, _report = self.speaker.speak(job.text, job.clip, job.language, self.settings.seed, max_tokens, options)
                 results.append(wav)
             except Exception as exc:  # this request's answer, never the server's end
                 results.append(exc)
         return results
 
 
-def load_engine(checkpoint: Path, settings: Settings, sampling: Sampling, model_dir: Path | None = None,
+def load_engine(checkpoint: Path, settings: Settings, speech: SpeechSettings, model_dir: Path | None = None,
                 family: str | None = None, tokenizer: Path | None = None, codec: Path | None = None,
                 device: str = "auto") -> Engine:
     """Return the Engine of `checkpoint` (read once): the own TTS model with its tokenizer and codec, or
     its family's Speaker with the model folder (`model_dir`, else the settings' `families.<family>.model_dir`).
 
     Raises InputError as `synthesize` does: no LinguaForge metadata and no `family`, a family that
-    disagrees with the metadata, an LM checkpoint, a tokenizer or codec not found, a family
-    checkpoint without a model folder or a model folder missing a file.
+    disagrees with the metadata, an LM checkpoint, a tokenizer or codec not found, speaker options
+    for the own model or options a family's speaker does not take, a family checkpoint without a
+    model folder or a model folder missing a file.
     """
     from core.checkpoint import load_checkpoint
     from core.eval.voices import family_model_dir
@@ -147,14 +159,19 @@ def load_engine(checkpoint: Path, settings: Settings, sampling: Sampling, model_
     loaded = load_checkpoint(checkpoint)
     name = checkpoint_family(loaded, family)
     if name == "linguaforge":
+        if speech.options:
+            raise InputError(f"--option {next(iter(speech.options))}: speaker options are for Chatterbox and IndexTTS2 "
+                             f"checkpoints; {checkpoint} is a LinguaForge model (use --temperature, --top-k, --top-p).")
         inference = load_for_inference(loaded, settings, str(tokenizer) if tokenizer else None,
                                        str(codec) if codec else None, task="tts", device=device)
-        return OwnEngine(inference, sampling)
+        return OwnEngine(inference, speech)
     from core.families.registry import get_model_family
 
+    family_class = get_model_family(name)
+    family_class.check_speech_options(speech.options)
     folder = family_model_dir(name, settings, model_dir)
     if folder is None:
         raise InputError(f"{checkpoint}: a {name} checkpoint speaks with the family's model folder; pass --model-dir "
                          f"or set families.{name}.model_dir in the settings.")
-    speaker = get_model_family(name).load_speaker(loaded, tokenizer, folder, settings, device)
-    return FamilyEngine(name, speaker, sampling)
+    speaker = family_class.load_speaker(loaded, tokenizer, folder, settings, device)
+    return FamilyEngine(name, speaker, speech)
