@@ -259,3 +259,30 @@ def test_a_chatterbox_checkpoint_speaks_through_the_server_one_request_at_a_time
             client.audio.speech.create(model="t3_am", input="selam", voice="anna", extra_body={"language": "xx"})
         again = client.audio.speech.create(model="t3_am", input=AMHARIC_SENTENCES[1], voice="anna").content
         assert sf.info(io.BytesIO(again)).samplerate == 24000
+
+
+@pytest.mark.slow
+def test_a_published_indextts_gpt_speaks_through_the_server(tmp_path: Path) -> None:
+    """The reduced IndexTTS2 speech folder (a 1-layer GPT at width 1280, s2mel, BigVGAN; random weights),
+    its published `gpt.pth` served with --family: GPT → s2mel → BigVGAN at 22.05 kHz, whole mel frames of 256."""
+    import yaml
+
+    from core.config import SETTINGS_ENV
+    from tests.indextts_helpers import W2V_LAYERS, build_model_folder, build_speech_folder
+
+    workspace = tmp_path / "workspace"
+    folder = build_model_folder(workspace / "models" / "IndexTTS-2")
+    speech = build_speech_folder(folder, workspace / "models" / "IndexTTS-2-speech")
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
+    write_voice(workspace / "voices" / "anna.wav")
+    options = ["--family", "indextts", "--tokenizer", str(speech / "bpe.model"), "--temperature", "0",
+               "--max-seconds", "0.25", "--option", "diffusion_steps=2"]
+    with running_server(workspace, speech / "gpt.pth", workspace / "voices", workspace / "serve.log", *options,
+                        env={SETTINGS_ENV: str(settings)}) as server:
+        health = httpx.get(f"{server.url}/health").json()
+        assert (health["family"], health["sample_rate"], health["batched"]) == ("indextts", 22050, False)
+        audio = _client(server).audio.speech.create(model="gpt", input="HELLO THERE", voice="anna",
+                                                    response_format="flac").content
+        data, rate = sf.read(io.BytesIO(audio), dtype="float32")
+        assert rate == 22050 and len(data) > 0 and len(data) % 256 == 0 and np.isfinite(data).all()
