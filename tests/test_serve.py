@@ -136,6 +136,14 @@ def test_a_bad_request_gets_a_4xx_line_and_the_server_serves_on(server: ServerPr
     assert good.status_code == 200 and sf.info(io.BytesIO(good.content)).frames == _samples(1)
 
 
+def test_a_chunked_or_oversized_body_is_refused_before_it_is_read(server: ServerProcess) -> None:
+    chunked = httpx.post(f"{server.url}/v1/audio/speech", content=iter([b'{"model": "tts", ', b'"input": "hi", "voice": "anna"}']),
+                         headers={"content-type": "application/json"})
+    assert chunked.status_code == 411 and "Content-Length" in chunked.json()["error"]["message"]
+    huge = httpx.post(f"{server.url}/v1/audio/speech", content=b" " * 10_000, headers={"content-type": "application/json"})
+    assert huge.status_code == 413 and "request body of 10000 bytes" in huge.json()["error"]["message"]
+
+
 def test_openai_client_sees_unknown_model_as_not_found(server: ServerProcess) -> None:
     with pytest.raises(openai.NotFoundError, match="model 'tts-hd'"):
         _client(server).audio.speech.create(model="tts-hd", input=ONE, voice="anna")

@@ -6,8 +6,8 @@
 - `GET /health` → {status: ok, model, family, sample_rate, batched, waiting, batches, largest_batch}
   (503 while shutting down): `batches` counts the batches spoken, `largest_batch` the most requests in one.
 Every refusal is a JSON body {"error": {"message": one line, "type", "code"}} with a 4xx status
-(400 bad field, 401 token, 404 model, 413 input or body too long, 429 queue full) or 503
-(shutting down); a failure inside the model answers 500 for that request only.
+(400 bad field, 401 token, 404 model, 411 no Content-Length, 413 input or body too long, 429 queue
+full) or 503 (shutting down); a failure inside the model answers 500 for that request only.
 With a token, every route but `/health` wants `Authorization: Bearer <token>`.
 """
 
@@ -122,6 +122,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
                 return _error(401, "missing or wrong bearer token; send Authorization: Bearer <token>.",
                               "authentication_error", "invalid_api_key")
         length = request.headers.get("content-length")
+        if length is None and request.method == "POST":  # a chunked body could be of any size
+            return _error(411, "the request has no Content-Length; send the JSON body with its length (not chunked).")
         if length is not None and (not length.isdigit() or int(length) > body_limit):
             return _error(413, f"request body of {length} bytes; at most {body_limit} (input ≤ {config.max_input_chars} characters).")
         return await call_next(request)
