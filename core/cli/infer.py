@@ -39,7 +39,7 @@ def run_model_dir(checkpoint: Path, settings: Settings) -> str | None:
     return load_run_config(run.config, settings).model_dir
 
 
-def _option(text: str) -> tuple[str, float]:
+def speaker_option(text: str) -> tuple[str, float]:
     """Return (key, number) of a KEY=NUMBER --option; raises argparse.ArgumentTypeError otherwise."""
     key, sep, value = text.partition("=")
     try:
@@ -122,17 +122,12 @@ def _synthesize(args: argparse.Namespace) -> Result:
 def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: LoadedCheckpoint, name: str) -> Result:
     """Speak through the family's Speaker: `loaded` (already read once) with the model folder of
     --model-dir, else its run's `model_dir:`, else settings `families.<family>.model_dir`."""
-    from core.errors import InputError
     from core.eval.voices import family_model_dir
     from core.families.base import SynthesisRequest
     from core.families.registry import get_model_family
 
     family = get_model_family(name)
-    options = dict(args.option)
-    unknown = sorted(k for k in options if k not in family.speech_options or k == "temperature")
-    if unknown:
-        raise InputError(f"--option {unknown[0]}: not an option of a {name} speaker; it takes "
-                         f"{', '.join(k for k in family.speech_options if k != 'temperature')} (and --temperature).")
+    options = family.check_speech_options(dict(args.option))
     request = SynthesisRequest(
         checkpoint=loaded, text=args.text, output=settings.resolve(args.output),
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
@@ -169,7 +164,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     add_family_options(parser)
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=_option,
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
                         help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
                              "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "
                              "diffusion_steps); --temperature sets the temperature")

@@ -128,6 +128,18 @@ class ModelFamily(ABC):
     #: the role in `published_files` of the checkpoint a run starts from when it names none
     start_role: str | None = None
 
+    def check_speech_options(self, options: Mapping[str, float]) -> dict[str, float]:
+        """Return `options` (`--option KEY=NUMBER` pairs) when its speaker takes each (temperature has its own flag).
+
+        Raises InputError naming the first option it does not take and the ones it does.
+        """
+        known = [k for k in self.speech_options if k != "temperature"]
+        unknown = sorted(k for k in options if k not in known)
+        if unknown:
+            raise InputError(f"--option {unknown[0]}: not an option of a {self.name} speaker; it takes "
+                             f"{', '.join(known) or 'none'} (and --temperature).")
+        return dict(options)
+
     # -- files and detection -----------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:
         """Return {role: path} of the published files in `model_dir` (role e.g. `t3`, `voice_encoder`).
