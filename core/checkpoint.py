@@ -50,6 +50,8 @@ class CheckpointMeta:
     model_config: dict[str, Any] | None = None
     step: int | None = None
     layout: dict[str, Any] | None = None
+    #: an adapter checkpoint's record (`core.training.adapter`): LoRA settings, targets, base checkpoint and its sha256
+    adapter: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-ready mapping (every field, None where unknown)."""

@@ -125,6 +125,8 @@ class ModelFamily(ABC):
     tasks: tuple[str, ...] = ("tts",)
     #: the numeric options its speaker takes (`synthesize --option`, `eval.synthesis`)
     speech_options: tuple[str, ...] = ()
+    #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
+    lora_targets: tuple[str, ...] = ()
 
     # -- files and detection -----------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:

@@ -36,6 +36,7 @@ class IndexTTSFamily(ModelFamily):
     name = "indextts"
     sequence_layout = SEQUENCE_LAYOUT
     speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
+    lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
 
     def __init__(self) -> None:

@@ -64,6 +64,7 @@ from core.training.state import (
     rotate,
 )
 from core.training.window import MetricWindow
+from core.training.adapter import trained_tensors
 
 GROWTH_INIT = "fvt"
 STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
@@ -268,9 +269,13 @@ class Trainer:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
         self.model = self.family.build_model(self.model_cfg, self.frozen_rows).to(self.device)
-        if self.base is not None and resume_loaded is None:
-            self._load_weights(self.base.state_dict, str(self.base.path))
-        self.family.apply_freeze(self.model, config.freeze.mode)
+        self.adapter: dict[str, Any] | None = None
+        if config.adapter.kind != "none":
+            self._setup_adapter(resume_loaded)
+        else:
+            if self.base is not None and resume_loaded is None:
+                self._load_weights(self.base.state_dict, str(self.base.path))
+            self.family.apply_freeze(self.model, config.freeze.mode)
         self.optimizer, self.param_names = build_optimizer(self.model, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, config.schedule.max_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
@@ -293,6 +298,42 @@ class Trainer:
             dist.barrier()
         return cache_dir
 
+    def _setup_adapter(self, resume_loaded: Any) -> None:
+        """Load the base weights (with a resumed adapter checkpoint's trained rows, grown when the
+        tokenizer grew), then put the LoRA layers on and load the resumed LoRA matrices."""
+        from core.training.adapter import full_weights, inject_lora, load_lora
+
+        if self.base is None:
+            raise InputError(f"{self.config.source}: adapter.kind lora adapts a trained model; set base_checkpoint.")
+        weights, source = self.base.state_dict, str(self.base.path)
+        if resume_loaded is not None:
+            record = (resume_loaded.meta or {}).get("adapter")
+            if not record:
+                raise InputError(f"{resume_loaded.path} is not an adapter checkpoint; resume it without `adapter:` or start --fresh.")
+            if record.get("base_sha256") != self.base.sha256:
+                raise InputError(f"{resume_loaded.path} adapts {record.get('base_checkpoint')} (sha256 {record.get('base_sha256')}), "
+                                 f"not {self.base.path}; set base_checkpoint to the adapter's base.")
+            weights = full_weights(weights, resume_loaded.state_dict, self.frozen_rows)
+            weights, source = self._grown(resume_loaded, weights), str(resume_loaded.path)
+        self._load_weights(weights, source)
+        self.adapter = inject_lora(self.model, self.family, self.config.adapter, self.config.source or "run config")
+        self.adapter.update(base_checkpoint=str(self.base.path), base_sha256=self.base.sha256, frozen_rows=self.frozen_rows)
+        if resume_loaded is not None:
+            load_lora(self.model, resume_loaded.state_dict, str(resume_loaded.path))
+
+    def _grown(self, loaded: Any, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Return `state_dict` (published shape) with its text rows extended when the run's tokenizer
+        grew since the checkpoint `loaded` (a prefix extension), else unchanged."""
+        plan = resume_plan(loaded, self.tokenizer, self.settings)
+        if plan.kind != "extension":
+            return state_dict
+        state_dict, report = extend_state_dict(
+            state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
+        )
+        self.init, self.init_rows = init_record(report)
+        self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
+        return state_dict
+
     def _load_weights(self, state_dict: dict[str, torch.Tensor], source: str) -> None:
         self.family.load_weights(self.model, state_dict, source, self.tokenizer)
 
@@ -302,14 +343,8 @@ class Trainer:
 
     def _resume(self, loaded: Any, reset_optimizer: bool) -> None:
         plan = resume_plan(loaded, self.tokenizer, self.settings)
-        state_dict = loaded.state_dict
-        if plan.kind == "extension":
-            state_dict, report = extend_state_dict(
-                state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
-            )
-            self.init, self.init_rows = init_record(report)
-            self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
-        self._load_weights(state_dict, str(loaded.path))
+        if self.adapter is None:  # an adapter run loaded its weights before the LoRA layers went on
+            self._load_weights(self._grown(loaded, loaded.state_dict), str(loaded.path))
         extra = loaded.extra
         saved_sha = extra.get("base_rows_sha256_start")
         require_unchanged(saved_sha, self.base_rows_sha256(), f"between {loaded.path} and this resume")
@@ -498,6 +533,7 @@ class Trainer:
             model_config=self.model_cfg.to_dict(),
             step=self.step,
             layout=self.family.sequence_layout,
+            adapter=self.adapter,
         )
 
     def save(self, val_loss: float | None) -> Path | None:
@@ -525,7 +561,8 @@ class Trainer:
             "base_rows_sha256_start": self.base_sha_start,
             "row_warmup": self.row_warmup.state_dict(),
         }
-        path = save_checkpoint(self.folder.step_checkpoint(self.step), self.model.state_dict(), self._meta(), extra)
+        weights = trained_tensors(self.model) if self.adapter is not None else self.model.state_dict()
+        path = save_checkpoint(self.folder.step_checkpoint(self.step), weights, self._meta(), extra)
         if is_best and self.config.schedule.best_metric == "val_loss":
             link_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
