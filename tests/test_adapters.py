@@ -151,3 +151,29 @@ def test_a_target_the_model_lacks_fails_before_training(lora_ws: Path, capsys: p
     err = capsys.readouterr().err
     assert "q_proj" in err and "Traceback" not in err
     assert not (lora_ws / "runs" / "bad-target" / "checkpoints").exists()
+
+
+def test_export_merge_writes_a_strict_published_state_dict_and_a_peft_adapter(lora_ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    result = _lora_run(lora_ws, "export")
+    out = lora_ws / "export"
+    assert main(["export", "--checkpoint", str(result.last_checkpoint), "--output", str(out)]) == 2
+    assert "--merge" in capsys.readouterr().err and not out.exists()
+    assert main(["export", "--checkpoint", str(result.last_checkpoint), "--output", str(out), "--merge"]) == 0
+    merged = load_checkpoint(out / "merged.safetensors")
+    assert merged.meta["adapter"] is None and merged.meta["parent"] == load_checkpoint(result.last_checkpoint).sha256
+    config = dict(merged.meta["model_config"], text_rows=merged.meta["rows"])
+    published = build_model("lm", config)
+    published.load_state_dict(merged.state_dict, strict=True)
+    # peft users: the published model with the trained rows, then PeftModel.from_pretrained on peft_adapter/
+    plain = build_model("lm", config)
+    rows = load_file(str(out / "peft_adapter" / "text_rows.safetensors"))
+    assert set(rows) == {"text_embedding.weight", "text_head.weight", "text_head.bias"}
+    plain.load_state_dict({**load_checkpoint(lora_ws / "checkpoints" / "en_plus.pt").state_dict, **rows}, strict=True)
+    with_peft = PeftModel.from_pretrained(plain, str(out / "peft_adapter"))
+    ids = torch.randint(0, merged.meta["rows"], (2, 12), generator=torch.Generator().manual_seed(1))
+    published.eval(), with_peft.eval()
+    with torch.no_grad():
+        assert torch.allclose(with_peft(ids)["logits"], published(ids)["logits"], atol=1e-5)

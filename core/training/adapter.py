@@ -115,6 +115,11 @@ def load_lora(model: nn.Module, tensors: Mapping[str, torch.Tensor], source: str
             params[key].copy_(value)
 
 
+def row_keys(trained: Mapping[str, torch.Tensor]) -> list[str]:
+    """Return the published keys (`text_emb.weight`, …) of the text-row tensors whose rows `trained` holds (`<key>_new`)."""
+    return [name[: -len("_new")] for name in trained if LORA_MARK not in name and name.endswith("_new")]
+
+
 def full_weights(base: Mapping[str, torch.Tensor], trained: Mapping[str, torch.Tensor], frozen_rows: int) -> dict[str, torch.Tensor]:
     """Return the base state dict with the trained text rows of an adapter checkpoint in place.
 
@@ -123,10 +128,8 @@ def full_weights(base: Mapping[str, torch.Tensor], trained: Mapping[str, torch.T
     no such key or too few rows.
     """
     full = dict(base)
-    for name, rows in trained.items():
-        if LORA_MARK in name or not name.endswith("_new"):
-            continue
-        key = name[: -len("_new")]
+    for key in row_keys(trained):
+        name, rows = f"{key}_new", trained[f"{key}_new"]
         if key not in base or base[key].shape[0] < frozen_rows + rows.shape[0]:
             raise InputError(f"adapter checkpoint row tensor {name} does not fit the base checkpoint ({key}); "
                              "use the base checkpoint the adapter was trained on.")
@@ -195,3 +198,42 @@ def write_peft_adapter(trained: Mapping[str, torch.Tensor], record: Mapping[str,
                         base_model_name_or_path=base_model)
     config.save_pretrained(str(output_dir))
     return [weights, output_dir / "adapter_config.json"]
+
+
+def export_merged(checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
+    """`export --merge` of an adapter checkpoint: write `merged.safetensors` (the published-shape state dict,
+    LoRA merged, with its LinguaForge metadata), the family's native files made from it (model families),
+    and `peft_adapter/` (`adapter_model.safetensors`, `adapter_config.json`, and `text_rows.safetensors`:
+    the full trained text rows under the published keys); return the written paths.
+
+    Raises InputError when the checkpoint is no adapter checkpoint, or its base checkpoint is missing,
+    outside the allowed folders or not the file the adapter was trained on (sha256).
+    """
+    import dataclasses
+
+    from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+    from core.families.registry import get_model_family
+    from safetensors.torch import save_file
+
+    loaded = load_checkpoint(checkpoint)
+    meta = dict(loaded.meta or {})
+    record = meta.get("adapter")
+    if not record:
+        raise InputError(f"--merge: {checkpoint} is not an adapter checkpoint (no adapter record); export it without --merge.")
+    base_path = settings.check_inside_roots(record["base_checkpoint"], model_folders=True)
+    if not base_path.is_file():
+        raise InputError(f"{checkpoint}: its base checkpoint {base_path} is missing; the adapter is merged into it.")
+    base = load_checkpoint(base_path)
+    if base.sha256 != record["base_sha256"]:
+        raise InputError(f"{checkpoint}: the base checkpoint {base_path} changed since training (sha256 {base.sha256}, "
+                         f"recorded {record['base_sha256']}); merge into the original base.")
+    merged = merged_state_dict(base.state_dict, loaded.state_dict, record)
+    meta_record = dataclasses.replace(CheckpointMeta.from_dict(meta), adapter=None, parent=loaded.sha256)
+    written = [save_checkpoint(output_dir / "merged.safetensors", merged, meta_record)]
+    if meta.get("family") not in (None, "linguaforge"):
+        written += get_model_family(meta["family"]).export(written[0], output_dir, name, settings)
+    peft_dir = output_dir / "peft_adapter"
+    written += write_peft_adapter(loaded.state_dict, record, peft_dir, str(base_path))
+    rows = {key: merged[key].contiguous() for key in row_keys(loaded.state_dict)}
+    save_file(rows, str(peft_dir / "text_rows.safetensors"))
+    return [*written, peft_dir / "text_rows.safetensors"]
