@@ -26,6 +26,7 @@ with a fallback to eager that logs why when compilation fails.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import sys
@@ -49,7 +50,7 @@ from core.processes import is_alive
 from core.runs import RUNS_DIR, eval_file_beside, run_folder_of_config
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
-from core.training.data import Batcher, Prefetcher, eval_batches, to_device
+from core.training.data import Batcher, Prefetcher, ReplayBatcher, eval_batches, joined_samples, replay_count, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
 from core.training.plan import Preflight, RunPlan, plan_run
@@ -251,7 +252,12 @@ class Trainer:
 
         # 4. data
         self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
-        self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
+        self.replay: dict[str, Any] | None = None
+        self.replay_val: SampleSet | None = None
+        if config.data.replay.manifest:
+            self._add_replay()
+        else:
+            self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
 
         # 5. model, optimiser, state
         torch.manual_seed(config.seed)
@@ -289,6 +295,21 @@ class Trainer:
         )
 
     # -- setup helpers ---------------------------------------------------------------------
+    def _add_replay(self) -> None:
+        """Mix `data.replay.share` of every batch from the replay manifest's clips (features built like the run's);
+        the replay manifest's val split becomes the base-language validation (`base_*` val metrics)."""
+        replay = self.config.data.replay
+        run = dataclasses.replace(self.family_run, manifest=self.settings.resolve(replay.manifest), extra=dict(self.family_run.extra))
+        replay_data = self.family.task_data(run, self.model_cfg, self.family.prepare_features(run))
+        size = self.config.batch.size
+        count = replay_count(size, replay.share)
+        self.batcher = ReplayBatcher(self.data.train.lengths, replay_data.train.lengths, size, count,
+                                     self.config.seed, self.rank, self.world)
+        self.data = dataclasses.replace(self.data, train=joined_samples(self.data.train, replay_data.train))
+        self.replay_val = replay_data.val
+        self.replay = {"manifest": replay.manifest, "share": replay.share, "per_batch": count, "of_batch": size,
+                       "clips": len(replay_data.train), "val_clips": len(replay_data.val)}
+
     def _prepare_cache(self) -> Path | None:
         # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
         if self.rank != 0:
@@ -490,13 +511,17 @@ class Trainer:
         tokens = sum(counted) if None not in counted else int(self._device_tokens)
         return totals, tokens
 
-    @torch.no_grad()
     def validate(self) -> dict[str, float]:
-        """Return the validation metrics over the whole val split (empty when it has no samples).
+        """Return the validation metrics over the whole val split (empty when it has no samples), and with
+        replay the same over the replay manifest's val split, prefixed `base_`."""
+        metrics = self._validate_set(self.data.val)
+        if self.replay_val is not None and len(self.replay_val):
+            metrics.update({f"base_{k}": v for k, v in self._validate_set(self.replay_val).items()})
+        return metrics
 
-        Sums stay on the device (weighted by each batch's tokens) and are read once at the end.
-        """
-        val: SampleSet = self.data.val
+    @torch.no_grad()
+    def _validate_set(self, val: SampleSet) -> dict[str, float]:
+        """Return the metrics over `val`: sums stay on the device (weighted by each batch's tokens), read once at the end."""
         if len(val) == 0:
             return {}
         self.model.eval()
@@ -636,7 +661,8 @@ class Trainer:
         padding = self.batcher.padding_share(self.batcher.epoch)
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
-                "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled}
+                "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled,
+                "replay": self.replay, "adapter": self._adapter_summary()}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
         self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
@@ -664,6 +690,13 @@ class Trainer:
         self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
         self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")
         return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
+
+    def _adapter_summary(self) -> dict[str, Any] | None:
+        """Return the adapter's kind, rank, alpha and targets, and the trainable parameter count (None without one)."""
+        if self.adapter is None:
+            return None
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return {**{k: self.adapter[k] for k in ("kind", "rank", "alpha", "targets")}, "trainable_parameters": trainable}
 
     def _take_folder(self) -> None:
         """Make the run folder this run's (rank 0, once set-up passed): move an earlier run aside for
