@@ -3,8 +3,9 @@
 The own model's TTS quickstart data (the espeak sample, `bench/train.py`'s `prepare`): a tiny model
 trained on English, extended to the English+Amharic tokenizer (fvt rows), then fine-tuned on Amharic
 four ways. Each variant runs in its own process (so its peak memory is its own) and reports: trainable
-parameters, checkpoint size (the step checkpoint: weights + AdamW state; and its weights alone), peak
-resident memory of the process, median step time, the Amharic validation loss at the end, and the
+parameters, checkpoint size (the step checkpoint: weights + AdamW state; and its weights alone), the
+training state (weights, gradients and AdamW moments, counted from the model), the peak resident memory
+of the process (mostly Python, torch and the data), median step time, the Amharic validation loss at the end, and the
 English validation loss (the same held-out English clips for every variant) at the start and the end.
 
     .venv/bin/python bench/adapters.py --base-steps 200 --steps 100 --markdown
@@ -13,6 +14,7 @@ English validation loss (the same held-out English clips for every variant) at t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -24,8 +26,9 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "bench"))
+# the script's own folder comes first on sys.path, and bench/tokenizers.py would hide the `tokenizers`
+# package that peft (through transformers) imports
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
 
 import torch  # noqa: E402
 
@@ -35,7 +38,10 @@ from core.recipe import prepare_trainer, train  # noqa: E402
 from core.training.adapter import export_merged  # noqa: E402
 from core.training.embeddings import extend_checkpoint  # noqa: E402
 
-from train import prepare, run_config  # noqa: E402  (bench/train.py)
+_spec = importlib.util.spec_from_file_location("bench_train", REPO_ROOT / "bench" / "train.py")
+bench_train = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_train)
+prepare, run_config = bench_train.prepare, bench_train.run_config
 
 LORA = {"kind": "lora", "rank": 8, "alpha": 16.0, "dropout": 0.0}
 VARIANTS = {
@@ -67,6 +73,8 @@ def run_variant(name: str, steps: int) -> dict:
                         schedule={"max_steps": steps, "val_every": steps, "save_every": steps, "log_every": 1}, **extra)
     trainer = prepare_trainer(config, settings=settings)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    # fp32 weights and buffers, plus a gradient and two AdamW moments per trainable parameter
+    state_bytes = sum(t.numel() * t.element_size() for t in trainer.model.state_dict().values()) + 3 * 4 * trainable
     result = trainer.run()
     checkpoint = Path(result.last_checkpoint)
     saved = load_checkpoint(checkpoint)
@@ -80,7 +88,7 @@ def run_variant(name: str, steps: int) -> dict:
         "variant": name, "trainable_parameters": trainable, "checkpoint_bytes": checkpoint.stat().st_size,
         "weights_bytes": weights_bytes, "step_s": statistics.median(b - a for a, b in zip(times, times[1:])),
         "val_am_loss": result.val.get("loss"), "val_en_loss_end": english_val_loss(full).get("loss"),
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "replay": result.info.get("replay"),
+        "training_state_mib": state_bytes / 2**20, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "replay": result.info.get("replay"),
     }
 
 
@@ -109,7 +117,9 @@ def main() -> None:
         results = []
         for name in VARIANTS:
             child = subprocess.run([sys.executable, __file__, "--variant", name, "--steps", str(args.steps)],
-                                   capture_output=True, text=True, check=True, env=dict(os.environ))
+                                   capture_output=True, text=True, env=dict(os.environ))
+            if child.returncode:
+                raise SystemExit(f"variant {name} failed:\n{child.stderr[-3000:]}")
             row = json.loads(child.stdout.strip().splitlines()[-1])
             row["val_en_loss_start"] = start
             results.append(row)
@@ -119,13 +129,14 @@ def main() -> None:
         print(json.dumps(report, indent=1))
         return
     print(f"{report['machine']}; English base {args.base_steps} steps, Amharic fine-tune {args.steps} steps, batch 8, tiny model\n")
-    print("| variant | trainable params | checkpoint (weights + AdamW) | weights only | peak RSS | step | Amharic val loss "
+    print("| variant | trainable params | checkpoint (weights + AdamW) | weights only | weights + grads + AdamW | peak RSS (process) | step | Amharic val loss "
           "| English val loss start → end (change) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         change = r["val_en_loss_end"] - r["val_en_loss_start"]
         print(f"| {r['variant']} | {r['trainable_parameters']:,} | {r['checkpoint_bytes'] / 2**20:.2f} MiB "
-              f"| {r['weights_bytes'] / 2**20:.2f} MiB | {r['peak_rss_mib']:.0f} MiB | {r['step_s'] * 1000:.0f} ms "
+              f"| {r['weights_bytes'] / 2**20:.2f} MiB "
+              f"| {r['training_state_mib']:.2f} MiB | {r['peak_rss_mib']:.0f} MiB | {r['step_s'] * 1000:.0f} ms "
               f"| {r['val_am_loss']:.3f} | {r['val_en_loss_start']:.3f} → {r['val_en_loss_end']:.3f} ({change:+.3f}) |")
 
 
