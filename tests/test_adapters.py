@@ -161,6 +161,9 @@ def test_export_merge_writes_a_strict_published_state_dict_and_a_peft_adapter(lo
     out = lora_ws / "export"
     assert main(["export", "--checkpoint", str(result.last_checkpoint), "--output", str(out)]) == 2
     assert "--merge" in capsys.readouterr().err and not out.exists()
+    base = lora_ws / "checkpoints" / "en_plus.pt"
+    assert main(["export", "--checkpoint", str(base), "--output", str(out), "--merge"]) == 2
+    assert "not an adapter checkpoint" in capsys.readouterr().err and not out.exists()
     assert main(["export", "--checkpoint", str(result.last_checkpoint), "--output", str(out), "--merge"]) == 0
     merged = load_checkpoint(out / "merged.safetensors")
     assert merged.meta["adapter"] is None and merged.meta["parent"] == load_checkpoint(result.last_checkpoint).sha256
