@@ -64,6 +64,12 @@ class CheckpointMeta:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def adapter_checkpoint_error(path: str | os.PathLike[str]) -> InputError:
+    """Return the InputError for an adapter checkpoint handed where full weights are needed (with the merge fix)."""
+    return InputError(f"{path} is a LoRA adapter checkpoint (adapter weights and trained rows only); merge it into its "
+                      "base first: `export --checkpoint … --output DIR --merge`, then use DIR/merged.safetensors.")
+
+
 @dataclass
 class LoadedCheckpoint:
     """A loaded checkpoint: its tensors, metadata (None for foreign files) and the rest of the file."""

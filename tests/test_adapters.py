@@ -180,3 +180,10 @@ def test_export_merge_writes_a_strict_published_state_dict_and_a_peft_adapter(lo
     published.eval(), with_peft.eval()
     with torch.no_grad():
         assert torch.allclose(with_peft(ids)["logits"], published(ids)["logits"], atol=1e-5)
+
+
+def test_an_adapter_checkpoint_is_refused_for_generation_with_the_merge_fix(lora_ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = _lora_run(lora_ws, "speak")
+    code = main(["generate", "--checkpoint", str(result.last_checkpoint), "--prompt", "the", "--max-new-tokens", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "export --checkpoint … --output DIR --merge" in err and "Traceback" not in err

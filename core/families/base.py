@@ -205,6 +205,10 @@ class ModelFamily(ABC):
         fix) or any tensor is missing, unexpected or mis-shaped.
         """
         key = self.layout.embedding_key
+        if key not in state_dict and f"{key}_new" in state_dict:
+            from core.checkpoint import adapter_checkpoint_error
+
+            raise adapter_checkpoint_error(source)
         rows = int(state_dict[key].shape[0]) if key in state_dict else None
         need = rows_for(self.layout, tokenizer.size)
         if rows != need:
