@@ -164,6 +164,9 @@ def test_export_merge_writes_a_strict_published_state_dict_and_a_peft_adapter(lo
     base = lora_ws / "checkpoints" / "en_plus.pt"
     assert main(["export", "--checkpoint", str(base), "--output", str(out), "--merge"]) == 2
     assert "not an adapter checkpoint" in capsys.readouterr().err and not out.exists()
+    (lora_ws / "a_file").write_text("x")
+    assert main(["export", "--checkpoint", str(result.last_checkpoint), "--output", str(lora_ws / "a_file"), "--merge"]) == 2
+    assert "a_file" in capsys.readouterr().err
     assert main(["export", "--checkpoint", str(result.last_checkpoint), "--output", str(out), "--merge"]) == 0
     merged = load_checkpoint(out / "merged.safetensors")
     assert merged.meta["adapter"] is None and merged.meta["parent"] == load_checkpoint(result.last_checkpoint).sha256
