@@ -14,7 +14,7 @@ from core.config import load_settings
 from core.recipe import train
 from core.training.run_config import run_config_from_dict
 from tests.adapter_helpers import LORA, assert_adapter_only, assert_close_logits, assert_same_trained_tensors, merged_and_adapted
-from tests.chatterbox_helpers import REDUCED
+from tests.chatterbox_helpers import REDUCED, with_pieces
 from tests.test_family_chatterbox import _config, ws  # noqa: F401 — the module workspace fixture
 
 torch.set_num_threads(2)
@@ -54,3 +54,19 @@ def test_chatterbox_lora_keeps_base_rows_resumes_exactly_and_merges_into_the_pub
             return torch.cat([model.text_head(hidden), model.speech_head(hidden)], dim=-1)
 
     assert_close_logits(logits(merged), logits(adapted))
+
+
+def test_chatterbox_lora_resumes_after_the_vocabulary_grew(ws: Path) -> None:  # noqa: F811
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    settings = load_settings()
+    train(run_config_from_dict(_lora("cb-lora-grow", 2), "g.yaml"), settings=settings, max_steps=2)
+    old = load_tokenizer(ws / "tokenizers" / "am.json")
+    with_pieces(old.path, ["ሰላምታ", "qzxw"], ws / "tokenizers" / "am_grown.json")
+    grown = run_config_from_dict({**_lora("cb-lora-grow", 2), "tokenizer": "tokenizers/am_grown.json"}, "g2.yaml")
+    result = train(grown, settings=settings, resume="auto")
+    assert result.state == "finished" and result.step == 4
+    assert result.base_rows_sha256["start"] == result.base_rows_sha256["now"] is not None
+    saved = load_checkpoint(result.last_checkpoint)
+    assert saved.meta["rows"] == old.size + 2
+    assert saved.state_dict["text_emb.weight_new"].shape[0] == old.size + 2 - saved.meta["adapter"]["frozen_rows"]
