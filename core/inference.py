@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from core.checkpoint import LoadedCheckpoint, load_checkpoint
+from core.checkpoint import LoadedCheckpoint, adapter_checkpoint_error, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.text import normalize_text
@@ -169,6 +169,8 @@ def load_for_inference(
     meta = loaded.meta or {}
     if not meta.get("model_config") or meta.get("task") not in ("tts", "lm"):
         raise InputError(f"{loaded.path}: no LinguaForge model metadata (task, model_config); train it with `train`.")
+    if meta.get("adapter"):
+        raise adapter_checkpoint_error(loaded.path)
     if task is not None and meta["task"] != task:
         raise InputError(f"{loaded.path}: a {meta['task']} checkpoint; this command needs a {task} checkpoint.")
     tok = resolve_tokenizer(loaded, settings, tokenizer)

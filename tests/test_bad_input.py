@@ -240,6 +240,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("export-text-checkpoint", ["export", "--checkpoint", "{in}/text.pt", "--output", "{in}/exported"], "text.pt"),
     ("export-output-is-file", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/corpus.txt"],
      "corpus.txt"),
+    ("export-merge-random", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/exported", "--merge"], "random.pt"),
     # jobs / worker / quickstart
     ("jobs-unknown-kind", ["jobs", "submit", "no.such"], "unknown job kind 'no.such'"),
     ("jobs-bad-param", ["jobs", "submit", "doctor", "--param", "family"], "--param 'family'"),

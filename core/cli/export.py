@@ -18,6 +18,7 @@ def _export(args: argparse.Namespace) -> Result:
     indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with
     gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.
     LinguaForge's own checkpoints: use `prune`.
+    --merge (adapter checkpoints of `adapter: {kind: lora}` runs, every family): merged.safetensors + peft_adapter/.
     """
     from core.checkpoint import load_checkpoint
     from core.errors import InputError
@@ -25,10 +26,18 @@ def _export(args: argparse.Namespace) -> Result:
 
     settings = load_settings()
     checkpoint = settings.resolve(args.checkpoint)
-    family = (load_checkpoint(checkpoint).meta or {}).get("family")
+    meta = load_checkpoint(checkpoint).meta or {}
+    family = meta.get("family")
     if not family:
         raise InputError(f"{checkpoint}: no LinguaForge metadata names its family; export a checkpoint written by `train`.")
-    written = get_model_family(family).export(checkpoint, settings.resolve(args.output), args.name, settings)
+    if meta.get("adapter") or args.merge:
+        if not args.merge:
+            raise InputError(f"{checkpoint} is a LoRA adapter checkpoint (adapter weights and new rows only); export it with --merge.")
+        from core.training.adapter import export_merged
+
+        written = export_merged(checkpoint, settings.resolve(args.output), args.name, settings)
+    else:
+        written = get_model_family(family).export(checkpoint, settings.resolve(args.output), args.name, settings)
     report = {"family": family, "files": [str(p) for p in written]}
     return Result(report, render_mapping({"family": family, **{p.name: str(p) for p in written}}))
 
@@ -39,3 +48,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output folder")
     parser.add_argument("--name", default=None, help="name in the file names (default: the tokenizer's stem)")
+    parser.add_argument("--merge", action="store_true",
+                        help="an adapter checkpoint: merge the LoRA into its base (merged.safetensors, loads strictly into the "
+                             "published class; plus the family's native files) and write peft_adapter/ for peft users")

@@ -127,6 +127,8 @@ class ModelFamily(ABC):
     speech_options: tuple[str, ...] = ()
     #: the role in `published_files` of the checkpoint a run starts from when it names none
     start_role: str | None = None
+    #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
+    lora_targets: tuple[str, ...] = ()
 
     def check_speech_options(self, options: Mapping[str, float]) -> dict[str, float]:
         """Return `options` (`--option KEY=NUMBER` pairs) when its speaker takes each (temperature has its own flag).
@@ -220,6 +222,10 @@ class ModelFamily(ABC):
         fix) or any tensor is missing, unexpected or mis-shaped.
         """
         key = self.layout.embedding_key
+        if key not in state_dict and f"{key}_new" in state_dict:
+            from core.checkpoint import adapter_checkpoint_error
+
+            raise adapter_checkpoint_error(source)
         rows = int(state_dict[key].shape[0]) if key in state_dict else None
         need = rows_for(self.layout, tokenizer.size)
         if rows != need:

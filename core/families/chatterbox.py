@@ -62,6 +62,7 @@ class ChatterboxFamily(ModelFamily):
     sequence_layout = LAYOUT
     tasks = ("tts",)
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
+    lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     # -- files ------------------------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:

@@ -37,6 +37,7 @@ class IndexTTSFamily(ModelFamily):
     start_role = "gpt"  # the published GPT (config `gpt_checkpoint`, normally gpt.pth)
     sequence_layout = SEQUENCE_LAYOUT
     speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
+    lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
 
     def __init__(self) -> None:
