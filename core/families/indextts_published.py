@@ -21,12 +21,12 @@ export carries (`published_scripts/speak_indextts2.py`).
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
 from core.families.indextts_models import ModelPaths
+from core.fsutil import link_or_copy
 
 HUB_FOLDER = "hf_hub"
 HUB_REVISION = hashlib.sha1(b"linguaforge-export").hexdigest()
@@ -34,28 +34,6 @@ SHIM_NAME = "speak_indextts2.py"
 SHIM_SOURCE = Path(__file__).resolve().parent / "published_scripts" / SHIM_NAME
 FOLDER_FILES = ("s2mel_checkpoint", "w2v_stat", "emo_matrix", "spk_matrix", "qwen_emo_path")
 GLOSSARY = "glossary.yaml"
-
-
-def link_or_copy(source: Path, dest: Path) -> Path:
-    """Hard-link `source` (a file, or every file of a folder) at `dest`, copying where linking fails; return `dest`.
-
-    An existing `dest` is replaced. Raises OSError when neither works.
-    """
-    if dest.is_dir() and not dest.is_symlink():
-        shutil.rmtree(dest)
-    elif dest.exists() or dest.is_symlink():
-        dest.unlink()
-    if source.is_dir():
-        dest.mkdir(parents=True)
-        for child in sorted(source.iterdir()):
-            link_or_copy(child, dest / child.name)
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
-    return dest
 
 
 def hub_files(paths: ModelPaths, config: Mapping[str, Any]) -> tuple[dict[str, dict[str, Path]], list[str]]:
