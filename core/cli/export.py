@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load).\n"
             "indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with\n"
             "gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.\n"
+            "With families.<family>.model_dir set, the folder also carries the published model folder's other files\n"
+            "(hard links) and speak_indextts2.py / speak_chatterbox.py: the published inference classes speak from it\n"
+            "(README, \"Speak an export with the published code\").\n"
             "LinguaForge's own checkpoints: use `prune`."
         ),
     )

@@ -3,10 +3,14 @@
 Writes `gpt_<name>.pth` (a plain state dict: IndexTTS2's `load_checkpoint` loads it strictly into
 `UnifiedVoice(**cfg.gpt)`), `config.yaml` (the run's IndexTTS2 config with
 `gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` corrected, and passed through
-the foreign-config gate the doctor uses), `<name>.model`
+the foreign-config gate the doctor uses; `linguaforge.text_normalizer` added: the training's text
+normalisation, `families.indextts.normalizer_language` or `none`), `<name>.model`
 (the tokenizer) and `linguaforge.json`: the metadata record with the checkpoint's sequence `layout`
 and `published_inference`, the published call that decodes on that layout (README, "Fine-tune
-IndexTTS2 for a new language").
+IndexTTS2 for a new language"). With `families.indextts.model_dir` set, the folder also carries
+what the published `IndexTTS2` class reads (`indextts_published`: the model folder's files, a hub
+cache of the models it would download, and `speak_indextts2.py`; README, "Speak an export with the
+published code").
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ folder's VoiceEncoder, S3Gen and `conds.pt` as `from_local` does, and add the ex
 tags to `SUPPORTED_LANGUAGES`. Everything that speaks is the published code. Importing this file
 sets `HF_HUB_OFFLINE=1`: the published tokenizer would otherwise fetch `Cangjie5_TC.json` (used
 for Chinese only) when the folder lacks it.
+
+`generate` decodes with the published defaults (sampling, repetition penalty 1.2, up to 1,000
+tokens) and starts the speech with two start tokens where training used one (linguaforge.json
+`published_inference` gives the `T3.inference` call that decodes in the trained layout).
 """
 
 from __future__ import annotations
