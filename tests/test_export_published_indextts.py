@@ -54,7 +54,7 @@ def exported(module_tmp: Path) -> dict:
     settings = load_settings()
     settings.data["families"] = {"indextts": {"model_dir": str(folder), "w2v_bert": str(w2v)}}
     written = get_model_family("indextts").export(checkpoint, module_tmp / "export", "am", settings)
-    return {"folder": folder, "export": module_tmp / "export", "written": written, "tokenizer": tokenizer, "w2v": w2v}
+    return {"folder": folder, "base": base, "export": module_tmp / "export", "written": written, "tokenizer": tokenizer, "w2v": w2v}
 
 
 def test_export_folder_names_the_new_files_and_carries_the_published_ones(exported: dict) -> None:
@@ -73,6 +73,22 @@ def test_export_folder_names_the_new_files_and_carries_the_published_ones(export
     assert os.path.samefile(hub_w2v / "model.safetensors", exported["w2v"] / "model.safetensors")   # the settings override wins
     notes = json.loads((export / "linguaforge.json").read_text(encoding="utf-8"))["published_inference"]
     assert notes["missing_for_published_inference"] == [] and notes["text_normalizer"] == "none"
+
+
+def test_a_training_only_folder_exports_and_names_what_the_published_class_would_miss(exported: dict, tmp_path: Path) -> None:
+    from core.families.indextts_export import carry_from_settings
+    from core.families.indextts_gpt import read_indextts_config
+
+    config = read_indextts_config(exported["base"] / "config.yaml")
+    written, missing = carry_from_settings({"model_dir": str(exported["base"])}, config, tmp_path)
+    assert {p.name for p in written} == {"wav2vec2bert_stats.pt", "models--facebook--w2v-bert-2.0", "models--amphion--MaskGCT",
+                                         "speak_indextts2.py"}
+    assert [line.split(":")[0] for line in missing] == ["s2mel_checkpoint", "emo_matrix", "spk_matrix", "qwen_emo_path",
+                                                         "funasr/campplus", "nvidia/bigvgan_v2_22khz_80band_256x"]
+    assert "campplus_cn_common.bin" in missing[4] and "families.indextts.campplus" in missing[4]
+    assert carry_from_settings({}, config, tmp_path / "none") == ([], [
+        "families.indextts.model_dir is not set: the export carries none of the published IndexTTS-2 folder's files "
+        "(s2mel, CAMPPlus, BigVGAN, w2v-BERT, semantic codec, emotion files)"])
 
 
 def test_published_tokenizer_in_the_shim_gives_the_training_ids(exported: dict, monkeypatch: pytest.MonkeyPatch) -> None:

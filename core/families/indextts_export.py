@@ -89,7 +89,7 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
     normalizer = section.get("normalizer_language") or "none"
     config = {**model_config.indextts_config, "linguaforge": {"text_normalizer": normalizer}}
     config_path = write_indextts_config(output_dir / "config.yaml", config, tokenizer.size, bpe_path.name, gpt_path.name).path
-    carried, missing = _carry_published_files(section, config, output_dir)
+    carried, missing = carry_from_settings(section, config, output_dir)
     notes = {**PUBLISHED_INFERENCE, **published_speech_notes(normalizer, missing)}
     if meta.get("layout") != SEQUENCE_LAYOUT:
         notes["warning"] = (
@@ -101,7 +101,7 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
     return [gpt_path, config_path, bpe_path, record_path, *carried]
 
 
-def _carry_published_files(section: dict[str, Any], config: dict[str, Any], output_dir: Path) -> tuple[list[Path], list[str]]:
+def carry_from_settings(section: dict[str, Any], config: dict[str, Any], output_dir: Path) -> tuple[list[Path], list[str]]:
     """Link the published files of `families.indextts.model_dir` into the export (`indextts_published`);
     return (paths written, what the published class would miss)."""
     from core.families.indextts_models import model_paths
