@@ -115,9 +115,9 @@ def carry_from_settings(section: dict[str, Any], config: dict[str, Any], output_
 def published_speech_notes(normalizer: str, missing: list[str]) -> dict[str, Any]:
     """Return the linguaforge.json notes on speaking the export with the published `IndexTTS2` class."""
     return {
-        "speak_with": f"python {SHIM_NAME} --reference voice.wav --text … --output out.wav  (in this folder)",
-        "speak_with_python": (f"from {Path(SHIM_NAME).stem} import load_published; load_published().infer('voice.wav', "
-                              "text, 'out.wav', top_k=1, num_beams=1, repetition_penalty=1.0)"),
+        "speak_with": f"python {SHIM_NAME} --reference voice.wav --text … --output out.wav --greedy  (in this folder)",
+        "speak_with_python": (f"from {Path(SHIM_NAME).stem} import GREEDY, load_published, speak; "
+                              "speak(load_published(), 'voice.wav', text, 'out.wav', **GREEDY)"),
         "text_normalizer": normalizer,
         "text_normalizer_note": (
             "config.yaml linguaforge.text_normalizer: `none` = IndexTTS2's punctuation table only (as training); "
