@@ -76,7 +76,10 @@ def test_published_multilingual_tts_speaks_the_export_with_the_new_language(tmp_
     assert note["t3_backbone"]["llama_config"]["num_hidden_layers"] == 1 and note["t3_backbone"]["max_speech_tokens"] == 508
     assert note["missing_for_published_inference"] == []
 
-    reference = sorted((make_espeak_dataset(tmp_path / "voices", per_language=1, languages=("am",))).parent.glob("audio/*.wav"))[0]
+    clip = sorted((make_espeak_dataset(tmp_path / "voices", per_language=1, languages=("am",))).parent.glob("audio/*.wav"))[0]
+    samples, clip_rate = soundfile.read(clip)
+    reference = tmp_path / "reference.wav"          # 1 s: S3Gen's flow matching runs over the reference's mel frames too
+    soundfile.write(reference, samples[:clip_rate], clip_rate)
     env = {**os.environ, "HF_HOME": str(tmp_path / "empty-hf-home")}
     done = subprocess.run([sys.executable, str(export / "speak_chatterbox.py"), "--text", "ሰላም ለዓለም።", "--language", "am",
                            "--output", str(tmp_path / "out.wav"), "--reference", str(reference)],
