@@ -18,11 +18,11 @@ from typing import Any, Callable
 import soundfile as sf
 import torch
 
-from core.audio import check_finite, read_audio, resample, write_wav
+from core.audio import check_finite, decode_audio, read_audio, resample, write_wav
 from core.confine import is_inside, real_path
 from core.errors import InputError
 from core.fsutil import atomic_write_json
-from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, folder, ljspeech, manifest, srt
+from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, commonvoice, folder, hf, ljspeech, manifest, srt
 from core.data.manifest import ManifestRow, Reject, write_manifest, write_rejects
 from core.progress import Progress
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION, normalize_text
@@ -33,6 +33,8 @@ FORMATS: dict[str, Callable[[Path, ImportOptions], tuple[list[Candidate], list[R
     "folder": folder.collect,
     "srt": srt.collect,
     "manifest": manifest.collect,
+    "commonvoice": commonvoice.collect,
+    "hf": hf.collect,
 }
 assert tuple(FORMATS) == FORMAT_NAMES, "core.data.importers.FORMAT_NAMES must list every format reader"
 DEFAULT_DURATION = {"srt": (1.0, 15.0)}
@@ -107,6 +109,8 @@ def safe_file_stem(clip_id: str) -> str:
 
 
 def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tensor:
+    if candidate.data is not None:
+        return decode_audio(*candidate.data(), sample_rate)[0]
     if candidate.start is None:
         return read_audio(candidate.audio, sample_rate)[0]
     info = sf.info(str(candidate.audio))
@@ -156,6 +160,7 @@ class _Converter:
             duration=duration,
             path=self.audio_dir.parent / relative,
             line=candidate.line or 0,
+            meta=candidate.meta,
         )
 
 

@@ -17,6 +17,7 @@ from core.errors import InputError
 from core.fsutil import atomic_write_text
 
 REQUIRED_FIELDS = ("id", "audio", "text", "speaker", "language")
+ROW_FIELDS = (*REQUIRED_FIELDS, "duration")
 
 
 @dataclass
@@ -31,9 +32,10 @@ class ManifestRow:
     duration: float | None = None
     path: Path = field(default=Path(), compare=False)
     line: int = 0
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the row as written to manifest.jsonl (without `path` and `line`)."""
+        """Return the row as written to manifest.jsonl (without `path` and `line`; `meta` keys after the fields)."""
         return {
             "id": self.id,
             "audio": self.audio,
@@ -41,6 +43,7 @@ class ManifestRow:
             "speaker": self.speaker,
             "language": self.language,
             "duration": None if self.duration is None else round(float(self.duration), 4),
+            **{k: v for k, v in self.meta.items() if k not in ROW_FIELDS},
         }
 
 
@@ -103,6 +106,7 @@ def parse_row(
         duration=None if duration is None else float(duration),
         path=resolve_audio(data["audio"], source.parent),
         line=line,
+        meta={k: v for k, v in obj.items() if k not in ROW_FIELDS},
     )
 
 
