@@ -29,7 +29,7 @@ class Release:
     folder: Path
     kept_ids: list[str]
     broken_lines: dict[int, str]
-    speakers: dict[str, str]
+    speakers: dict[str, str]  # espeak speaker → client_id
 
 
 def client_id(speaker: str) -> str:
@@ -63,7 +63,7 @@ def make_release(dest: Path, per_language: int = 4, languages: tuple[str, ...] =
         write_mp3(clips / name, read_audio(row.path, CV_RATE)[0].numpy())
         lines.append(_row(row.speaker, name, row.text, (2 + i % 3, i % 2), row.language))
         kept.append(Path(name).stem)
-        speakers[Path(name).stem] = client_id(row.speaker)
+        speakers[row.speaker] = client_id(row.speaker)
     speaker = rows[0].speaker
     broken = {}
     lines.append(_row(speaker, "common_voice_missing.mp3", "A clip that is not there.", (2, 0), rows[0].language))
@@ -96,3 +96,40 @@ def make_hf_folder(release: Release, dest: Path) -> Path:
         records["up_votes"].append(int(fields["up_votes"]))
     Dataset.from_dict(records).cast_column("audio", Audio(decode=False)).save_to_disk(str(dest))
     return dest
+
+
+def plant_faults(release: Release, rng_seed: int = 0) -> dict[str, str]:
+    """Add four faulty clips to the release's validated.tsv (copies of kept clips); return {clip id: filter}.
+
+    clipped: clip 0 amplified 8× and clipped; padded: clip 1 with 2 s of silence on each side;
+    duplicate: clip 2's mp3 bytes under a new name; near-duplicate: clip 3 at 0.7 gain, re-encoded;
+    noisy: clip 0 with white noise at 5 dB SNR.
+    """
+    rng = np.random.default_rng(rng_seed)
+    clips = release.folder / "clips"
+    table = release.folder / "validated.tsv"
+    lines = table.read_text(encoding="utf-8").splitlines()
+    rows = {dict(zip(HEADER, line.split("\t")))["path"]: dict(zip(HEADER, line.split("\t"))) for line in lines[1:]}
+    source = [rows[f"{stem}.mp3"] for stem in release.kept_ids[:4]]
+    waves = [read_audio(clips / r["path"], CV_RATE)[0].numpy() for r in source]
+    silence = np.zeros(2 * CV_RATE, np.float32)
+    power = float(np.mean(waves[0][np.abs(waves[0]) > 1e-3] ** 2))
+    planted = {
+        "planted_clipped": ("clipping", source[0], np.clip(waves[0] * 8, -1, 1)),
+        "planted_padded": ("silence", source[1], np.concatenate([silence, waves[1], silence])),
+        "planted_duplicate": ("duplicate", source[2], None),
+        "planted_near_duplicate": ("duplicate", source[3], waves[3] * 0.7),
+        "planted_noisy": ("snr", source[0], waves[0] + rng.normal(0, np.sqrt(power / 10 ** 0.5), waves[0].shape)),
+    }
+    expected = {}
+    for stem, (caught_by, row, wave) in planted.items():
+        if wave is None:
+            (clips / f"{stem}.mp3").write_bytes((clips / row["path"]).read_bytes())
+        else:
+            write_mp3(clips / f"{stem}.mp3", np.clip(wave, -1, 1))
+        speaker = next(s for s, c in release.speakers.items() if c == row["client_id"])
+        lines.append(_row(speaker, f"{stem}.mp3", row["sentence"], (2, 0), row["locale"]).replace(
+            client_id(speaker), row["client_id"]))
+        expected[stem] = caught_by
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return expected

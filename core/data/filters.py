@@ -1,0 +1,182 @@
+"""Dataset filters with measured values: duration, clipping, SNR, silence trimming (VAD), text digits,
+speech rate and exact/near-duplicate audio.
+
+`check_clip` measures one clip (and trims its leading/trailing silence); `dataset_rejects` then finds
+speech-rate outliers and duplicates across the clips that passed. Every filter can be switched off;
+`FilterConfig.record()` is what a dataset's summary.json keeps as the thresholds used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from statistics import median
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.amharic_numbers import verbalize_numbers
+from core.errors import InputError
+from core.data.measures import clipping_share, fingerprint, fingerprint_distance, pcm_digest, snr_db
+from core.data.vad import speech_bounds
+
+FILTERS = ("duration", "clipping", "snr", "silence", "text", "speech_rate", "duplicate")
+VERBALISED_LANGUAGES = ("am",)
+MIN_RATE_CLIPS = 5
+HISTOGRAM_BIN_S = 1.0
+
+
+@dataclass
+class FilterConfig:
+    """Filter thresholds; a filter named in `off` is skipped.
+
+    `keep_silence`: seconds of leading/trailing silence left after trimming (longer silence is cut).
+    `rate_factor`: a clip is a speech-rate outlier when its characters per second of speech lie
+    outside [median / factor, median × factor] of the dataset. `near_duplicate`: largest fingerprint
+    bit error rate between two clips counted as the same recording.
+    """
+
+    min_duration: float = 0.5
+    max_duration: float = 20.0
+    max_clipping: float = 0.001
+    min_snr: float = 15.0
+    keep_silence: float = 0.3
+    rate_factor: float = 2.5
+    near_duplicate: float = 0.2
+    off: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.off if name not in FILTERS]
+        if unknown:
+            raise InputError(f"filter {unknown[0]!r}: unknown. Choose from {', '.join(FILTERS)}.")
+        if self.min_duration >= self.max_duration:
+            raise InputError(f"filter min duration {self.min_duration} must be below max duration {self.max_duration}.")
+        if self.rate_factor <= 1.0:
+            raise InputError(f"speech-rate factor {self.rate_factor}: must be above 1 (2.5 keeps clips within 2.5× the median).")
+
+    def on(self, name: str) -> bool:
+        """Return whether filter `name` runs."""
+        return name not in self.off
+
+    def record(self) -> dict[str, Any]:
+        """Return the thresholds and the filters switched on and off, for the dataset's record."""
+        return {**asdict(self), "on": [name for name in FILTERS if self.on(name)]}
+
+
+@dataclass
+class ClipCheck:
+    """One clip's measured values, the trimmed waveform and the filter that removed it (None: kept)."""
+
+    values: dict[str, Any]
+    wav: torch.Tensor
+    removed_by: str | None = None
+    reason: str = ""
+    digest: str = ""
+    audio_print: np.ndarray = field(default_factory=lambda: np.zeros((0, 15), bool))
+
+
+def _trim(wav: torch.Tensor, rate: int, bounds: tuple[float, float], keep: float) -> tuple[torch.Tensor, float, float]:
+    """Return (wav with at most `keep` s of silence each side, leading silence, trailing silence) in seconds."""
+    total = len(wav) / rate
+    lead, trail = bounds[0], max(0.0, total - bounds[1])
+    start = int(max(0.0, lead - keep) * rate)
+    stop = len(wav) - int(max(0.0, trail - keep) * rate)
+    return wav[start:stop], lead, trail
+
+
+def text_check(text: str, language: str, config: FilterConfig) -> tuple[str, bool, str | None]:
+    """Return (text, whether digits were verbalised, reason to remove or None) for the text filter.
+
+    Amharic digits are read out by `core.amharic_numbers`; digits left in a language without a
+    number verbaliser are a reason to remove the clip (the audio says words the text does not).
+    """
+    if not config.on("text") or not any(ch.isdigit() for ch in text):
+        return text, False, None
+    if language in VERBALISED_LANGUAGES:
+        return verbalize_numbers(text), True, None
+    return text, False, f"text has digits and no number verbaliser for language {language!r}; write the numbers out"
+
+
+def check_clip(wav: torch.Tensor, rate: int, text: str, config: FilterConfig) -> ClipCheck:
+    """Measure one clip, trim its silence and apply the per-clip filters; return the ClipCheck.
+
+    The values: duration (after trimming), clipping share, SNR in dB, leading/trailing silence and
+    speech seconds from the VAD, characters per second of speech.
+    """
+    samples = wav.numpy()
+    values: dict[str, Any] = {"clipping": round(clipping_share(samples), 5), "snr_db": round(snr_db(samples, rate), 1)}
+    check = ClipCheck(values, wav)
+    bounds = speech_bounds(wav, rate)
+    if bounds is None:
+        values.update(lead_silence=None, trail_silence=None, speech_s=0.0, chars_per_s=None)
+    else:
+        if config.on("silence"):
+            check.wav, lead, trail = _trim(wav, rate, bounds, config.keep_silence)
+        else:
+            lead, trail = bounds[0], len(wav) / rate - bounds[1]
+        speech = bounds[1] - bounds[0]
+        values.update(lead_silence=round(lead, 3), trail_silence=round(trail, 3), speech_s=round(speech, 3),
+                      chars_per_s=round(len(text.replace(" ", "")) / speech, 2))
+    duration = len(check.wav) / rate
+    values["duration"] = round(duration, 4)
+    if config.on("duration") and not config.min_duration <= duration <= config.max_duration:
+        check.removed_by, check.reason = "duration", f"{duration:.2f}s outside {config.min_duration:g}-{config.max_duration:g}s"
+    elif config.on("clipping") and values["clipping"] > config.max_clipping:
+        check.removed_by, check.reason = "clipping", f"{values['clipping']:.2%} of samples clipped (max {config.max_clipping:.2%})"
+    elif config.on("snr") and values["snr_db"] < config.min_snr:
+        check.removed_by, check.reason = "snr", f"SNR {values['snr_db']:.1f} dB below {config.min_snr:g} dB"
+    elif config.on("silence") and bounds is None:
+        check.removed_by, check.reason = "silence", "the VAD hears no speech"
+    if check.removed_by is None and config.on("duplicate"):
+        check.digest = pcm_digest(check.wav.numpy())
+        check.audio_print = fingerprint(check.wav.numpy(), rate)
+    return check
+
+
+def _rate_outliers(checks: dict[str, ClipCheck], factor: float) -> dict[str, tuple[str, str]]:
+    rates = {clip: c.values["chars_per_s"] for clip, c in checks.items() if c.values.get("chars_per_s")}
+    if len(rates) < MIN_RATE_CLIPS:
+        return {}
+    middle = median(rates.values())
+    low, high = middle / factor, middle * factor
+    return {clip: ("speech_rate", f"{rate:.1f} chars/s of speech outside {low:.1f}-{high:.1f} (median {middle:.1f} × 1/{factor:g}…{factor:g})")
+            for clip, rate in rates.items() if not low <= rate <= high}
+
+
+def _duplicates(checks: dict[str, ClipCheck], near: float) -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
+    first_of: dict[str, str] = {}
+    kept: list[tuple[str, ClipCheck]] = []
+    for clip, check in checks.items():
+        if check.digest in first_of:
+            found[clip] = ("duplicate", f"same audio as {first_of[check.digest]}")
+            continue
+        first_of[check.digest] = clip
+        length = len(check.audio_print)
+        for other, earlier in kept:
+            if abs(len(earlier.audio_print) - length) <= 0.1 * max(length, 1):
+                distance = fingerprint_distance(check.audio_print, earlier.audio_print)
+                if distance <= near:
+                    found[clip] = ("duplicate", f"near-duplicate of {other} (fingerprint bit error {distance:.3f} ≤ {near:g})")
+                    break
+        else:
+            kept.append((clip, check))
+    return found
+
+
+def dataset_rejects(checks: dict[str, ClipCheck], config: FilterConfig) -> dict[str, tuple[str, str]]:
+    """Return {clip id: (filter, reason)} for speech-rate outliers and duplicates among the clips in
+    `checks` (id → ClipCheck of a clip the per-clip filters kept, in dataset order; the first of a set
+    of duplicates stays)."""
+    found = _rate_outliers(checks, config.rate_factor) if config.on("speech_rate") else {}
+    if config.on("duplicate"):
+        found.update(_duplicates({k: v for k, v in checks.items() if k not in found}, config.near_duplicate))
+    return found
+
+
+def duration_histogram(durations: list[float]) -> dict[str, int]:
+    """Return clip counts per 1-second duration bin, labelled "0-1", "1-2", …"""
+    counts: dict[int, int] = {}
+    for seconds in durations:
+        counts[int(seconds // HISTOGRAM_BIN_S)] = counts.get(int(seconds // HISTOGRAM_BIN_S), 0) + 1
+    return {f"{b:g}-{b + 1:g}": counts[b] for b in sorted(counts)}
