@@ -2,13 +2,13 @@
 speech rate and exact/near-duplicate audio.
 
 `check_clip` measures one clip (and trims its leading/trailing silence); `dataset_rejects` then finds
-speech-rate outliers and duplicates across the clips that passed. Every filter can be switched off;
-`FilterConfig.record()` is what a dataset's summary.json keeps as the thresholds used.
+speech-rate outliers and duplicates across the clips that passed. The thresholds and which filters run
+are a `core.data.filter_config.FilterConfig`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
@@ -16,51 +16,13 @@ import numpy as np
 import torch
 
 from core.amharic_numbers import verbalize_numbers
-from core.errors import InputError
+from core.data.filter_config import FilterConfig
 from core.data.measures import clipping_share, fingerprint, fingerprint_distance, pcm_digest, snr_db
 from core.data.vad import speech_bounds
 
-FILTERS = ("duration", "clipping", "snr", "silence", "text", "speech_rate", "duplicate")
 VERBALISED_LANGUAGES = ("am",)
 MIN_RATE_CLIPS = 5
 HISTOGRAM_BIN_S = 1.0
-
-
-@dataclass
-class FilterConfig:
-    """Filter thresholds; a filter named in `off` is skipped.
-
-    `keep_silence`: seconds of leading/trailing silence left after trimming (longer silence is cut).
-    `rate_factor`: a clip is a speech-rate outlier when its characters per second of speech lie
-    outside [median / factor, median × factor] of the dataset. `near_duplicate`: largest fingerprint
-    bit error rate between two clips counted as the same recording.
-    """
-
-    min_duration: float = 0.5
-    max_duration: float = 20.0
-    max_clipping: float = 0.001
-    min_snr: float = 15.0
-    keep_silence: float = 0.3
-    rate_factor: float = 2.5
-    near_duplicate: float = 0.2
-    off: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        unknown = [name for name in self.off if name not in FILTERS]
-        if unknown:
-            raise InputError(f"filter {unknown[0]!r}: unknown. Choose from {', '.join(FILTERS)}.")
-        if self.min_duration >= self.max_duration:
-            raise InputError(f"filter min duration {self.min_duration} must be below max duration {self.max_duration}.")
-        if self.rate_factor <= 1.0:
-            raise InputError(f"speech-rate factor {self.rate_factor}: must be above 1 (2.5 keeps clips within 2.5× the median).")
-
-    def on(self, name: str) -> bool:
-        """Return whether filter `name` runs."""
-        return name not in self.off
-
-    def record(self) -> dict[str, Any]:
-        """Return the thresholds and the filters switched on and off, for the dataset's record."""
-        return {**asdict(self), "on": [name for name in FILTERS if self.on(name)]}
 
 
 @dataclass

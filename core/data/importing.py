@@ -22,7 +22,8 @@ from core.audio import check_finite, decode_audio, read_audio, resample, write_w
 from core.confine import is_inside, real_path
 from core.errors import InputError
 from core.fsutil import atomic_write_json
-from core.data.filters import ClipCheck, FilterConfig, check_clip, dataset_rejects, duration_histogram, text_check
+from core.data.filter_config import FilterConfig
+from core.data.filters import ClipCheck, check_clip, dataset_rejects, duration_histogram, text_check
 from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, commonvoice, folder, hf, ljspeech, manifest, srt
 from core.data.manifest import ManifestRow, Reject, write_manifest, write_rejects
 from core.progress import Progress
