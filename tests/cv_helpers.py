@@ -99,11 +99,11 @@ def make_hf_folder(release: Release, dest: Path) -> Path:
 
 
 def plant_faults(release: Release, rng_seed: int = 0) -> dict[str, str]:
-    """Add four faulty clips to the release's validated.tsv (copies of kept clips); return {clip id: filter}.
+    """Add six faulty clips to the release's validated.tsv (copies of kept clips); return {clip id: filter}.
 
     clipped: clip 0 amplified 8× and clipped; padded: clip 1 with 2 s of silence on each side;
     duplicate: clip 2's mp3 bytes under a new name; near-duplicate: clip 3 at 0.7 gain, re-encoded;
-    noisy: clip 0 with white noise at 5 dB SNR.
+    noisy: clip 0 with white noise at 5 dB SNR; wrong_text: clip 1 at half gain with its sentence read four times.
     """
     rng = np.random.default_rng(rng_seed)
     clips = release.folder / "clips"
@@ -120,6 +120,7 @@ def plant_faults(release: Release, rng_seed: int = 0) -> dict[str, str]:
         "planted_duplicate": ("duplicate", source[2], None),
         "planted_near_duplicate": ("duplicate", source[3], waves[3] * 0.7),
         "planted_noisy": ("snr", source[0], waves[0] + rng.normal(0, np.sqrt(power / 10 ** 0.5), waves[0].shape)),
+        "planted_wrong_text": ("speech_rate", source[1], waves[1] * 0.5),
     }
     expected = {}
     for stem, (caught_by, row, wave) in planted.items():
@@ -128,7 +129,8 @@ def plant_faults(release: Release, rng_seed: int = 0) -> dict[str, str]:
         else:
             write_mp3(clips / f"{stem}.mp3", np.clip(wave, -1, 1))
         speaker = next(s for s, c in release.speakers.items() if c == row["client_id"])
-        lines.append(_row(speaker, f"{stem}.mp3", row["sentence"], (2, 0), row["locale"]).replace(
+        sentence = " ".join([row["sentence"]] * 4) if caught_by == "speech_rate" else row["sentence"]
+        lines.append(_row(speaker, f"{stem}.mp3", sentence, (2, 0), row["locale"]).replace(
             client_id(speaker), row["client_id"]))
         expected[stem] = caught_by
     table.write_text("\n".join(lines) + "\n", encoding="utf-8")
