@@ -126,8 +126,9 @@ def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tenso
     return resample(wav, rate, sample_rate)
 
 
-def _reject(candidate: Candidate, reason: str) -> Reject:
-    return Reject(candidate.source, candidate.line, reason, candidate.id)
+def _reject(candidate: Candidate, reason: str, playable: bool = False) -> Reject:
+    audio = str(candidate.audio) if playable and candidate.data is None and candidate.start is None else None
+    return Reject(candidate.source, candidate.line, reason, candidate.id, audio)
 
 
 class _Converter:
@@ -160,7 +161,7 @@ class _Converter:
         if self.filters is not None:
             check = check_clip(wav, self.sample_rate, text, self.filters)
             if check.removed_by is not None:
-                return _reject(candidate, f"filter {check.removed_by}: {check.reason}")
+                return _reject(candidate, f"filter {check.removed_by}: {check.reason}", playable=True)
             self.checks[candidate.id] = check
             wav, duration = check.wav, check.values["duration"]
             meta.update(check.values)
@@ -265,7 +266,7 @@ def _drop_across_clips(rows: list[ManifestRow], checks: dict[str, ClipCheck], fi
         if row.id in found:
             row.path.unlink(missing_ok=True)
             name, reason = found[row.id]
-            rejects.append(_reject(candidates[row.id], f"filter {name}: {reason}"))
+            rejects.append(_reject(candidates[row.id], f"filter {name}: {reason}", playable=True))
     return [row for row in rows if row.id not in found]
 
 

@@ -49,16 +49,21 @@ class ManifestRow:
 
 @dataclass
 class Reject:
-    """A row that was not kept: where it came from and why."""
+    """A row that was not kept: where it came from and why; `audio` names the clip's file when a filter
+    removed a readable clip (so it can be listened to)."""
 
     source: str
     line: int | None
     reason: str
     id: str | None = None
+    audio: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the reject as written to rejects.jsonl."""
-        return asdict(self)
+        """Return the reject as written to rejects.jsonl (`audio` only when set)."""
+        data = asdict(self)
+        if data["audio"] is None:
+            del data["audio"]
+        return data
 
     def message(self) -> str:
         """Return `source line N: reason` for people."""
