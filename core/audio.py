@@ -82,7 +82,7 @@ def read_audio(path: str | os.PathLike[str], sample_rate: int | None = None) -> 
     if not path.is_file():
         raise InputError(f"{path}: audio file not found.")
     if path.stat().st_size == 0:
-        raise InputError(f"{path}: the audio file is empty (0 bytes).")
+        raise InputError(f"{path}: empty audio file (0 bytes).")
     return _decode(str(path), path, sample_rate)
 
 
@@ -92,7 +92,7 @@ def decode_audio(data: bytes, name: str, sample_rate: int | None = None) -> tupl
     Raises InputError naming `name` as `read_audio` does.
     """
     if not data:
-        raise InputError(f"{name}: the audio is empty (0 bytes).")
+        raise InputError(f"{name}: empty audio (0 bytes).")
     return _decode(io.BytesIO(data), name, sample_rate)
 
 

@@ -73,7 +73,7 @@ def make_release(dest: Path, per_language: int = 4, languages: tuple[str, ...] =
     broken[len(lines)] = "empty text"
     (clips / "common_voice_empty.mp3").write_bytes(b"")
     lines.append(_row(speaker, "common_voice_empty.mp3", "An empty file.", (2, 0), rows[0].language))
-    broken[len(lines)] = "empty (0 bytes)"
+    broken[len(lines)] = "empty audio file (0 bytes)"
     (dest / "validated.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (dest / "train.tsv").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     return Release(dest, kept, broken, speakers)

@@ -229,7 +229,11 @@ def _totals(rows: list[ManifestRow], key: str) -> dict[str, dict[str, float]]:
 def _reason_counts(rejects: list[Reject]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for reject in rejects:
-        label = re.sub(r"(audio \S+|\d+(\.\d+)?s?|'.*'|\(.*\))", "", reject.reason).strip(" :")
+        if reject.reason.startswith("filter "):
+            label = reject.reason.split(":", 1)[0]
+        else:
+            label = re.sub(r"(audio \S+|\d+(\.\d+)?s?|'.*'|\(.*\))", "", reject.reason)
+            label = re.sub(r"\s+", " ", label).strip(" :.;")
         counts[label or reject.reason] = counts.get(label or reject.reason, 0) + 1
     return counts
 

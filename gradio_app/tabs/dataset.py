@@ -95,7 +95,7 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
     rejects = read_jsonl(folder / "rejects.jsonl")
     hours = [["speaker", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_speaker") or {}).items()]
     hours += [["language", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_language") or {}).items()]
-    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reasons") or {}).items()) or "none"
+    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
     text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
             f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
     kept_rows = [[r.get("id"), r.get("speaker"), r.get("language"), r.get("duration"), r.get("text")] for r in kept[:ROWS_SHOWN]]
@@ -174,7 +174,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     with gr.Tab("Dataset", id="dataset") as tab:
         with gr.Accordion("Import", open=True):
             with gr.Row():
-                fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format")
+                fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format", elem_id="ds-format")
                 source = gr.Textbox(label="Input folder or file (inside the workspace)", elem_id="ds-input")
                 name = gr.Textbox(label="Dataset name", value="mydata", elem_id="ds-name")
             with gr.Row():
