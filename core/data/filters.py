@@ -9,6 +9,7 @@ are a `core.data.filter_config.FilterConfig`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections import Counter
 from statistics import median
 from typing import Any
 
@@ -17,12 +18,14 @@ import torch
 
 from core.amharic_numbers import verbalize_numbers
 from core.data.filter_config import FilterConfig
-from core.data.measures import clipping_share, fingerprint, fingerprint_distance, pcm_digest, snr_db
+from core.data.measures import clipping_share, fingerprint, fingerprint_distance, fingerprint_keys, pcm_digest, snr_db
 from core.data.vad import speech_bounds
 
 VERBALISED_LANGUAGES = ("am",)
 MIN_RATE_CLIPS = 5
 HISTOGRAM_BIN_S = 1.0
+CANDIDATE_KEYS = 3  # shared fingerprint keys that make an earlier clip a near-duplicate candidate
+COMMON_KEY = 200  # keys in more clips than this (steady tones, hum) say nothing about identity
 
 
 @dataclass
@@ -106,22 +109,30 @@ def _rate_outliers(checks: dict[str, ClipCheck], factor: float) -> dict[str, tup
 
 
 def _duplicates(checks: dict[str, ClipCheck], near: float) -> dict[str, tuple[str, str]]:
+    """Exact duplicates by PCM digest; near-duplicates by fingerprint, compared only with earlier clips
+    that share at least `CANDIDATE_KEYS` fingerprint keys (an inverted index, not every pair)."""
     found: dict[str, tuple[str, str]] = {}
     first_of: dict[str, str] = {}
+    postings: dict[int, list[int]] = {}
     kept: list[tuple[str, ClipCheck]] = []
     for clip, check in checks.items():
         if check.digest in first_of:
             found[clip] = ("duplicate", f"same audio as {first_of[check.digest]}")
             continue
         first_of[check.digest] = clip
-        length = len(check.audio_print)
-        for other, earlier in kept:
-            if abs(len(earlier.audio_print) - length) <= 0.1 * max(length, 1):
-                distance = fingerprint_distance(check.audio_print, earlier.audio_print)
-                if distance <= near:
-                    found[clip] = ("duplicate", f"near-duplicate of {other} (fingerprint bit error {distance:.3f} ≤ {near:g})")
-                    break
+        keys = fingerprint_keys(check.audio_print)
+        shared = Counter(i for key in keys for i in postings.get(key, ()) if len(postings[key]) <= COMMON_KEY)
+        for index, hits in shared.most_common():
+            if hits < CANDIDATE_KEYS:
+                break
+            other, earlier = kept[index]
+            distance = fingerprint_distance(check.audio_print, earlier.audio_print)
+            if distance <= near:
+                found[clip] = ("duplicate", f"near-duplicate of {other} (fingerprint bit error {distance:.3f} ≤ {near:g})")
+                break
         else:
+            for key in keys:
+                postings.setdefault(key, []).append(len(kept))
             kept.append((clip, check))
     return found
 

@@ -67,6 +67,17 @@ def fingerprint(wav: np.ndarray, rate: int) -> np.ndarray:
     return (delta[1:] - delta[:-1]) > 0
 
 
+def fingerprint_keys(bits: np.ndarray) -> set[int]:
+    """Return the 30-bit keys of a fingerprint (each frame's bits joined with the next frame's), the
+    look-up keys for finding near-duplicate candidates without comparing every pair; all-zero keys
+    (silence) are left out."""
+    if len(bits) < 2:
+        return set()
+    words = bits.astype(np.int64) @ (1 << np.arange(bits.shape[1], dtype=np.int64))
+    keys = (words[:-1] << bits.shape[1]) | words[1:]
+    return set(keys[keys != 0].tolist())
+
+
 def fingerprint_distance(a: np.ndarray, b: np.ndarray) -> float:
     """Return the smallest bit error rate between fingerprints `a` and `b` over shifts of ±3 frames
     (0 = same audio, about 0.5 = unrelated); 1.0 when they overlap on less than 80 % of the shorter."""

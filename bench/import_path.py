@@ -1,0 +1,121 @@
+"""The whole data path on Common Voice-shaped input: import → mp3 decode → filters → own-codec cache.
+
+Renders espeak clips, cuts `--clips` three-second windows from their concatenation (different windows,
+so the duplicate filter has real work and removes nothing), writes them as 32 kHz mp3 into a Common
+Voice release (`clips/`, `validated.tsv`, several client_ids), trains a codec and a tokenizer, then times
+in the same run
+  1. the naive loop of `bench/preprocess.py` reading the mp3 files (one file at a time, per-file setup,
+     no filtering), and
+  2. LinguaForge: `import_dataset("commonvoice", …, filters=FilterConfig())` with `--workers` threads,
+     then `build_cache` with `--workers` processes; each stage's clips/s and the whole path's.
+
+    .venv/bin/python bench/import_path.py --clips 600 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import numpy as np  # noqa: E402
+import soundfile as sf  # noqa: E402
+import torch  # noqa: E402
+
+from bench.preprocess import cpu_seconds, make_tokenizer, naive_loop  # noqa: E402
+from core.data.cache import build_cache  # noqa: E402
+from core.data.codec_training import train_codec  # noqa: E402
+from core.data.filter_config import FilterConfig  # noqa: E402
+from core.data.importing import import_dataset  # noqa: E402
+from core.data.manifest import ManifestRow, read_manifest, write_manifest  # noqa: E402
+from core.data.sample import sample_dataset  # noqa: E402
+
+RATE = 16000
+MP3_RATE = 32000
+CLIP_SECONDS = 3.0
+STEP_SECONDS = 0.713  # window start step: no two windows line up with each other
+HEADER = "client_id\tpath\tsentence_id\tsentence\tsentence_domain\tup_votes\tdown_votes\tage\tgender\taccents\tvariant\tlocale\tsegment"
+
+
+def make_release(work: Path, count: int, sources_per_language: int) -> tuple[Path, Path]:
+    """Return (release folder, manifest of the same mp3 clips for the naive loop)."""
+    source = read_manifest(sample_dataset(work / "espeak", RATE, ["en", "am"], sources_per_language).manifest)[0]
+    stream, starts = [], []
+    for row in source:
+        starts.append(sum(len(part) for part in stream))
+        stream.append(sf.read(str(row.path), dtype="float32")[0])
+    audio = np.concatenate(stream)
+    up = np.interp(np.arange(0, len(audio), RATE / MP3_RATE), np.arange(len(audio)), audio).astype(np.float32)
+    length = int(CLIP_SECONDS * MP3_RATE)
+    release = work / "cv"
+    (release / "clips").mkdir(parents=True)
+    lines, rows = [HEADER], []
+    for i in range(count):
+        begin = int(i * STEP_SECONDS * MP3_RATE) % (len(up) - length)
+        row = source[int(np.searchsorted(starts, begin * RATE // MP3_RATE, side="right")) - 1]
+        name = f"common_voice_{row.language}_{i:06d}.mp3"
+        sf.write(str(release / "clips" / name), up[begin:begin + length], MP3_RATE, format="MP3", subtype="MPEG_LAYER_III")
+        client = hashlib.sha512(row.speaker.encode()).hexdigest()
+        lines.append("\t".join((client, name, str(i), row.text, "", "2", "0", "", "", "", "", row.language, "")))
+        rows.append(ManifestRow(id=Path(name).stem, audio=str(release / "clips" / name), text=row.text,
+                                speaker=row.speaker, language=row.language, duration=CLIP_SECONDS))
+    (release / "validated.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return release, write_manifest(work / "naive.jsonl", rows)
+
+
+def whole_path(release: Path, tokenizer: Path, codec_path: Path, out: Path, workers: int) -> dict:
+    """Return the import (decode + filters) and cache figures of LinguaForge's path with `workers`."""
+    cpu, start = cpu_seconds(), time.perf_counter()
+    summary = import_dataset("commonvoice", release, out / "dataset", RATE, workers=workers, filters=FilterConfig())
+    import_s = time.perf_counter() - start
+    info = build_cache(summary.manifest, tokenizer, codec_path, out / "cache", workers=workers)
+    total_s = time.perf_counter() - start
+    clips = summary.kept + summary.rejected
+    return {
+        "workers": workers,
+        "kept": summary.kept,
+        "removed": summary.filters["removed"],
+        "import_filter_clips_per_s": round(clips / import_s, 1),
+        "cache_clips_per_s": round(info.items / info.seconds, 1),
+        "whole_path_clips_per_s": round(clips / total_s, 1),
+        "cpu_ms_per_clip": round(1000 * (cpu_seconds() - cpu) / clips, 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clips", type=int, default=600, help="three-second mp3 clips (default 600)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lf-bench-import-") as tmp:
+        work = Path(tmp)
+        load_start = os.getloadavg()[0]
+        release, naive_manifest = make_release(work, args.clips, sources_per_language=40)
+        tokenizer = make_tokenizer(work)
+        codec_path = train_codec(naive_manifest, codebook_size=1024).save(work / "codec.pt")
+        naive, naive_cpu = naive_loop(naive_manifest, tokenizer, codec_path, work / "naive")
+        cores = os.cpu_count() or 1
+        paths = [whole_path(release, tokenizer, codec_path, work / f"lf{n}", n) for n in sorted({1, cores})]
+        result = {
+            "machine": {"cpus": cores, "platform": platform.platform(), "torch": torch.__version__,
+                        "load_avg_start": load_start, "load_avg_end": os.getloadavg()[0]},
+            "clips": args.clips, "clip_seconds": CLIP_SECONDS, "source": "commonvoice mp3 32 kHz",
+            "naive_clips_per_s": round(naive, 1), "naive_cpu_ms_per_clip": round(naive_cpu, 2),
+            "linguaforge": paths,
+            "whole_path_vs_naive": round(paths[-1]["whole_path_clips_per_s"] / naive, 2),
+        }
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
