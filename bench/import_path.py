@@ -56,7 +56,7 @@ def make_release(work: Path, count: int, sources_per_language: int) -> tuple[Pat
     audio = np.concatenate(stream)
     up = np.interp(np.arange(0, len(audio), RATE / MP3_RATE), np.arange(len(audio)), audio).astype(np.float32)
     length = int(CLIP_SECONDS * MP3_RATE)
-    release = work / "cv"
+    release = work / "release"
     (release / "clips").mkdir(parents=True)
     lines, rows = [HEADER], []
     for i in range(count):
