@@ -54,3 +54,30 @@ def test_own_model_trains_from_a_filtered_commonvoice_import_on_train_speakers(t
     train_mel = [m["mel_loss"] for m in metrics if m["split"] == "train"]
     assert len(train_mel) >= 2 and all(torch.isfinite(torch.tensor(train_mel)))
     assert train_mel[-1] < train_mel[0], train_mel
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_chatterbox_reduced_trains_from_a_filtered_commonvoice_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.chatterbox_helpers import extend_to_amharic, make_chatterbox_folder
+
+    workspace = tmp_path / "workspace"
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(workspace))
+    release = make_release(workspace / "inputs" / "cv", per_language=8)
+    imported = run_cli("dataset", "import", "--format", "commonvoice", "--input", release.folder,
+                       "--output", workspace / "datasets" / "cv", "--filter", "--json")
+    assert imported.code == 0 and imported.json()["kept"] == 8, imported.stderr
+    model_dir = make_chatterbox_folder(workspace / "models" / "chatterbox")
+    extend_to_amharic(workspace, model_dir)
+    config = run_config_from_dict({
+        "name": "cb-cv", "family": "chatterbox", "model_dir": "models/chatterbox", "tokenizer": "tokenizers/am.json",
+        "base_checkpoint": "checkpoints/t3_am.safetensors",
+        "data": {"manifest": "datasets/cv/manifest.jsonl", "val_ratio": 0.25},
+        "optim": {"lr": 2.0e-3, "weight_decay": 0.1, "warmup_steps": 1}, "batch": {"size": 2},
+        "schedule": {"max_steps": 3, "val_every": 3, "save_every": 3, "keep_last": 1, "log_every": 1},
+    }, "cb-cv.yaml")
+    result = train(config, settings=load_settings())
+    assert Path(result.last_checkpoint).is_file()
+    metrics = [json.loads(line) for line in (workspace / "runs" / "cb-cv" / "metrics.jsonl").read_text().splitlines()]
+    losses = [m["loss"] for m in metrics if m["split"] == "train"]
+    assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
