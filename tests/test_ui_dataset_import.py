@@ -8,12 +8,12 @@ from typing import Iterator
 
 import pytest
 
-from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
 from tests.cv_helpers import make_hf_folder, make_release, plant_faults
 from tests.test_ui_dashboard import fill, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +31,9 @@ def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
 @pytest.fixture(scope="module")
 def page(dashboard: AppProcess):
     """A chromium page on the Dataset tab."""
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1200})
-            tab.set_default_timeout(60_000)
-            tab.goto(dashboard.url)
-            tab.get_by_role("tab", name="Dataset", exact=True).first.click()
-            tab.locator("#ds-import-btn").wait_for()
-            yield tab
-        finally:
-            browser.close()
+    with chromium_page(dashboard.url, "Dataset", height=1200) as tab:
+        tab.locator("#ds-import-btn").wait_for()
+        yield tab
 
 
 def test_commonvoice_import_shows_the_filter_summary_histogram_and_plays_kept_and_removed_clips(page, dashboard) -> None:
