@@ -6,8 +6,12 @@ Voice release (`clips/`, `validated.tsv`, several client_ids), trains a codec an
 in the same run
   1. the naive loop of `bench/preprocess.py` reading the mp3 files (one file at a time, per-file setup,
      no filtering), and
-  2. LinguaForge: `import_dataset("commonvoice", …, filters=FilterConfig())` with `--workers` threads,
-     then `build_cache` with `--workers` processes; each stage's clips/s and the whole path's.
+  2. LinguaForge: `import_dataset("commonvoice", …, filters=…)` with 1 and all-core threads, then
+     `build_cache` with as many processes; each stage's clips/s and the whole path's, and
+  3. a CPU profile of the import's per-clip stages (thread CPU time, one thread, so other load on the
+     machine does not inflate it).
+The speech-rate filter is off: each window carries its source clip's sentence, not the words it holds,
+so its characters per second mean nothing here (the filter's cost is one division per clip).
 
     .venv/bin/python bench/import_path.py --clips 600 --json
 """
@@ -43,6 +47,8 @@ RATE = 16000
 MP3_RATE = 32000
 CLIP_SECONDS = 3.0
 STEP_SECONDS = 0.713  # window start step: no two windows line up with each other
+FILTERS = FilterConfig(off=["speech_rate"])
+PROFILE_CLIPS = 100
 HEADER = "client_id\tpath\tsentence_id\tsentence\tsentence_domain\tup_votes\tdown_votes\tage\tgender\taccents\tvariant\tlocale\tsegment"
 
 
@@ -75,7 +81,7 @@ def make_release(work: Path, count: int, sources_per_language: int) -> tuple[Pat
 def whole_path(release: Path, tokenizer: Path, codec_path: Path, out: Path, workers: int) -> dict:
     """Return the import (decode + filters) and cache figures of LinguaForge's path with `workers`."""
     cpu, start = cpu_seconds(), time.perf_counter()
-    summary = import_dataset("commonvoice", release, out / "dataset", RATE, workers=workers, filters=FilterConfig())
+    summary = import_dataset("commonvoice", release, out / "dataset", RATE, workers=workers, filters=FILTERS)
     import_s = time.perf_counter() - start
     info = build_cache(summary.manifest, tokenizer, codec_path, out / "cache", workers=workers)
     total_s = time.perf_counter() - start
@@ -89,6 +95,34 @@ def whole_path(release: Path, tokenizer: Path, codec_path: Path, out: Path, work
         "whole_path_clips_per_s": round(clips / total_s, 1),
         "cpu_ms_per_clip": round(1000 * (cpu_seconds() - cpu) / clips, 2),
     }
+
+
+def stage_profile(release: Path, work: Path) -> dict[str, float]:
+    """Return the CPU ms per clip of each import stage over the first `PROFILE_CLIPS` clips, in this thread."""
+    from core.audio import read_audio, resample, write_wav
+    from core.data import measures, vad
+
+    clips = sorted((release / "clips").glob("*.mp3"))[:PROFILE_CLIPS]
+    spent: dict[str, float] = {}
+
+    def timed(name: str, run, *args):  # noqa: ANN001, ANN202
+        start = time.thread_time()
+        value = run(*args)
+        spent[name] = spent.get(name, 0.0) + time.thread_time() - start
+        return value
+
+    for clip in clips:
+        raw, rate = timed("decode_mp3", read_audio, clip)
+        wav = timed("resample_32k_to_16k", resample, raw, rate, RATE)
+        samples = wav.numpy()
+        timed("clipping", measures.clipping_share, samples)
+        timed("snr", measures.snr_db, samples, RATE)
+        timed("vad", vad.speech_bounds, wav, RATE)
+        bits = timed("fingerprint", measures.fingerprint, samples, RATE)
+        timed("fingerprint_keys", measures.fingerprint_keys, bits)
+        timed("digest", measures.pcm_digest, samples)
+        timed("write_wav", write_wav, work / "profile.wav", wav, RATE)
+    return {name: round(1000 * seconds / len(clips), 2) for name, seconds in spent.items()}
 
 
 def main() -> int:
@@ -112,6 +146,7 @@ def main() -> int:
             "naive_clips_per_s": round(naive, 1), "naive_cpu_ms_per_clip": round(naive_cpu, 2),
             "linguaforge": paths,
             "whole_path_vs_naive": round(paths[-1]["whole_path_clips_per_s"] / naive, 2),
+            "import_cpu_ms_per_clip_by_stage": stage_profile(release, work),
         }
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
