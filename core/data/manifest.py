@@ -1,7 +1,8 @@
 """The manifest format (`manifest.jsonl`) and its structural validation.
 
 One JSON object per line: `id`, `audio` (relative to the manifest's folder, or absolute),
-`text`, `speaker`, `language`, `duration` (seconds). `read_manifest` never stops at the first
+`text`, `speaker`, `language`, `duration` (seconds); any other keys (Common Voice votes, the filters'
+measured values) are kept as the row's `meta`. `read_manifest` never stops at the first
 bad line: every line it cannot use becomes a `Reject` with its line number and reason.
 """
 
