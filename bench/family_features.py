@@ -3,7 +3,9 @@
 Chatterbox: `batch_features` (S3 tokenizer: speech + prompt tokens, VoiceEncoder embedding).
 IndexTTS2: `BatchFeaturizer` (w2v-BERT layer features in one padded batch, semantic codes and
 conditioning latents per equal-length group). Both over the espeak sample (en + am, `--per-language`
-clips each), the models loaded once, a warm-up pass first; the time is the whole pass over all clips.
+clips each) or, with `--source commonvoice`, over a Common Voice-shaped release of as many 3-second
+32 kHz mp3 clips (bench/import_path.py) imported with the filters on; the models loaded once, a
+warm-up pass first; the time is the whole pass over all clips.
 
 No published weights exist on the CI machines: without `--chatterbox-dir` / `--indextts-dir` the
 reduced test folders are built (tests/chatterbox_helpers.py, tests/indextts_helpers.py: the S3
@@ -11,6 +13,7 @@ tokenizer at width 128 × 1 block, the full-size VoiceEncoder, w2v-BERT 1024 wid
 so CPU figures show the batching overhead or gain of those shapes, not of the published models.
 
     .venv/bin/python bench/family_features.py --json
+    .venv/bin/python bench/family_features.py --source commonvoice --json  # mp3 release → import with filters
     .venv/bin/python bench/family_features.py --batch 1 16 32 --json      # a GPU
 """
 
@@ -64,7 +67,7 @@ def chatterbox_passes(folder: Path | None, work: Path, rows: list[Any], device: 
 
 def indextts_passes(folder: Path | None, work: Path, rows: list[Any], device: torch.device) -> Callable[[int], None]:
     """Return a function running IndexTTS2's feature models (audio read included) over every clip in batches."""
-    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config, text_rows
+    from core.families.indextts_gpt import ROWS, IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config, text_rows
     from core.families.indextts_models import BatchFeaturizer
     from core.families.indextts_models import SemanticFeatures, model_paths
     from core.tokenizers.tokenizer import load_tokenizer
@@ -76,10 +79,23 @@ def indextts_passes(folder: Path | None, work: Path, rows: list[Any], device: to
         folder, layer = build_model_folder(work / "IndexTTS-2"), W2V_LAYERS
     config = read_indextts_config(folder / "config.yaml")
     state = load_gpt_state_dict(folder / "gpt.pth")
-    gpt, _ = load_unified_voice(state, config, text_rows(state) - 1)
+    gpt, _ = load_unified_voice(state, config, text_rows(ROWS, state) - 1)
     semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": layer}), config["semantic_codec"], device.type, layer)
     featurize = BatchFeaturizer(semantic, gpt.to(device), IndexTextNormalizer(), load_tokenizer(folder / "bpe.model"))
     return lambda size: [featurize(chunk) for chunk in batches(rows, size)] and None
+
+
+def source_rows(source: str, work: Path, per_language: int) -> list[Any]:
+    """Return the manifest rows to featurise: the espeak sample, or a filtered Common Voice-shaped import."""
+    if source == "espeak":
+        sample_dataset(work / "espeak", 16000, ["en", "am"], per_language)
+        return load_manifest_rows(work / "espeak" / "manifest.jsonl")
+    from bench.import_path import make_release
+    from core.data.filter_config import FilterConfig
+    from core.data.importing import import_dataset
+
+    release, _ = make_release(work / "cv", 2 * per_language, sources_per_language=per_language)
+    return load_manifest_rows(import_dataset("commonvoice", release, work / "cv-import", 16000, filters=FilterConfig()).manifest)
 
 
 def main() -> None:
@@ -88,15 +104,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8], help="batch sizes to time")
     parser.add_argument("--chatterbox-dir", type=Path, help="a published Chatterbox folder (default: the reduced test folder)")
     parser.add_argument("--indextts-dir", type=Path, help="a published IndexTTS2 folder (default: the reduced test folder)")
+    parser.add_argument("--source", choices=["espeak", "commonvoice"], default="espeak",
+                        help="espeak sample clips, or a Common Voice-shaped mp3 release imported with the filters")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory(prefix="lf-bench-features-") as tmp:
         work = Path(tmp)
-        sample_dataset(work / "espeak", 16000, ["en", "am"], args.per_language)
-        rows = load_manifest_rows(work / "espeak" / "manifest.jsonl")
+        rows = source_rows(args.source, work, args.per_language)
         audio_s = sum(row.duration for row in rows)
-        result: dict[str, Any] = {"device": str(device), "clips": len(rows), "audio_seconds": round(audio_s, 1),
+        result: dict[str, Any] = {"device": str(device), "source": args.source, "clips": len(rows), "audio_seconds": round(audio_s, 1),
                                   "machine": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
         for name, make in (("chatterbox", chatterbox_passes), ("indextts", indextts_passes)):
             folder = args.chatterbox_dir if name == "chatterbox" else args.indextts_dir

@@ -20,6 +20,8 @@ from core.errors import InputError
 from core.fsutil import atomic_write
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+# libsndfile's container name for each extension (mp3 needs libsndfile >= 1.1).
+CONTAINERS = {".wav": "WAV", ".flac": "FLAC", ".ogg": "OGG", ".mp3": "MP3"}
 
 
 @lru_cache(maxsize=16)
@@ -43,27 +45,55 @@ def check_finite(data: np.ndarray, path: str | os.PathLike[str]) -> None:
                          "Re-export the recording.")
 
 
-def read_audio(path: str | os.PathLike[str], sample_rate: int | None = None) -> tuple[torch.Tensor, int]:
-    """Return (mono float32 waveform, rate); resampled to `sample_rate` when given.
+def missing_codec(name: str) -> str | None:
+    """Return the container `name`'s extension needs when this machine's libsndfile lacks it, else None."""
+    container = CONTAINERS.get(Path(name).suffix.lower())
+    if container is None or container in sf.available_formats():
+        return None
+    return container
 
-    Raises InputError naming the file when it is missing, unreadable, holds no samples or
-    holds NaN/Inf samples.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: audio file not found.")
+
+def _decode(source: str | io.BytesIO, name: str | os.PathLike[str], sample_rate: int | None) -> tuple[torch.Tensor, int]:
+    container = missing_codec(str(name))
+    if container is not None:
+        raise InputError(f"{name}: this machine's libsndfile {sf.__libsndfile_version__} cannot decode {container}; "
+                         "install libsndfile >= 1.1 (pip install -U soundfile) or convert the file to wav or flac.")
     try:
-        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+        data, rate = sf.read(source, dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        raise InputError(f"{path}: unreadable audio ({exc}). Convert it to wav, flac, ogg or mp3.") from exc
+        raise InputError(f"{name}: unreadable audio ({exc}). Convert it to wav, flac, ogg or mp3.") from exc
     if data.shape[0] == 0:
-        raise InputError(f"{path}: the audio file holds no samples.")
-    check_finite(data, path)
+        raise InputError(f"{name}: the audio file holds no samples.")
+    check_finite(data, name)
     wav = torch.from_numpy(np.ascontiguousarray(data.mean(axis=1)))
     if sample_rate is not None and rate != sample_rate:
         wav = resample(wav, rate, sample_rate)
         rate = sample_rate
     return wav, int(rate)
+
+
+def read_audio(path: str | os.PathLike[str], sample_rate: int | None = None) -> tuple[torch.Tensor, int]:
+    """Return (mono float32 waveform, rate) of a wav, flac, ogg or mp3 file; resampled to `sample_rate` when given.
+
+    Raises InputError naming the file when it is missing, empty (0 bytes), unreadable, in a container
+    this machine's libsndfile cannot decode (the codec is named), holds no samples or holds NaN/Inf samples.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: audio file not found.")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: empty audio file (0 bytes).")
+    return _decode(str(path), path, sample_rate)
+
+
+def decode_audio(data: bytes, name: str, sample_rate: int | None = None) -> tuple[torch.Tensor, int]:
+    """Return (mono float32 waveform, rate) of encoded audio bytes (wav, flac, ogg or mp3) named `name` in messages.
+
+    Raises InputError naming `name` as `read_audio` does.
+    """
+    if not data:
+        raise InputError(f"{name}: empty audio (0 bytes).")
+    return _decode(io.BytesIO(data), name, sample_rate)
 
 
 def audio_duration(path: str | os.PathLike[str]) -> float:

@@ -24,7 +24,10 @@ from core.paths import PathType
 NAME_PARAMS = frozenset({"name"})
 MODEL_FOLDER_PARAMS = frozenset({"model_dir"})
 # kind -> parameters every job of that kind runs with, whatever its submission says
-JOB_VALUES: dict[str, dict[str, Any]] = {"dataset.import": {"confine_to_roots": True}}
+JOB_VALUES: dict[str, dict[str, Any]] = {
+    "dataset.import": {"confine_to_roots": True},
+    "dataset.filter": {"confine_to_roots": True},
+}
 
 
 def job_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:

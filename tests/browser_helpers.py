@@ -103,3 +103,22 @@ def wait_http(url: str, timeout: float = 60.0, auth: tuple[str, str] | None = No
             last = str(exc)
         time.sleep(0.5)
     raise AssertionError(f"{url} did not answer 200 within {timeout:.0f}s ({last})")
+
+
+@contextmanager
+def chromium_page(url: str, tab: str, width: int = 1400, height: int = 1000, timeout_ms: int = 60_000) -> Iterator[object]:
+    """Yield a Playwright page in Debian chromium at `url` with the top-level tab `tab` open; close it after.
+
+    Skips the test when Playwright or chromium is missing.
+    """
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(timeout_ms)
+            page.goto(url)
+            page.get_by_role("tab", name=tab, exact=True).first.click()
+            yield page
+        finally:
+            browser.close()

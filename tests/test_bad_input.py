@@ -50,6 +50,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (folder / "random.pt").write_bytes(np.random.default_rng(0).bytes(1000))
     (folder / "huge.safetensors").write_bytes(struct.pack("<Q", 10**12) + b'{"a":1}')
     (folder / "random.jsonl").write_bytes(np.random.default_rng(1).bytes(10_000))
+    (folder / "bad.parquet").write_bytes(np.random.default_rng(3).bytes(2_000))
     (folder / "random.yaml").write_bytes(np.random.default_rng(2).bytes(500))
     (folder / "escape.yaml").write_text("name: ../../outside/x\ntask: lm\n", encoding="utf-8")
     _tone(folder / "tone.wav")
@@ -169,6 +170,24 @@ CASES: list[tuple[str, list[str], str]] = [
      "--val-ratio: 2 is out of range"),
     ("ds-format", ["dataset", "import", "--format", "csv", "--input", "{in}/manifest.jsonl", "--output", "{in}/ds"],
      "invalid choice: 'csv'"),
+    ("ds-cv-no-tsv", ["dataset", "import", "--format", "commonvoice", "--input", "{in}/clips", "--output", "{in}/ds"],
+     "validated.tsv: not found"),
+    ("ds-cv-not-a-cv-tsv", ["dataset", "import", "--format", "commonvoice", "--input", "{in}/manifest.jsonl",
+                            "--output", "{in}/ds"], "client_id, path, sentence missing"),
+    ("ds-hf-no-table", ["dataset", "import", "--format", "hf", "--input", "{in}/clips", "--output", "{in}/ds"],
+     "neither a datasets.save_to_disk folder nor parquet/arrow files"),
+    ("ds-hf-bad-parquet", ["dataset", "import", "--format", "hf", "--input", "{in}/bad.parquet", "--output", "{in}/ds"],
+     "bad.parquet: not a readable parquet table"),
+    ("ds-skip-filter-unknown", ["dataset", "import", "--format", "manifest", "--input", "{in}/manifest.jsonl",
+                                "--output", "{in}/ds", "--filter", "--skip-filter", "loudness"], "filter 'loudness': unknown"),
+    ("ds-filter-near-duplicate", ["dataset", "filter", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/ds",
+                                  "--near-duplicate", "0.9"], "--near-duplicate: 0.9 is out of range"),
+    ("ds-filter-rate-factor", ["dataset", "filter", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/ds",
+                               "--rate-factor", "1"], "--rate-factor: 1 is out of range"),
+    ("ds-filter-durations", ["dataset", "filter", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/ds",
+                             "--filter-min-duration", "5", "--filter-max-duration", "2"], "min duration 5.0 must be below"),
+    ("ds-split-write-by-clip", ["dataset", "split", "--manifest", "{in}/manifest.jsonl", "--write"],
+     "--write needs --by speaker"),
     # corpus
     ("corpus-random-manifest", ["corpus", "collect", "--manifest", "{in}/random.jsonl", "--output", "{in}/o.txt"],
      "random.jsonl"),

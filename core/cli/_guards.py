@@ -22,7 +22,7 @@ from core.fsutil import nearest_existing
 OUTPUT_DESTS = ("output",)
 SIDECAR_SUFFIXES = (".vocab", ".report.json")
 INTERNAL_DESTS = ("handler", "json", "group", "command")
-FOLDER_OUTPUTS = {("dataset", "import"), ("dataset", "sample"), ("preprocess", None), ("export", None)}
+FOLDER_OUTPUTS = {("dataset", "import"), ("dataset", "filter"), ("dataset", "sample"), ("preprocess", None), ("export", None)}
 
 
 def _flag(dest: str) -> str:

@@ -1,4 +1,5 @@
-"""`dataset import`, `dataset sample` and `dataset split`: validated manifests from audio datasets."""
+"""`dataset import`, `dataset filter`, `dataset sample` and `dataset split`: validated, filtered manifests
+from audio datasets, and speaker-aware splits."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from core.cli.common import Result, add_command, add_group, csv_list, float_in, 
 from core.config import load_settings
 from core.errors import InputError
 from core.data.importers import FORMAT_NAMES, ImportOptions
+from core.data.filter_config import FILTERS, FilterConfig
 from core.tables import render_mapping
 
 if TYPE_CHECKING:
@@ -23,6 +25,22 @@ def _sample_rate() -> int:
     return int(load_settings().get("audio.sample_rate", 16000))
 
 
+def _filter_config(args: argparse.Namespace) -> FilterConfig | None:
+    """Return the FilterConfig the filter options ask for, or None when filtering is not asked for."""
+    if not getattr(args, "filter", True):
+        return None
+    return FilterConfig(min_duration=args.filter_min_duration, max_duration=args.filter_max_duration,
+                        max_clipping=args.max_clipping, min_snr=args.min_snr, keep_silence=args.keep_silence,
+                        rate_factor=args.rate_factor, near_duplicate=args.near_duplicate, off=args.skip_filter)
+
+
+def _filter_lines(filters: dict) -> list[str]:
+    removed = ", ".join(f"{name} {count}" for name, count in filters["removed"].items())
+    histogram = ", ".join(f"{span}s: {count}" for span, count in filters["duration_histogram"].items())
+    return [f"  filters removed: {removed}; silence trimmed in {filters['trimmed']}, "
+            f"digits verbalised in {filters['digits_verbalised']}", f"  durations: {histogram}"]
+
+
 def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
     data = summary.to_dict()
     shown = {k: data[k] for k in ("output", "kept", "rejected", "hours")}
@@ -31,6 +49,8 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
         lines.append(f"  speaker {name}: {totals['clips']} clips, {totals['hours'] * 60:.1f} min")
     for name, totals in summary.per_language.items():
         lines.append(f"  language {name}: {totals['clips']} clips, {totals['hours'] * 60:.1f} min")
+    if summary.filters is not None:
+        lines.extend(_filter_lines(summary.filters))
     lines.extend(f"  reject {r.message()}" for r in summary.rejects[:SHOWN_REJECTS])
     if summary.outside_input:
         lines.append(f"  warning: {len(summary.outside_input)} row(s) point outside the input folder "
@@ -65,10 +85,13 @@ def _import(args: argparse.Namespace) -> Result:
 
     Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),
     srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl),
+    commonvoice (a Common Voice release: --tsv, default validated.tsv, and clips/*.mp3; speaker = client_id),
+    hf (a datasets.save_to_disk folder or parquet/arrow files; --audio-column, --text-column, --speaker-column),
     indextts-processed (a folder from the community IndexTTS2 preprocess_data.py: codes, conditioning and
     emotion .npy files become an IndexTTS2 feature cache in OUTPUT; text ids re-derived with --tokenizer).
     Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.
-    Audio is converted to mono wav at audio.sample_rate from the config.
+    Audio is converted to mono wav at audio.sample_rate from the config. --filter measures and filters each clip
+    (see `dataset filter`).
     """
     from core.data.importing import import_dataset
     from core.tokenizers.tokenizer import load_tokenizer
@@ -88,14 +111,33 @@ def _import(args: argparse.Namespace) -> Result:
         args.input,
         args.output,
         _sample_rate(),
-        ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding),
+        ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding, tsv=args.tsv,
+                      audio_column=args.audio_column, text_column=args.text_column, speaker_column=args.speaker_column),
         tokenizer=load_tokenizer(args.tokenizer) if args.tokenizer else None,
         duration_range=duration,
         uppercase=args.uppercase,
         workers=args.workers,
         confine_to=load_settings().allowed_roots if args.confine_to_roots else None,
+        filters=_filter_config(args),
     )
     return _summary_result(summary, args.strict)
+
+
+def _filter(args: argparse.Namespace) -> Result:
+    """Filter a manifest's clips into OUTPUT: duration, clipping, SNR, VAD silence trim, text, speech rate, duplicates.
+
+    Each clip's measured values (duration, clipping, snr_db, lead/trail_silence, speech_s, chars_per_s,
+    digits_verbalised) go into OUTPUT/manifest.jsonl; removed clips into rejects.jsonl as 'filter NAME: why';
+    summary.json's `filters` holds the thresholds, clips removed per filter and a duration histogram.
+    Silence beyond --keep-silence is cut with webrtcvad. Pass --tokenizer to `dataset import` to also
+    reject text with characters the tokenizer cannot encode.
+    """
+    from core.data.importing import import_dataset
+
+    summary = import_dataset("manifest", args.manifest, args.output, _sample_rate(), workers=args.workers,
+                             confine_to=load_settings().allowed_roots if args.confine_to_roots else None,
+                             filters=_filter_config(args))
+    return _summary_result(summary, strict=False)
 
 
 def _sample(args: argparse.Namespace) -> Result:
@@ -107,18 +149,55 @@ def _sample(args: argparse.Namespace) -> Result:
 
 
 def _split(args: argparse.Namespace) -> Result:
-    """Show the deterministic train/val split of a manifest (hash of the id)."""
-    from core.data.manifest import load_manifest_rows
-    from core.data.splits import split_of
+    """Show a manifest's train/val split (hash of the id) or hold out whole speakers."""
+    from core.data.manifest import load_manifest_rows, write_manifest
+    from core.data.splits import split_by_speaker, split_of
 
     rows = load_manifest_rows(args.manifest)
-    val = [row.id for row in rows if split_of(row.id, args.val_ratio) == "val"]
-    data = {"train": len(rows) - len(val), "val": len(val), "val_ratio": args.val_ratio, "val_ids": val}
-    return Result(data, render_mapping({k: data[k] for k in ("train", "val", "val_ratio")}))
+    if args.by == "clip":
+        if args.write:
+            raise InputError("--write needs --by speaker (a split by clip id is recomputed by every stage).")
+        val = [row.id for row in rows if split_of(row.id, args.val_ratio) == "val"]
+        data = {"train": len(rows) - len(val), "val": len(val), "val_ratio": args.val_ratio, "val_ids": val}
+        return Result(data, render_mapping({k: data[k] for k in ("train", "val", "val_ratio")}))
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.speaker] = counts.get(row.speaker, 0) + 1
+    of_speaker = split_by_speaker(counts, args.val_ratio, args.eval_ratio)
+    parts = {name: [row for row in rows if of_speaker[row.speaker] == name] for name in ("train", "val", "eval")}
+    speakers = {s: {"split": of_speaker[s], "clips": counts[s]} for s in sorted(counts)}
+    data = {"by": "speaker", **{name: len(part) for name, part in parts.items()}, "val_ratio": args.val_ratio,
+            "eval_ratio": args.eval_ratio, "speakers": speakers,
+            "single_clip_speakers": sorted(s for s, n in counts.items() if n == 1)}
+    lines = [render_mapping({k: data[k] for k in ("train", "val", "eval")})]
+    lines.extend(f"  speaker {s}: {v['clips']} clips → {v['split']}" for s, v in speakers.items())
+    if data["single_clip_speakers"]:
+        lines.append(f"  single-clip speakers: {', '.join(data['single_clip_speakers'])}")
+    if args.write:
+        folder = args.manifest.parent if args.manifest.is_file() else args.manifest
+        written = {name: str(write_manifest(folder / f"manifest.{name}.jsonl", part)) for name, part in parts.items() if part}
+        data["written"] = written
+        lines.extend(f"  wrote {path}" for path in written.values())
+    return Result(data, "\n".join(lines))
+
+
+def _add_filter_options(command: argparse.ArgumentParser) -> None:
+    """Add the filter threshold options shared by `dataset import --filter` and `dataset filter`."""
+    command.add_argument("--skip-filter", type=csv_list, default=[], metavar="NAMES",
+                         help=f"comma-separated filters to switch off: {', '.join(FILTERS)}")
+    command.add_argument("--filter-min-duration", type=float_in(0.0), default=0.5, help="shortest clip after trimming, s (default 0.5)")
+    command.add_argument("--filter-max-duration", type=float_in(0.0, low_open=True), default=20.0, help="longest clip after trimming, s (default 20)")
+    command.add_argument("--max-clipping", type=float_in(0.0, 1.0), default=0.001, help="largest share of clipped samples (default 0.001)")
+    command.add_argument("--min-snr", type=float, default=15.0, help="lowest estimated SNR in dB (default 15)")
+    command.add_argument("--keep-silence", type=float_in(0.0), default=0.3, help="leading/trailing silence kept after VAD trimming, s (default 0.3)")
+    command.add_argument("--rate-factor", type=float_in(1.0, low_open=True), default=2.5,
+                         help="chars/s of speech outside median/F…median×F is an outlier (default 2.5)")
+    command.add_argument("--near-duplicate", type=float_in(0.0, 0.5), default=0.2,
+                         help="largest fingerprint bit error of a near-duplicate (default 0.2; 0 = exact only)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `dataset` group: import, sample, split."""
+    """Add the `dataset` group: import, filter, sample, split."""
     group = add_group(subparsers, "dataset", "import, validate and sample speech datasets")
     imp = add_command(group, "import", _import)
     imp.add_argument("--format", required=True, choices=[*FORMAT_NAMES, INDEXTTS_PROCESSED], help="input layout")
@@ -136,6 +215,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
                           "the workspace and data_roots (the dashboard and every dataset.import job always set it)")
     imp.add_argument("--workers", type=int_at_least(1), default=2, help="audio conversion threads (default 2)")
+    imp.add_argument("--tsv", default="validated.tsv", help="commonvoice: the table to import (default validated.tsv)")
+    imp.add_argument("--audio-column", default="audio", help="hf: the audio column (default audio)")
+    imp.add_argument("--text-column", default="text", help="hf: the text column (default text)")
+    imp.add_argument("--speaker-column", help="hf: the speaker column (default: --speaker, else one speaker 'hf')")
+    imp.add_argument("--filter", action="store_true", help="measure and filter every clip (thresholds below)")
+    _add_filter_options(imp)
+    flt = add_command(group, "filter", _filter)
+    flt.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl to filter")
+    flt.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
+    flt.add_argument("--workers", type=int_at_least(1), default=2, help="threads (default 2)")
+    flt.add_argument("--confine-to-roots", action="store_true", help="reject rows whose audio lies outside the allowed roots")
+    _add_filter_options(flt)
     sample = add_command(group, "sample", _sample)
     sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
@@ -144,3 +235,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     split = add_command(group, "split", _split)
     split.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     split.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in val (default 0.05)")
+    split.add_argument("--by", choices=["clip", "speaker"], default="clip",
+                       help="clip: hash of the clip id; speaker: whole speakers held out for val and eval")
+    split.add_argument("--eval-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.0,
+                       help="--by speaker: share of clips (whole speakers) in the eval set (default 0)")
+    split.add_argument("--write", action="store_true",
+                       help="--by speaker: write manifest.train.jsonl, manifest.val.jsonl, manifest.eval.jsonl beside the manifest")

@@ -18,11 +18,13 @@ from typing import Any, Callable
 import soundfile as sf
 import torch
 
-from core.audio import check_finite, read_audio, resample, write_wav
+from core.audio import check_finite, decode_audio, read_audio, resample, write_wav
 from core.confine import is_inside, real_path
 from core.errors import InputError
 from core.fsutil import atomic_write_json
-from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, folder, ljspeech, manifest, srt
+from core.data.filter_config import FilterConfig
+from core.data.filters import ClipCheck, check_clip, dataset_rejects, duration_histogram, text_check
+from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, commonvoice, folder, hf, ljspeech, manifest, srt
 from core.data.manifest import ManifestRow, Reject, write_manifest, write_rejects
 from core.progress import Progress
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION, normalize_text
@@ -33,6 +35,8 @@ FORMATS: dict[str, Callable[[Path, ImportOptions], tuple[list[Candidate], list[R
     "folder": folder.collect,
     "srt": srt.collect,
     "manifest": manifest.collect,
+    "commonvoice": commonvoice.collect,
+    "hf": hf.collect,
 }
 assert tuple(FORMATS) == FORMAT_NAMES, "core.data.importers.FORMAT_NAMES must list every format reader"
 DEFAULT_DURATION = {"srt": (1.0, 15.0)}
@@ -58,6 +62,7 @@ class ImportSummary:
     sample_rate: int
     rejects: list[Reject] = field(default_factory=list)
     outside_input: list[dict[str, Any]] = field(default_factory=list)
+    filters: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready summary (also written to summary.json)."""
@@ -74,6 +79,7 @@ class ImportSummary:
             "normalizer": self.normalizer,
             "sample_rate": self.sample_rate,
             "outside_input": self.outside_input,
+            **({"filters": self.filters} if self.filters is not None else {}),
         }
 
 
@@ -107,6 +113,8 @@ def safe_file_stem(clip_id: str) -> str:
 
 
 def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tensor:
+    if candidate.data is not None:
+        return decode_audio(*candidate.data(), sample_rate)[0]
     if candidate.start is None:
         return read_audio(candidate.audio, sample_rate)[0]
     info = sf.info(str(candidate.audio))
@@ -118,17 +126,21 @@ def _load_candidate_audio(candidate: Candidate, sample_rate: int) -> torch.Tenso
     return resample(wav, rate, sample_rate)
 
 
-def _reject(candidate: Candidate, reason: str) -> Reject:
-    return Reject(candidate.source, candidate.line, reason, candidate.id)
+def _reject(candidate: Candidate, reason: str, playable: bool = False) -> Reject:
+    audio = str(candidate.audio) if playable and candidate.data is None and candidate.start is None else None
+    return Reject(candidate.source, candidate.line, reason, candidate.id, audio)
 
 
 class _Converter:
     """Checks one candidate's audio and writes the converted wav; returns a row or a reject."""
 
-    def __init__(self, audio_dir: Path, sample_rate: int, duration_range: tuple[float, float]) -> None:
+    def __init__(self, audio_dir: Path, sample_rate: int, duration_range: tuple[float, float],
+                 filters: FilterConfig | None = None) -> None:
         self.audio_dir = audio_dir
         self.sample_rate = sample_rate
         self.min_s, self.max_s = duration_range
+        self.filters = filters
+        self.checks: dict[str, ClipCheck] = {}
 
     def __call__(self, item: tuple[Candidate, str, str]) -> ManifestRow | Reject:
         candidate, text, stem = item
@@ -145,6 +157,14 @@ class _Converter:
         duration = wav.numel() / self.sample_rate
         if not self.min_s <= duration <= self.max_s:
             return _reject(candidate, f"duration {duration:.2f}s outside {self.min_s:g}-{self.max_s:g}s")
+        meta = dict(candidate.meta)
+        if self.filters is not None:
+            check = check_clip(wav, self.sample_rate, text, self.filters)
+            if check.removed_by is not None:
+                return _reject(candidate, f"filter {check.removed_by}: {check.reason}", playable=True)
+            self.checks[candidate.id] = check
+            wav, duration = check.wav, check.values["duration"]
+            meta.update(check.values)
         relative = f"audio/{stem}.wav"
         write_wav(self.audio_dir.parent / relative, wav, self.sample_rate)
         return ManifestRow(
@@ -156,11 +176,12 @@ class _Converter:
             duration=duration,
             path=self.audio_dir.parent / relative,
             line=candidate.line or 0,
+            meta=meta,
         )
 
 
 def _check_text(
-    candidates: list[Candidate], checker: _UnencodableChecker, uppercase: bool
+    candidates: list[Candidate], checker: _UnencodableChecker, uppercase: bool, filters: FilterConfig | None = None
 ) -> tuple[list[tuple[Candidate, str, str]], list[Reject]]:
     """Return (candidate, normalised text, file stem) for candidates passing the text checks."""
     kept: list[tuple[Candidate, str, str]] = []
@@ -172,13 +193,21 @@ def _check_text(
             rejects.append(_reject(candidate, f"duplicate id (first at line {first_line[candidate.id]})"))
             continue
         first_line[candidate.id] = candidate.line
-        text = normalize_text(candidate.text, candidate.language, uppercase)
+        raw = candidate.text
+        if filters is not None:
+            raw, verbalised, problem = text_check(raw, candidate.language, filters)
+            if problem:
+                rejects.append(_reject(candidate, f"filter text: {problem}"))
+                continue
+            candidate.meta["digits_verbalised"] = verbalised
+        text = normalize_text(raw, candidate.language, uppercase)
         if not text:
             rejects.append(_reject(candidate, "empty text"))
             continue
         bad = checker.bad_characters(text)
         if bad:
-            rejects.append(_reject(candidate, f"text has characters the tokenizer cannot encode: {''.join(bad)!r}"))
+            prefix = "filter text: " if filters is not None else ""
+            rejects.append(_reject(candidate, f"{prefix}text has characters the tokenizer cannot encode: {''.join(bad)!r}"))
             continue
         stem = safe_file_stem(candidate.id)
         if stem in stems:
@@ -200,7 +229,11 @@ def _totals(rows: list[ManifestRow], key: str) -> dict[str, dict[str, float]]:
 def _reason_counts(rejects: list[Reject]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for reject in rejects:
-        label = re.sub(r"(audio \S+|\d+(\.\d+)?s?|'.*'|\(.*\))", "", reject.reason).strip(" :")
+        if reject.reason.startswith("filter "):
+            label = reject.reason.split(":", 1)[0]
+        else:
+            label = re.sub(r"(audio \S+|\d+(\.\d+)?s?|'.*'|\(.*\))", "", reject.reason)
+            label = re.sub(r"\s+", " ", label).strip(" :.;")
         counts[label or reject.reason] = counts.get(label or reject.reason, 0) + 1
     return counts
 
@@ -229,6 +262,36 @@ def _split_outside(
     return kept, rejects, outside
 
 
+def _drop_across_clips(rows: list[ManifestRow], checks: dict[str, ClipCheck], filters: FilterConfig,
+                       candidates: dict[str, Candidate], rejects: list[Reject]) -> list[ManifestRow]:
+    """Return `rows` less the speech-rate outliers and duplicates (their wav files deleted, rejects added)."""
+    found = dataset_rejects({row.id: checks[row.id] for row in rows}, filters)
+    for row in rows:
+        if row.id in found:
+            row.path.unlink(missing_ok=True)
+            name, reason = found[row.id]
+            rejects.append(_reject(candidates[row.id], f"filter {name}: {reason}", playable=True))
+    return [row for row in rows if row.id not in found]
+
+
+def _filter_tally(filters: FilterConfig, rows: list[ManifestRow], rejects: list[Reject]) -> dict[str, Any]:
+    """Return the filter record: thresholds, clips removed per filter, trimmed and verbalised counts, histogram."""
+    removed = {name: 0 for name in filters.record()["on"]}
+    for reject in rejects:
+        if reject.reason.startswith("filter "):
+            name = reject.reason.split(":", 1)[0][len("filter "):]
+            removed[name] = removed.get(name, 0) + 1
+    trimmed = sum(1 for r in rows if (r.meta.get("lead_silence") or 0) > filters.keep_silence
+                  or (r.meta.get("trail_silence") or 0) > filters.keep_silence) if filters.on("silence") else 0
+    return {
+        "thresholds": filters.record(),
+        "removed": removed,
+        "trimmed": trimmed,
+        "digits_verbalised": sum(1 for r in rows if r.meta.get("digits_verbalised")),
+        "duration_histogram": duration_histogram([r.duration or 0.0 for r in rows]),
+    }
+
+
 def _guard_output(source: Path, output: Path) -> None:
     source_dir = source if source.is_dir() else source.parent
     if is_inside(source_dir, [output]):
@@ -249,12 +312,15 @@ def import_dataset(
     uppercase: bool = False,
     workers: int = 2,
     confine_to: list[Path] | None = None,
+    filters: FilterConfig | None = None,
 ) -> ImportSummary:
     """Import `source` in format `fmt` into `output`; return the ImportSummary.
 
     Audio whose real location (symlinks followed) lies outside the input's folder is listed in
     `outside_input`; with `confine_to` (extra allowed folders, e.g. the workspace and data roots)
-    such rows are rejected instead of imported.
+    such rows are rejected instead of imported. With `filters`, each clip is measured, trimmed and
+    filtered (`core.data.filters`); the values go into its manifest row, the removed clips into the
+    rejects ("filter NAME: …") and the tally with the thresholds into summary.json's `filters`.
 
     Raises InputError for an unknown format, a missing input, an output folder that holds the
     input, or a layout that cannot be read at all. Bad rows become rejects, never errors.
@@ -277,7 +343,7 @@ def import_dataset(
         candidates, [source_dir, *(confine_to or [])], confine=confine_to is not None
     )
     rejects.extend(outside_rejects)
-    checked, text_rejects = _check_text(candidates, _UnencodableChecker(tokenizer), uppercase)
+    checked, text_rejects = _check_text(candidates, _UnencodableChecker(tokenizer), uppercase, filters)
     rejects.extend(text_rejects)
     if not checked:
         rejects.sort(key=lambda r: (r.source, r.line or 0))
@@ -287,14 +353,21 @@ def import_dataset(
     audio_dir = output / "audio"
     created = [p for p in (output, audio_dir) if not p.exists()]
     audio_dir.mkdir(parents=True, exist_ok=True)
-    convert = _Converter(audio_dir, sample_rate, duration_range)
+    convert = _Converter(audio_dir, sample_rate, duration_range, filters)
     progress = Progress("dataset import", total=len(checked))
     rows: list[ManifestRow] = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for result in pool.map(convert, checked):
-            progress.update()
-            (rejects if isinstance(result, Reject) else rows).append(result)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one clip's tensors are small: intra-op threads only spin (10× the resample CPU)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for result in pool.map(convert, checked):
+                progress.update()
+                (rejects if isinstance(result, Reject) else rows).append(result)
+    finally:
+        torch.set_num_threads(threads)
     progress.finish()
+    if filters is not None:
+        rows = _drop_across_clips(rows, convert.checks, filters, {c.id: c for c, _, _ in checked}, rejects)
     rejects.sort(key=lambda r: (r.source, r.line or 0))
     if not rows:
         for folder in reversed(created):
@@ -317,6 +390,7 @@ def import_dataset(
         sample_rate=sample_rate,
         rejects=rejects,
         outside_input=outside,
+        filters=None if filters is None else _filter_tally(filters, rows, rejects),
     )
     atomic_write_json(output / "summary.json", summary.to_dict())
     return summary

@@ -1,7 +1,8 @@
 """The manifest format (`manifest.jsonl`) and its structural validation.
 
 One JSON object per line: `id`, `audio` (relative to the manifest's folder, or absolute),
-`text`, `speaker`, `language`, `duration` (seconds). `read_manifest` never stops at the first
+`text`, `speaker`, `language`, `duration` (seconds); any other keys (Common Voice votes, the filters'
+measured values) are kept as the row's `meta`. `read_manifest` never stops at the first
 bad line: every line it cannot use becomes a `Reject` with its line number and reason.
 """
 
@@ -17,6 +18,7 @@ from core.errors import InputError
 from core.fsutil import atomic_write_text
 
 REQUIRED_FIELDS = ("id", "audio", "text", "speaker", "language")
+ROW_FIELDS = (*REQUIRED_FIELDS, "duration")
 
 
 @dataclass
@@ -31,9 +33,10 @@ class ManifestRow:
     duration: float | None = None
     path: Path = field(default=Path(), compare=False)
     line: int = 0
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the row as written to manifest.jsonl (without `path` and `line`)."""
+        """Return the row as written to manifest.jsonl (without `path` and `line`; `meta` keys after the fields)."""
         return {
             "id": self.id,
             "audio": self.audio,
@@ -41,21 +44,27 @@ class ManifestRow:
             "speaker": self.speaker,
             "language": self.language,
             "duration": None if self.duration is None else round(float(self.duration), 4),
+            **{k: v for k, v in self.meta.items() if k not in ROW_FIELDS},
         }
 
 
 @dataclass
 class Reject:
-    """A row that was not kept: where it came from and why."""
+    """A row that was not kept: where it came from and why; `audio` names the clip's file when a filter
+    removed a readable clip (so it can be listened to)."""
 
     source: str
     line: int | None
     reason: str
     id: str | None = None
+    audio: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the reject as written to rejects.jsonl."""
-        return asdict(self)
+        """Return the reject as written to rejects.jsonl (`audio` only when set)."""
+        data = asdict(self)
+        if data["audio"] is None:
+            del data["audio"]
+        return data
 
     def message(self) -> str:
         """Return `source line N: reason` for people."""
@@ -103,6 +112,7 @@ def parse_row(
         duration=None if duration is None else float(duration),
         path=resolve_audio(data["audio"], source.parent),
         line=line,
+        meta={k: v for k, v in obj.items() if k not in ROW_FIELDS},
     )
 
 

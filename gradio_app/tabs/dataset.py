@@ -1,5 +1,6 @@
-"""Dataset tab: import (paths in the workspace or uploads), the espeak sample, kept and rejected rows,
-hours per speaker and language, a clip player, and a codec fitted on a dataset."""
+"""Dataset tab: import (paths in the workspace or uploads; Common Voice and Hugging Face folders too, with the
+measured filters), the espeak sample, kept and rejected rows, hours per speaker and language, the filter
+summary with a duration histogram, players for kept and filtered-out clips, and a codec fitted on a dataset."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
+import pandas as pd
 
 from core.confine import check_name_path
 from core.errors import InputError
@@ -24,7 +26,7 @@ from gradio_app.common import (
     ui_action,
 )
 
-FORMATS = ["ljspeech", "folder", "srt", "manifest"]
+FORMATS = ["ljspeech", "folder", "srt", "manifest", "commonvoice", "hf"]
 ROWS_SHOWN = 200
 LABELS = {"input": "Input folder or file", "output": "Dataset name", "language": "Language", "speaker": "Speaker",
           "per_language": "Clips per language", "languages": "Languages", "codebook_size": "Codebook size",
@@ -69,23 +71,41 @@ def store_uploads(ctx: UIContext, files: list[str] | None, name: str) -> Path:
     return folder
 
 
-def dataset_view(ctx: UIContext, name: str | None) -> tuple[str, list[list[Any]], list[list[Any]], list[list[Any]], Any]:
-    """Return (summary, hours table, kept rows, rejected rows, clip choices) of dataset `name`."""
+def filter_view(summary: dict[str, Any]) -> tuple[str, pd.DataFrame]:
+    """Return (filter summary text, duration histogram table) from a dataset's summary.json (empty without filters)."""
+    filters = summary.get("filters")
+    if not isinstance(filters, dict):
+        return "", pd.DataFrame({"seconds": [], "clips": []})
+    removed = ", ".join(f"{k} {v}" for k, v in (filters.get("removed") or {}).items())
+    text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits verbalised "
+            f"in {filters.get('digits_verbalised', 0)}.")
+    histogram = filters.get("duration_histogram") or {}
+    return text, pd.DataFrame({"seconds": list(histogram), "clips": list(histogram.values())})
+
+
+def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
+    """Return (summary, filter summary, histogram, hours table, kept rows, rejected rows, kept clip choices,
+    filtered-out clip choices) of dataset `name`."""
     if not name:
-        return "No dataset selected.", [], [], [], gr.update(choices=[], value=None)
+        return ("No dataset selected.", "", filter_view({})[1], [], [], [], gr.update(choices=[], value=None),
+                gr.update(choices=[], value=None))
     folder = _listed_dataset(ctx, name)
     summary = read_json(folder / "summary.json") or {}
     kept = read_jsonl(folder / "manifest.jsonl")
     rejects = read_jsonl(folder / "rejects.jsonl")
     hours = [["speaker", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_speaker") or {}).items()]
     hours += [["language", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_language") or {}).items()]
-    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reasons") or {}).items()) or "none"
+    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
     text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
             f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
     kept_rows = [[r.get("id"), r.get("speaker"), r.get("language"), r.get("duration"), r.get("text")] for r in kept[:ROWS_SHOWN]]
     reject_rows = [[r.get("source"), r.get("line"), r.get("id"), r.get("reason")] for r in rejects[:ROWS_SHOWN]]
     clips = [r["id"] for r in kept[:ROWS_SHOWN] if r.get("id")]
-    return text, hours, kept_rows, reject_rows, gr.update(choices=clips, value=clips[0] if clips else None)
+    removed = [r["id"] for r in rejects if r.get("audio") and r.get("id")][:ROWS_SHOWN]
+    filter_text, histogram = filter_view(summary)
+    return (text, filter_text, histogram, hours, kept_rows, reject_rows,
+            gr.update(choices=clips, value=clips[0] if clips else None),
+            gr.update(choices=removed, value=removed[0] if removed else None))
 
 
 def clip_path(ctx: UIContext, name: str | None, clip_id: str | None) -> str | None:
@@ -100,6 +120,17 @@ def clip_path(ctx: UIContext, name: str | None, clip_id: str | None) -> str | No
     raise InputError(f"clip {clip_id!r} is not in dataset {name}.")
 
 
+def rejected_clip_path(ctx: UIContext, name: str | None, clip_id: str | None) -> str | None:
+    """Return the source audio of the filtered-out clip `clip_id` of dataset `name`, checked inside the roots."""
+    if not name or not clip_id:
+        return None
+    folder = _listed_dataset(ctx, name)
+    for row in read_jsonl(folder / "rejects.jsonl"):
+        if row.get("id") == clip_id and row.get("audio"):
+            return str(inside_workspace(ctx.settings, row["audio"], "rejected clip"))
+    raise InputError(f"clip {clip_id!r} is not a filtered-out clip of dataset {name}.")
+
+
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Dataset tab."""
     settings, runner = ctx.settings, ctx.runner
@@ -112,13 +143,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, labels=LABELS)
     def import_dataset(fmt: str, source: str, files: list[str] | None, name: str, language: str, speaker: str,
-                       tokenizer: str):
+                       tokenizer: str, tsv: str, text_column: str, speaker_column: str, filtered: bool):
         name = check_name_path(name, "Dataset name")
         folder = store_uploads(ctx, files, name) if files else inside_workspace(settings, source, "input")
         params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
                   "confine_to_roots": True,
                   "language": language.strip() or None, "speaker": speaker.strip() or None,
-                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None}
+                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None,
+                  "tsv": tsv.strip() or None, "text_column": text_column.strip() or None,
+                  "speaker_column": speaker_column.strip() or None, "filter": bool(filtered)}
         yield from finish(runner.submit("dataset.import", params), name)
 
     @ui_action(outputs=2, labels=LABELS)
@@ -141,13 +174,19 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     with gr.Tab("Dataset", id="dataset") as tab:
         with gr.Accordion("Import", open=True):
             with gr.Row():
-                fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format")
+                fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format", elem_id="ds-format")
                 source = gr.Textbox(label="Input folder or file (inside the workspace)", elem_id="ds-input")
                 name = gr.Textbox(label="Dataset name", value="mydata", elem_id="ds-name")
             with gr.Row():
                 language = gr.Textbox(label="Language (folder, srt)")
                 speaker = gr.Textbox(label="Speaker (optional)")
                 tokenizer = gr.Textbox(label="Reject text this tokenizer cannot encode (optional)")
+            with gr.Row():
+                tsv = gr.Textbox(label="Common Voice table", value="validated.tsv", elem_id="ds-tsv")
+                text_column = gr.Textbox(label="HF text column", value="text", elem_id="ds-text-column")
+                speaker_column = gr.Textbox(label="HF speaker column (optional)", elem_id="ds-speaker-column")
+                filtered = gr.Checkbox(True, label="Filter clips (duration, clipping, SNR, silence, text, rate, duplicates)",
+                                       elem_id="ds-filter")
             files = gr.File(label="…or upload the files (metadata, transcripts, audio)", file_count="multiple",
                             type="filepath")
             import_btn = gr.Button("Import", variant="primary", elem_id="ds-import-btn")
@@ -165,6 +204,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             refresh = gr.Button("Refresh", size="sm")
         view_status = gr.Markdown(elem_id="ds-view-status")
         summary = gr.Markdown(elem_id="ds-summary")
+        filter_summary = gr.Markdown(elem_id="ds-filter-summary")
+        histogram = gr.BarPlot(filter_view({})[1], x="seconds", y="clips", title="Clip durations (s)",
+                               elem_id="ds-histogram")
         hours = gr.Dataframe(headers=["by", "name", "clips", "hours"], value=[], interactive=False)
         with gr.Tab("Kept"):
             kept = gr.Dataframe(headers=["id", "speaker", "language", "seconds", "text"], value=[], interactive=False,
@@ -175,6 +217,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Row():
             clip = gr.Dropdown([], label="Clip", elem_id="ds-clip")
             player = gr.Audio(label="Play", type="filepath", interactive=False, elem_id="ds-player")
+        with gr.Row():
+            removed_clip = gr.Dropdown([], label="Filtered-out clip", elem_id="ds-removed-clip")
+            removed_player = gr.Audio(label="Play", type="filepath", interactive=False, elem_id="ds-removed-player")
         with gr.Accordion("Codec for this dataset (TTS training needs one)", open=False):
             with gr.Row():
                 codebook = gr.Number(256, label="Codebook size", precision=0)
@@ -183,15 +228,18 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 codec_btn = gr.Button("Train codec", elem_id="ds-codec-btn")
             codec_status = gr.Markdown(elem_id="ds-codec-status")
 
-    view_outputs = [summary, hours, kept, rejected, clip]
-    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer], [import_status, chosen])
+    view_outputs = [summary, filter_summary, histogram, hours, kept, rejected, clip, removed_clip]
+    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer, tsv, text_column,
+                                      speaker_column, filtered], [import_status, chosen])
     sample_btn.click(sample, [sample_name, languages, per_language], [status, chosen])
     codec_btn.click(codec, [chosen, codebook, iterations, codec_out], codec_status)
-    chosen.change(ui_action(outputs=6)(lambda n: ("", *dataset_view(ctx, n))), chosen, [view_status, *view_outputs])
+    chosen.change(ui_action(outputs=9)(lambda n: ("", *dataset_view(ctx, n))), chosen, [view_status, *view_outputs])
     def refresh_choices() -> Any:
         return gr.update(choices=dataset_choices(ctx))
 
     refresh.click(refresh_choices, None, chosen)
     tab.select(refresh_choices, None, chosen, show_progress="hidden")
     clip.change(ui_action(outputs=2)(lambda n, c: ("", clip_path(ctx, n, c))), [chosen, clip], [view_status, player])
+    removed_clip.change(ui_action(outputs=2)(lambda n, c: ("", rejected_clip_path(ctx, n, c))), [chosen, removed_clip],
+                        [view_status, removed_player])
     demo.load(refresh_choices, None, chosen)

@@ -6,24 +6,37 @@ rejects)`. Candidates are checked and converted by `core.data.importing`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
-FORMAT_NAMES = ("ljspeech", "folder", "srt", "manifest")
+FORMAT_NAMES = ("ljspeech", "folder", "srt", "manifest", "commonvoice", "hf")
 
 
 @dataclass
 class ImportOptions:
-    """Options shared by every format."""
+    """Options of the format readers; each reader uses those that apply to it.
+
+    `tsv`: the Common Voice table read (validated.tsv, train.tsv, …). `audio_column`, `text_column`,
+    `speaker_column`: the Hugging Face columns (no speaker column: `speaker`, else one speaker "hf").
+    """
 
     language: str | None = None
     speaker: str | None = None
     padding: float = 0.1
+    tsv: str = "validated.tsv"
+    audio_column: str = "audio"
+    text_column: str = "text"
+    speaker_column: str | None = None
 
 
 @dataclass
 class Candidate:
-    """A clip proposed by a format reader; `start`/`end` (seconds) cut a long recording."""
+    """A clip proposed by a format reader; `start`/`end` (seconds) cut a long recording.
+
+    `data`, when set, returns the encoded audio bytes and the name to cite (a row of a parquet/arrow table; `audio` then
+    names the table file); `meta` is kept in the manifest row (Common Voice votes, age, …).
+    """
 
     source: str
     line: int | None
@@ -34,6 +47,8 @@ class Candidate:
     language: str
     start: float | None = None
     end: float | None = None
+    data: Callable[[], tuple[bytes, str]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def find_sibling(path: Path, extensions: tuple[str, ...]) -> Path | None:

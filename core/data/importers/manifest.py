@@ -18,7 +18,7 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
     defaults = {k: v for k, v in (("speaker", options.speaker), ("language", options.language)) if v}
     rows, rejects = read_manifest(path, defaults=defaults, check_audio=False)
     candidates = [
-        Candidate(str(path.resolve()), row.line, row.id, row.path, row.text, row.speaker, row.language)
+        Candidate(str(path.resolve()), row.line, row.id, row.path, row.text, row.speaker, row.language, meta=row.meta)
         for row in rows
     ]
     return candidates, rejects
