@@ -15,7 +15,6 @@ PocketSphinx grammar identification and free decoding (on the first `--wer-clips
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -30,6 +29,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import numpy as np  # noqa: E402
 
+from bench.common import bench_parser  # noqa: E402
 from core.audio import read_audio, resample  # noqa: E402
 from core.data.codec_training import train_codec  # noqa: E402
 from core.data.sample import espeak_binary, sample_dataset  # noqa: E402
@@ -73,12 +73,11 @@ def score(name: str, clips: list, references: list, sentences: list[str], judge:
 
 def main() -> None:
     """Run the benchmark and print a Markdown table (or JSON with --json)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--sentences", type=int, default=30, help="held-out sentences (chance = 1/N)")
     parser.add_argument("--codebooks", default="256,1024", help="codec sizes K to measure")
     parser.add_argument("--codec-clips", type=int, default=120, help="espeak sample clips the codecs train on")
     parser.add_argument("--wer-clips", type=int, default=5, help="clips per condition for free decoding WER (slow)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
     sentences = list(ENGLISH_SENTENCES[: args.sentences])

@@ -18,7 +18,6 @@ so its characters per second mean nothing here (the filter's cost is one divisio
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
 import torch  # noqa: E402
 
+from bench.common import bench_parser  # noqa: E402
 from bench.preprocess import cpu_seconds, make_tokenizer, naive_loop  # noqa: E402
 from core.data.cache import build_cache  # noqa: E402
 from core.data.codec_training import train_codec  # noqa: E402
@@ -129,9 +129,8 @@ def stage_profile(release: Path, work: Path) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--clips", type=int, default=600, help="three-second mp3 clips (default 600)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lf-bench-import-") as tmp:
         work = Path(tmp)

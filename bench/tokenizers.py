@@ -10,7 +10,6 @@ IndexTTS2 model from ../shared/fixtures) and the extended model's encoding throu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -27,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # This file's name shadows the `tokenizers` package when its folder is first on sys.path.
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from bench.common import bench_parser  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES  # noqa: E402
 from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
 from core.tokenizers.tokenizer import load_tokenizer  # noqa: E402
@@ -116,9 +116,8 @@ def run(megabytes: float, workdir: Path) -> dict:
 
 def main() -> int:
     """Parse arguments, run the benchmark in a temporary folder and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__)
     parser.add_argument("--megabytes", type=float, default=50.0, help="generated corpus size (default 50)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lf-bench-tok-") as folder:
         figures = run(args.megabytes, Path(folder))

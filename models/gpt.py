@@ -24,10 +24,15 @@ ATTENTION_IMPLS = ("sdpa", "naive")
 class GPTConfig:
     """Backbone shape. `d_model` must divide by `n_heads`."""
 
+    #: width of every hidden state
     d_model: int = 64
+    #: transformer blocks
     n_layers: int = 2
+    #: attention heads per block (`d_model / n_heads` dimensions each)
     n_heads: int = 4
+    #: dropout on attention and MLP outputs while training
     dropout: float = 0.0
+    #: `sdpa` (torch's fused attention) or `naive` (the written-out softmax, for checking it)
     attention: str = "sdpa"
 
     def to_dict(self) -> dict:

@@ -30,12 +30,18 @@ class TTSConfig(GPTConfig):
     """Shape of a TTS model: the backbone's (`GPTConfig`), the reference encoder's and the tables'.
     `text_rows` equals the tokenizer size; codes come from the codec. Fields are keyword-only."""
 
+    #: text embedding and head rows (the tokenizer size)
     text_rows: int
+    #: speech codes (the codec's codebook); two more rows start and stop speech
     codebook_size: int
+    #: log-mel bands of the reference clip the speaker latents are made from
     n_mels: int = 80
+    #: speaker latents the reference encoder makes (the conditioning prefix)
     n_latents: int = 4
+    #: text and speech position tables (the longest text and speech a sample may have)
     max_text_tokens: int = 128
     max_speech_tokens: int = 256
+    #: the text ids that wrap a sample's text
     start_text: int = 0
     stop_text: int = 1
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+from core.data.manifest import Reject
 
 FORMAT_NAMES = ("ljspeech", "folder", "srt", "manifest", "commonvoice", "hf")
 
@@ -70,3 +72,13 @@ def read_text_lines(path: Path) -> list[tuple[int, str | None, str | None]]:
             except UnicodeDecodeError as exc:
                 lines.append((number, None, f"not UTF-8 ({exc.reason})"))
     return lines
+
+
+def table_lines(path: Path, rejects: list[Reject]) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) for each non-blank line of `path`; a line that is not UTF-8 is
+    appended to `rejects` instead."""
+    for number, line, error in read_text_lines(path):
+        if error:
+            rejects.append(Reject(str(path), number, error))
+        elif line.strip():
+            yield number, line

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.errors import InputError
-from core.data.importers import Candidate, ImportOptions, read_text_lines
+from core.data.importers import Candidate, ImportOptions, table_lines
 from core.data.manifest import Reject
 
 REQUIRED_COLUMNS = ("client_id", "path", "sentence")
@@ -47,22 +47,18 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
     """
     table = _table(source, options)
     clips = table.parent / "clips"
-    lines = read_text_lines(table)
-    if not lines or lines[0][1] is None:
+    rejects: list[Reject] = []
+    lines = table_lines(table, rejects)
+    number, first = next(lines, (0, ""))
+    if number != 1:
         raise InputError(f"{table}: no readable header line. A Common Voice TSV starts with client_id, path, sentence, ….")
-    header = lines[0][1].split("\t")
+    header = first.split("\t")
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InputError(f"{table}: column(s) {', '.join(missing)} missing from the header ({', '.join(header)}). "
                          "Pass a Common Voice TSV (validated.tsv, train.tsv, dev.tsv or test.tsv).")
     candidates: list[Candidate] = []
-    rejects: list[Reject] = []
-    for number, line, error in lines[1:]:
-        if error:
-            rejects.append(Reject(str(table), number, error))
-            continue
-        if not line.strip():
-            continue
+    for number, line in lines:
         values = line.split("\t")
         if len(values) != len(header):
             rejects.append(Reject(str(table), number, f"expected {len(header)} tab-separated fields, found {len(values)}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.errors import InputError
-from core.data.importers import Candidate, ImportOptions, read_text_lines
+from core.data.importers import Candidate, ImportOptions, table_lines
 from core.data.manifest import Reject
 
 DEFAULT_SPEAKER = "ljspeech"
@@ -32,12 +32,7 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
     wavs = metadata.parent / "wavs"
     candidates: list[Candidate] = []
     rejects: list[Reject] = []
-    for number, line, error in read_text_lines(metadata):
-        if error:
-            rejects.append(Reject(str(metadata), number, error))
-            continue
-        if not line.strip():
-            continue
+    for number, line in table_lines(metadata, rejects):
         fields = line.split("|")
         if len(fields) not in (2, 3):
             rejects.append(Reject(str(metadata), number, f"expected 2 or 3 '|'-separated fields, found {len(fields)}"))
