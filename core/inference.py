@@ -226,7 +226,8 @@ def synthesize(
     language: str | None = None,
     use_cache: bool = True,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Return (waveform at the codec's sample rate, report with sentences, codes, seconds and RTF).
+    """Return (waveform at the codec's sample rate, report with sentences, codes (counts), tokens (each
+    sentence's speech codes), stopped (each sentence ended before the model's max_speech_tokens), seconds and RTF).
 
     Long text is spoken sentence by sentence with progress after each (`core.progress`).
     Raises InputError for empty text, text over MAX_TEXT_CHARS, text in which the tokenizer knows
@@ -274,6 +275,8 @@ def synthesize(
     report = {
         "sentences": sentences,
         "codes": counts,
+        "tokens": generated,
+        "stopped": [len(codes) < model.config.max_speech_tokens for codes in generated],
         "unknown_tokens": unknown,
         "audio_seconds": round(seconds, 3),
         "wall_seconds": round(elapsed, 3),

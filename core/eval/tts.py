@@ -205,6 +205,18 @@ def update_eval_json(path: Path, checkpoint_name: str, result: dict[str, Any]) -
     return atomic_write_json(path, {"checkpoints": entries})
 
 
+def _quality(voice: Any, sentences: Sequence[str], synthesized: Sequence[torch.Tensor], reference_wavs: Sequence[torch.Tensor],
+             reference_paths: Sequence[Path], spoken: Sequence[dict[str, Any]], audio: Sequence[str], language: str,
+             length_bounds: tuple[float, float] | None, mos: bool, transcriber: Any) -> dict[str, Any]:
+    """Return the quality report; each sentence's prompt is the next sentence's reference clip."""
+    from core.eval.quality.report import SpokenSample, quality_report
+
+    targets = [voice.speech_tokens(path) for path in reference_paths]
+    samples = [SpokenSample(text, synthesized[i], reference_wavs[i], list(spoken[i]["tokens"]), bool(spoken[i]["stopped"]),
+                            targets[(i + 1) % len(targets)], targets[i], audio[i]) for i, text in enumerate(sentences)]
+    return quality_report(samples, language, length_bounds, mos=mos, transcriber=transcriber)
+
+
 def evaluate_checkpoint(
     checkpoint_path: str | os.PathLike[str],
     sentences: Sequence[str],
@@ -218,6 +230,9 @@ def evaluate_checkpoint(
     options: dict[str, Any] | None = None,
     family: str | None = None,
     tokenizer: str | os.PathLike[str] | None = None,
+    asr: str | None = None,
+    mos: bool = True,
+    length_bounds: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
@@ -230,7 +245,9 @@ def evaluate_checkpoint(
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
     sentence. The entry holds `checkpoint`, `family`, `step`, `language`, `sentences`, `chance`,
     the rows `model`, `codec` (own models only) and `references`, `absent_rows` ({row: why} for
-    rows not computed), `audio` (synthesized clip paths) and `seconds`. It is also written to
+    rows not computed), `audio` (synthesized clip paths), `quality` (the quality report of
+    `core.eval.quality.report`: failure flags, speaker similarity, MOS estimate (`mos`), CER from the
+    `asr` hook; `length_bounds` is the training data's tokens-per-character range) and `seconds`. It is also written to
     `eval.json` beside the checkpoint and to TensorBoard.
     Raises InputError for a checkpoint that is neither a LinguaForge TTS checkpoint nor a family
     checkpoint with its model folder, a `family` that disagrees with the metadata or is missing for
@@ -238,6 +255,7 @@ def evaluate_checkpoint(
     unreadable or not one per sentence.
     """
     from core.eval.asr import SphinxJudge
+    from core.eval.quality.asr_hook import load_transcriber
     from core.eval.voices import load_eval_voice
 
     settings = settings or load_settings()
@@ -249,6 +267,7 @@ def evaluate_checkpoint(
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
     # a bad checkpoint (or a --family that disagrees with it) fails before any rendering
+    transcriber = load_transcriber(asr) if asr else None
     voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family, tokenizer)
     out_dir = eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
@@ -265,10 +284,11 @@ def evaluate_checkpoint(
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
     codec, rate = voice.codec, voice.sample_rate
     progress = Progress("eval tts: synthesize", total=len(sentences))
-    synthesized, codec_wavs, audio = [], [], []
+    synthesized, codec_wavs, audio, spoken = [], [], [], []
     for i, sentence in enumerate(sentences):
         prompt = reference_paths[(i + 1) % len(sentences)]
-        wav = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        wav, spoken_info = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        spoken.append(spoken_info)
         audio.append(str(write_wav(out_dir / f"{i + 1:03d}.wav", wav, rate)))
         synthesized.append(resample(wav, rate, SAMPLE_RATE) if wav.numel() else wav)
         if codec is not None:
@@ -281,6 +301,8 @@ def evaluate_checkpoint(
     if codec is not None:
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
+    quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
+                       length_bounds, mos, transcriber)
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),
@@ -294,6 +316,7 @@ def evaluate_checkpoint(
         "rows": rows,
         "absent_rows": voice.absent_rows,
         "audio": audio,
+        "quality": quality,
         "seconds": round(time.perf_counter() - start, 2),
     }
     update_eval_json(eval_file_beside(checkpoint), checkpoint.name, result)
