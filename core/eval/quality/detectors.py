@@ -18,6 +18,8 @@ NO_STOP_SHARE = 0.1
 # Share of sentences allowed outside the training data's 1st–99th percentile of tokens per character.
 LENGTH_OUT_SHARE = 0.2
 LENGTH_PERCENTILES = (1.0, 99.0)
+# The percentiles are widened by this share on each side: with a few dozen clips they sit on the extremes.
+LENGTH_MARGIN = 0.15
 # A sentence loops when one periodic run (period ≤ LOOP_MAX_PERIOD) covers ≥ LOOP_COVER of its tokens;
 # `loops` fires when more than LOOP_SHARE of the sentences loop.
 LOOP_MAX_PERIOD = 16
@@ -62,13 +64,14 @@ def tokens_per_char(token_counts: Sequence[int], texts: Sequence[str]) -> list[f
     return [count / max(1, len("".join(text.split()))) for count, text in zip(token_counts, texts)]
 
 
-def length_bounds(rates: Sequence[float], percentiles: tuple[float, float] = LENGTH_PERCENTILES) -> tuple[float, float]:
-    """Return the (low, high) percentiles of tokens-per-character `rates` (the training data's).
-    Raises ValueError for fewer than 2 rates."""
+def length_bounds(rates: Sequence[float], percentiles: tuple[float, float] = LENGTH_PERCENTILES,
+                  margin: float = LENGTH_MARGIN) -> tuple[float, float]:
+    """Return the (low, high) percentiles of tokens-per-character `rates` (the training data's), widened
+    by `margin` (low × (1 − margin), high × (1 + margin)). Raises ValueError for fewer than 2 rates."""
     if len(rates) < 2:
         raise ValueError(f"length bounds need at least 2 clips, got {len(rates)}")
     low, high = np.percentile(np.asarray(rates, dtype=float), percentiles)
-    return float(low), float(high)
+    return float(low) * (1 - margin), float(high) * (1 + margin)
 
 
 def length_out_of_range(rates: Sequence[float], bounds: tuple[float, float], threshold: float = LENGTH_OUT_SHARE) -> Flag:
