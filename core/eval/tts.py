@@ -339,8 +339,10 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
     or a file inside one. Each summary has `checkpoint` (file name), `path`, `exists`, `step`,
     `language`, `chance`, the model row's `mcd_db`, `dtw_identification`, `sphinx_identification`,
     `wer`, the codec ceiling as `codec_mcd_db`, `codec_dtw_identification`,
-    `codec_sphinx_identification`, `sentences` (their texts) and `audio` (one synthesized clip
-    path per sentence, None where the file is gone). Unreadable eval.json files are skipped.
+    `codec_sphinx_identification`, `sentences` (their texts), `audio` (one synthesized clip
+    path per sentence, None where the file is gone), `quality` (the entry's quality report without its
+    per-sentence rows; {} for entries written before it) and `val_loss` (recorded by a
+    `best_metric: quality` run). Unreadable eval.json files are skipped.
     """
     found: list[dict[str, Any]] = []
     for eval_json in _eval_files(Path(folder)):
@@ -362,5 +364,7 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 **{f"codec_{key}": codec.get(key) for key in ("mcd_db", "dtw_identification", "sphinx_identification")},
                 "sentences": texts,
                 "audio": [a if Path(a).is_file() else None for a in audio],
+                "quality": {k: v for k, v in (entry.get("quality") or {}).items() if k != "per_sentence"},
+                "val_loss": entry.get("val_loss"),
             })
     return sorted(found, key=lambda e: (e["step"], e["checkpoint"]))

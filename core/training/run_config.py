@@ -33,7 +33,9 @@ FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 COMPILE_MODES = (True, False, "auto")
 # How `best.pt` may be chosen: the metric and whether lower is better.
-BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False}
+# `quality`: the quality report's score (core.eval.quality.report.quality_score), lower is better.
+BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False,
+                "quality": True}
 EVAL_REFERENCES = ("dataset", "espeak")
 
 
@@ -113,6 +115,9 @@ class EvalConfig:
     `temperature`, `cfg_weight`, `exaggeration`, `cfm_steps`; indextts `temperature`,
     `diffusion_steps` — and `max_seconds`, a cap on each sentence's speech (default: 2 × its
     reference + 1 s).
+    `asr`: the ASR hook giving CER (`pocketsphinx`, `python:<module>:<function>`, `command:<line with {wav}>`);
+    `mos`: compute the DNSMOS estimate; `base_language`: the language whose val samples give
+    `val_base_loss`; `base_loss_warn`: the rise of `val_base_loss` since step 0 (a share) that warns.
     """
 
     sentences: str | None = None
@@ -121,6 +126,10 @@ class EvalConfig:
     wer: bool = False
     language: str | None = None
     synthesis: dict[str, Any] = field(default_factory=dict)
+    asr: str | None = None
+    mos: bool = True
+    base_language: str = "en"
+    base_loss_warn: float = 0.1
 
 
 @dataclass
@@ -257,6 +266,12 @@ def _validate(config: RunConfig, where: str) -> None:
     if config.eval.synthesis and config.family == "linguaforge":
         raise InputError(f"{where}.eval.synthesis: applies to model-family runs (family: chatterbox | indextts); "
                          "LinguaForge's own models speak with their defaults. Remove it.")
+    if config.eval.base_loss_warn <= 0:
+        raise InputError(f"{where}.eval.base_loss_warn: {config.eval.base_loss_warn} must be a positive share (0.1 = 10%).")
+    if config.eval.asr:
+        from core.eval.quality.asr_hook import load_transcriber
+
+        load_transcriber(config.eval.asr)  # an unknown form or a module that does not import fails here
     if config.eval.count < 2:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
 

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from core.eval.metrics import dtw_distance_matrix, judge_features
+from core.eval.metrics import dtw_cost, dtw_distance_matrix, judge_features
 from core.eval.quality import detectors
 from core.eval.quality.asr_hook import Transcriber, character_error_rate, transcribe_all
 from core.eval.quality.listeners import Embed, mos_estimates, speaker_similarity
@@ -48,7 +48,11 @@ def _distances(samples: Sequence[SpokenSample]) -> tuple[np.ndarray, np.ndarray]
     silent = torch.zeros(1600)  # 0.1 s: an empty output still gets (large) distances
     outputs = [judge_features(s.output if s.output.numel() >= 1600 else silent) for s in samples]
     references = [judge_features(s.reference) for s in samples]
-    return dtw_distance_matrix(outputs, references), dtw_distance_matrix(outputs, outputs)
+    between = np.zeros((len(outputs), len(outputs)))
+    for i in range(len(outputs)):  # DTW cost is symmetric: align each pair of outputs once
+        for j in range(i + 1, len(outputs)):
+            between[i, j] = between[j, i] = dtw_cost(outputs[i], outputs[j])
+    return dtw_distance_matrix(outputs, references), between
 
 
 def quality_report(
