@@ -101,8 +101,8 @@ def status_note(status: dict[str, Any]) -> str:
     return "\n\n".join(lines)
 
 
-def build(ctx: UIContext, demo: gr.Blocks) -> None:  # noqa: ARG001 — every tab module has this signature
-    """Lay out the Quality tab."""
+def build(ctx: UIContext, demo: gr.Blocks) -> None:
+    """Lay out the Quality tab; the dropdown's first run is shown when the page loads."""
     settings = ctx.settings
 
     @ui_action(outputs=4 + len(MEASURES), message=3)
@@ -148,5 +148,6 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:  # noqa: ARG001 — every ta
 
     outputs = [table, summaries, checkpoint, note, *charts]
     folder.change(load, folder, outputs)
+    demo.load(load, folder, outputs)  # the dropdown starts on its first run, which fires no change
     refresh.click(lambda: gr.update(choices=eval_folders(ctx)), None, folder).then(load, folder, outputs)
     checkpoint.change(players, [summaries, checkpoint], audios)
