@@ -46,7 +46,7 @@ def train_to_say(model: torch.nn.Module, texts: Sequence[list[int]], codes: Sequ
         loss.backward()
         optimizer.step()
     model.eval()
-    return float(out["mel_loss"])
+    return float(out["mel_loss"].detach())
 
 
 def save_tts(model: torch.nn.Module, path: Path, tokenizer, codec, codec_path: Path, step: int) -> Path:

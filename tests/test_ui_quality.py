@@ -65,7 +65,8 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
             field.fill("runs/qrun")
             field.press("Enter")
             field.blur()
-            page.locator("#q-table").get_by_text("FLAG — 67% of outputs repeat one stretch").wait_for()
+            page.wait_for_function("() => document.querySelector('#q-table').innerText"
+                                   ".includes('FLAG — 67% of outputs repeat one stretch')")
             table = page.locator("#q-table").inner_text()
             assert "ok — 0% of outputs loop" in table and "step_0000002.pt" in table and "0.71" in table
             note = page.locator("#q-note").inner_text()
