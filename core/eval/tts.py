@@ -214,7 +214,9 @@ def _quality(voice: Any, sentences: Sequence[str], synthesized: Sequence[torch.T
     targets = [voice.speech_tokens(path) for path in reference_paths]
     samples = [SpokenSample(text, synthesized[i], reference_wavs[i], list(spoken[i]["tokens"]), bool(spoken[i]["stopped"]),
                             targets[(i + 1) % len(targets)], targets[i], audio[i]) for i, text in enumerate(sentences)]
-    return quality_report(samples, language, length_bounds, mos=mos, transcriber=transcriber)
+    report = quality_report(samples, language, length_bounds, embed=voice.embed, mos=mos, transcriber=transcriber)
+    report["speaker_encoder"] = f"{voice.family} (its own)" if voice.embed is not None else "resemblyzer"
+    return report
 
 
 def evaluate_checkpoint(

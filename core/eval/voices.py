@@ -37,6 +37,7 @@ class EvalVoice:
     speech_tokens: Callable[[Path], list[int]]  # a clip's speech tokens, as the model is trained to produce them
     codec: Any = None
     absent_rows: dict[str, str] = field(default_factory=dict)
+    embed: Callable[[Any], Any] | None = None  # the family's own speaker encoder (16 kHz numpy → vector); None: Resemblyzer
 
 
 def family_model_dir(family: str, settings: Settings, explicit: str | Path | None = None) -> Path | None:
@@ -87,7 +88,7 @@ def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model
     absent = {"codec": f"family {name} decodes its own speech tokens with its vocoder; there is no LinguaForge codec "
                        "whose ceiling could be measured"}
     return EvalVoice(name, speaker.sample_rate, int((loaded.meta or {}).get("step") or 0), speak,
-                     speaker.speech_tokens, None, absent)
+                     speaker.speech_tokens, None, absent, speaker.speaker_embedding)
 
 
 def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None,

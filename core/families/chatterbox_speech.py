@@ -139,6 +139,11 @@ class ChatterboxSpeaker(Speaker):
         tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
         return tts.conds
 
+    def speaker_embedding(self, wav_16k: Any) -> Any:
+        """Return the model folder's VoiceEncoder (`ve.pt`) speaker embedding [256] of a 16 kHz clip (numpy)."""
+        with torch.inference_mode():
+            return self._voice_models().ve.embeds_from_wavs([wav_16k], sample_rate=16000)[0]
+
     def speech_tokens(self, path: Path) -> list[int]:
         """Return the S3 speech tokens (25 per second) of the clip at `path`, as T3 is trained to produce them.
         Raises InputError for unreadable audio."""

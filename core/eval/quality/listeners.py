@@ -64,7 +64,7 @@ def speaker_similarity(outputs: Sequence[torch.Tensor | np.ndarray], references:
 
 
 def mos_estimates(clips: Sequence[torch.Tensor | np.ndarray]) -> list[float | None]:
-    """Return DNSMOS's overall MOS estimate (1–5) of each 16 kHz clip, None for clips shorter than MIN_SECONDS.
+    """Return DNSMOS's overall MOS estimate (about 1–5; noise can score below 1) of each 16 kHz clip, None for clips shorter than MIN_SECONDS.
     A clip shorter than DNSMOS's 9.01 s window is repeated to fill exactly one window."""
     from speechmos import dnsmos
 
