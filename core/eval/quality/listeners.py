@@ -3,7 +3,7 @@
 - speaker similarity: cosine between speaker embeddings of a reference clip and an output, from
   Resemblyzer's `VoiceEncoder` (its `pretrained.pt` ships in the wheel; run on the CPU) or from a
   family's own encoder passed in as `embed` (Chatterbox's `ve.pt`);
-- naturalness: DNSMOS (speechmos ships the ONNX models) — the overall MOS estimate (1–5) of each
+- naturalness: DNSMOS (speechmos ships the ONNX models) — the overall MOS estimate (about 1–5) of each
   clip. DNSMOS was trained on English speech with noise and codec artefacts: it scores noise,
   clicks and buzz well and says little about pronunciation or another language's prosody.
 All functions take 16 kHz mono float clips.
@@ -64,8 +64,8 @@ def speaker_similarity(outputs: Sequence[torch.Tensor | np.ndarray], references:
 
 
 def mos_estimates(clips: Sequence[torch.Tensor | np.ndarray]) -> list[float | None]:
-    """Return DNSMOS's overall MOS estimate (about 1–5; noise can score below 1) of each 16 kHz clip, None for clips shorter than MIN_SECONDS.
-    A clip shorter than DNSMOS's 9.01 s window is repeated to fill exactly one window."""
+    """Return DNSMOS's overall MOS estimate (about 1–5; noise can score below 1) of each 16 kHz clip, None
+    for clips shorter than MIN_SECONDS. A clip shorter than DNSMOS's 9.01 s window is repeated to fill exactly one window."""
     from speechmos import dnsmos
 
     scores: list[float | None] = []
