@@ -11,6 +11,7 @@ All functions take 16 kHz mono float clips.
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
@@ -19,6 +20,8 @@ import torch
 
 SAMPLE_RATE = 16000
 MIN_SECONDS = 0.3  # shorter clips get no embedding or MOS (None)
+REFERENCE_CACHE_SIZE = 256  # Resemblyzer embeddings of references kept per process: periodic evaluation reuses them
+_reference_embeddings: dict[str, np.ndarray] = {}
 
 Embed = Callable[[np.ndarray], np.ndarray]
 
@@ -44,6 +47,18 @@ def _numpy(wav: torch.Tensor | np.ndarray) -> np.ndarray:
     return torch.as_tensor(wav, dtype=torch.float32).flatten().cpu().numpy()
 
 
+def _reference_embedding(embed: Embed, wav: np.ndarray) -> np.ndarray:
+    """Return `embed(wav)`; Resemblyzer's is computed once per process for the same samples."""
+    if embed is not resemblyzer_embedding:
+        return embed(wav)
+    key = hashlib.sha1(wav.tobytes()).hexdigest()
+    if key not in _reference_embeddings:
+        if len(_reference_embeddings) >= REFERENCE_CACHE_SIZE:
+            _reference_embeddings.pop(next(iter(_reference_embeddings)))
+        _reference_embeddings[key] = embed(wav)
+    return _reference_embeddings[key]
+
+
 def speaker_similarity(outputs: Sequence[torch.Tensor | np.ndarray], references: Sequence[torch.Tensor | np.ndarray],
                        embed: Embed | None = None) -> list[float | None]:
     """Return the cosine between the speaker embeddings of each output and its reference (16 kHz),
@@ -58,7 +73,7 @@ def speaker_similarity(outputs: Sequence[torch.Tensor | np.ndarray], references:
         if min(a.size, b.size) < SAMPLE_RATE * MIN_SECONDS:
             scores.append(None)
             continue
-        u, v = embed(a), embed(b)
+        u, v = embed(a), _reference_embedding(embed, b)
         scores.append(round(float(np.dot(u, v) / (np.linalg.norm(u) * np.linalg.norm(v) + 1e-9)), 4))
     return scores
 
