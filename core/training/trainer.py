@@ -261,6 +261,7 @@ class Trainer:
         self.best_eval: float | None = None
         self._best_quality: tuple[tuple[float, float, float], int] | None = None  # (score, step) of best.pt
         self._last_val_loss: float | None = None
+        self._retention_start: float | None = None  # val_base_loss at step 0
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
@@ -340,6 +341,7 @@ class Trainer:
         self.window.load_state_dict(extra.get("metric_window", {}), self.device)
         self.step = int(extra["step"])
         self.best_val = extra.get("best_val_loss")
+        self._retention_start = extra.get("val_base_loss_start")
         if self.config.schedule.best_metric == "quality":
             from core.training.periodic_eval import best_quality_recorded
 
@@ -506,7 +508,7 @@ class Trainer:
         return self._validate_over(subset).get("loss")
 
     def check_retention(self) -> dict[str, Any] | None:
-        """Measure `val_base_loss` now, compare it with step 0's (kept in status.json as `retention.start`),
+        """Measure `val_base_loss` now, compare it with step 0's (`retention.start`, saved in each checkpoint),
         write `retention` to status.json and warn in log.txt when it rose by more than `eval.base_loss_warn`.
         Returns the retention record, or None without base-language val samples."""
         from core.training.retention import retention_record
@@ -514,8 +516,8 @@ class Trainer:
         value = self.validate_base()
         if value is None:
             return None
-        start = (self.log.status.get("retention") or {}).get("start")  # step 0's, kept across resumes
-        record = retention_record(value, self.step, start, self.config.eval.base_loss_warn)
+        record = retention_record(value, self.step, self._retention_start, self.config.eval.base_loss_warn)
+        self._retention_start = record["start"]  # step 0's; checkpoints carry it across resumes
         if record["warning"]:
             self.log.line(f"WARNING: {record['warning']}")
         self.log.update_status(retention=record)
@@ -563,6 +565,7 @@ class Trainer:
             "base_size": self.base_size,
             "base_rows_sha256_start": self.base_sha_start,
             "row_warmup": self.row_warmup.state_dict(),
+            "val_base_loss_start": self._retention_start,
         }
         path = save_checkpoint(self.folder.step_checkpoint(self.step), self.model.state_dict(), self._meta(), extra)
         if is_best and self.config.schedule.best_metric == "val_loss":
