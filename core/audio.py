@@ -6,6 +6,7 @@ torchaudio to the requested rate. Waveforms are float32 1-D tensors in [-1, 1].
 
 from __future__ import annotations
 
+import io
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -77,9 +78,24 @@ def audio_duration(path: str | os.PathLike[str]) -> float:
     return float(info.frames) / float(info.samplerate)
 
 
+def _pcm_samples(wav: torch.Tensor) -> np.ndarray:
+    return wav.detach().to(torch.float32).clamp(-1.0, 1.0).cpu().numpy()
+
+
 def write_wav(path: str | os.PathLike[str], wav: torch.Tensor, sample_rate: int) -> Path:
     """Write `wav` as 16-bit PCM wav to `path` atomically and return the Path written."""
-    samples = wav.detach().to(torch.float32).clamp(-1.0, 1.0).cpu().numpy()
     with atomic_write(path) as tmp:
-        sf.write(str(tmp), samples, int(sample_rate), subtype="PCM_16", format="WAV")
+        sf.write(str(tmp), _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format="WAV")
     return Path(path)
+
+
+def encode_audio(wav: torch.Tensor, sample_rate: int, audio_format: str) -> bytes:
+    """Return `wav` as the bytes of a 16-bit `audio_format` file (`wav` or `flac`), as `write_wav` writes it.
+
+    Raises ValueError for another format.
+    """
+    if audio_format not in ("wav", "flac"):
+        raise ValueError(f"audio format {audio_format!r}: use wav or flac")
+    buffer = io.BytesIO()
+    sf.write(buffer, _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format=audio_format.upper())
+    return buffer.getvalue()

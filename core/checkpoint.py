@@ -50,6 +50,8 @@ class CheckpointMeta:
     model_config: dict[str, Any] | None = None
     step: int | None = None
     layout: dict[str, Any] | None = None
+    #: an adapter checkpoint's record (`core.training.adapter`): LoRA settings, targets, base checkpoint and its sha256
+    adapter: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-ready mapping (every field, None where unknown)."""
@@ -60,6 +62,12 @@ class CheckpointMeta:
         """Return a CheckpointMeta from a mapping; keys that are not fields are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def adapter_checkpoint_error(path: str | os.PathLike[str]) -> InputError:
+    """Return the InputError for an adapter checkpoint handed where full weights are needed (with the merge fix)."""
+    return InputError(f"{path} is a LoRA adapter checkpoint (adapter weights and trained rows only); merge it into its "
+                      "base first: `export --checkpoint … --output DIR --merge`, then use DIR/merged.safetensors.")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Crash-safe file writes, tolerant JSON readers and file hashing.
+"""Crash-safe file writes, tolerant JSON readers, file hashing and hard-link-or-copy.
 
 `atomic_write(path)` yields a temporary path in the destination folder; on success the file is
 flushed, fsynced and renamed onto `path`, so a crash never leaves a half-written file under the
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -145,3 +146,27 @@ def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | Non
             if isinstance(data, dict):
                 return data
     return None
+
+
+def link_or_copy(source: Path, dest: Path) -> Path:
+    """Hard-link `source` (a file, or every file of a folder) at `dest`, copying where linking fails; return `dest`.
+
+    An existing `dest` is replaced, unless it is `source` itself. Raises OSError when neither works.
+    """
+    if dest.exists() and os.path.samefile(source, dest):
+        return dest
+    if dest.is_dir() and not dest.is_symlink():
+        shutil.rmtree(dest)
+    elif dest.exists() or dest.is_symlink():
+        dest.unlink()
+    if source.is_dir():
+        dest.mkdir(parents=True)
+        for child in sorted(source.iterdir()):
+            link_or_copy(child, dest / child.name)
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+    return dest

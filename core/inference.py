@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from core.checkpoint import LoadedCheckpoint, load_checkpoint
+from core.checkpoint import LoadedCheckpoint, adapter_checkpoint_error, load_checkpoint
 from core.config import Settings
 from core.errors import InputError
 from core.text import normalize_text
@@ -169,6 +169,8 @@ def load_for_inference(
     meta = loaded.meta or {}
     if not meta.get("model_config") or meta.get("task") not in ("tts", "lm"):
         raise InputError(f"{loaded.path}: no LinguaForge model metadata (task, model_config); train it with `train`.")
+    if meta.get("adapter"):
+        raise adapter_checkpoint_error(loaded.path)
     if task is not None and meta["task"] != task:
         raise InputError(f"{loaded.path}: a {meta['task']} checkpoint; this command needs a {task} checkpoint.")
     tok = resolve_tokenizer(loaded, settings, tokenizer)
@@ -215,6 +217,82 @@ def split_sentences(text: str, tokenizer: Tokenizer, max_tokens: int) -> list[st
     return pieces
 
 
+@dataclass
+class PreparedText:
+    """One text ready for the model: its sentences, their token ids and how many ids are unk."""
+
+    sentences: list[str]
+    ids: list[list[int]]
+    unknown: int
+
+
+def prepare_text(inference: InferenceModel, text: str, language: str | None = None, what: str = "--text") -> PreparedText:
+    """Return `text` normalised, cut into sentences and encoded with the model's tokenizer.
+
+    Raises InputError naming `what` (the option or field the text came from) for empty text, text
+    over MAX_TEXT_CHARS, or text in which the tokenizer knows no letter or digit (nothing to speak).
+    """
+    from core.data.cache import wants_uppercase
+
+    check_text_length(text)
+    tok = inference.tokenizer
+    normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
+    sentences = split_sentences(normalized, tok, inference.model.config.max_text_tokens)
+    encoded = [tok.encode(sentence) for sentence in sentences]
+    if not any(is_speakable(tok, i) for ids in encoded for i in ids):
+        raise InputError(
+            f"{what} {text[:40]!r}: the tokenizer knows none of its letters or digits, so there is nothing to "
+            "speak. Check the text's language (--language) or use a tokenizer trained on it."
+        )
+    return PreparedText(sentences, encoded, sum(1 for ids in encoded for i in ids if i == tok.unk_id))
+
+
+def reference_mel(inference: InferenceModel, reference: str | Path | None) -> torch.Tensor | None:
+    """Return the codec mel frames [F, n_mels] of a reference clip (its first REFERENCE_FRAMES), or None.
+
+    Raises InputError for a missing, unreadable or non-finite clip.
+    """
+    from core.audio import read_audio
+
+    if reference is None:
+        return None
+    wav, _ = read_audio(reference, inference.codec.sample_rate)
+    return inference.codec.mel(wav)[:REFERENCE_FRAMES]
+
+
+def speak_prepared(
+    inference: InferenceModel, texts: list[PreparedText], ref_mel: torch.Tensor | None = None,
+    temperature: float = 0.8, top_k: int | None = 50, top_p: float | None = None, seed: int = 0,
+    use_cache: bool = True, max_codes: int | None = None,
+) -> list[tuple[torch.Tensor, list[list[int]]]]:
+    """Return (waveform at the codec's rate, each sentence's speech codes) for each of `texts`, all in `ref_mel`'s voice.
+
+    The sentences of every text are generated together, SENTENCE_BATCH at a time, with progress
+    (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`); one
+    text gives what `synthesize` gives for it with the same seed.
+    """
+    from core.progress import Progress
+
+    model, codec = inference.model, inference.codec
+    encoded = [ids for text in texts for ids in text.ids]
+    generator = torch.Generator().manual_seed(seed)
+    gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
+    progress = Progress("synthesize", total=len(encoded))
+    generated: list[list[int]] = []
+    for first in range(0, len(encoded), SENTENCE_BATCH):
+        group = encoded[first : first + SENTENCE_BATCH]
+        generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, max_codes, use_cache=use_cache,
+                                          generator=generator, min_codes=[MIN_CODES_PER_TEXT_TOKEN * len(i) for i in group])
+        progress.update(len(group))
+    progress.finish()
+    results = []
+    for text in texts:
+        own, generated = generated[: len(text.ids)], generated[len(text.ids) :]
+        pieces = [piece for codes in own if codes for piece in (codec.decode(torch.tensor(codes)), gap)]
+        results.append((torch.cat(pieces[:-1]) if pieces else torch.zeros(0), own))
+    return results
+
+
 def synthesize(
     inference: InferenceModel,
     text: str,
@@ -233,56 +311,25 @@ def synthesize(
     Raises InputError for empty text, text over MAX_TEXT_CHARS, text in which the tokenizer knows
     no letter or digit (before anything is generated), or an unreadable reference.
     """
-    from core.audio import read_audio
-    from core.data.cache import wants_uppercase
-    from core.progress import Progress
-
     check_text_length(text)
-
-    model, codec, tok = inference.model, inference.codec, inference.tokenizer
     start = time.perf_counter()
-    ref_mel = None
-    if reference is not None:
-        wav, _ = read_audio(reference, codec.sample_rate)
-        ref_mel = codec.mel(wav)[:REFERENCE_FRAMES]
-    normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
-    sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
-    encoded = [tok.encode(sentence) for sentence in sentences]
-    unknown = sum(1 for ids in encoded for i in ids if i == tok.unk_id)
-    if not any(is_speakable(tok, i) for ids in encoded for i in ids):
-        raise InputError(
-            f"--text {text[:40]!r}: the tokenizer knows none of its letters or digits, so there is nothing to "
-            "speak. Check the text's language (--language) or use a tokenizer trained on it."
-        )
-    generator = torch.Generator().manual_seed(seed)
-    gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
-    progress = Progress("synthesize", total=len(sentences))
-    generated: list[list[int]] = []
-    for first in range(0, len(encoded), SENTENCE_BATCH):
-        group = encoded[first : first + SENTENCE_BATCH]
-        generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, use_cache=use_cache,
-                                          generator=generator, min_codes=[MIN_CODES_PER_TEXT_TOKEN * len(i) for i in group])
-        progress.update(len(group))
-    progress.finish()
-    pieces, counts = [], []
-    for codes in generated:
-        counts.append(len(codes))
-        if codes:
-            pieces.extend([codec.decode(torch.tensor(codes)), gap])
-    wav = torch.cat(pieces[:-1]) if pieces else torch.zeros(0)
+    ref_mel = reference_mel(inference, reference)
+    prepared = prepare_text(inference, text, language)
+    [(wav, codes)] = speak_prepared(inference, [prepared], ref_mel, temperature, top_k, top_p, seed, use_cache)
     elapsed = time.perf_counter() - start
-    seconds = wav.numel() / codec.sample_rate
+    rate = inference.codec.sample_rate
+    seconds = wav.numel() / rate
     report = {
-        "sentences": sentences,
-        "codes": counts,
-        "tokens": generated,
-        "stopped": [len(codes) < model.config.max_speech_tokens for codes in generated],
-        "unknown_tokens": unknown,
+        "sentences": prepared.sentences,
+        "codes": [len(c) for c in codes],
+        "tokens": codes,
+        "stopped": [len(c) < inference.model.config.max_speech_tokens for c in codes],
+        "unknown_tokens": prepared.unknown,
         "audio_seconds": round(seconds, 3),
         "wall_seconds": round(elapsed, 3),
         "rtf": round(elapsed / seconds, 4) if seconds else None,
-        "sample_rate": codec.sample_rate,
-        "device": str(next(model.parameters()).device),
+        "sample_rate": rate,
+        "device": str(next(inference.model.parameters()).device),
     }
     return wav, report
 

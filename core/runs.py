@@ -35,51 +35,45 @@ STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
 ASIDE_STAMP = "%Y%m%d-%H%M%S"
 
 
+class _RunPath:
+    """A file or folder at a fixed place in the run folder: a read-only `Path` attribute of `RunFolder`."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, run: "RunFolder | None", owner: type) -> Path:
+        return run.path.joinpath(*self.parts)  # type: ignore[union-attr]
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """One run folder `runs/<run>/`: the path of each file a run writes, and their readers."""
 
     path: Path
 
+    #: the run config the run trains with
+    config = _RunPath("config.yaml")
+    #: state, step, max_steps, last_checkpoint, … (replaced atomically)
+    status_file = _RunPath("status.json")
+    #: one JSON object per logged step
+    metrics_file = _RunPath("metrics.jsonl")
+    #: touch it to ask the trainer to save and exit
+    stop_file = _RunPath("STOP")
+    #: step checkpoints, `best.pt` and `eval.json`
+    checkpoints = _RunPath("checkpoints")
+    #: periodic and `eval tts` results by checkpoint file name
+    eval_file = _RunPath("checkpoints", EVAL_FILE)
+    best_checkpoint = _RunPath("checkpoints", BEST_FILE)
+    tensorboard = _RunPath("tb")
+    log_file = _RunPath("log.txt")
+    #: a quickstart's report
+    report_json = _RunPath("report.json")
+    report_markdown = _RunPath("report.md")
+
     @property
     def name(self) -> str:
         """Return the run name (the folder's name)."""
         return self.path.name
-
-    @property
-    def config(self) -> Path:
-        """Return the path of the run config the run trains with (`config.yaml`)."""
-        return self.path / "config.yaml"
-
-    @property
-    def status_file(self) -> Path:
-        """Return the path of `status.json`."""
-        return self.path / "status.json"
-
-    @property
-    def metrics_file(self) -> Path:
-        """Return the path of `metrics.jsonl`."""
-        return self.path / "metrics.jsonl"
-
-    @property
-    def stop_file(self) -> Path:
-        """Return the path of the STOP file that asks the trainer to save and exit."""
-        return self.path / "STOP"
-
-    @property
-    def checkpoints(self) -> Path:
-        """Return the checkpoint folder."""
-        return self.path / "checkpoints"
-
-    @property
-    def eval_file(self) -> Path:
-        """Return the path of the run's `checkpoints/eval.json` (periodic and `eval tts` results)."""
-        return self.checkpoints / EVAL_FILE
-
-    @property
-    def best_checkpoint(self) -> Path:
-        """Return the path of `checkpoints/best.pt`."""
-        return self.checkpoints / BEST_FILE
 
     def step_checkpoint(self, step: int) -> Path:
         """Return the path of the checkpoint saved at `step` (`checkpoints/step_0000012.pt`)."""
@@ -111,26 +105,6 @@ class RunFolder:
             target = self.path.with_name(f"{stem}-{n}")
         os.rename(self.path, target)
         return RunFolder(target)
-
-    @property
-    def tensorboard(self) -> Path:
-        """Return the TensorBoard folder (`tb/`)."""
-        return self.path / "tb"
-
-    @property
-    def log_file(self) -> Path:
-        """Return the path of the run's `log.txt`."""
-        return self.path / "log.txt"
-
-    @property
-    def report_json(self) -> Path:
-        """Return the path of a quickstart's `report.json`."""
-        return self.path / "report.json"
-
-    @property
-    def report_markdown(self) -> Path:
-        """Return the path of a quickstart's `report.md`."""
-        return self.path / "report.md"
 
     def status(self) -> dict[str, Any]:
         """Return the run's status.json ({} before the run has written one)."""

@@ -185,3 +185,32 @@ def hand_cache_to_published_model(gpt: torch.nn.Module) -> None:
 def reproduced(decoded: list[int], target: list[int]) -> float:
     """Return the share of `target`'s codes that `decoded` has at the same index."""
     return sum(a == b for a, b in zip(decoded, target)) / len(target)
+
+
+def add_published_inference_files(folder: Path, w2v_dest: Path) -> Path:
+    """Add what the published `IndexTTS2` class reads beyond LinguaForge's speaker: a tiny random Qwen
+    emotion model (`qwen_emo_path`, loaded in `__init__`), the emotion and speaker matrices
+    (`emo_matrix` [73, model_dim], `spk_matrix` [73, 192]: `emo_num` sums to 73) and, at `w2v_dest`,
+    a w2v-BERT with 17 layers (the published `get_emb` reads hidden state 17; 1024 wide, as the
+    conformers and the codec take it; about 500 MB). Returns `w2v_dest` (pass it as the
+    `families.indextts.w2v_bert` setting)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM, SeamlessM4TFeatureExtractor, Wav2Vec2BertConfig, Wav2Vec2BertModel
+
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    rows = sum(config["emo_num"])
+    torch.manual_seed(2)
+    torch.save(torch.randn(rows, config["gpt"]["model_dim"]), folder / config["emo_matrix"])
+    torch.save(torch.randn(rows, 192), folder / config["spk_matrix"])
+    qwen = folder / config["qwen_emo_path"]
+    vocab = {"<unk>": 0, "<|endoftext|>": 1, **{c: i + 2 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>", eos_token="<|endoftext|>").save_pretrained(qwen)
+    Qwen3ForCausalLM(Qwen3Config(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=1, head_dim=8)).save_pretrained(qwen)
+    w2v = Wav2Vec2BertConfig(hidden_size=1024, num_hidden_layers=17, num_attention_heads=2, intermediate_size=16,
+                             conv_depthwise_kernel_size=3, add_adapter=False)
+    Wav2Vec2BertModel(w2v).eval().save_pretrained(w2v_dest)
+    SeamlessM4TFeatureExtractor().save_pretrained(w2v_dest)
+    return w2v_dest

@@ -203,6 +203,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("gen-text-checkpoint", ["generate", "--checkpoint", "{in}/text.pt", "--prompt", "hi"], "text.pt"),
     ("gen-top-p", ["generate", "--checkpoint", "{in}/text.pt", "--prompt", "hi", "--top-p", "0"],
      "--top-p: 0 is out of range"),
+    # serve
+    ("serve-outside-roots", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips"],
+     "outside the allowed folders"),
+    ("serve-port-0", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips", "--port", "0"],
+     "--port: 0 is too small"),
+    ("serve-queue-limit-0", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips", "--queue-limit", "0"],
+     "--queue-limit: 0 is too small"),
     # eval
     ("eval-text-checkpoint", ["eval", "tts", "--checkpoint", "{in}/text.pt", "--sentences", "{in}/corpus.txt"],
      "text.pt"),
@@ -235,6 +242,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("export-text-checkpoint", ["export", "--checkpoint", "{in}/text.pt", "--output", "{in}/exported"], "text.pt"),
     ("export-output-is-file", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/corpus.txt"],
      "corpus.txt"),
+    ("export-merge-random", ["export", "--checkpoint", "{in}/random.pt", "--output", "{in}/exported", "--merge"], "random.pt"),
     # jobs / worker / quickstart
     ("jobs-unknown-kind", ["jobs", "submit", "no.such"], "unknown job kind 'no.such'"),
     ("jobs-bad-param", ["jobs", "submit", "doctor", "--param", "family"], "--param 'family'"),

@@ -221,7 +221,7 @@ def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any)
     family = get_model_family("chatterbox")
     out = ws / "export"
     written = family.export(step_checkpoints(trained.run_dir)[-1], out, "am", load_settings())
-    assert [p.name for p in written] == ["t3_am.safetensors", "am.json", "linguaforge.json"]
+    assert [p.name for p in written] == ["t3_am.safetensors", "am.json", "linguaforge.json", "speak_chatterbox.py"]
     note = json.loads((out / "linguaforge.json").read_text())
     rows = note["text_tokens_dict_size"]
     assert rows == load_tokenizer(out / "am.json").size and note["is_multilingual"] is False and "am" in note["language_tags"]

@@ -24,14 +24,14 @@ torch.set_num_threads(1)
 CODES_PER_SENTENCE = 24
 
 
-def _tts_checkpoint(workspace: Path) -> Path:
-    """A real TTS checkpoint whose stop logit is suppressed, so each sentence yields exactly the max codes."""
+def _tts_checkpoint(workspace: Path, codes: int = CODES_PER_SENTENCE) -> Path:
+    """A real TTS checkpoint whose stop logit is suppressed, so each sentence yields exactly `codes` codes."""
     tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
     codec = SpeechCodec(CodecConfig(codebook_size=16, n_mels=80, griffin_lim_iters=4), torch.randn(16, 80) - 4.0)
     codec.save(workspace / "codecs" / "c16.pt")
     torch.manual_seed(0)
     config = TTSConfig(text_rows=tokenizer.size, codebook_size=16, n_mels=80, d_model=32, n_layers=1, n_heads=2,
-                       max_text_tokens=24, max_speech_tokens=CODES_PER_SENTENCE)
+                       max_text_tokens=24, max_speech_tokens=codes)
     model = GPTTTS(config)
     with torch.no_grad():
         model.mel_head.bias[config.stop_speech] = -1e4

@@ -160,7 +160,7 @@ def test_overfit_clips_decode_back_with_linguaforge_and_the_published_call(folde
 
     # the documented published call, on the exported files loaded by IndexTTS2's own loader
     written = get_model_family("indextts").export(Path(result.last_checkpoint), tmp_path / "export", "am", settings)
-    notes = json.loads(written[-1].read_text())
+    notes = json.loads(next(p for p in written if p.name == "linguaforge.json").read_text())
     assert notes["layout"] == SEQUENCE_LAYOUT and notes["published_inference"]["layout"] == SEQUENCE_LAYOUT
     assert "warning" not in notes["published_inference"]
     assert "repetition_penalty=1.0" in notes["published_inference"]["gpt_call"]

@@ -22,6 +22,7 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _list(args: argparse.Namespace) -> Result:
+    """List caches with their items, tokenizer and whether they are still usable."""
     from core.data.cache_admin import list_caches
 
     root = _root(args)
@@ -35,6 +36,7 @@ def _list(args: argparse.Namespace) -> Result:
 
 
 def _clean(args: argparse.Namespace) -> Result:
+    """Delete caches (all, or with --unused only those whose manifest, tokenizer or codec changed or whose build never finished)."""
     from core.data.cache_admin import clean_caches
 
     root = _root(args)
@@ -47,13 +49,8 @@ def _clean(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `cache` group: list, clean."""
     group = add_group(subparsers, "cache", "list and clean preprocessing caches")
-    listing = add_command(group, "list", _list, "list caches with their items, tokenizer and whether they are still usable")
+    listing = add_command(group, "list", _list)
     listing.add_argument("--root", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
-    clean = add_command(
-        group,
-        "clean",
-        _clean,
-        "delete caches (all, or with --unused only those whose manifest, tokenizer or codec changed or whose build never finished)",
-    )
+    clean = add_command(group, "clean", _clean)
     clean.add_argument("--root", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
     clean.add_argument("--unused", action="store_true", help="only delete caches no preprocess run can reuse")

@@ -10,6 +10,7 @@ from core.tables import render_mapping, render_table
 
 
 def _inspect(args: argparse.Namespace) -> Result:
+    """Print family, rows, dims, metadata and a key summary of a checkpoint."""
     from core.families.summary import inspect_checkpoint  # torch loads only when the command runs
 
     info = inspect_checkpoint(args.path)
@@ -40,7 +41,5 @@ def _inspect(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `checkpoint` group with its `inspect` command."""
     group = add_group(subparsers, "checkpoint", "inspect model checkpoints (ours or foreign)")
-    parser = add_command(
-        group, "inspect", _inspect, "print family, rows, dims, metadata and a key summary of a checkpoint"
-    )
+    parser = add_command(group, "inspect", _inspect)
     parser.add_argument("path", type=CLI_PATH, help=".safetensors, .pt or .pth file (relative to the current directory)")

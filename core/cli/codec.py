@@ -5,26 +5,20 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, device_arg, float_in, int_at_least
+from core.cli.common import Result, add_command, add_group, device_arg, float_in, int_at_least, options_of
 from core.config import load_settings
 from core.errors import InputError
 from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:
+    """Fit a codebook by mini-batch k-means over log-mel frames of the manifest's train split (GPU when present)."""
     from core.data.codec_training import evaluate_codec, train_codec
 
     codec = train_codec(
         args.manifest,
-        codebook_size=args.codebook_size,
         sample_rate=int(load_settings().get("audio.sample_rate", 16000)),
-        hop_length=args.hop_length,
-        n_mels=args.n_mels,
-        val_ratio=args.val_ratio,
-        iterations=args.iterations,
-        max_frames=args.max_frames,
-        seed=args.seed,
-        device=args.device,
+        **options_of(args, "codebook_size", "hop_length", "n_mels", "val_ratio", "iterations", "max_frames", "seed", "device"),
     )
     output = codec.save(args.output)
     data = {"output": str(output), "fingerprint": codec.fingerprint, "frame_rate": codec.frame_rate, **codec.meta}
@@ -37,6 +31,7 @@ def _train(args: argparse.Namespace) -> Result:
 
 
 def _eval(args: argparse.Namespace) -> Result:
+    """Round-trip log-mel L1 and mel-cepstral distortion on the val split."""
     from core.speech.codec import load_codec
     from core.data.codec_training import evaluate_codec
 
@@ -47,6 +42,7 @@ def _eval(args: argparse.Namespace) -> Result:
 
 
 def _encode(args: argparse.Namespace) -> Result:
+    """Audio file → codes (.npy, int32)."""
     import numpy as np
 
     from core.audio import read_audio
@@ -65,6 +61,7 @@ def _encode(args: argparse.Namespace) -> Result:
 
 
 def _decode(args: argparse.Namespace) -> Result:
+    """Codes (.npy) → wav by codebook lookup and Griffin-Lim."""
     import numpy as np
     import torch
 
@@ -86,12 +83,7 @@ def _decode(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `codec` group: train, eval, encode, decode."""
     group = add_group(subparsers, "codec", "the embedded speech codec (log-mel codebook + Griffin-Lim)")
-    train = add_command(
-        group,
-        "train",
-        _train,
-        "fit a codebook by mini-batch k-means over log-mel frames of the manifest's train split (GPU when present)",
-    )
+    train = add_command(group, "train", _train)
     train.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     train.add_argument("--codebook-size", type=int_at_least(2), default=1024, help="number of codes K (default 1024)")
     train.add_argument("--output", required=True, type=CLI_PATH, help="codec file to write (.pt)")
@@ -103,17 +95,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     train.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when present)")
     train.add_argument("--eval-clips", type=int_at_least(0), default=0, help="also evaluate on this many val clips (default 0)")
-    ev = add_command(group, "eval", _eval, "round-trip log-mel L1 and mel-cepstral distortion on the val split")
+    ev = add_command(group, "eval", _eval)
     ev.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
     ev.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     ev.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="val share, as in training (default 0.05)")
     ev.add_argument("--max-clips", type=int_at_least(1), default=20, help="clips evaluated (default 20)")
     ev.add_argument("--no-vocoder", action="store_true", help="skip the Griffin-Lim round trip (codebook error only)")
-    enc = add_command(group, "encode", _encode, "audio file → codes (.npy, int32)")
+    enc = add_command(group, "encode", _encode)
     enc.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
     enc.add_argument("--input", required=True, type=CLI_PATH, help="audio file")
     enc.add_argument("--output", required=True, type=CLI_PATH, help="codes file (.npy)")
-    dec = add_command(group, "decode", _decode, "codes (.npy) → wav by codebook lookup and Griffin-Lim")
+    dec = add_command(group, "decode", _decode)
     dec.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
     dec.add_argument("--codes", required=True, type=CLI_PATH, help="codes file (.npy)")
     dec.add_argument("--output", required=True, type=CLI_PATH, help="wav file to write")

@@ -5,6 +5,7 @@ Tables and key/value lists render with `core.tables` (the doctor shares it)."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
@@ -69,10 +70,19 @@ def add_command(
     subparsers: argparse._SubParsersAction,
     name: str,
     handler: Handler,
-    help: str,
+    help: str | None = None,
     description: str | None = None,
 ) -> argparse.ArgumentParser:
-    """Add a command that runs `handler`, with the shared `--json` flag; return its parser."""
+    """Add a command that runs `handler`, with the shared `--json` flag; return its parser.
+
+    Without `help`, the handler's docstring is the command's text: its first line (lower-cased
+    initial, no full stop) the one-line help, the whole docstring the `--help` description.
+    """
+    if help is None:
+        doc = inspect.getdoc(handler) or ""
+        first = doc.split("\n", 1)[0].rstrip(".")
+        help = first[:1].lower() + first[1:]
+        description = description or doc
     parser = subparsers.add_parser(
         name,
         help=help,
@@ -82,6 +92,11 @@ def add_command(
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.set_defaults(handler=handler)
     return parser
+
+
+def options_of(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """Return `{name: args.name}` for the given option names, to pass on as keyword arguments."""
+    return {name: getattr(args, name) for name in names}
 
 
 def add_group(subparsers: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:

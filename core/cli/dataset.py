@@ -61,6 +61,15 @@ def _import_indextts_processed(args: argparse.Namespace) -> Result:
 
 
 def _import(args: argparse.Namespace) -> Result:
+    """Import a dataset into OUTPUT/manifest.jsonl (+ rejects.jsonl, summary.json, audio/).
+
+    Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),
+    srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl),
+    indextts-processed (a folder from the community IndexTTS2 preprocess_data.py: codes, conditioning and
+    emotion .npy files become an IndexTTS2 feature cache in OUTPUT; text ids re-derived with --tokenizer).
+    Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.
+    Audio is converted to mono wav at audio.sample_rate from the config.
+    """
     from core.data.importing import import_dataset
     from core.tokenizers.tokenizer import load_tokenizer
 
@@ -90,6 +99,7 @@ def _import(args: argparse.Namespace) -> Result:
 
 
 def _sample(args: argparse.Namespace) -> Result:
+    """Render the built-in sentences with espeak-ng (two voices per language) into a dataset."""
     from core.data.sample import sample_dataset
 
     summary = sample_dataset(args.output, _sample_rate(), args.languages, args.per_language, args.workers)
@@ -97,6 +107,7 @@ def _sample(args: argparse.Namespace) -> Result:
 
 
 def _split(args: argparse.Namespace) -> Result:
+    """Show the deterministic train/val split of a manifest (hash of the id)."""
     from core.data.manifest import load_manifest_rows
     from core.data.splits import split_of
 
@@ -109,20 +120,7 @@ def _split(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `dataset` group: import, sample, split."""
     group = add_group(subparsers, "dataset", "import, validate and sample speech datasets")
-    imp = add_command(
-        group,
-        "import",
-        _import,
-        "import a dataset into OUTPUT/manifest.jsonl (+ rejects.jsonl, summary.json, audio/)",
-        description=(
-            "Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),\n"
-            "srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl),\n"
-            "indextts-processed (a folder from the community IndexTTS2 preprocess_data.py: codes, conditioning and\n"
-            "emotion .npy files become an IndexTTS2 feature cache in OUTPUT; text ids re-derived with --tokenizer).\n"
-            "Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.\n"
-            "Audio is converted to mono wav at audio.sample_rate from the config."
-        ),
-    )
+    imp = add_command(group, "import", _import)
     imp.add_argument("--format", required=True, choices=[*FORMAT_NAMES, INDEXTTS_PROCESSED], help="input layout")
     imp.add_argument("--input", required=True, type=CLI_PATH, help="input folder or file")
     imp.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
@@ -138,16 +136,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
                           "the workspace and data_roots (the dashboard and every dataset.import job always set it)")
     imp.add_argument("--workers", type=int_at_least(1), default=2, help="audio conversion threads (default 2)")
-    sample = add_command(
-        group,
-        "sample",
-        _sample,
-        "render the built-in sentences with espeak-ng (two voices per language) into a dataset",
-    )
+    sample = add_command(group, "sample", _sample)
     sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
     sample.add_argument("--per-language", type=int_at_least(1), default=24, help="clips per language (default 24)")
     sample.add_argument("--workers", type=int_at_least(1), default=2, help="parallel espeak-ng processes (default 2)")
-    split = add_command(group, "split", _split, "show the deterministic train/val split of a manifest (hash of the id)")
+    split = add_command(group, "split", _split)
     split.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     split.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in val (default 0.05)")

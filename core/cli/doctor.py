@@ -42,22 +42,18 @@ def _context(args: argparse.Namespace) -> DoctorContext:
 
 
 def _doctor(args: argparse.Namespace) -> Result:
+    """Check that tokenizer, checkpoint, config and freeze range agree before anything starts.
+
+    Run every preflight check and print pass / warn / fail with the numbers and the fix.
+    Exit 0 when nothing fails, 2 otherwise. Options given with --config override it.
+    """
     report = run_doctor(_context(args))
     return Result(report.to_dict(), report.render(), 0 if report.ok else 2)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `doctor` command."""
-    parser = add_command(
-        subparsers,
-        "doctor",
-        _doctor,
-        "check that tokenizer, checkpoint, config and freeze range agree before anything starts",
-        description=(
-            "Run every preflight check and print pass / warn / fail with the numbers and the fix.\n"
-            "Exit 0 when nothing fails, 2 otherwise. Options given with --config override it."
-        ),
-    )
+    parser = add_command(subparsers, "doctor", _doctor)
     parser.add_argument("--config", type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
     parser.add_argument("--tokenizer", type=CLI_PATH, help="tokenizer .model or .json")
     parser.add_argument("--base-tokenizer", type=CLI_PATH,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group
+from core.cli.common import Result, add_command, add_group, options_of
 from core.errors import InputError
 from core.families import FAMILIES
 from core.tokenizers.vocab import INIT_METHODS
@@ -13,21 +13,22 @@ from core.tables import render_mapping
 
 
 def _extend(args: argparse.Namespace) -> Result:
+    """Resize a checkpoint's text embedding and head from a base tokenizer to its extension.
+
+    Copy base rows bit for bit and initialise the rows of new pieces.
+    fvt: mean of the base rows of the pieces the base tokenizer splits a new piece into
+         (falls back to mean when the base knows none of them); translit: fvt, and a piece the base
+         cannot spell is romanized (anyascii; upper-cased for an upper-case base) and FVT runs over the
+         romanization; mean: mean of the base rows;
+    normal: N(mean, per-dimension std of the base rows). New head-bias entries start at the base mean.
+    """
     from core.training.embeddings import extend_checkpoint  # torch loads only when the command runs
 
     if args.write_config and not args.target_config:
         raise InputError("--write-config needs --target-config IN (the foreign config to correct).")
     report = extend_checkpoint(
-        args.checkpoint,
-        args.base_tokenizer,
-        args.tokenizer,
-        args.output,
-        family=args.family,
-        init=args.init,
-        allow_truncate=args.allow_truncate,
-        seed=args.seed,
-        target_config=args.target_config,
-        write_config=args.write_config,
+        args.checkpoint, args.base_tokenizer, args.tokenizer, args.output,
+        **options_of(args, "family", "init", "allow_truncate", "seed", "target_config", "write_config"),
     )
     init = ", ".join(f"{m} {n}" for m, n in report["init"].items() if n) or "none (no new rows)"
     text = render_mapping(
@@ -54,20 +55,7 @@ def _extend(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `embeddings` group with its `extend` command."""
     group = add_group(subparsers, "embeddings", "resize checkpoint text rows to a tokenizer")
-    parser = add_command(
-        group,
-        "extend",
-        _extend,
-        "resize a checkpoint's text embedding and head from a base tokenizer to its extension",
-        description=(
-            "Copy base rows bit for bit and initialise the rows of new pieces.\n"
-            "fvt: mean of the base rows of the pieces the base tokenizer splits a new piece into\n"
-            "     (falls back to mean when the base knows none of them); translit: fvt, and a piece the base\n"
-            "     cannot spell is romanized (anyascii; upper-cased for an upper-case base) and FVT runs over the\n"
-            "     romanization; mean: mean of the base rows;\n"
-            "normal: N(mean, per-dimension std of the base rows). New head-bias entries start at the base mean."
-        ),
-    )
+    parser = add_command(group, "extend", _extend)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="input checkpoint (.safetensors, .pt, .pth)")
     parser.add_argument("--base-tokenizer", required=True, type=CLI_PATH, help="the tokenizer the checkpoint was made for")
     parser.add_argument("--tokenizer", required=True, type=CLI_PATH, help="the extended tokenizer (a prefix extension of the base)")

@@ -33,6 +33,7 @@ def _format(value: Any) -> str:
 
 
 def _tts(args: argparse.Namespace) -> Result:
+    """Synthesize held-out sentences and measure MCD, F0/duration ratios and intelligibility."""
     from core.config import load_settings
     from core.eval.tts import ESPEAK, evaluate_checkpoint, read_sentences
 
@@ -61,10 +62,7 @@ def _tts(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Register the `eval` group and its `tts` command."""
     group = add_group(subparsers, "eval", "objective evaluation of checkpoints")
-    parser = add_command(
-        group, "tts", _tts,
-        help="synthesize held-out sentences and measure MCD, F0/duration ratios and intelligibility",
-    )
+    parser = add_command(group, "tts", _tts)
     parser.epilog = EPILOG
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
                         help="TTS checkpoint (.safetensors or .pt): LinguaForge's own, or a chatterbox/indextts run's")

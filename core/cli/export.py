@@ -11,32 +11,46 @@ from core.paths import CLI_PATH
 
 
 def _export(args: argparse.Namespace) -> Result:
+    """Write a trained checkpoint in its family's native layout.
+
+    chatterbox: t3_<name>.safetensors (loads strictly into T3(T3Config(text_tokens_dict_size=V))), the
+    tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load).
+    indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with
+    gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.
+    With families.<family>.model_dir set, the folder also carries the published model folder's other files
+    (hard links) and speak_indextts2.py / speak_chatterbox.py: the published inference classes speak from it
+    (README, "Speak an export with the published code").
+    LinguaForge's own checkpoints: use `prune`.
+    --merge (adapter checkpoints of `adapter: {kind: lora}` runs, every family): merged.safetensors + peft_adapter/.
+    """
     from core.checkpoint import load_checkpoint
     from core.errors import InputError
     from core.families.registry import get_model_family
 
     settings = load_settings()
     checkpoint = settings.resolve(args.checkpoint)
-    family = (load_checkpoint(checkpoint).meta or {}).get("family")
+    meta = load_checkpoint(checkpoint).meta or {}
+    family = meta.get("family")
     if not family:
         raise InputError(f"{checkpoint}: no LinguaForge metadata names its family; export a checkpoint written by `train`.")
-    written = get_model_family(family).export(checkpoint, settings.resolve(args.output), args.name, settings)
+    if meta.get("adapter") or args.merge:
+        if not args.merge:
+            raise InputError(f"{checkpoint} is a LoRA adapter checkpoint (adapter weights and new rows only); export it with --merge.")
+        from core.training.adapter import export_merged
+
+        written = export_merged(checkpoint, settings.resolve(args.output), args.name, settings)
+    else:
+        written = get_model_family(family).export(checkpoint, settings.resolve(args.output), args.name, settings)
     report = {"family": family, "files": [str(p) for p in written]}
     return Result(report, render_mapping({"family": family, **{p.name: str(p) for p in written}}))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `export` command."""
-    parser = add_command(
-        subparsers, "export", _export, help="write a trained checkpoint in its family's native layout",
-        description=(
-            "chatterbox: t3_<name>.safetensors (loads strictly into T3(T3Config(text_tokens_dict_size=V))), the\n"
-            "tokenizer JSON <name>.json and linguaforge.json (metadata, vocabulary size, language tags, how to load).\n"
-            "indextts: gpt_<name>.pth (accepted by IndexTTS2's load_checkpoint + UnifiedVoice), config.yaml with\n"
-            "gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.\n"
-            "LinguaForge's own checkpoints: use `prune`."
-        ),
-    )
+    parser = add_command(subparsers, "export", _export)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output folder")
     parser.add_argument("--name", default=None, help="name in the file names (default: the tokenizer's stem)")
+    parser.add_argument("--merge", action="store_true",
+                        help="an adapter checkpoint: merge the LoRA into its base (merged.safetensors, loads strictly into the "
+                             "published class; plus the family's native files) and write peft_adapter/ for peft users")

@@ -39,7 +39,7 @@ def run_model_dir(checkpoint: Path, settings: Settings) -> str | None:
     return load_run_config(run.config, settings).model_dir
 
 
-def _option(text: str) -> tuple[str, float]:
+def speaker_option(text: str) -> tuple[str, float]:
     """Return (key, number) of a KEY=NUMBER --option; raises argparse.ArgumentTypeError otherwise."""
     key, sep, value = text.partition("=")
     try:
@@ -78,6 +78,15 @@ def _check_wav_output(output: Path) -> None:
 
 
 def _synthesize(args: argparse.Namespace) -> Result:
+    """Speak text with a TTS checkpoint and write a wav.
+
+    Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the
+    workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at
+    sentence ends; the sentences are generated together, 16 at a time, with progress; at most 5000
+    characters per call. Text in which the tokenizer knows no letter or digit is refused. Reports the
+    real-time factor and the device (--device auto uses CUDA when present). The model family comes
+    from the checkpoint's metadata; --family is needed only for a file without it (a published one).
+    """
     from core.audio import read_audio, write_wav
     from core.checkpoint import load_checkpoint
     from core.inference import check_text_length, checkpoint_family, load_for_inference, resolve_device, synthesize
@@ -113,17 +122,12 @@ def _synthesize(args: argparse.Namespace) -> Result:
 def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: LoadedCheckpoint, name: str) -> Result:
     """Speak through the family's Speaker: `loaded` (already read once) with the model folder of
     --model-dir, else its run's `model_dir:`, else settings `families.<family>.model_dir`."""
-    from core.errors import InputError
     from core.eval.voices import family_model_dir
     from core.families.base import SynthesisRequest
     from core.families.registry import get_model_family
 
     family = get_model_family(name)
-    options = dict(args.option)
-    unknown = sorted(k for k in options if k not in family.speech_options or k == "temperature")
-    if unknown:
-        raise InputError(f"--option {unknown[0]}: not an option of a {name} speaker; it takes "
-                         f"{', '.join(k for k in family.speech_options if k != 'temperature')} (and --temperature).")
+    options = family.check_speech_options(dict(args.option))
     request = SynthesisRequest(
         checkpoint=loaded, text=args.text, output=settings.resolve(args.output),
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
@@ -136,6 +140,7 @@ def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: Loa
 
 
 def _generate(args: argparse.Namespace) -> Result:
+    """Continue a prompt with an LM checkpoint."""
     from core.errors import InputError
     from core.inference import generate_text, load_for_inference
 
@@ -149,17 +154,7 @@ def _generate(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `synthesize` and `generate` commands."""
-    parser = add_command(
-        subparsers, "synthesize", _synthesize, help="speak text with a TTS checkpoint and write a wav",
-        description=(
-            "Tokenizer and codec come from the checkpoint's metadata (beside it, its recorded paths, or the\n"
-            "workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at\n"
-            "sentence ends; the sentences are generated together, 16 at a time, with progress; at most 5000\n"
-            "characters per call. Text in which the tokenizer knows no letter or digit is refused. Reports the\n"
-            "real-time factor and the device (--device auto uses CUDA when present). The model family comes\n"
-            "from the checkpoint's metadata; --family is needed only for a file without it (a published one)."
-        ),
-    )
+    parser = add_command(subparsers, "synthesize", _synthesize)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
                         help="TTS checkpoint: LinguaForge's own (.pt from train, .safetensors from prune) or a "
                              "chatterbox/indextts run's, export's or published file")
@@ -169,12 +164,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     add_family_options(parser)
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=_option,
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
                         help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
                              "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "
                              "diffusion_steps); --temperature sets the temperature")
     _sampling(parser)
-    parser = add_command(subparsers, "generate", _generate, help="continue a prompt with an LM checkpoint")
+    parser = add_command(subparsers, "generate", _generate)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--prompt", required=True, help="text to continue")
     parser.add_argument("--max-new-tokens", type=int_at_least(1), default=64, help="most tokens to generate (default 64)")

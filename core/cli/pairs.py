@@ -9,6 +9,7 @@ from core.cli.common import Result, add_command, add_group, int_at_least
 
 
 def _build(args: argparse.Namespace) -> Result:
+    """Choose N same-speaker prompt clips for every cached clip (writes pairs.json in the cache)."""
     from core.data.pairs import build_pairs
 
     report = build_pairs(args.cache, args.per_target, args.seed)
@@ -26,7 +27,7 @@ def _build(args: argparse.Namespace) -> Result:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `pairs` group: build."""
     group = add_group(subparsers, "pairs", "prompt pairs for TTS training")
-    build = add_command(group, "build", _build, "choose N same-speaker prompt clips for every cached clip (writes pairs.json in the cache)")
+    build = add_command(group, "build", _build)
     build.add_argument("--cache", required=True, type=CLI_PATH, help="cache folder (cache/<fingerprint>) made by `preprocess`")
     build.add_argument("--per-target", type=int_at_least(1), default=1, help="prompt clips per target (default 1)")
     build.add_argument("--seed", type=int, default=0, help="random seed for the choice (default 0)")

@@ -11,6 +11,12 @@ from core.tables import render_mapping
 
 
 def _preprocess(args: argparse.Namespace) -> Result:
+    """Turn a manifest into text ids, speech codes and speaker references in OUTPUT/<fingerprint>/.
+
+    Build the preprocessing cache. The folder name is a fingerprint of the tokenizer, the codec,
+    the text normaliser, the val ratio and the manifest, so a changed tokenizer never reuses an
+    old cache. Runs across CPU cores, resumes an interrupted build and rebuilds corrupt items.
+    """
     from core.data.cache import build_cache
 
     output = args.output or load_settings().resolve("cache")
@@ -32,17 +38,7 @@ def _preprocess(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `preprocess` command."""
-    parser = add_command(
-        subparsers,
-        "preprocess",
-        _preprocess,
-        "turn a manifest into text ids, speech codes and speaker references in OUTPUT/<fingerprint>/",
-        description=(
-            "Build the preprocessing cache. The folder name is a fingerprint of the tokenizer, the codec,\n"
-            "the text normaliser, the val ratio and the manifest, so a changed tokenizer never reuses an\n"
-            "old cache. Runs across CPU cores, resumes an interrupted build and rebuilds corrupt items."
-        ),
-    )
+    parser = add_command(subparsers, "preprocess", _preprocess)
     parser.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     parser.add_argument("--tokenizer", required=True, type=CLI_PATH, help="tokenizer .model or .json")
     parser.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt made by `codec train`")

@@ -11,6 +11,11 @@ from core.tables import render_mapping
 
 
 def _prune(args: argparse.Namespace) -> Result:
+    """Strip a training checkpoint to weights and metadata (safetensors).
+
+    Drops optimiser, scheduler and RNG state. Copies the tokenizer (and codec) beside the output as
+    <stem>.tokenizer.<ext> and <stem>.codec.pt unless --no-copy; inference finds them by fingerprint.
+    """
     from core.training.prune import prune_checkpoint
 
     report = prune_checkpoint(args.checkpoint, args.output, load_settings(), copy_assets=not args.no_copy)
@@ -21,13 +26,7 @@ def _prune(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `prune` command."""
-    parser = add_command(
-        subparsers, "prune", _prune, help="strip a training checkpoint to weights and metadata (safetensors)",
-        description=(
-            "Drops optimiser, scheduler and RNG state. Copies the tokenizer (and codec) beside the output as\n"
-            "<stem>.tokenizer.<ext> and <stem>.codec.pt unless --no-copy; inference finds them by fingerprint."
-        ),
-    )
+    parser = add_command(subparsers, "prune", _prune)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt)")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output .safetensors")
     parser.add_argument("--no-copy", action="store_true", help="do not copy the tokenizer and codec beside the output")

@@ -36,6 +36,10 @@ def _mode(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _tts(args: argparse.Namespace) -> Result:
+    """English base -> Amharic extension -> frozen fine-tune -> speech.
+
+    The espeak sample, an English base tokenizer and model, the Amharic tokenizer extension, fvt embeddings, a frozen-base-rows fine-tune, prune, synthesis and eval.
+    """
     from journeys.quickstart import run_tts_quickstart
 
     _interrupt_on_sigterm()
@@ -54,6 +58,10 @@ def _tts(args: argparse.Namespace) -> Result:
 
 
 def _lm(args: argparse.Namespace) -> Result:
+    """Vocabulary sweep, LMs at two or more vocab sizes, bits per byte, samples.
+
+    Sweep vocabulary sizes, train a tokenizer and a small GPT per compared size, report validation bits per byte side by side and sample at two temperatures.
+    """
     from journeys.quickstart_lm import run_lm_quickstart
 
     _interrupt_on_sigterm()
@@ -89,13 +97,9 @@ def _run_name(value: str) -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Register the `quickstart` group with its `tts` and `lm` commands."""
     group = add_group(subparsers, "quickstart", "run a whole journey end to end and write a report")
-    tts = add_command(group, "tts", _tts, help="English base -> Amharic extension -> frozen fine-tune -> speech",
-                      description="The espeak sample, an English base tokenizer and model, the Amharic tokenizer "
-                                  "extension, fvt embeddings, a frozen-base-rows fine-tune, prune, synthesis and eval.")
+    tts = add_command(group, "tts", _tts)
     _common(tts, "quick")
-    lm = add_command(group, "lm", _lm, help="vocabulary sweep, LMs at two or more vocab sizes, bits per byte, samples",
-                     description="Sweep vocabulary sizes, train a tokenizer and a small GPT per compared size, "
-                                 "report validation bits per byte side by side and sample at two temperatures.")
+    lm = add_command(group, "lm", _lm)
     _common(lm, "lm")
     lm.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE",
                     help="UTF-8 text files (default: the espeak sample's English and Amharic transcripts)")

@@ -72,6 +72,11 @@ def _grow_text(report: dict[str, Any], action: str) -> str:
 
 
 def _train(args: argparse.Namespace) -> Result:
+    """Train a SentencePiece or HF BPE tokenizer on a corpus.
+
+    Train a tokenizer. SentencePiece ids follow IndexTTS: <s>=0, </s>=1, <unk>=2, no pad.
+    A vocabulary size larger than the corpus supports is refused with the maximum.
+    """
     if args.kind == SENTENCEPIECE_KIND:
         check_output_file(args.output, args.output.with_suffix(".vocab"))
     lines = read_corpus_lines(args.corpus)
@@ -88,6 +93,14 @@ def _train(args: argparse.Namespace) -> Result:
 
 
 def _extend(args: argparse.Namespace) -> Result:
+    """Extend a SentencePiece model with a new language.
+
+    Append new-language pieces to a SentencePiece model. Base ids are unchanged; every
+    corpus character is added (every Ethiopic letter for an Ethiopic corpus); the base
+    language's common words, digit strings and every --protect-corpus line keep their
+    exact base encoding. Drift on unseen text is measured on --heldout-corpus (default: a
+    held-out slice of the built-in lexicon), never on the protected lines.
+    """
     for suffix in (".vocab", ".report.json"):
         check_output_file(args.output, args.output.with_suffix(suffix))
     lines = read_corpus_lines(args.corpus)
@@ -104,6 +117,12 @@ def _extend(args: argparse.Namespace) -> Result:
 
 
 def _merge(args: argparse.Namespace) -> Result:
+    """Merge a new language into an HF BPE tokenizer.json.
+
+    Merge new-language tokens into an HF tokenizer. Base ids are unchanged; new ids sit
+    above every existing id; the language tag becomes one special token. Protection and
+    drift measurement work as for `tokenizer extend`.
+    """
     check_output_file(args.output, args.output.with_suffix(".report.json"))
     lines = read_corpus_lines(args.corpus) if args.corpus else None
     report = merge_hf_tokenizer(args.base, args.output, args.add, lines, args.vocab_size, args.language_tag,
@@ -116,6 +135,7 @@ def _merge(args: argparse.Namespace) -> Result:
 
 
 def _inspect(args: argparse.Namespace) -> Result:
+    """Describe a tokenizer and how it encodes a corpus."""
     lines = read_corpus_lines(args.corpus, check_variety=False) if args.corpus else None
     report = inspect_tokenizer(args.tokenizer, lines, args.base_size)
     head = {k: report[k] for k in ("path", "kind", "size", "fingerprint", "special_ids")}
@@ -141,6 +161,7 @@ def _inspect(args: argparse.Namespace) -> Result:
 
 
 def _sweep(args: argparse.Namespace) -> Result:
+    """Train several vocabulary sizes and recommend one."""
     lines = read_corpus_lines(args.corpus)
     options = SentencePieceOptions(model_type=args.model_type)
     result = sweep_vocabulary_sizes(lines, args.sizes, args.kind, options)
@@ -154,6 +175,7 @@ def _sweep(args: argparse.Namespace) -> Result:
 
 
 def _encode(args: argparse.Namespace) -> Result:
+    """Show the ids and pieces of a text."""
     tokenizer = load_tokenizer(args.tokenizer)
     ids = tokenizer.encode(args.text)
     pieces = [tokenizer.piece(i) for i in ids]
@@ -165,9 +187,7 @@ def _encode(args: argparse.Namespace) -> Result:
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(commands, "train", _train, "train a SentencePiece or HF BPE tokenizer on a corpus",
-                         "Train a tokenizer. SentencePiece ids follow IndexTTS: <s>=0, </s>=1, <unk>=2, no pad.\n"
-                         "A vocabulary size larger than the corpus supports is refused with the maximum.")
+    parser = add_command(commands, "train", _train)
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE", help="UTF-8 text files")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
     parser.add_argument("--vocab-size", type=int_at_least(1), required=True, metavar="N")
@@ -195,12 +215,7 @@ def _add_vocabulary_guards(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_extend(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(commands, "extend", _extend, "extend a SentencePiece model with a new language",
-                         "Append new-language pieces to a SentencePiece model. Base ids are unchanged; every\n"
-                         "corpus character is added (every Ethiopic letter for an Ethiopic corpus); the base\n"
-                         "language's common words, digit strings and every --protect-corpus line keep their\n"
-                         "exact base encoding. Drift on unseen text is measured on --heldout-corpus (default: a\n"
-                         "held-out slice of the built-in lexicon), never on the protected lines.")
+    parser = add_command(commands, "extend", _extend)
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.model")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
     parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
@@ -210,10 +225,7 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_merge(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(commands, "merge", _merge, "merge a new language into an HF BPE tokenizer.json",
-                         "Merge new-language tokens into an HF tokenizer. Base ids are unchanged; new ids sit\n"
-                         "above every existing id; the language tag becomes one special token. Protection and\n"
-                         "drift measurement work as for `tokenizer extend`.")
+    parser = add_command(commands, "merge", _merge)
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.json")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--add", type=CLI_PATH, metavar="NEW.json", help="tokenizer.json to merge in")
@@ -226,14 +238,14 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_inspect(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(commands, "inspect", _inspect, "describe a tokenizer and how it encodes a corpus")
+    parser = add_command(commands, "inspect", _inspect)
     parser.add_argument("--tokenizer", type=CLI_PATH, required=True, metavar="PATH")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE")
     parser.add_argument("--base-size", type=int_at_least(0), metavar="N", help="count tokens with ids at or above N")
 
 
 def _add_sweep(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(commands, "sweep", _sweep, "train several vocabulary sizes and recommend one")
+    parser = add_command(commands, "sweep", _sweep)
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
     parser.add_argument("--sizes", type=int_list, required=True, metavar="N,N,…")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
@@ -241,7 +253,7 @@ def _add_sweep(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_encode(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(commands, "encode", _encode, "show the ids and pieces of a text")
+    parser = add_command(commands, "encode", _encode)
     parser.add_argument("--tokenizer", type=CLI_PATH, required=True, metavar="PATH")
     parser.add_argument("--text", required=True)
 

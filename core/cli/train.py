@@ -12,6 +12,16 @@ from core.tables import render_mapping
 
 
 def _train(args: argparse.Namespace) -> Result:
+    """Train a TTS or LM run from a run config.
+
+    Train from a run config (runs/<run>/config.yaml shape; `preset: NAME` inherits config/presets/NAME.yaml).
+    Order: plan the run → resolve tokenizer → size the model → doctor (must pass) → data → train.
+    Writes runs/<name>/: config.yaml, metrics.jsonl, tb/, checkpoints/, log.txt, status.json.
+    Touch runs/<name>/STOP or send SIGTERM to save and stop (exit 0, state `stopped`).
+    A run folder that already holds checkpoints is never overwritten: without --resume or --fresh
+    the command refuses (exit 2) and changes nothing.
+    Multi-GPU: torchrun --nproc_per_node N -m core train --config RUN.yaml
+    """
     from core.recipe import train
 
     config = load_run_config(args.config)
@@ -25,21 +35,7 @@ def _train(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `train` command."""
-    parser = add_command(
-        subparsers,
-        "train",
-        _train,
-        help="train a TTS or LM run from a run config",
-        description=(
-            "Train from a run config (runs/<run>/config.yaml shape; `preset: NAME` inherits config/presets/NAME.yaml).\n"
-            "Order: plan the run → resolve tokenizer → size the model → doctor (must pass) → data → train.\n"
-            "Writes runs/<name>/: config.yaml, metrics.jsonl, tb/, checkpoints/, log.txt, status.json.\n"
-            "Touch runs/<name>/STOP or send SIGTERM to save and stop (exit 0, state `stopped`).\n"
-            "A run folder that already holds checkpoints is never overwritten: without --resume or --fresh\n"
-            "the command refuses (exit 2) and changes nothing.\n"
-            "Multi-GPU: torchrun --nproc_per_node N -m core train --config RUN.yaml"
-        ),
-    )
+    parser = add_command(subparsers, "train", _train)
     parser.add_argument("--config", required=True, type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, type=PathType(keywords=("auto",)), help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")

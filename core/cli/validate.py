@@ -10,6 +10,13 @@ from core.tables import render_mapping
 
 
 def _validate(args: argparse.Namespace) -> Result:
+    """Measure a run config's starting model on its validation split (no training step).
+
+    Build the run as `train` does (tokenizer, model, doctor, data) and measure the model it starts
+    from — its base checkpoint, or a fresh initialisation — on the run's validation split.
+    Nothing is trained and no checkpoint is written. The quickstart journeys run it as a job
+    before each training stage (it takes a GPU slot, like `train`).
+    """
     from core.config import load_settings
     from core.training.run_config import load_run_config
     from core.recipe import prepare_trainer
@@ -27,16 +34,5 @@ def _validate(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `validate` command."""
-    parser = add_command(
-        subparsers,
-        "validate",
-        _validate,
-        help="measure a run config's starting model on its validation split (no training step)",
-        description=(
-            "Build the run as `train` does (tokenizer, model, doctor, data) and measure the model it starts\n"
-            "from — its base checkpoint, or a fresh initialisation — on the run's validation split.\n"
-            "Nothing is trained and no checkpoint is written. The quickstart journeys run it as a job\n"
-            "before each training stage (it takes a GPU slot, like `train`)."
-        ),
-    )
+    parser = add_command(subparsers, "validate", _validate)
     parser.add_argument("--config", required=True, type=CLI_PATH, help="run config YAML (its paths resolve against the workspace)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,7 @@ class PairsReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready report."""
-        return {
-            "path": str(self.path),
-            "targets": self.targets,
-            "pairs": self.pairs,
-            "per_target": self.per_target,
-            "single_clip_speakers": self.single_clip_speakers,
-            "short_speakers": self.short_speakers,
-        }
+        return {**asdict(self), "path": str(self.path)}
 
 
 def choose_prompts(target: dict[str, Any], candidates: list[dict[str, Any]], count: int, rng: random.Random) -> list[str]:

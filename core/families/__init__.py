@@ -18,10 +18,10 @@ class Family:
     """One checkpoint layout: its text keys, row offset and the keys that identify it."""
 
     name: str
-    embedding_key: str
-    head_weight_key: str
-    head_bias_key: str | None
-    row_offset: int
+    embedding_key: str = "text_embedding.weight"
+    head_weight_key: str = "text_head.weight"
+    head_bias_key: str | None = "text_head.bias"
+    row_offset: int = 0
     task: str | None = None
     marker_prefixes: tuple[str, ...] = field(default_factory=tuple)
     description: str = ""
@@ -46,17 +46,10 @@ FAMILIES: dict[str, Family] = {
     for family in (
         Family(
             name="linguaforge",
-            embedding_key="text_embedding.weight",
-            head_weight_key="text_head.weight",
-            head_bias_key="text_head.bias",
-            row_offset=0,
             description="LinguaForge's own models: rows = tokenizer size",
         ),
         Family(
             name="indextts",
-            embedding_key="text_embedding.weight",
-            head_weight_key="text_head.weight",
-            head_bias_key="text_head.bias",
             row_offset=1,
             task="tts",
             marker_prefixes=("mel_pos_embedding.", "text_pos_embedding.", "conditioning_encoder.", "perceiver_encoder."),
@@ -65,9 +58,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             name="chatterbox",
             embedding_key="text_emb.weight",
-            head_weight_key="text_head.weight",
             head_bias_key=None,
-            row_offset=0,
             task="tts",
             description="Chatterbox T3: rows = tokenizer size, head without bias",
         ),

@@ -125,6 +125,22 @@ class ModelFamily(ABC):
     tasks: tuple[str, ...] = ("tts",)
     #: the numeric options its speaker takes (`synthesize --option`, `eval.synthesis`)
     speech_options: tuple[str, ...] = ()
+    #: the role in `published_files` of the checkpoint a run starts from when it names none
+    start_role: str | None = None
+    #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
+    lora_targets: tuple[str, ...] = ()
+
+    def check_speech_options(self, options: Mapping[str, float]) -> dict[str, float]:
+        """Return `options` (`--option KEY=NUMBER` pairs) when its speaker takes each (temperature has its own flag).
+
+        Raises InputError naming the first option it does not take and the ones it does.
+        """
+        known = [k for k in self.speech_options if k != "temperature"]
+        unknown = sorted(k for k in options if k not in known)
+        if unknown:
+            raise InputError(f"--option {unknown[0]}: not an option of a {self.name} speaker; it takes "
+                             f"{', '.join(known) or 'none'} (and --temperature).")
+        return dict(options)
 
     # -- files and detection -----------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:
@@ -135,8 +151,11 @@ class ModelFamily(ABC):
         return {}
 
     def default_checkpoint(self, model_dir: Path | None) -> Path | None:
-        """Return the published checkpoint in `model_dir` a run starts from when it names none."""
-        return None
+        """Return the published checkpoint in `model_dir` a run starts from when it names none (its
+        `start_role` file; None without a folder or a start role). Raises InputError like `published_files`."""
+        if model_dir is None or self.start_role is None:
+            return None
+        return self.published_files(model_dir)[self.start_role]
 
     def load_state_dict(self, path: Path) -> "LoadedCheckpoint":
         """Return the checkpoint at `path` loaded safely (weights_only / safetensors), unwrapped."""
@@ -203,6 +222,10 @@ class ModelFamily(ABC):
         fix) or any tensor is missing, unexpected or mis-shaped.
         """
         key = self.layout.embedding_key
+        if key not in state_dict and f"{key}_new" in state_dict:
+            from core.checkpoint import adapter_checkpoint_error
+
+            raise adapter_checkpoint_error(source)
         rows = int(state_dict[key].shape[0]) if key in state_dict else None
         need = rows_for(self.layout, tokenizer.size)
         if rows != need:

@@ -57,10 +57,12 @@ class ChatterboxFamily(ModelFamily):
     """Chatterbox T3 through the family interface."""
 
     name = "chatterbox"
+    start_role = "t3"  # the published T3 (`t3_mtl23ls_v2.safetensors` or `t3_cfg.safetensors`)
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
+    lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     # -- files ------------------------------------------------------------------------------
     def published_files(self, model_dir: Path) -> dict[str, Path]:
@@ -80,10 +82,6 @@ class ChatterboxFamily(ModelFamily):
                 )
         files.update({role: model_dir / n for role, n in OPTIONAL_FILES.items() if (model_dir / n).is_file()})
         return files
-
-    def default_checkpoint(self, model_dir: Path | None) -> Path | None:
-        """Return the published T3 of `model_dir` (None without a folder)."""
-        return self.published_files(model_dir)["t3"] if model_dir is not None else None
 
     def base_size(self, base: Any) -> int | None:
         """Return the base checkpoint's recorded base size, else its row count (a published T3 is all base)."""
@@ -205,11 +203,14 @@ class ChatterboxFamily(ModelFamily):
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
         """Write `t3_<name>.safetensors` (T3's keys, loads strictly into `T3(T3Config(text_tokens_dict_size=V))`),
-        the tokenizer JSON `<name>.json` and `linguaforge.json` into `output_dir`; return the paths.
+        the tokenizer JSON `<name>.json`, `linguaforge.json` and what the published `ChatterboxMultilingualTTS`
+        needs (`chatterbox_published`: `speak_chatterbox.py`, the folder's ve.pt, s3gen.pt, conds.pt) into
+        `output_dir`; return the paths.
 
         Raises InputError when the checkpoint is not a LinguaForge chatterbox checkpoint or its tokenizer is not found.
         """
         from core.checkpoint import load_checkpoint, save_checkpoint
+        from core.families.chatterbox_published import SHIM_NAME, carry_published_files, t3_backbone
         from core.families.chatterbox_text import language_tags
         from core.fsutil import atomic_write, atomic_write_json
         from core.inference import resolve_tokenizer
@@ -240,8 +241,17 @@ class ChatterboxFamily(ModelFamily):
             "layout": LAYOUT,
             "published_inference": PUBLISHED_INFERENCE,
         }
+        model_dir = (settings.get("families.chatterbox") or {}).get("model_dir")
+        carried, missing = carry_published_files(Path(model_dir).expanduser() if model_dir else None, output_dir)
+        backbone = t3_backbone(ChatterboxConfig(text_tokens_dict_size=rows, **backbone_shape(loaded.state_dict, str(checkpoint))))
+        note.update({
+            **({"t3_backbone": backbone} if backbone else {}),
+            "speak_with": (f"python {SHIM_NAME} --text … --language {{tag}} --output out.wav [--reference voice.wav]  (in this "
+                           "folder): builds the grown T3, accepts the new tags, then the published generate()"),
+            "missing_for_published_inference": missing,
+        })
         note_path = atomic_write_json(output_dir / "linguaforge.json", note)
-        return [t3_path, tokenizer_path, note_path]
+        return [t3_path, tokenizer_path, note_path, *carried]
 
     def speech_files(self, model_dir: Path, settings: Any) -> dict[str, Path]:
         """Return the published files synthesis reads (S3Gen and the VoiceEncoder beside T3; conds.pt when present).

@@ -34,8 +34,10 @@ class IndexTTSFamily(ModelFamily):
     """IndexTTS2's GPT behind the family interface (see the module docstring)."""
 
     name = "indextts"
+    start_role = "gpt"  # the published GPT (config `gpt_checkpoint`, normally gpt.pth)
     sequence_layout = SEQUENCE_LAYOUT
     speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
+    lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
 
     def __init__(self) -> None:
@@ -63,10 +65,6 @@ class IndexTTSFamily(ModelFamily):
                 raise InputError(f"{path}: missing; IndexTTS2 expects {name} in its model folder {model_dir}.")
             found[role] = path
         return found
-
-    def default_checkpoint(self, model_dir: Path | None) -> Path | None:
-        """Return the folder's published GPT checkpoint (config `gpt_checkpoint`, normally gpt.pth)."""
-        return self.published_files(model_dir)["gpt"] if model_dir is not None else None
 
     def base_size(self, base: Any) -> int | None:
         """Return the base-language token count: the metadata's `base_size`, else the published rows − 1."""

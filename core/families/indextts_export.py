@@ -3,10 +3,14 @@
 Writes `gpt_<name>.pth` (a plain state dict: IndexTTS2's `load_checkpoint` loads it strictly into
 `UnifiedVoice(**cfg.gpt)`), `config.yaml` (the run's IndexTTS2 config with
 `gpt.number_text_tokens`, `dataset.bpe_model` and `gpt_checkpoint` corrected, and passed through
-the foreign-config gate the doctor uses), `<name>.model`
+the foreign-config gate the doctor uses; `linguaforge.text_normalizer` added: the training's text
+normalisation, `families.indextts.normalizer_language` or `none`), `<name>.model`
 (the tokenizer) and `linguaforge.json`: the metadata record with the checkpoint's sequence `layout`
 and `published_inference`, the published call that decodes on that layout (README, "Fine-tune
-IndexTTS2 for a new language").
+IndexTTS2 for a new language"). With `families.indextts.model_dir` set, the folder also carries
+what the published `IndexTTS2` class reads (`indextts_published`: the model folder's files, a hub
+cache of the models it would download, and `speak_indextts2.py`; README, "Speak an export with the
+published code").
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
+from core.families.indextts_published import HUB_FOLDER, SHIM_NAME, carry_published_files
 from core.families.indextts_gpt import SEQUENCE_LAYOUT, IndexTTSModelConfig, build_unified_voice, require_rows_for
 from core.families.target_config import write_indextts_config
 from core.fsutil import atomic_write, atomic_write_text
@@ -80,10 +85,12 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
     bpe_path = output_dir / f"{name}{tokenizer.path.suffix}"
     with atomic_write(bpe_path) as tmp:
         shutil.copyfile(tokenizer.path, tmp)
-    config_path = write_indextts_config(
-        output_dir / "config.yaml", model_config.indextts_config, tokenizer.size, bpe_path.name, gpt_path.name
-    ).path
-    notes = dict(PUBLISHED_INFERENCE)
+    section = dict(settings.get("families.indextts") or {})
+    normalizer = section.get("normalizer_language") or "none"
+    config = {**model_config.indextts_config, "linguaforge": {"text_normalizer": normalizer}}
+    config_path = write_indextts_config(output_dir / "config.yaml", config, tokenizer.size, bpe_path.name, gpt_path.name).path
+    carried, missing = carry_from_settings(section, config, output_dir)
+    notes = {**PUBLISHED_INFERENCE, **published_speech_notes(normalizer, missing)}
     if meta.get("layout") != SEQUENCE_LAYOUT:
         notes["warning"] = (
             f"this checkpoint records layout {meta.get('layout')!r}, not {SEQUENCE_LAYOUT}: it was trained with each text padded "
@@ -91,4 +98,32 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
         )
     record = {**meta, "layout": meta.get("layout"), "published_inference": notes}
     record_path = atomic_write_text(output_dir / "linguaforge.json", json.dumps(record, indent=2, ensure_ascii=False))
-    return [gpt_path, config_path, bpe_path, record_path]
+    return [gpt_path, config_path, bpe_path, record_path, *carried]
+
+
+def carry_from_settings(section: dict[str, Any], config: dict[str, Any], output_dir: Path) -> tuple[list[Path], list[str]]:
+    """Link the published files of `families.indextts.model_dir` into the export (`indextts_published`);
+    return (paths written, what the published class would miss)."""
+    from core.families.indextts_models import model_paths
+
+    if not section.get("model_dir"):
+        return [], ["families.indextts.model_dir is not set: the export carries none of the published IndexTTS-2 "
+                    "folder's files (s2mel, CAMPPlus, BigVGAN, w2v-BERT, semantic codec, emotion files)"]
+    return carry_published_files(model_paths(None, section), config, output_dir)
+
+
+def published_speech_notes(normalizer: str, missing: list[str]) -> dict[str, Any]:
+    """Return the linguaforge.json notes on speaking the export with the published `IndexTTS2` class."""
+    return {
+        "speak_with": f"python {SHIM_NAME} --reference voice.wav --text … --output out.wav --greedy  (in this folder)",
+        "speak_with_python": (f"from {Path(SHIM_NAME).stem} import GREEDY, load_published, speak; "
+                              "speak(load_published(), 'voice.wav', text, 'out.wav', **GREEDY)"),
+        "text_normalizer": normalizer,
+        "text_normalizer_note": (
+            "config.yaml linguaforge.text_normalizer: `none` = IndexTTS2's punctuation table only (as training); "
+            f"the published class has no switch for it, so {SHIM_NAME} gives its tokenizer that normaliser; "
+            "a NeMo language (en, zh, es) is passed as IndexTTS2(language=…)"),
+        "hub_cache": (f"{HUB_FOLDER}/: w2v-BERT 2.0, the MaskGCT semantic codec, CAMPPlus and BigVGAN as a Hugging Face hub "
+                      f"cache; {SHIM_NAME} sets HF_HUB_CACHE to it and HF_HUB_OFFLINE=1, so nothing is downloaded"),
+        "missing_for_published_inference": missing,
+    }

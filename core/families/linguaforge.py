@@ -19,6 +19,7 @@ class LinguaForgeFamily(ModelFamily):
     layout = get_family("linguaforge")
     sequence_layout = {"family": "linguaforge", "version": 1}
     tasks = ("tts", "lm")
+    lora_targets = ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")
 
     def load_codec(self, run: FamilyRun) -> Any:
         """Return the run's codec (tts), None for lm. Raises InputError when a tts run names none."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from core.errors import InputError
@@ -93,14 +93,7 @@ class CollectSummary:
 
     def as_dict(self) -> dict[str, object]:
         """Return the summary as a JSON-ready mapping."""
-        return {
-            "output": str(self.output),
-            "lines_written": self.lines_written,
-            "rows_read": self.rows_read,
-            "skipped_language": self.skipped_language,
-            "skipped_empty": self.skipped_empty,
-            "characters": self.characters,
-        }
+        return {**asdict(self), "output": str(self.output)}
 
 
 def _manifest_rows(manifest: Path) -> Iterable[tuple[int, dict]]:

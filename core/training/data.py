@@ -96,6 +96,82 @@ class Batcher:
         self._batches = self.epoch_batches(self.epoch)
 
 
+def replay_count(batch_size: int, share: float) -> int:
+    """Return how many of a batch's `batch_size` samples are replayed base-language clips: `share` of it,
+    rounded, at least 1 and at most `batch_size - 1`. Raises InputError for a batch of 1 (no room to mix)."""
+    if batch_size < 2:
+        raise InputError(f"data.replay: batch.size {batch_size} leaves no room to mix; use a batch of 2 or more.")
+    return min(max(round(batch_size * share), 1), batch_size - 1)
+
+
+def joined_samples(first: SampleSet, second: SampleSet) -> SampleSet:
+    """Return one SampleSet of `first`'s samples then `second`'s (index len(first) + i is `second`'s i)."""
+    n = len(first)
+
+    def load_many(indices: list[int]) -> list[Any]:
+        head = first.take([i for i in indices if i < n])
+        tail = second.take([i - n for i in indices if i >= n])
+        picked = iter(head), iter(tail)
+        return [next(picked[i >= n]) for i in indices]
+
+    return SampleSet(lengths=first.lengths + second.lengths, load=lambda i: first.load(i) if i < n else second.load(i - n),
+                     n_bytes=first.n_bytes + second.n_bytes, filtered=first.filtered + second.filtered, load_many=load_many)
+
+
+class ReplayBatcher:
+    """Batches of `Batcher`'s interface over `joined_samples(new, replay)`: each batch is a length-bucketed
+    batch of `batch_size - replayed` new-language samples plus exactly `replayed` base-language ones
+    (indices offset by `len(new)`), taken in turn from a seeded shuffle of the replay clips that is drawn
+    anew each time it runs out. The position is both sides' positions."""
+
+    def __init__(self, new_lengths: list[int], replay_lengths: list[int], batch_size: int, replayed: int, seed: int,
+                 rank: int = 0, world: int = 1) -> None:
+        self.main = Batcher(new_lengths, batch_size - replayed, seed, rank, world)
+        self.offset = len(new_lengths)
+        self.lengths = new_lengths + replay_lengths
+        self.replayed = replayed
+        self.seed = seed * 1_000_003 + 7919 * (rank + 1)
+        self.count = len(replay_lengths)
+        self.drawn = 0  # replay clips handed out so far (over all rounds)
+
+    @property
+    def epoch(self) -> int:
+        """Return the new-language side's epoch."""
+        return self.main.epoch
+
+    def _replay(self, start: int) -> list[int]:
+        """Return the `replayed` replay indices from position `start` of the endless shuffled stream."""
+        picked = []
+        for position in range(start, start + self.replayed):
+            round_, index = divmod(position, self.count)
+            order = torch.randperm(self.count, generator=torch.Generator().manual_seed(self.seed + round_)).tolist()
+            picked.append(self.offset + order[index])
+        return picked
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for new in self.main:
+            batch = new + self._replay(self.drawn)
+            self.drawn += self.replayed
+            yield batch
+
+    def upcoming(self, count: int) -> list[list[int]]:
+        """Return up to `count` batches that follow the current position within the new-language epoch."""
+        return [new + self._replay(self.drawn + k * self.replayed) for k, new in enumerate(self.main.upcoming(count))]
+
+    def padding_share(self, epoch: int = 0) -> float:
+        """Return the padding share of the new-language side's batches of `epoch`."""
+        return self.main.padding_share(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the new-language position and how many replay clips were drawn."""
+        return {**self.main.state_dict(), "replay_drawn": self.drawn}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a saved position (a checkpoint of a run without replay starts the replay stream at 0)."""
+        self.main.load_state_dict(state)
+        self.drawn = int(state.get("replay_drawn", 0))
+
+
 def eval_batches(n: int, batch_size: int) -> list[list[int]]:
     """Return consecutive index batches covering 0..n-1 (validation order, no shuffle)."""
     return [list(range(s, min(n, s + batch_size))) for s in range(0, n, batch_size)]

@@ -37,6 +37,15 @@ COMPILE_MODES = (True, False, "auto")
 BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False,
                 "quality": True}
 EVAL_REFERENCES = ("dataset", "espeak")
+ADAPTER_KINDS = ("none", "lora")
+
+
+@dataclass
+class ReplayConfig:
+    """Base-language replay: `share` of every training batch drawn from the clips of `manifest`."""
+
+    manifest: str | None = None
+    share: float = 0.25
 
 
 @dataclass
@@ -51,6 +60,7 @@ class DataConfig:
     val_ratio: float = 0.05
     prompts_per_target: int = 1
     prefetch: int = 4
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
 
 @dataclass
@@ -59,6 +69,21 @@ class FreezeConfig:
 
     mode: str = "base-rows"
     until: int | str = "auto"
+
+
+@dataclass
+class AdapterConfig:
+    """A LoRA adapter trained through peft instead of the full backbone (`kind: none` = no adapter).
+
+    `targets`: module names (or name suffixes, as peft matches them) that get LoRA; empty = the
+    family's default attention and MLP projections. The text rows train in full either way.
+    """
+
+    kind: str = "none"
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.0
+    targets: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +171,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: dict[str, Any] = field(default_factory=lambda: {"preset": "tiny"})
     freeze: FreezeConfig = field(default_factory=FreezeConfig)
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
@@ -266,6 +292,12 @@ def _validate(config: RunConfig, where: str) -> None:
     if config.eval.synthesis and config.family == "linguaforge":
         raise InputError(f"{where}.eval.synthesis: applies to model-family runs (family: chatterbox | indextts); "
                          "LinguaForge's own models speak with their defaults. Remove it.")
+    _validate_adapter(config, where)
+    replay = config.data.replay
+    if replay.manifest is not None and not 0.0 < replay.share < 1.0:
+        raise InputError(f"{where}.data.replay.share: {replay.share} must be between 0 and 1 (a share of each batch).")
+    if replay.manifest is not None and config.task != "tts":
+        raise InputError(f"{where}.data.replay: replays base-language clips in tts runs; remove it for task {config.task}.")
     if config.eval.base_loss_warn <= 0:
         raise InputError(f"{where}.eval.base_loss_warn: {config.eval.base_loss_warn} must be a positive share (0.1 = 10%).")
     if config.eval.asr:
@@ -274,6 +306,27 @@ def _validate(config: RunConfig, where: str) -> None:
         load_transcriber(config.eval.asr)  # an unknown form or a module that does not import fails here
     if config.eval.count < 2:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
+
+
+def _validate_adapter(config: RunConfig, where: str) -> None:
+    adapter = config.adapter
+    if adapter.kind not in ADAPTER_KINDS:
+        raise InputError(f"{where}.adapter.kind: {adapter.kind!r} is not one of {', '.join(ADAPTER_KINDS)}.")
+    if adapter.kind == "none":
+        return
+    if adapter.rank <= 0:
+        raise InputError(f"{where}.adapter.rank: {adapter.rank} must be a positive integer (8–64 is usual).")
+    if adapter.alpha <= 0:
+        raise InputError(f"{where}.adapter.alpha: {adapter.alpha} must be positive (often 2 × rank).")
+    if not 0.0 <= adapter.dropout < 1.0:
+        raise InputError(f"{where}.adapter.dropout: {adapter.dropout} must be in [0, 1).")
+    if any(not target.strip() for target in adapter.targets):
+        raise InputError(f"{where}.adapter.targets: {adapter.targets!r} holds an empty name; list module names such as q_proj.")
+    if config.freeze.mode == "all-but-new-rows":
+        raise InputError(f"{where}.freeze.mode: all-but-new-rows trains no adapter; use base-rows (or none) with adapter.kind lora.")
+    if config.schedule.eval_every:
+        raise InputError(f"{where}.schedule.eval_every: periodic evaluation speaks from full checkpoints; with an adapter set it "
+                         "to 0 and evaluate `export --merge` output with `eval tts`.")
 
 
 def preset_path(name: str) -> Path:
@@ -317,7 +370,7 @@ def config_paths(config: RunConfig) -> list[tuple[str, str]]:
     tokenizer, base_checkpoint, codec, data.manifest, data.corpus[i], eval.sentences and
     eval.references (unless it is `dataset` or `espeak`). Unset keys are left out."""
     named = [("tokenizer", config.tokenizer), ("base_checkpoint", config.base_checkpoint), ("codec", config.codec),
-             ("data.manifest", config.data.manifest)]
+             ("data.manifest", config.data.manifest), ("data.replay.manifest", config.data.replay.manifest)]
     named += [(f"data.corpus[{i}]", corpus) for i, corpus in enumerate(config.data.corpus)]
     named.append(("eval.sentences", config.eval.sentences))
     if config.eval.references not in EVAL_REFERENCES:

@@ -26,6 +26,7 @@ with a fallback to eager that logs why when compilation fails.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import sys
@@ -49,7 +50,7 @@ from core.processes import is_alive
 from core.runs import RUNS_DIR, eval_file_beside, run_folder_of_config
 from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
-from core.training.data import Batcher, Prefetcher, eval_batches, to_device
+from core.training.data import Batcher, Prefetcher, ReplayBatcher, eval_batches, joined_samples, replay_count, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
 from core.training.plan import Preflight, RunPlan, plan_run
@@ -64,6 +65,7 @@ from core.training.state import (
     rotate,
 )
 from core.training.window import MetricWindow
+from core.training.adapter import trained_tensors
 
 GROWTH_INIT = "fvt"
 STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
@@ -250,7 +252,12 @@ class Trainer:
 
         # 4. data
         self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
-        self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
+        self.replay: dict[str, Any] | None = None
+        self.replay_val: SampleSet | None = None
+        if config.data.replay.manifest:
+            self._add_replay()
+        else:
+            self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
 
         # 5. model, optimiser, state
         torch.manual_seed(config.seed)
@@ -271,9 +278,13 @@ class Trainer:
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
         self.model = self.family.build_model(self.model_cfg, self.frozen_rows).to(self.device)
-        if self.base is not None and resume_loaded is None:
-            self._load_weights(self.base.state_dict, str(self.base.path))
-        self.family.apply_freeze(self.model, config.freeze.mode)
+        self.adapter: dict[str, Any] | None = None
+        if config.adapter.kind != "none":
+            self._setup_adapter(resume_loaded)
+        else:
+            if self.base is not None and resume_loaded is None:
+                self._load_weights(self.base.state_dict, str(self.base.path))
+            self.family.apply_freeze(self.model, config.freeze.mode)
         self.optimizer, self.param_names = build_optimizer(self.model, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, config.schedule.max_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
@@ -287,6 +298,21 @@ class Trainer:
         )
 
     # -- setup helpers ---------------------------------------------------------------------
+    def _add_replay(self) -> None:
+        """Mix `data.replay.share` of every batch from the replay manifest's clips (features built like the run's);
+        the replay manifest's val split becomes the base-language validation (`base_*` val metrics)."""
+        replay = self.config.data.replay
+        run = dataclasses.replace(self.family_run, manifest=self.settings.resolve(replay.manifest), extra=dict(self.family_run.extra))
+        replay_data = self.family.task_data(run, self.model_cfg, self.family.prepare_features(run))
+        size = self.config.batch.size
+        count = replay_count(size, replay.share)
+        self.batcher = ReplayBatcher(self.data.train.lengths, replay_data.train.lengths, size, count,
+                                     self.config.seed, self.rank, self.world)
+        self.data = dataclasses.replace(self.data, train=joined_samples(self.data.train, replay_data.train))
+        self.replay_val = replay_data.val
+        self.replay = {"manifest": replay.manifest, "share": replay.share, "per_batch": count, "of_batch": size,
+                       "clips": len(replay_data.train), "val_clips": len(replay_data.val)}
+
     def _prepare_cache(self) -> Path | None:
         # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
         if self.rank != 0:
@@ -295,6 +321,42 @@ class Trainer:
         if self.rank == 0 and self.world > 1:
             dist.barrier()
         return cache_dir
+
+    def _setup_adapter(self, resume_loaded: Any) -> None:
+        """Load the base weights (with a resumed adapter checkpoint's trained rows, grown when the
+        tokenizer grew), then put the LoRA layers on and load the resumed LoRA matrices."""
+        from core.training.adapter import full_weights, inject_lora, load_lora
+
+        if self.base is None:
+            raise InputError(f"{self.config.source}: adapter.kind lora adapts a trained model; set base_checkpoint.")
+        weights, source = self.base.state_dict, str(self.base.path)
+        if resume_loaded is not None:
+            record = (resume_loaded.meta or {}).get("adapter")
+            if not record:
+                raise InputError(f"{resume_loaded.path} is not an adapter checkpoint; resume it without `adapter:` or start --fresh.")
+            if record.get("base_sha256") != self.base.sha256:
+                raise InputError(f"{resume_loaded.path} adapts {record.get('base_checkpoint')} (sha256 {record.get('base_sha256')}), "
+                                 f"not {self.base.path}; set base_checkpoint to the adapter's base.")
+            weights = full_weights(weights, resume_loaded.state_dict, self.frozen_rows)
+            weights, source = self._grown(resume_loaded, weights), str(resume_loaded.path)
+        self._load_weights(weights, source)
+        self.adapter = inject_lora(self.model, self.family, self.config.adapter, self.config.source or "run config")
+        self.adapter.update(base_checkpoint=str(self.base.path), base_sha256=self.base.sha256, frozen_rows=self.frozen_rows)
+        if resume_loaded is not None:
+            load_lora(self.model, resume_loaded.state_dict, str(resume_loaded.path))
+
+    def _grown(self, loaded: Any, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Return `state_dict` (published shape) with its text rows extended when the run's tokenizer
+        grew since the checkpoint `loaded` (a prefix extension), else unchanged."""
+        plan = resume_plan(loaded, self.tokenizer, self.settings)
+        if plan.kind != "extension":
+            return state_dict
+        state_dict, report = extend_state_dict(
+            state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
+        )
+        self.init, self.init_rows = init_record(report)
+        self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
+        return state_dict
 
     def _load_weights(self, state_dict: dict[str, torch.Tensor], source: str) -> None:
         self.family.load_weights(self.model, state_dict, source, self.tokenizer)
@@ -305,14 +367,8 @@ class Trainer:
 
     def _resume(self, loaded: Any, reset_optimizer: bool) -> None:
         plan = resume_plan(loaded, self.tokenizer, self.settings)
-        state_dict = loaded.state_dict
-        if plan.kind == "extension":
-            state_dict, report = extend_state_dict(
-                state_dict, self.family.layout, plan.old_tokenizer, self.tokenizer, GROWTH_INIT, seed=self.config.seed
-            )
-            self.init, self.init_rows = init_record(report)
-            self.log.line(f"vocabulary grew {plan.old_size} → {plan.new_size}: rows extended ({report['init']})")
-        self._load_weights(state_dict, str(loaded.path))
+        if self.adapter is None:  # an adapter run loaded its weights before the LoRA layers went on
+            self._load_weights(self._grown(loaded, loaded.state_dict), str(loaded.path))
         extra = loaded.extra
         saved_sha = extra.get("base_rows_sha256_start")
         require_unchanged(saved_sha, self.base_rows_sha256(), f"between {loaded.path} and this resume")
@@ -463,13 +519,17 @@ class Trainer:
         tokens = sum(counted) if None not in counted else int(self._device_tokens)
         return totals, tokens
 
-    @torch.no_grad()
     def validate(self) -> dict[str, float]:
-        """Return the validation metrics over the whole val split (empty when it has no samples).
+        """Return the validation metrics over the whole val split (empty when it has no samples), and with
+        replay the same over the replay manifest's val split, prefixed `base_`."""
+        metrics = self._validate_set(self.data.val)
+        if self.replay_val is not None and len(self.replay_val):
+            metrics.update({f"base_{k}": v for k, v in self._validate_set(self.replay_val).items()})
+        return metrics
 
-        Sums stay on the device (weighted by each batch's tokens) and are read once at the end.
-        """
-        val: SampleSet = self.data.val
+    @torch.no_grad()
+    def _validate_set(self, val: SampleSet) -> dict[str, float]:
+        """Return the metrics over `val`: sums stay on the device (weighted by each batch's tokens), read once at the end."""
         if len(val) == 0:
             return {}
         return self._validate_over(list(range(len(val))))
@@ -538,6 +598,7 @@ class Trainer:
             model_config=self.model_cfg.to_dict(),
             step=self.step,
             layout=self.family.sequence_layout,
+            adapter=self.adapter,
         )
 
     def save(self, val_loss: float | None) -> Path | None:
@@ -567,7 +628,8 @@ class Trainer:
             "row_warmup": self.row_warmup.state_dict(),
             "val_base_loss_start": self._retention_start,
         }
-        path = save_checkpoint(self.folder.step_checkpoint(self.step), self.model.state_dict(), self._meta(), extra)
+        weights = trained_tensors(self.model) if self.adapter is not None else self.model.state_dict()
+        path = save_checkpoint(self.folder.step_checkpoint(self.step), weights, self._meta(), extra)
         if is_best and self.config.schedule.best_metric == "val_loss":
             link_as_best(path)
         rotate(self.run_dir, self.config.schedule.keep_last)
@@ -665,7 +727,8 @@ class Trainer:
         padding = self.batcher.padding_share(self.batcher.epoch)
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
-                "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled}
+                "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled,
+                "replay": self.replay, "adapter": self._adapter_summary()}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
         self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
@@ -693,6 +756,13 @@ class Trainer:
         self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
         self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")
         return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
+
+    def _adapter_summary(self) -> dict[str, Any] | None:
+        """Return the adapter's kind, rank, alpha and targets, and the trainable parameter count (None without one)."""
+        if self.adapter is None:
+            return None
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return {**{k: self.adapter[k] for k in ("kind", "rank", "alpha", "targets")}, "trainable_parameters": trainable}
 
     def _take_folder(self) -> None:
         """Make the run folder this run's (rank 0, once set-up passed): move an earlier run aside for

@@ -1,0 +1,194 @@
+"""The speech server's HTTP routes (FastAPI): OpenAI's speech request shape over a loaded Engine.
+
+- `POST /v1/audio/speech` {model, input, voice, response_format: wav|flac, speed: 1, language?}
+  → the audio file. `voice` names a reference clip of the voices folder.
+- `GET /v1/models` → {object: list, data: [{id, object: model, owned_by, family}]}.
+- `GET /health` → {status: ok, model, family, sample_rate, batched, waiting, batches, largest_batch}
+  (503 while shutting down): `batches` counts the batches spoken, `largest_batch` the most requests in one.
+Every refusal is a JSON body {"error": {"message": one line, "type", "code"}} with a 4xx status
+(400 bad field, 401 token, 404 model, 411 no Content-Length, 413 input or body too long, 429 queue
+full) or 503 (shutting down); a failure inside the model answers 500 for that request only.
+With a token, every route but `/health` wants `Authorization: Bearer <token>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import socket
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core.errors import InputError
+from core.serve.batching import BatchQueue, QueueFull, Unavailable
+from core.serve.engine import Engine, SpeechJob
+from core.serve.voices import VoiceFolder
+
+MEDIA_TYPES = {"wav": "audio/wav", "flac": "audio/flac"}
+OPEN_ROUTES = ("/health",)
+
+
+@dataclass
+class ServerConfig:
+    """What the routes need besides the engine: the model id, voices, limits and the optional token."""
+
+    model_id: str
+    voices: VoiceFolder
+    max_input_chars: int
+    queue_limit: int
+    max_batch: int
+    token: str | None = None
+    language: str | None = None
+
+
+class SpeechBody(BaseModel):
+    """OpenAI's `audio.speech.create` body, plus LinguaForge's optional `language` (text normalisation)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    input: str
+    voice: str
+    response_format: str = "wav"
+    speed: float | None = None
+    language: str | None = None
+
+
+class ApiError(Exception):
+    """A refusal: HTTP `status` with a one-line `message`."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code = status, message, kind, code
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> JSONResponse:
+    line = " ".join(message.split())
+    return JSONResponse({"error": {"message": line, "type": kind, "code": code}}, status_code=status)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
+    if first.get("type") == "json_invalid":
+        return "the body is not valid JSON; send a JSON object {model, input, voice, response_format}."
+    if first.get("type") == "extra_forbidden":
+        return f"{where}: not a field of this server; send model, input, voice, response_format, speed (1) or language."
+    return f"{where}: {first.get('msg', 'invalid')}; send a JSON object {{model, input, voice, response_format}}."
+
+
+def _check_body(body: SpeechBody, config: ServerConfig) -> None:
+    if body.model != config.model_id:
+        raise ApiError(404, f"model {body.model!r}: this server speaks only {config.model_id!r} (GET /v1/models).",
+                       code="model_not_found")
+    if body.response_format not in MEDIA_TYPES:
+        raise ApiError(400, f"response_format {body.response_format!r}: this server writes wav or flac.")
+    if body.speed is not None and body.speed != 1:
+        raise ApiError(400, f"speed {body.speed}: only 1 is supported; leave speed out or send 1.")
+    if len(body.input) > config.max_input_chars:
+        raise ApiError(413, f"input: {len(body.input)} characters; this server speaks at most {config.max_input_chars} "
+                            "per request. Split the text into several requests.")
+    if not body.input.strip():
+        raise ApiError(400, "input is empty; send the text to speak.")
+
+
+def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
+    """Return the FastAPI app speaking through `engine`; its batch queue starts with the app and is
+    closed (waiting requests answered 503) when the app shuts down."""
+    batches: BatchQueue[SpeechJob] = BatchQueue(engine.speak_batch, config.queue_limit, config.max_batch)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(batches.close, 60.0)
+
+    app = FastAPI(title="LinguaForge speech server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.batches = batches
+    body_limit = 4 * config.max_input_chars + 4096  # UTF-8 text at 4 bytes a character plus the other fields
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Response:
+        if config.token is not None and request.url.path not in OPEN_ROUTES:
+            sent = request.headers.get("authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {config.token}".encode()):
+                return _error(401, "missing or wrong bearer token; send Authorization: Bearer <token>.",
+                              "authentication_error", "invalid_api_key")
+        length = request.headers.get("content-length")
+        if length is None and request.method == "POST":  # a chunked body could be of any size
+            return _error(411, "the request has no Content-Length; send the JSON body with its length (not chunked).")
+        if length is not None and (not length.isdigit() or int(length) > body_limit):
+            return _error(413, f"request body of {length} bytes; at most {body_limit} (input ≤ {config.max_input_chars} characters).")
+        return await call_next(request)
+
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.kind, exc.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_body(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}; routes: "
+                                       "POST /v1/audio/speech, GET /v1/models, GET /health.")
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        status = 503 if batches.closed else 200
+        return JSONResponse({"status": "shutting down" if batches.closed else "ok", "model": config.model_id,
+                             "family": engine.family, "sample_rate": engine.sample_rate, "batched": engine.batched,
+                             "waiting": batches.waiting, "batches": len(batches.batch_sizes),
+                             "largest_batch": max(batches.batch_sizes, default=0)}, status_code=status)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": config.model_id, "object": "model", "created": 0,
+                                            "owned_by": "linguaforge", "family": engine.family}]}
+
+    @app.post("/v1/audio/speech")
+    async def speech(body: SpeechBody) -> Response:
+        from core.audio import encode_audio
+
+        _check_body(body, config)
+        try:
+            job = SpeechJob(body.input, config.voices.clip(body.voice), body.language or config.language)
+            await run_in_threadpool(engine.check, job)
+            future = batches.submit(job)
+        except InputError as exc:
+            raise ApiError(400, str(exc)) from None
+        except QueueFull as exc:
+            raise ApiError(429, str(exc), "rate_limit_error", "queue_full") from None
+        except Unavailable as exc:
+            raise ApiError(503, str(exc), "server_error", "shutting_down") from None
+        try:
+            wav = await asyncio.wrap_future(future)
+        except InputError as exc:
+            raise ApiError(400, str(exc)) from None
+        except Unavailable as exc:
+            raise ApiError(503, str(exc), "server_error", "shutting_down") from None
+        except Exception as exc:  # the model failed on this request; the server goes on
+            raise ApiError(500, f"speech failed: {type(exc).__name__}: {exc}", "server_error") from None
+        audio = await run_in_threadpool(encode_audio, wav, engine.sample_rate, body.response_format)
+        return Response(audio, media_type=MEDIA_TYPES[body.response_format])
+
+    return app
+
+
+def run_app(app: FastAPI, sock: socket.socket) -> None:
+    """Serve `app` with uvicorn on the bound socket `sock` until Ctrl-C or SIGTERM; return once it has stopped."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; the server has stopped cleanly
+        pass

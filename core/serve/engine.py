@@ -1,0 +1,177 @@
+"""What a speech server speaks through: one checkpoint loaded once, speaking batches of requests.
+
+`load_engine` reads the checkpoint once and picks by its family (metadata, else `--family`):
+- LinguaForge's own TTS model (`OwnEngine`): the requests of a batch that share a voice are
+  decoded together — their sentences go through `generate_batch` in one padded batch, as
+  `synthesize` does for the sentences of one text (`core.inference.speak_prepared`); requests
+  in different voices are decoded one voice after the other.
+- Chatterbox and IndexTTS2 (`FamilyEngine`): the family's `Speaker` (`load_speaker`) says one
+  text at a time, so a batch is spoken request by request.
+Each engine checks a request (`check`) before it is queued, so a text the model cannot speak is
+refused at once, and `speak_batch` returns one waveform or one exception per request, so one bad
+request never fails the others of its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.config import Settings
+from core.errors import InputError
+
+
+@dataclass
+class SpeechSettings:
+    """How the server speaks every request: sampling; `max_seconds`, the longest speech of one sentence
+    (own model) or one request (a family's speaker), None = the model's own limit; and `options`, a
+    family speaker's options (`synthesize --option`)."""
+
+    temperature: float = 0.8
+    top_k: int | None = 50
+    top_p: float | None = None
+    seed: int = 0
+    max_seconds: float | None = None
+    options: dict[str, float] = field(default_factory=dict)
+
+    def max_tokens(self, tokens_per_second: float) -> int | None:
+        """Return `max_seconds` as a number of speech tokens at `tokens_per_second` (None without a cap)."""
+        return None if self.max_seconds is None else max(1, math.ceil(self.max_seconds * tokens_per_second))
+
+
+@dataclass
+class SpeechJob:
+    """One request to speak: its text, the voice's reference clip and language; `prepared` is what
+    `check` made of the text (the own model's sentences and ids)."""
+
+    text: str
+    clip: Path
+    language: str | None = None
+    prepared: Any = field(default=None, repr=False)
+
+
+class Engine(ABC):
+    """A loaded checkpoint that speaks batches of SpeechJobs on the thread that calls `speak_batch`."""
+
+    family: str
+    sample_rate: int
+    #: True when one batch is decoded together (per voice); False when it is spoken request by request
+    batched: bool
+
+    @abstractmethod
+    def check(self, job: SpeechJob) -> None:
+        """Raise InputError when the model cannot speak `job`'s text; may fill `job.prepared`."""
+
+    @abstractmethod
+    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
+        """Return, per job, its waveform (float32, CPU, at `sample_rate`) or the exception that stopped it."""
+
+
+class OwnEngine(Engine):
+    """LinguaForge's own TTS model: each voice's requests of a batch decode together."""
+
+    family = "linguaforge"
+    batched = True
+
+    def __init__(self, inference: Any, settings: SpeechSettings) -> None:
+        self.inference = inference
+        self.settings = settings
+        self.sample_rate = int(inference.codec.sample_rate)
+
+    def check(self, job: SpeechJob) -> None:
+        """Prepare `job.text` (normalised, split, encoded); raise InputError for text it cannot speak."""
+        from core.inference import prepare_text
+
+        job.prepared = prepare_text(self.inference, job.text, job.language, what="input")
+
+    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
+        """Return each job's waveform, decoding the jobs of one voice clip in one padded batch."""
+        from core.inference import reference_mel, speak_prepared
+
+        results: list[torch.Tensor | Exception] = [RuntimeError("not spoken")] * len(jobs)
+        by_clip: dict[Path, list[int]] = {}
+        for index, job in enumerate(jobs):
+            by_clip.setdefault(job.clip, []).append(index)
+        s = self.settings
+        max_codes = s.max_tokens(self.inference.codec.frame_rate)
+        for clip, indices in by_clip.items():
+            try:
+                mel = reference_mel(self.inference, clip)
+                spoken = speak_prepared(self.inference, [jobs[i].prepared for i in indices], mel,
+                                        s.temperature, s.top_k, s.top_p, s.seed, max_codes=max_codes)
+            except Exception as exc:  # one voice's failure is its requests' answer, never the server's end
+                spoken = [(exc, [])] * len(indices)
+            for index, (wav, _codes) in zip(indices, spoken):
+                results[index] = wav
+        return results
+
+
+class FamilyEngine(Engine):
+    """A Chatterbox or IndexTTS2 checkpoint through its family's Speaker, one request at a time."""
+
+    batched = False
+
+    def __init__(self, family: str, speaker: Any, settings: SpeechSettings) -> None:
+        self.family = family
+        self.speaker = speaker
+        self.settings = settings
+        self.sample_rate = int(speaker.sample_rate)
+
+    def check(self, job: SpeechJob) -> None:
+        """Raise InputError for a text with nothing but whitespace (the speaker checks the rest as it speaks)."""
+        if not job.text.strip():
+            raise InputError("input is empty; pass the text to speak.")
+
+    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
+        """Return each job's waveform, spoken one after the other by the family's Speaker."""
+        results: list[torch.Tensor | Exception] = []
+        options = {**self.settings.options, "temperature": self.settings.temperature}
+        max_tokens = self.settings.max_tokens(self.speaker.tokens_per_second)
+        for job in jobs:
+            try:
+                wav, _report = self.speaker.speak(job.text, job.clip, job.language, self.settings.seed, max_tokens, options)
+                results.append(wav)
+            except Exception as exc:  # this request's answer, never the server's end
+                results.append(exc)
+        return results
+
+
+def load_engine(checkpoint: Path, settings: Settings, speech: SpeechSettings, model_dir: Path | None = None,
+                family: str | None = None, tokenizer: Path | None = None, codec: Path | None = None,
+                device: str = "auto") -> Engine:
+    """Return the Engine of `checkpoint` (read once): the own TTS model with its tokenizer and codec, or
+    its family's Speaker with the model folder (`model_dir`, else the settings' `families.<family>.model_dir`).
+
+    Raises InputError as `synthesize` does: no LinguaForge metadata and no `family`, a family that
+    disagrees with the metadata, an LM checkpoint, a tokenizer or codec not found, speaker options
+    for the own model or options a family's speaker does not take, a family checkpoint without a
+    model folder or a model folder missing a file.
+    """
+    from core.checkpoint import load_checkpoint
+    from core.eval.voices import family_model_dir
+    from core.inference import checkpoint_family, load_for_inference
+
+    loaded = load_checkpoint(checkpoint)
+    name = checkpoint_family(loaded, family)
+    if name == "linguaforge":
+        if speech.options:
+            raise InputError(f"--option {next(iter(speech.options))}: speaker options are for Chatterbox and IndexTTS2 "
+                             f"checkpoints; {checkpoint} is a LinguaForge model (use --temperature, --top-k, --top-p).")
+        inference = load_for_inference(loaded, settings, str(tokenizer) if tokenizer else None,
+                                       str(codec) if codec else None, task="tts", device=device)
+        return OwnEngine(inference, speech)
+    from core.families.registry import get_model_family
+
+    family_class = get_model_family(name)
+    family_class.check_speech_options(speech.options)
+    folder = family_model_dir(name, settings, model_dir)
+    if folder is None:
+        raise InputError(f"{checkpoint}: a {name} checkpoint speaks with the family's model folder; pass --model-dir "
+                         f"or set families.{name}.model_dir in the settings.")
+    speaker = family_class.load_speaker(loaded, tokenizer, folder, settings, device)
+    return FamilyEngine(name, speaker, speech)
