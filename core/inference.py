@@ -264,8 +264,8 @@ def speak_prepared(
     inference: InferenceModel, texts: list[PreparedText], ref_mel: torch.Tensor | None = None,
     temperature: float = 0.8, top_k: int | None = 50, top_p: float | None = None, seed: int = 0,
     use_cache: bool = True, max_codes: int | None = None,
-) -> list[tuple[torch.Tensor, list[int]]]:
-    """Return (waveform at the codec's rate, codes per sentence) for each of `texts`, all in `ref_mel`'s voice.
+) -> list[tuple[torch.Tensor, list[list[int]]]]:
+    """Return (waveform at the codec's rate, each sentence's speech codes) for each of `texts`, all in `ref_mel`'s voice.
 
     The sentences of every text are generated together, SENTENCE_BATCH at a time, with progress
     (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`); one
@@ -289,7 +289,7 @@ def speak_prepared(
     for text in texts:
         own, generated = generated[: len(text.ids)], generated[len(text.ids) :]
         pieces = [piece for codes in own if codes for piece in (codec.decode(torch.tensor(codes)), gap)]
-        results.append((torch.cat(pieces[:-1]) if pieces else torch.zeros(0), [len(codes) for codes in own]))
+        results.append((torch.cat(pieces[:-1]) if pieces else torch.zeros(0), own))
     return results
 
 
@@ -304,7 +304,8 @@ def synthesize(
     language: str | None = None,
     use_cache: bool = True,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Return (waveform at the codec's sample rate, report with sentences, codes, seconds and RTF).
+    """Return (waveform at the codec's sample rate, report with sentences, codes (counts), tokens (each
+    sentence's speech codes), stopped (each sentence ended before the model's max_speech_tokens), seconds and RTF).
 
     Long text is spoken sentence by sentence with progress after each (`core.progress`).
     Raises InputError for empty text, text over MAX_TEXT_CHARS, text in which the tokenizer knows
@@ -314,13 +315,15 @@ def synthesize(
     start = time.perf_counter()
     ref_mel = reference_mel(inference, reference)
     prepared = prepare_text(inference, text, language)
-    [(wav, counts)] = speak_prepared(inference, [prepared], ref_mel, temperature, top_k, top_p, seed, use_cache)
+    [(wav, codes)] = speak_prepared(inference, [prepared], ref_mel, temperature, top_k, top_p, seed, use_cache)
     elapsed = time.perf_counter() - start
     rate = inference.codec.sample_rate
     seconds = wav.numel() / rate
     report = {
         "sentences": prepared.sentences,
-        "codes": counts,
+        "codes": [len(c) for c in codes],
+        "tokens": codes,
+        "stopped": [len(c) < inference.model.config.max_speech_tokens for c in codes],
         "unknown_tokens": prepared.unknown,
         "audio_seconds": round(seconds, 3),
         "wall_seconds": round(elapsed, 3),

@@ -254,7 +254,8 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         "eval": None if evaluation is None else {
             "sentences": evaluation["sentences"], "chance": evaluation["chance"], "rows": {
                 row: {k: v for k, v in values.items() if k != "per_sentence"} for row, values in evaluation["rows"].items()},
-            "audio": evaluation.get("audio")},
+            "audio": evaluation.get("audio"),
+            "quality": {k: v for k, v in (evaluation.get("quality") or {}).items() if k != "per_sentence"}},
     }
     write_report(run_dir, report)
     return report

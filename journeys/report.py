@@ -65,6 +65,10 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
         lines += ["## Evaluation (held-out Amharic, `eval tts`)", "",
                   "The `codec` row is the ceiling: references through the codec.", "",
                   *_table(["row", "MCD dB", "duration ratio", "DTW identification"], rows)]
+        quality = report["eval"].get("quality") or {}
+        if quality.get("flags"):
+            lines += ["", "Quality flags: " + "; ".join(f"{name} {'FLAG' if flag['flagged'] else 'ok'} ({flag['words']})"
+                                                      for name, flag in quality["flags"].items()) + ".", ""]
     elif codec_eval:
         lines += ["## Codec", "", *_table(list(codec_eval), [list(codec_eval.values())])]
     lines += ["## Audio (sentences not in training)", "",

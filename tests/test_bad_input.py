@@ -233,6 +233,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("eval-text-checkpoint", ["eval", "tts", "--checkpoint", "{in}/text.pt", "--sentences", "{in}/corpus.txt"],
      "text.pt"),
     ("eval-sentences-missing", ["eval", "tts", "--checkpoint", "{in}/short.pt", "--sentences", "{in}/nope.txt"], "nope"),
+    ("eval-asr-unknown", ["eval", "tts", "--checkpoint", "{in}/text.pt", "--sentences", "{in}/corpus.txt",
+                          "--asr", "whisper"], "eval.asr 'whisper'"),
     # cache / pairs / preprocess / prune
     ("cache-root-file", ["cache", "list", "--root", "{in}/corpus.txt"], "corpus.txt"),
     ("pairs-per-target-0", ["pairs", "build", "--cache", "{in}/clips", "--per-target", "0"],

@@ -62,6 +62,12 @@ def test_eval_tts_cli_writes_eval_json_tensorboard_and_the_three_rows(cli, works
     assert rows["codec"]["mcd_db"] > 0 and rows["model"]["mcd_db"] > rows["codec"]["mcd_db"]
     assert rows["model"]["dtw_identification"] <= 0.5
     assert rows["model"]["wer"] is None
+    quality = result["quality"]  # the quality report rides in --json (fields documented in the README)
+    assert set(quality["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
+    assert quality["flags_raised"] == [name for name, flag in quality["flags"].items() if flag["flagged"]]
+    assert [row["tokens"] <= 48 for row in quality["per_sentence"]] == [True] * 5
+    assert 0.0 < quality["mos_estimate"] <= 5.0 and -1.0 <= quality["speaker_similarity"] <= 1.0
+    assert quality["cer"] is None and quality["length_bounds_source"] == "evaluation references"
     assert all(Path(p).is_file() for p in result["audio"])
     stored = json.loads((tiny_checkpoint.parent / "eval.json").read_text())
     assert stored["checkpoints"]["step_7.pt"]["rows"]["codec"] == rows["codec"]

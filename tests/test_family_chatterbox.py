@@ -345,3 +345,17 @@ def test_synthesis_speaks_amharic_through_the_full_s3gen_at_24_khz(ws: Path, cap
                      str(reference), "--text", "selam", "--output", str(ws / "spoken" / "xx.wav")])
     err = capsys.readouterr().err
     assert code == 2 and "has no [xx] tag" in err and "Traceback" not in err and not (ws / "spoken" / "xx.wav").exists()
+
+    # the whole quality report through the same speech folder: 2 Amharic sentences, 1 s references
+    from core.eval.tts import evaluate_checkpoint
+
+    second, rate = read_audio(ws / "datasets" / "espeak" / "audio" / "am_0001.wav")
+    references = [reference, write_wav(ws / "spoken" / "reference2.wav", second[:rate], rate)]
+    result = evaluate_checkpoint(request.checkpoint, list(AMHARIC_SENTENCES[:2]), references, "am", load_settings(),
+                                 wer=False, device="cpu", model_dir=speech, tokenizer=request.tokenizer,
+                                 options={"temperature": 0, "cfm_steps": 2, "max_seconds": 0.5})
+    quality = result["quality"]
+    assert set(quality["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
+    assert all(isinstance(f["flagged"], bool) and f["words"] for f in quality["flags"].values())
+    assert all(1 <= row["tokens"] <= 13 for row in quality["per_sentence"])   # capped at 0.5 s = 12.5 tokens
+    assert -1.0 <= quality["speaker_similarity"] <= 1.0 and 0.0 < quality["mos_estimate"] <= 5.0

@@ -680,6 +680,11 @@ def test_periodic_eval_speaks_through_the_family_and_the_doctor_wants_its_speech
     entry = stored[Path(result.last_checkpoint).name]
     assert entry["family"] == "indextts" and entry["step"] == 2 and set(entry["rows"]) == {"model", "references"}
     assert "codec" in entry["absent_rows"] and entry["rows"]["model"]["mcd_db"] == evals[0]["mcd_db"]
+    quality = entry["quality"]                        # the whole quality report ran on the family's outputs
+    assert set(quality["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
+    assert all(1 <= row["tokens"] <= 25 for row in quality["per_sentence"]) and quality["length_bounds_source"]
+    assert -1.0 <= quality["speaker_similarity"] <= 1.0 and 0.0 < quality["mos_estimate"] <= 5.0
+    assert "val_base_loss" not in evals[0] or evals[0]["val_base_loss"] > 0
     for clip in entry["audio"]:                       # at most 0.5 s of codes: 25 codes → 43 mel frames × 256 samples
         wav, rate = read_audio(clip)
         assert rate == 22050 and 0 < wav.numel() <= int(25 * 1.72) * 256

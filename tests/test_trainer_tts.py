@@ -149,3 +149,36 @@ def test_doctor_fails_before_any_preprocessing(tts_ws: Path, monkeypatch: pytest
         train(run_config_from_dict(config), None, load_settings())
     assert caches() == before, "no preprocessing may run while the doctor fails"
     assert json.loads((tts_ws / "runs" / "mismatch" / "status.json").read_text())["state"] == "failed"
+
+
+def test_best_by_quality_and_base_language_retention_warning(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`best_metric: quality`: best.pt follows the quality score and status.json says why; `val_base_loss`
+    (the English val samples of an en+am run) is measured at step 0 and at every eval, and a learning rate
+    that wrecks the model makes it rise past `eval.base_loss_warn`: warned in status.json and log.txt."""
+    from core.eval.quality.report import quality_score
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
+    schedule = {"max_steps": 4, "val_every": 2, "save_every": 2, "log_every": 2, "keep_last": 5,
+                "eval_every": 1, "best_metric": "quality"}
+    config = _run("am-quality", "datasets/sample/manifest.jsonl", "tokenizers/en_am.model", 4, schedule=schedule,
+                  optim={"lr": 0.5, "warmup_steps": 1, "weight_decay": 0.0},
+                  eval={"count": 2, "language": "am", "mos": False, "base_language": "en", "base_loss_warn": 0.05})
+    result = train(run_config_from_dict(config), None, load_settings())
+    assert result.state == "finished"
+    run = tts_ws / "runs" / "am-quality"
+    status = json.loads((run / "status.json").read_text())
+    retention = status["retention"]
+    assert retention["step"] == 4 and retention["start"] > 0 and retention["change"] > 0.05
+    assert retention["warning"] and "rose" in retention["warning"]
+    assert "WARNING: base-language loss (val_base_loss) rose" in (run / "log.txt").read_text()
+    evals = [m for m in _metrics(tts_ws, "am-quality") if m["split"] == "eval"]
+    assert [m["step"] for m in evals] == [2, 4] and all("val_base_loss" in m for m in evals)
+    assert evals[-1]["val_base_loss"] == pytest.approx(retention["val_base_loss"], rel=1e-4)
+    stored = json.loads((run / "checkpoints" / "eval.json").read_text())["checkpoints"]
+    scores = {e["step"]: quality_score(e, e["val_loss"]) for e in stored.values()}
+    best_step = min(sorted(scores, reverse=True), key=lambda s: scores[s])  # ties go to the newer checkpoint
+    assert load_checkpoint(run / "checkpoints" / "best.pt").meta["step"] == best_step
+    assert status["best"]["metric"] == "quality" and status["best"]["step"] == best_step
+    assert f"step {best_step}:" in status["best"]["why"] and "flag" in status["best"]["why"]
+    assert set(stored[f"step_{best_step:07d}.pt"]["quality"]["flags"]) == {
+        "no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}

@@ -17,6 +17,8 @@ SENTENCES is a text file with one sentence per line, or a manifest.jsonl (its cl
 the references unless --references says otherwise). --references DIR holds <n>.wav for line n.
 Rows: model = synthesized speech; codec = references through the codec (the ceiling; own models
 only); references = the references themselves (the judges' own accuracy). Chance is 1/N.
+The quality report (failure flags, speaker similarity, MOS estimate, CER from --asr) is described
+in the README's "Quality report" section.
 A Chatterbox or IndexTTS2 checkpoint speaks through its family's speech models: --model-dir,
 else the run's model_dir:, else settings families.<family>.model_dir. The family comes from the
 checkpoint's metadata; --family (and --tokenizer) are needed only for a file without it (a
@@ -41,13 +43,17 @@ def _tts(args: argparse.Namespace) -> Result:
     model_dir = args.model_dir or run_model_dir(settings.resolve(args.checkpoint), settings)
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
                                  wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=model_dir,
-                                 family=args.family, tokenizer=args.tokenizer)
+                                 family=args.family, tokenizer=args.tokenizer, asr=args.asr, mos=not args.no_mos)
+    quality = result["quality"]
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
     text = "\n".join([
         f"checkpoint {result['checkpoint']} ({result['family']}, step {result['step']}), {result['sentences']} sentences, "
         f"chance {result['chance']}, references {result['references_source']}",
         render_table(["row", *METRICS], rows),
         *(f"no {name} row: {why}" for name, why in result["absent_rows"].items()),
+        *(f"{'FLAG' if flag['flagged'] else 'ok  '} {name}: {flag['words']}" for name, flag in quality["flags"].items()),
+        f"speaker similarity {_format(quality['speaker_similarity'])}, MOS estimate {_format(quality['mos_estimate'])}, "
+        f"CER {_format(quality['cer'])}",
         f"written to {eval_file_beside(Path(result['checkpoint']))} in {result['seconds']} s",
     ])
     return Result(result, text)
@@ -68,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")
     parser.add_argument("--no-wer", action="store_true", help="skip free decoding and its word error rate (slow on CPU)")
+    parser.add_argument("--asr", default=None, metavar="SPEC",
+                        help="ASR hook for CER: pocketsphinx, python:<module>:<function> (wav path, language → text), "
+                             "or command:'<program … {wav} …>' printing the transcript")
+    parser.add_argument("--no-mos", action="store_true", help="skip the DNSMOS naturalness estimate")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where synthesis runs: auto = CUDA when present (default), cpu, or cuda")

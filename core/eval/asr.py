@@ -89,6 +89,16 @@ def _decode(decoder, wav: torch.Tensor | np.ndarray) -> str:
     return " ".join(normalize_words(hyp.hypstr)) if hyp is not None else ""
 
 
+@lru_cache(maxsize=1)
+def _free_decoder():
+    return _decoder()
+
+
+def free_transcription(wav: torch.Tensor | np.ndarray) -> str:
+    """Return PocketSphinx's free (US-English language model) transcription of a 16 kHz clip, lower-case words."""
+    return _decode(_free_decoder(), wav)
+
+
 def word_error_rate(references: Sequence[str], hypotheses: Sequence[str]) -> float:
     """Return the corpus word error rate of `hypotheses` against `references` (normalised words).
 
@@ -133,7 +143,6 @@ class SphinxJudge:
         self._grammar_decoder = _decoder(lm=None, topn=GRAMMAR_TOPN)
         self._grammar_decoder.add_jsgf_string(GRAMMAR_NAME, grammar)
         self._grammar_decoder.activate_search(GRAMMAR_NAME)
-        self._free_decoder = None
 
     def identify(self, wav: torch.Tensor | np.ndarray) -> int | None:
         """Return the index of the sentence a 16 kHz clip is recognised as, or None when the
@@ -146,6 +155,4 @@ class SphinxJudge:
 
     def transcribe(self, wav: torch.Tensor | np.ndarray) -> str:
         """Return the free (language-model) transcription of a 16 kHz clip, lower-case words."""
-        if self._free_decoder is None:
-            self._free_decoder = _decoder()
-        return _decode(self._free_decoder, wav)
+        return free_transcription(wav)

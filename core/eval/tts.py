@@ -205,6 +205,20 @@ def update_eval_json(path: Path, checkpoint_name: str, result: dict[str, Any]) -
     return atomic_write_json(path, {"checkpoints": entries})
 
 
+def _quality(voice: Any, sentences: Sequence[str], synthesized: Sequence[torch.Tensor], reference_wavs: Sequence[torch.Tensor],
+             reference_paths: Sequence[Path], spoken: Sequence[dict[str, Any]], audio: Sequence[str], language: str,
+             length_bounds: tuple[float, float] | None, mos: bool, transcriber: Any) -> dict[str, Any]:
+    """Return the quality report; each sentence's prompt is the next sentence's reference clip."""
+    from core.eval.quality.report import SpokenSample, quality_report
+
+    targets = [voice.speech_tokens(path) for path in reference_paths]
+    samples = [SpokenSample(text, synthesized[i], reference_wavs[i], list(spoken[i]["tokens"]), bool(spoken[i]["stopped"]),
+                            targets[(i + 1) % len(targets)], targets[i], audio[i]) for i, text in enumerate(sentences)]
+    report = quality_report(samples, language, length_bounds, embed=voice.embed, mos=mos, transcriber=transcriber)
+    report["speaker_encoder"] = f"{voice.family} (its own)" if voice.embed is not None else "resemblyzer"
+    return report
+
+
 def evaluate_checkpoint(
     checkpoint_path: str | os.PathLike[str],
     sentences: Sequence[str],
@@ -218,6 +232,9 @@ def evaluate_checkpoint(
     options: dict[str, Any] | None = None,
     family: str | None = None,
     tokenizer: str | os.PathLike[str] | None = None,
+    asr: str | None = None,
+    mos: bool = True,
+    length_bounds: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
@@ -230,7 +247,9 @@ def evaluate_checkpoint(
     `references` is `espeak` (render them), a folder of `<n>.wav` clips, or one clip path per
     sentence. The entry holds `checkpoint`, `family`, `step`, `language`, `sentences`, `chance`,
     the rows `model`, `codec` (own models only) and `references`, `absent_rows` ({row: why} for
-    rows not computed), `audio` (synthesized clip paths) and `seconds`. It is also written to
+    rows not computed), `audio` (synthesized clip paths), `quality` (the quality report of
+    `core.eval.quality.report`: failure flags, speaker similarity, MOS estimate (`mos`), CER from the
+    `asr` hook; `length_bounds` is the training data's tokens-per-character range) and `seconds`. It is also written to
     `eval.json` beside the checkpoint and to TensorBoard.
     Raises InputError for a checkpoint that is neither a LinguaForge TTS checkpoint nor a family
     checkpoint with its model folder, a `family` that disagrees with the metadata or is missing for
@@ -238,6 +257,7 @@ def evaluate_checkpoint(
     unreadable or not one per sentence.
     """
     from core.eval.asr import SphinxJudge
+    from core.eval.quality.asr_hook import load_transcriber
     from core.eval.voices import load_eval_voice
 
     settings = settings or load_settings()
@@ -249,6 +269,7 @@ def evaluate_checkpoint(
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
     # a bad checkpoint (or a --family that disagrees with it) fails before any rendering
+    transcriber = load_transcriber(asr) if asr else None
     voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family, tokenizer)
     out_dir = eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
@@ -265,10 +286,11 @@ def evaluate_checkpoint(
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
     codec, rate = voice.codec, voice.sample_rate
     progress = Progress("eval tts: synthesize", total=len(sentences))
-    synthesized, codec_wavs, audio = [], [], []
+    synthesized, codec_wavs, audio, spoken = [], [], [], []
     for i, sentence in enumerate(sentences):
         prompt = reference_paths[(i + 1) % len(sentences)]
-        wav = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        wav, spoken_info = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        spoken.append(spoken_info)
         audio.append(str(write_wav(out_dir / f"{i + 1:03d}.wav", wav, rate)))
         synthesized.append(resample(wav, rate, SAMPLE_RATE) if wav.numel() else wav)
         if codec is not None:
@@ -281,6 +303,8 @@ def evaluate_checkpoint(
     if codec is not None:
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
+    quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
+                       length_bounds, mos, transcriber)
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),
@@ -294,6 +318,7 @@ def evaluate_checkpoint(
         "rows": rows,
         "absent_rows": voice.absent_rows,
         "audio": audio,
+        "quality": quality,
         "seconds": round(time.perf_counter() - start, 2),
     }
     update_eval_json(eval_file_beside(checkpoint), checkpoint.name, result)
@@ -316,8 +341,10 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
     or a file inside one. Each summary has `checkpoint` (file name), `path`, `exists`, `step`,
     `language`, `chance`, the model row's `mcd_db`, `dtw_identification`, `sphinx_identification`,
     `wer`, the codec ceiling as `codec_mcd_db`, `codec_dtw_identification`,
-    `codec_sphinx_identification`, `sentences` (their texts) and `audio` (one synthesized clip
-    path per sentence, None where the file is gone). Unreadable eval.json files are skipped.
+    `codec_sphinx_identification`, `sentences` (their texts), `audio` (one synthesized clip
+    path per sentence, None where the file is gone), `quality` (the entry's quality report without its
+    per-sentence rows; {} for entries written before it) and `val_loss` (recorded by a
+    `best_metric: quality` run). Unreadable eval.json files are skipped.
     """
     found: list[dict[str, Any]] = []
     for eval_json in _eval_files(Path(folder)):
@@ -339,5 +366,7 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 **{f"codec_{key}": codec.get(key) for key in ("mcd_db", "dtw_identification", "sphinx_identification")},
                 "sentences": texts,
                 "audio": [a if Path(a).is_file() else None for a in audio],
+                "quality": {k: v for k, v in (entry.get("quality") or {}).items() if k != "per_sentence"},
+                "val_loss": entry.get("val_loss"),
             })
     return sorted(found, key=lambda e: (e["step"], e["checkpoint"]))

@@ -32,9 +32,12 @@ class EvalVoice:
     family: str
     sample_rate: int
     step: int
-    speak: Callable[[str, Path, float, int, str], torch.Tensor]  # (text, prompt clip, reference seconds, seed, language) → wav
+    # (text, prompt clip, reference seconds, seed, language) → (wav, {"tokens": speech tokens, "stopped": bool})
+    speak: Callable[[str, Path, float, int, str], tuple[torch.Tensor, dict[str, Any]]]
+    speech_tokens: Callable[[Path], list[int]]  # a clip's speech tokens, as the model is trained to produce them
     codec: Any = None
     absent_rows: dict[str, str] = field(default_factory=dict)
+    embed: Callable[[Any], Any] | None = None  # the family's own speaker encoder (16 kHz numpy → vector); None: Resemblyzer
 
 
 def family_model_dir(family: str, settings: Settings, explicit: str | Path | None = None) -> Path | None:
@@ -51,10 +54,18 @@ def _own_voice(loaded: Any, settings: Settings, device: str, tokenizer: Path | N
 
     inference = load_for_inference(loaded, settings, str(tokenizer) if tokenizer else None, task="tts", device=device)
 
-    def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
-        return synthesize(inference, text, reference=prompt, seed=seed, language=language)[0]
+    def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> tuple[torch.Tensor, dict[str, Any]]:
+        wav, report = synthesize(inference, text, reference=prompt, seed=seed, language=language)
+        return wav, {"tokens": [t for codes in report["tokens"] for t in codes], "stopped": all(report["stopped"])}
 
-    return EvalVoice("linguaforge", inference.codec.sample_rate, int(inference.meta.get("step") or 0), speak, inference.codec)
+    def speech_tokens(path: Path) -> list[int]:
+        from core.audio import read_audio
+
+        codec = inference.codec
+        return codec.encode(read_audio(path, codec.sample_rate)[0]).flatten().tolist()
+
+    return EvalVoice("linguaforge", inference.codec.sample_rate, int(inference.meta.get("step") or 0), speak,
+                     speech_tokens, inference.codec)
 
 
 def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model_dir: Path | None,
@@ -69,13 +80,15 @@ def _family_voice(name: str, loaded: Any, settings: Settings, device: str, model
                          f"or set families.{name}.model_dir in the settings.")
     speaker = family.load_speaker(loaded, tokenizer, model_dir, settings, device)
 
-    def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> torch.Tensor:
+    def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> tuple[torch.Tensor, dict[str, Any]]:
         seconds = min(MAX_LENGTH_RATIO * reference_seconds + 1, max_seconds)
-        return speaker.speak(text, prompt, language, seed, math.ceil(seconds * speaker.tokens_per_second), options)[0]
+        wav, report = speaker.speak(text, prompt, language, seed, math.ceil(seconds * speaker.tokens_per_second), options)
+        return wav, {"tokens": list(report["tokens"]), "stopped": bool(report["stopped"])}
 
     absent = {"codec": f"family {name} decodes its own speech tokens with its vocoder; there is no LinguaForge codec "
                        "whose ceiling could be measured"}
-    return EvalVoice(name, speaker.sample_rate, int((loaded.meta or {}).get("step") or 0), speak, None, absent)
+    return EvalVoice(name, speaker.sample_rate, int((loaded.meta or {}).get("step") or 0), speak,
+                     speaker.speech_tokens, None, absent, speaker.speaker_embedding)
 
 
 def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", model_dir: str | Path | None = None,

@@ -192,7 +192,8 @@ class ChatterboxFamily(ModelFamily):
                                               model_config.max_speech_tokens, run.prompts_per_target)
             lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
             splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered,
-                                      extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {})})
+                                      extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {}),
+                                             "languages": [entries[t].get("language") for t, _ in chosen]})
         if not splits[TRAIN]:
             raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
                              f"speech ≤ {model_config.max_speech_tokens} tokens).")

@@ -139,6 +139,22 @@ class ChatterboxSpeaker(Speaker):
         tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
         return tts.conds
 
+    def speaker_embedding(self, wav_16k: Any) -> Any:
+        """Return the model folder's VoiceEncoder (`ve.pt`) speaker embedding [256] of a 16 kHz clip (numpy)."""
+        with torch.inference_mode():
+            return self._voice_models().ve.embeds_from_wavs([wav_16k], sample_rate=16000)[0]
+
+    def speech_tokens(self, path: Path) -> list[int]:
+        """Return the S3 speech tokens (25 per second) of the clip at `path`, as T3 is trained to produce them.
+        Raises InputError for unreadable audio."""
+        from core.audio import read_audio
+        from core.families.chatterbox_feature_models import S3_SR
+
+        wav = read_audio(path, S3_SR)[0]
+        with torch.inference_mode():
+            tokens, lengths = self._voice_models().s3gen.tokenizer([wav.to(self.device)])
+        return tokens[0, : int(lengths[0])].tolist()
+
     def speak(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
         max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,

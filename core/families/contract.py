@@ -22,6 +22,7 @@ from core.tokenizers.tokenizer import Tokenizer
 @dataclass
 class SampleSet:
     """The samples of one split: `items[i]` is loaded by `load(i)`, `lengths[i]` is its token count.
+    `extra["languages"]`, where a family gives it, is each sample's target language (`val_base_loss`).
 
     `load_many(indices)`, where given, reads many samples in one bulk pass (`take` uses it).
     """

@@ -155,6 +155,19 @@ class IndexTTSSpeaker(Speaker):
         self.normalizer = IndexTextNormalizer(self.section.get("normalizer_language"))
 
     @torch.no_grad()
+    def speaker_embedding(self, wav_16k: Any) -> Any:
+        """Return the CAMPPlus speaker style [192] of a 16 kHz clip (numpy), the embedding IndexTTS2 speaks with."""
+        wav = torch.as_tensor(wav_16k, dtype=torch.float32).reshape(1, -1).to(self.device)
+        return self.speech.style(wav)[0].float().cpu().numpy()
+
+    @torch.no_grad()
+    def speech_tokens(self, path: Path) -> list[int]:
+        """Return the MaskGCT semantic codes of the clip at `path` (IndexTTS2's speaker front end), the
+        codes the GPT is trained to produce. Raises InputError for unreadable audio."""
+        clip = speaker_audio(path)
+        return self.semantic.codes(self.semantic.features(clip.wav_16k[0]))[0].tolist()
+
+    @torch.no_grad()
     def speak(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
         max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,

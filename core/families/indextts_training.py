@@ -127,6 +127,7 @@ def paired_samples(cache_dir: str | Path, max_text_tokens: int, max_mel_tokens: 
             lengths=[t["n_text"] + t["n_codes"] for t, _ in split["entries"]],
             load=loader(split["entries"]),
             filtered=split["filtered"],
+            extra={"languages": [t.get("language") for t, _ in split["entries"]]},
         )
         for name, split in splits.items()
     }

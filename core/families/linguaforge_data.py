@@ -110,7 +110,8 @@ def tts_samples(run: FamilyRun, model_config: Any, cache_dir: Path) -> dict[str,
                                           model_config.max_speech_tokens, run.prompts_per_target)
         lengths = [entries[t]["n_text"] + entries[t]["n_codes"] for t, _ in chosen]
         many = partial(samples, ClipStore(cache_dir, entries), chosen)
-        splits[split] = SampleSet(lengths, lambda i, many=many: many([i])[0], filtered=filtered, load_many=many)
+        splits[split] = SampleSet(lengths, lambda i, many=many: many([i])[0], filtered=filtered, load_many=many,
+                                  extra={"languages": [entries[t].get("language") for t, _ in chosen]})
     if not splits[TRAIN].lengths:
         raise InputError(
             f"{cache_dir}: no training clip fits max_text_tokens {model_config.max_text_tokens} / "

@@ -1,4 +1,5 @@
-"""Periodic evaluation during TTS training (`schedule.eval_every`) and `best` chosen by an eval metric.
+"""Periodic evaluation during TTS training (`schedule.eval_every`) and `best` chosen by an eval metric
+(or by the quality score: `best_metric: quality`, see core.eval.quality.report).
 
 `heldout_set(config, settings)` returns the fixed held-out sentences, their references and the
 language: by default the first `eval.count` clips of the run's own val split (the dataset's clips
@@ -109,4 +110,20 @@ def best_recorded(eval_json: Path, best_metric: str, up_to_step: int) -> float |
         value = metric_value(best_metric, eval_metrics(entry))
         if value is not None and is_better(best_metric, value, best):
             best = value
+    return best
+
+
+def best_quality_recorded(eval_json: Path, up_to_step: int) -> tuple[tuple[float, float, float], int] | None:
+    """Return (quality score, step) of the best eval.json entry at steps ≤ `up_to_step` (resume of a
+    `best_metric: quality` run), or None when there is none."""
+    from core.eval.quality.report import quality_score
+
+    best = None
+    for entry in read_evaluations(eval_json).values():
+        step = int(entry.get("step", 0))
+        if step > up_to_step or "quality" not in entry:
+            continue
+        score = quality_score(entry, entry.get("val_loss"))
+        if best is None or score <= best[0]:
+            best = (score, step)
     return best

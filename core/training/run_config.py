@@ -33,7 +33,9 @@ FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 COMPILE_MODES = (True, False, "auto")
 # How `best.pt` may be chosen: the metric and whether lower is better.
-BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False}
+# `quality`: the quality report's score (core.eval.quality.report.quality_score), lower is better.
+BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False,
+                "quality": True}
 EVAL_REFERENCES = ("dataset", "espeak")
 ADAPTER_KINDS = ("none", "lora")
 
@@ -138,6 +140,9 @@ class EvalConfig:
     `temperature`, `cfg_weight`, `exaggeration`, `cfm_steps`; indextts `temperature`,
     `diffusion_steps` — and `max_seconds`, a cap on each sentence's speech (default: 2 × its
     reference + 1 s).
+    `asr`: the ASR hook giving CER (`pocketsphinx`, `python:<module>:<function>`, `command:<line with {wav}>`);
+    `mos`: compute the DNSMOS estimate; `base_language`: the language whose val samples give
+    `val_base_loss`; `base_loss_warn`: the rise of `val_base_loss` since step 0 (a share) that warns.
     """
 
     sentences: str | None = None
@@ -146,6 +151,10 @@ class EvalConfig:
     wer: bool = False
     language: str | None = None
     synthesis: dict[str, Any] = field(default_factory=dict)
+    asr: str | None = None
+    mos: bool = True
+    base_language: str = "en"
+    base_loss_warn: float = 0.1
 
 
 @dataclass
@@ -289,6 +298,12 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.data.replay.share: {replay.share} must be between 0 and 1 (a share of each batch).")
     if replay.manifest is not None and config.task != "tts":
         raise InputError(f"{where}.data.replay: replays base-language clips in tts runs; remove it for task {config.task}.")
+    if config.eval.base_loss_warn <= 0:
+        raise InputError(f"{where}.eval.base_loss_warn: {config.eval.base_loss_warn} must be a positive share (0.1 = 10%).")
+    if config.eval.asr:
+        from core.eval.quality.asr_hook import load_transcriber
+
+        load_transcriber(config.eval.asr)  # an unknown form or a module that does not import fails here
     if config.eval.count < 2:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
 

@@ -266,6 +266,9 @@ class Trainer:
         self.step = 0
         self.best_val: float | None = None
         self.best_eval: float | None = None
+        self._best_quality: tuple[tuple[float, float, float], int] | None = None  # (score, step) of best.pt
+        self._last_val_loss: float | None = None
+        self._retention_start: float | None = None  # val_base_loss at step 0
         self._heldout: Any = None
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
@@ -394,7 +397,12 @@ class Trainer:
         self.window.load_state_dict(extra.get("metric_window", {}), self.device)
         self.step = int(extra["step"])
         self.best_val = extra.get("best_val_loss")
-        if self.config.schedule.best_metric != "val_loss":
+        self._retention_start = extra.get("val_base_loss_start")
+        if self.config.schedule.best_metric == "quality":
+            from core.training.periodic_eval import best_quality_recorded
+
+            self._best_quality = best_quality_recorded(eval_file_beside(loaded.path), self.step)
+        elif self.config.schedule.best_metric != "val_loss":
             from core.training.periodic_eval import best_recorded
 
             self.best_eval = best_recorded(eval_file_beside(loaded.path), self.config.schedule.best_metric, self.step)
@@ -524,10 +532,16 @@ class Trainer:
         """Return the metrics over `val`: sums stay on the device (weighted by each batch's tokens), read once at the end."""
         if len(val) == 0:
             return {}
+        return self._validate_over(list(range(len(val))))
+
+    def _validate_over(self, subset: list[int]) -> dict[str, float]:
+        """Return the validation metrics over the val samples at `subset` (non-empty)."""
+        val: SampleSet = self.data.val
         self.model.eval()
         sums: dict[str, torch.Tensor] = {}
         weight = 0
-        for indices in eval_batches(len(val), self.config.batch.size):
+        for positions in eval_batches(len(subset), self.config.batch.size):
+            indices = [subset[p] for p in positions]
             batch = to_device(self.data.collate(val.take(indices)), self.device)
             counted = batch.pop("n_tokens", None)
             with self._autocast():
@@ -542,6 +556,32 @@ class Trainer:
         totals = torch.stack([sums[n] for n in names]).tolist()
         metrics = {name: total / weight for name, total in zip(names, totals)}
         return self.data.finish_val(metrics, weight)
+
+    @torch.no_grad()
+    def validate_base(self) -> float | None:
+        """Return `val_base_loss`: the teacher-forced loss on the val samples in the base language
+        (`eval.base_language`), None when the val split has none or the family gives no languages."""
+        languages = self.data.val.extra.get("languages") or []
+        subset = [i for i, language in enumerate(languages) if language == self.config.eval.base_language]
+        if not subset:
+            return None
+        return self._validate_over(subset).get("loss")
+
+    def check_retention(self) -> dict[str, Any] | None:
+        """Measure `val_base_loss` now, compare it with step 0's (`retention.start`, saved in each checkpoint),
+        write `retention` to status.json and warn in log.txt when it rose by more than `eval.base_loss_warn`.
+        Returns the retention record, or None without base-language val samples."""
+        from core.training.retention import retention_record
+
+        value = self.validate_base()
+        if value is None:
+            return None
+        record = retention_record(value, self.step, self._retention_start, self.config.eval.base_loss_warn)
+        self._retention_start = record["start"]  # step 0's; checkpoints carry it across resumes
+        if record["warning"]:
+            self.log.line(f"WARNING: {record['warning']}")
+        self.log.update_status(retention=record)
+        return record
 
     def _meta(self) -> CheckpointMeta:
         return CheckpointMeta(
@@ -566,6 +606,7 @@ class Trainer:
         require_unchanged(self.base_sha_start, self.base_rows_sha256(), f"at step {self.step}")
         if self.rank != 0:
             return None
+        self._last_val_loss = val_loss
         is_best = val_loss is not None and (self.best_val is None or val_loss <= self.best_val)
         if is_best:
             self.best_val = val_loss  # the checkpoint records the best validation loss up to and including its own
@@ -585,6 +626,7 @@ class Trainer:
             "base_size": self.base_size,
             "base_rows_sha256_start": self.base_sha_start,
             "row_warmup": self.row_warmup.state_dict(),
+            "val_base_loss_start": self._retention_start,
         }
         weights = trained_tensors(self.model) if self.adapter is not None else self.model.state_dict()
         path = save_checkpoint(self.folder.step_checkpoint(self.step), weights, self._meta(), extra)
@@ -614,7 +656,8 @@ class Trainer:
             held = self._heldout
             result = evaluate_checkpoint(checkpoint, held.sentences, held.references, held.language, self.settings,
                                          wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir,
-                                         options=self.config.eval.synthesis)
+                                         options=self.config.eval.synthesis, asr=self.config.eval.asr,
+                                         mos=self.config.eval.mos)
         except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
             self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
             self.log.update_status(eval_error=f"step {self.step}: {exc}")
@@ -622,11 +665,17 @@ class Trainer:
         finally:
             restore_rng(saved_rng)
         metrics = eval_metrics(result)
+        retention = self.check_retention()
+        if retention is not None:
+            metrics["val_base_loss"] = retention["val_base_loss"]
+            metrics["val_base_loss_change"] = retention["change"]
         self.log.metrics(self.step, "eval", metrics, tensorboard=False)  # evaluate_checkpoint wrote eval/ scalars
         self.log.line(f"eval at step {self.step} ({len(held.sentences)} sentences, {held.language}): "
                       + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
         best_metric = self.config.schedule.best_metric
-        if best_metric != "val_loss":
+        if best_metric == "quality":
+            self._choose_best_by_quality(checkpoint, result)
+        elif best_metric != "val_loss":
             value = metric_value(best_metric, metrics)
             if value is None:
                 self.log.line(f"best_metric {best_metric}: not computed at step {self.step}")
@@ -635,6 +684,23 @@ class Trainer:
                 link_as_best(checkpoint)
                 self.log.update_status(best={"metric": best_metric, "value": value, "step": self.step})
         return metrics
+
+    def _choose_best_by_quality(self, checkpoint: Path, result: dict[str, Any]) -> None:
+        """Link `best.pt` to `checkpoint` when its quality score (flags, intelligibility, val loss) beats the
+        best so far, and say why in status.json (`best`)."""
+        from core.eval.quality.report import best_reason, quality_score
+        from core.eval.tts import update_eval_json
+
+        val_loss = self._last_val_loss
+        update_eval_json(eval_file_beside(checkpoint), checkpoint.name, {**result, "val_loss": val_loss})
+        score = quality_score(result, val_loss)
+        if self._best_quality is None or score <= self._best_quality[0]:
+            previous = self._best_quality[1] if self._best_quality is not None else None
+            self._best_quality = (score, self.step)
+            link_as_best(checkpoint)
+            reason = best_reason(result, val_loss, previous)
+            self.log.line(f"best.pt → step {self.step}: {reason}")
+            self.log.update_status(best={"metric": "quality", "step": self.step, "score": list(score), "why": reason})
 
     def _install_sigterm(self) -> Any:
         def request_stop(signum: int, frame: Any) -> None:  # noqa: ARG001
@@ -725,6 +791,8 @@ class Trainer:
         last: str | None = self.resumed_from  # a resume that has no step left still reports its checkpoint
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
+        if cfg.eval_every > 0 and self.step == 0 and self.config.task == "tts" and self.rank == 0:
+            self.check_retention()  # step 0's val_base_loss, the baseline of the retention warning
         while self.step < self.stop_at:
             metrics, tokens = self._train_step(batches)
             self.step += 1
