@@ -104,11 +104,12 @@ def require_text(value: str | None, message: str) -> str:
     return text
 
 
-def job_line(job: dict[str, Any]) -> str:
-    """Return a one-line Markdown status of a job: id, kind, status, progress (while running), error."""
+def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
+    """Return a one-line Markdown status of a job: id, kind, status, progress (while running, unless
+    `with_progress` is False because a progress box beside it shows it), error."""
     parts = [f"Job `{job['id']}` ({job['kind']}): **{job['status']}**"]
     view = progress_view(job.get("progress"), job_status=job["status"])
-    if job.get("status") == job_states.RUNNING and view.fraction is not None:
+    if with_progress and job.get("status") == job_states.RUNNING and view.fraction is not None:
         parts.append(view.text())
     if job.get("error"):
         parts.append(f"— {job['error']}")

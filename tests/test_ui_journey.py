@@ -44,19 +44,22 @@ JOURNEY_TIMEOUT_MS = 1_200_000
 ETHIOPIC_FAMILY = "LinguaForge Noto Sans Ethiopic"
 RECORDER = """
 (() => {
-  window.__lf = {progress: [], text: [], stage: []};
+  window.__lf = {progress: [], text: [], samples: []};
   const push = (list, value) => { if (value !== undefined && value !== null && list[list.length - 1] !== value) list.push(value); };
+  const bar = () => document.querySelector('#qs-progress');
   const record = () => {
-    const bar = document.querySelector('#qs-progress');
-    if (bar) push(window.__lf.progress, Number(bar.getAttribute('value')));
+    if (bar()) push(window.__lf.progress, Number(bar().getAttribute('aria-valuenow')));
     const text = document.querySelector('#qs-progress-text');
     if (text) push(window.__lf.text, text.textContent);
-    const stage = document.querySelector('#qs-stage-text');
-    if (stage && stage.textContent) push(window.__lf.stage, stage.textContent);
   };
   new MutationObserver(record).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  setInterval(() => {  // what a person reads every second: the bar's value and the job's status line
+    const status = document.querySelector('#qs-status');
+    if (bar() && status) window.__lf.samples.push([Number(bar().getAttribute('aria-valuenow')), status.textContent]);
+  }, 1000);
 })();
 """
+JOURNEY_SEEN: dict[str, list] = {}  # what the first page recorded during the journey, for the progress test
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +150,9 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
         assert progress == sorted(progress), f"progress went backwards: {progress}"
         assert progress[-1] == 1.0 and len(set(progress)) >= 3, progress
         assert any("elapsed" in text and "ETA" in text for text in shown["text"]), shown["text"]
-        assert any(re.search(r"stage \d+/\d+ .*\d+%", text) for text in shown["stage"]), shown["stage"]
+        assert any(re.search(r"stage \d+/\d+: .*\(\d+%\)", text) for text in shown["text"]), shown["text"]
+        assert any("Train the English base model" in text for text in shown["text"]), shown["text"]
+    JOURNEY_SEEN.update(first.evaluate("window.__lf"))
     assert "elapsed" in second.locator("#qs-progress-text").inner_text()
 
     links = second.eval_on_selector_all("#qs-report a[href$='.wav']", "els => els.map(e => e.href)")
@@ -168,6 +173,22 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
     second.screenshot(path=str(screens / "quickstart.png"), full_page=True)
     first.close()
     second.close()
+
+
+def test_quickstart_progress_read_every_second_never_decreases_and_is_below_100_until_the_end() -> None:
+    """Read every second during the journey: the bar never goes back, is below 100% while the job has not
+    succeeded (the report is written before it does), and moves through the later stages instead of
+    jumping to the end; no ETA was a guess from the first seconds."""
+    samples = JOURNEY_SEEN.get("samples")
+    assert samples, "the quickstart test did not record the journey"
+    values = [value for value, _ in samples]
+    assert values == sorted(values), f"progress went backwards: {values}"
+    early = [(value, status) for value, status in samples if "succeeded" not in status]
+    assert early and all(value < 1.0 for value, _ in early), early
+    assert any(0.6 < value < 1.0 for value, _ in early), values  # the last stages are seen, not skipped
+    assert values[-1] == 1.0 and "succeeded" in samples[-1][1], samples[-1]
+    etas = [re.search(r"ETA (\d+)h", text) for text in JOURNEY_SEEN["text"]]
+    assert not any(etas), JOURNEY_SEEN["text"]  # a reduced journey takes minutes: no ETA in hours
 
 
 def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path) -> None:

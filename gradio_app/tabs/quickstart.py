@@ -2,9 +2,9 @@
 
 The job submits every stage as its own job (they show in the Jobs tab) and leaves them to the
 dashboard's worker. Every open page follows the newest quickstart job on its own, from the job
-records (a timer, not the page that pressed the button): elapsed time, the current stage's own
-progress and ETA, the overall progress and ETA, and when it is done the report, the synthesized
-clips and the report files.
+records (a timer, not the page that pressed the button): one progress line (`core.progress.journey_view`:
+overall fraction, the running stage in plain words with its own fraction, elapsed time, ETA), and
+when it is done the report, the synthesized clips and the report files.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import gradio as gr
 from core.config import Settings
 from core.confine import is_inside
 from core.errors import InputError
-from core.runs import format_seconds, progress_view
+from core.progress import JourneyView, journey_view
 from core.workspace_files import quickstart_preset_files
 from gradio_app.common import (
     UIContext,
@@ -59,36 +58,20 @@ def preset_param(settings: Settings, preset: str | None) -> str:
 
 
 class JourneyProgress:
-    """The overall progress of quickstart jobs as shown on every page: finished stages plus the running
-    stage's own fraction, never lower than what was shown before for the same job (a stage's own
-    fraction restarts when it moves from one phase, e.g. preprocessing, to the next)."""
+    """The progress of quickstart jobs as every page shows it (`core.progress.journey_view`), never lower
+    than what was shown before for the same job (a stage's own fraction restarts when it moves from
+    one phase, e.g. preprocessing, to the next)."""
 
     def __init__(self) -> None:
         self._shown: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def fraction(self, job: dict[str, Any], stage: dict[str, Any] | None) -> float:
-        """Return the overall fraction (0..1) of quickstart `job` whose current stage job is `stage`."""
-        if job["status"] == job_states.SUCCEEDED:
-            value = 1.0
-        else:
-            progress = job.get("progress") or {}
-            done, total = int(progress.get("done") or 0), progress.get("total")
-            value = min((done + stage_fraction(stage)) / total, 1.0) if total else 0.0
+    def view(self, job: dict[str, Any], stage: dict[str, Any] | None) -> JourneyView:
+        """Return the view of quickstart `job` whose current stage job is `stage`."""
         with self._lock:
-            value = max(value, self._shown.get(job["id"], 0.0))
-            self._shown[job["id"]] = value
-        return value
-
-
-def stage_fraction(stage: dict[str, Any] | None) -> float:
-    """Return how far a stage job is (0..1): its progress fraction, 1 once it succeeded, 0 when unknown."""
-    if stage is None:
-        return 0.0
-    if stage["status"] == job_states.SUCCEEDED:
-        return 1.0
-    fraction = (stage.get("progress") or {}).get("fraction")
-    return min(max(float(fraction), 0.0), 1.0) if fraction is not None else 0.0
+            view = journey_view(job, stage, self._shown.get(job["id"], 0.0))
+            self._shown[job["id"]] = view.fraction
+        return view
 
 
 def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | None:
@@ -102,29 +85,15 @@ def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | No
         return None
 
 
-def journey_html(job: dict[str, Any], stage: dict[str, Any] | None, fraction: float) -> str:
-    """Return the progress box (HTML): overall bar, elapsed and overall ETA, and the current stage's own line."""
-    started = job.get("started_at")
-    elapsed = ((job.get("finished_at") or time.time()) - started) if started else None
-    overall = [job["status"], f"{fraction:.0%} overall", f"elapsed {format_seconds(elapsed)}"]
-    if job["status"] in job_states.IN_PROGRESS:
-        eta = elapsed * (1 - fraction) / fraction if elapsed and fraction > 0 else None
-        overall.append(f"ETA {format_seconds(eta)}" if eta is not None else "ETA after the first stage")
-    progress = job.get("progress") or {}
-    metrics = progress.get("metrics") or {}
-    if stage is not None:
-        number = int(progress.get("done") or 0) + 1
-        where = f"stage {number}/{progress.get('total') or '?'} {metrics.get('current')} ({stage['kind']})"
-        stage_line = f"{where}: {progress_view(stage.get('progress'), job_status=stage['status']).text()}"
-    elif job["status"] in job_states.IN_PROGRESS and metrics.get("stage"):
-        stage_line = f"last finished stage: {metrics['stage']} ({progress.get('done')}/{progress.get('total') or '?'})"
-    else:
-        stage_line = ""
+def journey_html(view: JourneyView) -> str:
+    """Return the progress box (HTML): a bar filled to the overall fraction (empty at 0%) and the one line."""
+    value = f"{view.fraction:.4f}"
     return (
-        f'<div class="lf-progress"><progress id="qs-progress" value="{fraction:.4f}" max="1"'
-        f' style="width:100%;height:18px"></progress>'
-        f'<div id="qs-progress-text">{html.escape(" · ".join(overall))}</div>'
-        f'<div id="qs-stage-text">{html.escape(stage_line)}</div></div>'
+        f'<div class="lf-progress"><div id="qs-progress" role="progressbar" aria-valuemin="0" aria-valuemax="1"'
+        f' aria-valuenow="{value}" style="width:100%;height:18px;border:1px solid var(--border-color-primary);'
+        f'border-radius:4px;overflow:hidden;background:transparent">'
+        f'<div style="width:{view.fraction * 100:.2f}%;height:100%;background:var(--color-accent)"></div></div>'
+        f'<div id="qs-progress-text">{html.escape(view.text())}</div></div>'
     )
 
 
@@ -191,12 +160,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             idle = gr.update(interactive=True)
             return ("No quickstart has run in this workspace yet.", "", gr.update(), gr.update(), gr.update(),
                     gr.update(), idle, idle, shown)
-        stage = current_stage(runner, job)
-        fraction = journeys.fraction(job, stage)
+        view = journeys.view(job, current_stage(runner, job))
         buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
         key = f"{job['id']}:{job['status'] in job_states.FINAL}"
         report = (gr.update(),) * 4 if key == shown else report_view(job, settings)
-        return (job_line(job), journey_html(job, stage, fraction), *report, buttons, buttons, key)
+        return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
         gr.Markdown(
