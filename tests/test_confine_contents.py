@@ -230,7 +230,9 @@ def test_workspace_file_lists_go_any_depth_and_never_lead_out(workspace: Path, o
                      "checkpoints/a.safetensors", "checkpoints/qs-1/am.safetensors", "runs/r/checkpoints/step_1.pt",
                      "runs/r/checkpoints/eval.json", "codecs/sub/c.pt", "datasets/s/manifest.jsonl",
                      "datasets/qs-1/sample/manifest.jsonl", "presets/p.yaml", "runs/r/config.yaml", "quickstart/q.yaml",
-                     "runs/r/notes.pt", "tokenizers/.hidden.model", "tokenizers/.cache/y.model"):
+                     "runs/r/notes.pt", "tokenizers/.hidden.model", "tokenizers/.cache/y.model",
+                     "tokenizers/qs-1/en_am.report.json", "checkpoints/qs-1/am.codec.pt", "datasets/qs-1/sample/am.jsonl",
+                     "datasets/qs-1/sample/rejects.jsonl"):
         (workspace / relative).parent.mkdir(parents=True, exist_ok=True)
         (workspace / relative).write_bytes(b"x")
     (workspace / "tokenizers" / "out.model").symlink_to(outside / "secret.txt")       # a file leading out
@@ -245,6 +247,8 @@ def test_workspace_file_lists_go_any_depth_and_never_lead_out(workspace: Path, o
                                                 "runs/r/checkpoints/step_1.pt"]
     assert files.codec_files(settings) == ["codecs/sub/c.pt"]
     assert files.dataset_names(settings) == ["qs-1/sample", "s"]
+    assert files.training_manifest_files(settings) == ["datasets/qs-1/sample/am.jsonl", "datasets/qs-1/sample/manifest.jsonl",
+                                                       "datasets/s/manifest.jsonl"]
     assert files.evaluation_files(settings) == ["runs/r/checkpoints/eval.json"]
     assert files.config_files(settings) == ["presets/p.yaml", "runs/r/config.yaml"]
     assert files.quickstart_preset_files(settings) == ["quickstart/q.yaml"]

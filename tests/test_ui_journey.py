@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -37,7 +38,7 @@ REDUCED_TTS = {  # the whole journey cut to its smallest useful size: a few minu
     "base": {"steps": 10, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 2},
     "finetune": {"steps": 10, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 2, "val_every": 5},
     "synthesis": {"sentences": 1, "temperature": 0.8},
-    "eval": {"sentences": 0},
+    "eval": {"sentences": 2},  # an eval.json beside the final checkpoint, for the Compare tab
     "stage_timeout_s": 900,
 }
 JOURNEY_TIMEOUT_MS = 1_200_000
@@ -276,6 +277,57 @@ def test_errors_show_next_to_their_action_in_the_dashboards_words(dashboard: App
     expect(page.locator("#preflight-table")).to_contain_text("“Batch size”")
     expect(page.locator("#preflight-table")).to_contain_text("whole number from 1 up")
     expect(page.locator("#train-start")).to_be_disabled()
+    page.close()
+
+
+def dropdown_options(page, elem_id: str, expected: set[str] = frozenset(), timeout_s: float = 30.0) -> list[str]:
+    """Return the choices the dropdown `elem_id` offers when a person opens it: once they include
+    `expected` (the tab's refresh may still be on its way), else what it offers after `timeout_s`."""
+    box = page.locator(f"#{elem_id} input").first
+    deadline = time.monotonic() + timeout_s
+    while True:
+        box.click()
+        page.get_by_role("option").first.wait_for(timeout=10_000)
+        texts = page.get_by_role("option").evaluate_all("els => els.map(e => e.getAttribute('aria-label') || e.innerText)")
+        box.press("Escape")
+        offered = [text.strip().splitlines()[-1].strip() for text in texts]
+        if expected <= set(offered) or time.monotonic() > deadline:
+            return offered
+        page.wait_for_timeout(1000)
+
+
+def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, browser) -> None:
+    """Every dropdown that takes a tokenizer, manifest or checkpoint offers the quickstart's (at any depth)
+    when its tab opens, and Compare shows the evaluated checkpoint without pressing Refresh."""
+    report = json.loads(next(dashboard.workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
+    name = report["name"]
+    tokenizers = {f"tokenizers/{name}/en.model", f"tokenizers/{name}/en_am.model"}
+    manifest, final = f"datasets/{name}/sample/am.jsonl", final_checkpoint(dashboard.workspace)
+    assert final == f"checkpoints/{name}/am.safetensors", final
+    wanted = [
+        (("Tokenizer",), "tok-inspect-tokenizer", tokenizers),
+        (("Tokenizer", "Extend"), "tok-extend-base", tokenizers),
+        (("Embeddings",), "emb-checkpoint", {final}),
+        (("Embeddings",), "emb-base", tokenizers),
+        (("Embeddings",), "emb-new", tokenizers),
+        (("Training",), "train-tokenizer", tokenizers),
+        (("Training",), "train-manifest", {manifest}),
+        (("Training",), "train-checkpoint", {final}),
+        (("Inference",), "inf-checkpoint", {final}),
+    ]
+    page = open_page(browser, dashboard.url)
+    for tabs, elem_id, expected in wanted:
+        open_tab(page, tabs[0])
+        for sub in tabs[1:]:
+            page.get_by_role("tab", name=sub, exact=True).click()
+        offered = dropdown_options(page, elem_id, expected)
+        assert expected <= set(offered), (elem_id, sorted(expected - set(offered)), offered)
+        assert not [o for o in offered if o.endswith((".report.json", ".codec.pt", "rejects.jsonl"))], (elem_id, offered)
+    open_tab(page, "Inference")
+    page.get_by_role("tab", name="Compare checkpoints").click()
+    expect(page.locator("#cmp-folder input").first).to_have_value(f"checkpoints/{name}")
+    expect(page.locator("#cmp-table")).to_contain_text("am.safetensors")
+    assert final in dropdown_options(page, "cmp-checkpoint", {final})
     page.close()
 
 

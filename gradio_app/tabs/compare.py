@@ -56,6 +56,11 @@ def build(ctx: UIContext) -> None:
     def folder_choices() -> Any:
         return gr.update(choices=eval_folders(ctx))
 
+    def opened(current: str | None) -> Any:
+        """The folders when the tab opens; with none chosen yet, the last one (its change loads the table)."""
+        folders = eval_folders(ctx)
+        return gr.update(choices=folders, value=current or (folders[-1] if folders else None))
+
     def players(summaries: list[dict[str, Any]], sentence: int | None) -> list[Any]:
         shown = summaries[-MAX_PLAYERS:]
         updates = []
@@ -102,7 +107,7 @@ def build(ctx: UIContext) -> None:
         run_dir = run.path if run is not None else path.parent
         yield job_line(job), gr.update(value=relative(settings, run_dir))
 
-    with gr.Tab("Compare checkpoints", id="compare"):
+    with gr.Tab("Compare checkpoints", id="compare") as tab:
         with gr.Row():
             folder = gr.Dropdown(eval_folders(ctx), label="Run or folder (with eval.json)", allow_custom_value=True,
                                  elem_id="cmp-folder", scale=4)
@@ -126,6 +131,7 @@ def build(ctx: UIContext) -> None:
 
     outputs = [table, summaries, sentence, note, checkpoint, *audios]
     folder.change(load, folder, outputs)
+    tab.select(opened, folder, folder, show_progress="hidden")
     refresh.click(folder_choices, None, folder).then(load, folder, outputs)
     sentence.change(players, [summaries, sentence], audios)
     eval_btn.click(evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \

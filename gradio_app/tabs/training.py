@@ -23,7 +23,7 @@ from core.training.run_config import (
 from core.training.plan import plan_run
 from core.training.run_form import FORM_KEYS, config_from_form, dict_to_form, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
-from core.workspace_files import checkpoint_files, codec_files, config_files, manifest_files, tokenizer_files
+from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
 from gradio_app.common import UIContext, relative, ui_action
 from gradio_app.runner import job_states
 
@@ -203,7 +203,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     codec = gr.Dropdown(codec_files(settings), label="Codec (tts)",
                                         allow_custom_value=True, elem_id="train-codec")
                 with gr.Row():
-                    manifest = gr.Dropdown(manifest_files(settings),
+                    manifest = gr.Dropdown(training_manifest_files(settings),
                                            label="Data manifest (tts)", allow_custom_value=True, elem_id="train-manifest")
                     corpus = gr.Textbox(label="Corpus files (lm, comma-separated)", elem_id="train-corpus")
                     val_ratio = gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99)
@@ -307,7 +307,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 gr.update(choices=tokenizer_files(settings)),
                 gr.update(choices=checkpoint_files(settings)),
                 gr.update(choices=codec_files(settings)),
-                gr.update(choices=manifest_files(settings)))
+                gr.update(choices=training_manifest_files(settings)))
 
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
