@@ -16,7 +16,8 @@ from gradio_app.common import form_message, ui_action
 from core.progress import PROGRESS_FILE_ENV, Progress, detached_progress_file, journey_view
 from gradio_app.tabs.quickstart import JourneyProgress, journey_html, served_links
 from journeys.stages import stage_title
-from gradio_app.tabs.training import LOSS_METRICS, field_error, metric_frame
+from gradio_app.charts import LOSS_METRICS, metric_frame
+from gradio_app.tabs.training import field_error
 
 
 def test_cli_words_become_the_forms_words() -> None:

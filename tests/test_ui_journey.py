@@ -10,6 +10,7 @@ else to a temporary folder.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from typing import Iterator
 
 import pytest
 import yaml
+from PIL import Image
 
 from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
 from jobs.records import JobStore
@@ -131,7 +133,7 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
     preset.press("Enter")
     first.locator("#qs-tts").dblclick()
     expect(first.locator("#qs-tts")).to_be_disabled()
-    expect(first.locator("#qs-stage-text")).to_contain_text("stage", timeout=120_000)
+    expect(first.locator("#qs-progress-text")).to_contain_text("stage", timeout=120_000)
 
     second = open_page(browser, dashboard.url)
     expect(second.locator("#qs-tts")).to_be_disabled()
@@ -243,6 +245,41 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     open_tab(page, "TensorBoard")
     page.frame_locator("#tensorboard-frame").get_by_text("TensorBoard").first.wait_for(timeout=90_000)
     page.screenshot(path=str(screens / "tensorboard.png"))
+    page.close()
+
+
+def series_pixels(page, selector: str) -> dict[str, int]:
+    """Return, for each line drawn in the chart `selector`, how many pixels of a screenshot of the plot
+    area (the lines' own box) have that line's colour: what a person sees, not what the DOM holds."""
+    area = page.locator(f"{selector} .mark-line").first.bounding_box()
+    strokes = page.locator(f"{selector} .mark-line path").evaluate_all(
+        "els => els.map(e => getComputedStyle(e).stroke)")
+    image = Image.open(io.BytesIO(page.screenshot(clip=area))).convert("RGB")
+    pixels = list(image.getdata())
+    counts = {}
+    for stroke in strokes:
+        rgb = tuple(int(v) for v in re.findall(r"\d+", stroke)[:3])
+        assert len(rgb) == 3, f"a line without a colour: {stroke!r}"
+        counts[stroke] = sum(1 for p in pixels if max(abs(a - b) for a, b in zip(p, rgb)) <= 40)
+    return counts
+
+
+def test_charts_draw_coloured_lines_with_a_legend_after_a_reload(dashboard: AppProcess, browser) -> None:
+    """After a reload, the Training chart of the finished fine-tune and the report's validation curve show
+    lines a person can see: pixels of each series' colour inside the plot area, and the series in the legend."""
+    page = open_page(browser, dashboard.url)
+    page.reload()
+    expect(page.locator("#qs-val-plot .mark-line path").first).to_be_attached(timeout=90_000)
+    val = series_pixels(page, "#qs-val-plot")
+    assert val and all(n >= 20 for n in val.values()), val
+    assert "val mel_loss" in page.locator("#qs-val-plot .role-legend").first.text_content()
+    open_tab(page, "Training")
+    expect(page.locator("#train-loss-plot .mark-line path").first).to_be_attached(timeout=90_000)
+    page.wait_for_timeout(2 * 2000)  # two live refreshes of the chart: the lines must survive them
+    drawn = series_pixels(page, "#train-loss-plot")
+    assert len(drawn) >= 2 and all(n >= 20 for n in drawn.values()), drawn
+    legend = page.locator("#train-loss-plot .role-legend").first.text_content()
+    assert "train loss" in legend and "val mel_loss" in legend, legend
     page.close()
 
 

@@ -22,6 +22,7 @@ from core.confine import is_inside
 from core.errors import InputError
 from core.progress import JourneyView, journey_view
 from core.workspace_files import quickstart_preset_files
+from gradio_app.charts import VAL_CURVE_METRICS, metric_frame, metric_plot
 from gradio_app.common import (
     UIContext,
     inside_workspace,
@@ -113,17 +114,19 @@ def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
     return MARKDOWN_LINK.sub(link, markdown)
 
 
-def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any]:
-    """Return (report Markdown, Amharic clip, English clip, report files) for a finished quickstart job."""
+def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any]:
+    """Return (report Markdown, Amharic clip, English clip, report files, validation curve frame) for a
+    finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
+    curve = metric_frame((report.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, split="val")
     if not paths or not markdown_path.is_file():
-        return "", None, None, None
+        return "", None, None, None, metric_frame([], VAL_CURVE_METRICS)
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
-    return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]]
+    return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]], curve
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -158,12 +161,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         job = latest()
         if job is None:
             idle = gr.update(interactive=True)
-            return ("No quickstart has run in this workspace yet.", "", gr.update(), gr.update(), gr.update(),
-                    gr.update(), idle, idle, shown)
+            return ("No quickstart has run in this workspace yet.", "", *(gr.update(),) * 5, idle, idle, shown)
         view = journeys.view(job, current_stage(runner, job))
         buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
         key = f"{job['id']}:{job['status'] in job_states.FINAL}"
-        report = (gr.update(),) * 4 if key == shown else report_view(job, settings)
+        report = (gr.update(),) * 5 if key == shown else report_view(job, settings)
         return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
@@ -185,11 +187,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             am_clip = gr.Audio(label="Amharic (held-out sentence)", type="filepath", interactive=False, elem_id="qs-am")
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
+        val_plot = metric_plot(VAL_CURVE_METRICS, "Validation loss of the Amharic fine-tune", "qs-val-plot")
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
         timer = gr.Timer(FOLLOW_S)
 
-    outputs = [status, progress, report, am_clip, en_clip, files, tts_btn, lm_btn, shown]
+    outputs = [status, progress, report, am_clip, en_clip, files, val_plot, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
     timer.tick(follow, shown, outputs, show_progress="hidden")

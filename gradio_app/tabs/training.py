@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from core.config import Settings, read_yaml
 from core.checks.doctor import doctor_preflight
@@ -24,12 +23,11 @@ from core.training.plan import plan_run
 from core.training.run_form import FORM_KEYS, config_from_form, dict_to_form, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
+from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, metric_frame, metric_plot
 from gradio_app.common import UIContext, relative, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
-LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
-TOP1_METRICS = ("mel_top1",)
 LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
@@ -151,24 +149,6 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
     )
 
 
-def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pd.DataFrame:
-    """Return a long DataFrame (step, value, series) of the metrics `names` in metrics.jsonl rows.
-
-    Step and value are numeric columns even when empty, so the chart gets quantitative axes (an
-    untyped empty frame would make the plot treat every value as its own category).
-    """
-    steps, values, series = [], [], []
-    for row in rows:
-        for name in names:
-            value = row.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(row.get("step"), int):
-                steps.append(row["step"])
-                values.append(float(value))
-                series.append(f"{row.get('split', 'train')} {name}")
-    return pd.DataFrame({"step": pd.Series(steps, dtype="int64"), "value": pd.Series(values, dtype="float64"),
-                         "series": pd.Series(series, dtype="object")})
-
-
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Training tab."""
     settings, runner = ctx.settings, ctx.runner
@@ -233,10 +213,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         message = gr.Markdown(elem_id="train-message")
         bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
         with gr.Row():
-            loss_plot = gr.LinePlot(metric_frame([], LOSS_METRICS), x="step", y="value", color="series",
-                                    title="Loss", height=260, elem_id="train-loss-plot")
-            top1_plot = gr.LinePlot(metric_frame([], TOP1_METRICS), x="step", y="value", color="series",
-                                    title="mel_top1", height=260, elem_id="train-top1-plot")
+            loss_plot = metric_plot(LOSS_METRICS, "Loss", "train-loss-plot")
+            top1_plot = metric_plot(TOP1_METRICS, "mel_top1 (share of speech tokens predicted right)", "train-top1-plot")
         log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
         gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
         timer = gr.Timer(LIVE_S)
