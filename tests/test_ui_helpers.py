@@ -17,7 +17,7 @@ from core.progress import PROGRESS_FILE_ENV, Progress, detached_progress_file, j
 from gradio_app.tabs.quickstart import JourneyProgress, journey_html, served_links
 from journeys.stages import stage_title
 from gradio_app.charts import LOSS_METRICS, metric_frame
-from gradio_app.tabs.training import field_error
+from gradio_app.tabs.training import error_field, field_error, plain_words
 
 
 def test_cli_words_become_the_forms_words() -> None:
@@ -48,6 +48,11 @@ def test_run_config_errors_name_the_field_as_labelled_and_its_range() -> None:
     assert field_error("form.data.val_ratio: 1.5 must be in [0, 1).")[1] == \
         "Set “Validation share” to a number from 0 up to (not including) 1."
     assert field_error("something else")[1] == "Correct the field named in the message."
+    assert error_field("form.name 'a/b': not a name. Use one path segment of letters.") == "name"
+    assert error_field("form.optim.lr: -1.0 must be positive.") == "lr"
+    assert error_field("form.freeze.until: -3 is negative; use a row index ≥ 0 or `auto`.") == "freeze_until"
+    assert error_field("something else") is None
+    assert plain_words("Set freeze_until to 700.") == "Set “Freeze rows below” to 700."
 
 
 def _job(status: str, done: int, total: int | None, started: float = 1000.0) -> dict:
@@ -197,7 +202,7 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     data = load_config_source(ctx, "presets/cached.yaml")
 
     def rows_check() -> list[str]:
-        rows, _, _ = preflight(ctx, data, form_values(data, settings))
+        rows, _, _, _ = preflight(ctx, data, form_values(data, settings))
         return next(row for row in rows if row[0] == "checkpoint.rows")
 
     write_base(1135)

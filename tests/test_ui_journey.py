@@ -368,6 +368,35 @@ def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, br
     page.close()
 
 
+CLI_WORDS = ("--", "python -m", "form.", "freeze_until", "freeze.until", "optim.lr")
+
+
+def test_bad_freeze_index_run_name_and_learning_rate_show_beside_their_field(dashboard: AppProcess, browser) -> None:
+    """Each bad value shows its error in plain words right under its own field (not only in the preflight
+    table), with no command-line word or internal key, and Start stays disabled until it is fixed."""
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#train-tokenizer input").first).not_to_have_value("")  # the fine-tune's config is loaded
+    cases = [
+        ("#train-name textarea, #train-name input", "bad/name", "#train-error-name", "Run name", "finetune-ok"),
+        ("#train-lr input", "-1", "#train-error-lr", "Learning rate", "0.001"),
+        ("#train-freeze-until textarea, #train-freeze-until input", "99999", "#train-error-freeze-until",
+         "Freeze rows below", "auto"),
+    ]
+    for field, bad, error, label, good in cases:
+        box = page.locator(field).first
+        box.fill(bad)
+        box.blur()
+        expect(page.locator(error)).to_contain_text(label, timeout=60_000)
+        shown = page.locator(error).inner_text()
+        assert not any(word in shown for word in CLI_WORDS), shown
+        expect(page.locator("#train-start")).to_be_disabled()
+        box.fill(good)
+        box.blur()
+        expect(page.locator(error)).to_have_text("", timeout=60_000)
+    page.close()
+
+
 def final_checkpoint(workspace: Path) -> str:
     """Return the workspace-relative path of the quickstart's final checkpoint."""
     report = json.loads(next(workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
