@@ -17,7 +17,7 @@ from core.progress import PROGRESS_FILE_ENV, Progress, detached_progress_file, j
 from gradio_app.tabs.quickstart import JourneyProgress, journey_html, served_links
 from journeys.stages import stage_title
 from gradio_app.charts import LOSS_METRICS, metric_frame
-from gradio_app.tabs.training import error_field, field_error, plain_words
+from gradio_app.tabs.training import error_field, failure_line, field_error, plain_words
 
 
 def test_cli_words_become_the_forms_words() -> None:
@@ -104,6 +104,13 @@ def test_an_in_process_stage_never_writes_into_its_journeys_progress_file(tmp_pa
     state = json.loads(journey_file.read_text(encoding="utf-8"))
     assert (state["label"], state["done"], state["total"]) == ("quickstart", 7, 12)
     assert os.environ[PROGRESS_FILE_ENV] == str(journey_file)
+
+
+def test_a_failed_jobs_reason_is_shown_in_the_dashboards_words() -> None:
+    job = {"id": "j1", "status": "failed",
+           "error": "model: max_speech_tokens do not apply to family chatterbox. Run `python -m core train --help`."}
+    assert failure_line(job) == "**Job j1 failed:** model: max_speech_tokens do not apply to family chatterbox."
+    assert failure_line({**job, "status": "succeeded"}) == "" and failure_line(None) == ""
 
 
 def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:

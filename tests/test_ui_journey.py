@@ -397,6 +397,27 @@ def test_bad_freeze_index_run_name_and_learning_rate_show_beside_their_field(das
     page.close()
 
 
+def test_fields_that_do_not_apply_to_the_family_are_hidden_and_inherited_settings_named(dashboard: AppProcess,
+                                                                                     browser) -> None:
+    """Switching the loaded LinguaForge fine-tune to Chatterbox hides Model preset and Codec and says which
+    inherited model settings (max_speech_tokens) are dropped; switching back shows the fields again."""
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#train-tokenizer input").first).not_to_have_value("")
+    codec = page.locator("#train-codec")
+    expect(codec).to_be_visible()
+    family = page.locator("#train-family input").first
+    family.fill("chatterbox")
+    family.press("Enter")
+    expect(page.locator("#train-family-note")).to_contain_text("max_speech_tokens")
+    expect(codec).to_be_hidden()
+    expect(page.get_by_label("Model preset")).to_be_hidden()
+    family.fill("linguaforge")
+    family.press("Enter")
+    expect(codec).to_be_visible()
+    page.close()
+
+
 def final_checkpoint(workspace: Path) -> str:
     """Return the workspace-relative path of the quickstart's final checkpoint."""
     report = json.loads(next(workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))

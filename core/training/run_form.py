@@ -22,6 +22,23 @@ FORM_KEYS = (
 )
 
 
+OWN_FAMILY = "linguaforge"  # the family whose shape the form's model preset and codec set
+
+
+def for_family(data: dict[str, Any], family: str) -> tuple[dict[str, Any], list[str]]:
+    """Return (the config mapping `data` as a run of `family` trains it, the `model:` keys dropped).
+
+    A published family (chatterbox, indextts) takes its shape from its own files, so the `model:`
+    settings a loaded LinguaForge config brings (e.g. `max_speech_tokens`) are dropped, keeping only
+    `preset`; the caller shows which. LinguaForge runs keep them all.
+    """
+    model = dict(data.get("model") or {})
+    if family == OWN_FAMILY:
+        return data, []
+    dropped = sorted(key for key in model if key != "preset")
+    return {**data, "model": {k: v for k, v in model.items() if k == "preset"}}, dropped
+
+
 def run_config_path(name: str) -> str:
     """Return the workspace-relative config path of run `name`; raises InputError for a bad name."""
     return f"runs/{check_name(name, 'run name')}/config.yaml"

@@ -20,11 +20,11 @@ from core.training.run_config import (
     save_run_config,
 )
 from core.training.plan import plan_run
-from core.training.run_form import FORM_KEYS, config_from_form, dict_to_form, run_config_path
+from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
 from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, metric_frame, metric_plot
-from gradio_app.common import UIContext, relative, ui_action
+from gradio_app.common import UIContext, form_message, relative, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
@@ -164,6 +164,21 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
     return rows, True, f"**PASS** Ready to start ({len(rows)} checks, {warns} warnings).", fields
 
 
+def failure_line(job: dict[str, Any] | None) -> str:
+    """Return the reason a watched job failed, in the dashboard's words (empty unless it failed)."""
+    if not job or job.get("status") != job_states.FAILED:
+        return ""
+    return f"**Job {job['id']} failed:** {form_message(job.get('error') or 'no reason recorded; see the log below.')}"
+
+
+def family_notice(dropped: list[str], family: str) -> str:
+    """Return the note shown when switching to `family` dropped inherited `model:` settings."""
+    if not dropped:
+        return ""
+    return (f"Not used by {family} (its shape comes from its own model files), so dropped from the loaded "
+            f"config: {', '.join(dropped)}.")
+
+
 def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
     """Return the progress bar (an HTML <progress>) with step, ETA and tokens/s for the watched run."""
     view = progress_view((job or {}).get("progress"), status, (job or {}).get("status"))
@@ -230,6 +245,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 corpus = beside("corpus", lambda: gr.Textbox(label="Corpus files (lm, comma-separated)",
                                                              elem_id="train-corpus"))
                 val_ratio = beside("val_ratio", lambda: gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99))
+            family_note = gr.Markdown(elem_id="train-family-note")
             with gr.Row():
                 freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
                 freeze_until = beside("freeze_until", lambda: gr.Textbox(
@@ -259,6 +275,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="train-stop")
             resume_btn = gr.Button("Resume", elem_id="train-resume")
             job_id = gr.Textbox(label="Watching job", interactive=False, elem_id="train-job")
+        job_error = gr.Markdown(elem_id="train-job-error")
         message = gr.Markdown(elem_id="train-message")
         bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
         with gr.Row():
@@ -329,7 +346,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         tail = runner.log_tail(current, 40) if job else ""
         active = bool(job) and job["status"] in job_states.IN_PROGRESS
         return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
-                metric_frame(rows, TOP1_METRICS), tail, gr.update(interactive=active))
+                metric_frame(rows, TOP1_METRICS), tail, gr.update(interactive=active), failure_line(job))
+
+    def adapt_to_family(base_value: dict[str, Any], chosen: str) -> tuple[Any, ...]:
+        data, dropped = for_family(base_value or {}, chosen)
+        own = chosen == OWN_FAMILY
+        return data, family_notice(dropped, chosen), gr.update(visible=own), gr.update(visible=own)
 
     def choices() -> tuple[Any, ...]:
         return (gr.update(choices=preset_choices(ctx)),
@@ -359,7 +381,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     start_btn.click(start, inputs=[base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
-    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn], show_progress="hidden")
+    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error],
+               show_progress="hidden")
+    family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(
+        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, *error_boxes])
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
     demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
