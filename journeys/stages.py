@@ -91,13 +91,14 @@ class StageRunner:
     process for the journey's lifetime. `timeout_s` bounds each stage. `catalogue` (from the entry
     point) checks each stage's parameters and runs inline stages. `title` (default `stage_title`) turns
     a stage name into the plain words the dashboard shows for it; the journey's progress carries it as
-    `current_title`.
+    `current_title`, the run name `journey`, and every stage job so far as `stage_jobs` (job id → title),
+    so the Jobs tab names each stage job by its run and stage.
     Raises InputError for an unknown mode.
     """
 
     def __init__(self, settings: Settings, mode: str = "queue", embedded_worker: bool = True,
                  timeout_s: float = 3600.0, total: int | None = None, *, catalogue: JobCatalogue,
-                 title: Callable[[str], str] = stage_title) -> None:
+                 title: Callable[[str], str] = stage_title, journey: str | None = None) -> None:
         if mode not in MODES:
             raise InputError(f"stage mode {mode!r}: choose one of {', '.join(MODES)}.")
         self.settings = settings
@@ -108,6 +109,7 @@ class StageRunner:
         self.records: list[StageRecord] = []
         self.title = title
         self.progress = Progress("quickstart", total=total, interval=0.0)
+        self.progress.metrics.update(journey=journey, stage_jobs={})
         self._runner: Any = None
         self._worker: Any = None
         self._current: str | None = None
@@ -154,6 +156,7 @@ class StageRunner:
     def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         job_id = self._runner.submit(kind, params)
         self._current = job_id
+        self.progress.metrics["stage_jobs"][job_id] = self.title(name)
         self.progress.update(0, current_job=job_id)  # the dashboard shows this job's own progress
         try:
             job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=STARTED)

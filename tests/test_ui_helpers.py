@@ -113,6 +113,18 @@ def test_a_failed_jobs_reason_is_shown_in_the_dashboards_words() -> None:
     assert failure_line({**job, "status": "succeeded"}) == "" and failure_line(None) == ""
 
 
+def test_job_rows_name_their_run_and_stage() -> None:
+    from gradio_app.tabs.jobs import HEADERS, job_rows
+
+    journey = {"id": "q1", "kind": "quickstart.tts", "status": "running", "run_dir": None,
+               "progress": {"metrics": {"journey": "qs-1", "stage_jobs": {"s1": stage_title("train.base")}}}}
+    stage = {"id": "s1", "kind": "train", "status": "succeeded", "run_dir": "/w/runs/qs-1-en-base", "progress": {}}
+    lone = {"id": "t1", "kind": "train", "status": "queued", "run_dir": "/w/runs/my-run", "progress": {}}
+    other = {"id": "d1", "kind": "doctor", "status": "queued", "run_dir": None, "progress": {}}
+    named = [row[HEADERS.index("run · stage")] for row in job_rows([journey, stage, lone, other])]
+    assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
+
+
 def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
     settings = load_settings()

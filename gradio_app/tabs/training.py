@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import gradio as gr
+import yaml
 
 from core.config import Settings, read_yaml
 from core.checks.doctor import doctor_preflight
@@ -164,6 +165,23 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
     return rows, True, f"**PASS** Ready to start ({len(rows)} checks, {warns} warnings).", fields
 
 
+def visible_gpus() -> int:
+    """Return how many CUDA GPUs this process sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def settings_yaml(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> str:
+    """Return every setting the run would start with (the loaded config under the form) as YAML, or
+    a comment naming what is wrong while the form does not make a valid config."""
+    try:
+        data = config_from_form(base, values, ctx.settings).to_dict()
+    except InputError as exc:
+        return f"# {field_error(str(exc))[0]}\n"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
 def failure_line(job: dict[str, Any] | None) -> str:
     """Return the reason a watched job failed, in the dashboard's words (empty unless it failed)."""
     if not job or job.get("status") != job_states.FAILED:
@@ -263,6 +281,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                                                     elem_id="train-save-every"))
                 precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
                 seed = beside("seed", lambda: gr.Number(0, label="Seed", precision=0))
+        with gr.Accordion("Every setting this run starts with (the loaded config with the form on top)", open=False):
+            all_settings = gr.Code(language="yaml", interactive=False, elem_id="train-settings")
         command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
                              elem_id="train-command", buttons=["copy"])
         with gr.Group():
@@ -274,6 +294,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             start_btn = gr.Button("Start", variant="primary", interactive=False, elem_id="train-start")
             stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="train-stop")
             resume_btn = gr.Button("Resume", elem_id="train-resume")
+            gpus = visible_gpus()
+            nproc = gr.Number(1, label=f"GPUs for this run (of {gpus})", precision=0, minimum=1, maximum=max(gpus, 1),
+                              visible=gpus > 1, elem_id="train-nproc")
             job_id = gr.Textbox(label="Watching job", interactive=False, elem_id="train-job")
         job_error = gr.Markdown(elem_id="train-job-error")
         message = gr.Markdown(elem_id="train-message")
@@ -292,7 +315,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
         rows, ok, text, by_field = preflight(ctx, base_value, list(values))
         shown = [f"**{by_field[key]}**" if key in by_field else "" for key in errors]
-        return (rows, text, gr.update(interactive=ok), preview_command(ctx, values[0]), *shown)
+        return (rows, text, gr.update(interactive=ok), preview_command(ctx, values[0]),
+                settings_yaml(ctx, base_value, list(values)), *shown)
 
     @ui_action(outputs=2 + len(FORM_KEYS))
     def load(choice: str, current_name: str) -> list[Any]:
@@ -308,14 +332,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
     @ui_action(outputs=2, message=1)
-    def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
+    def start(gpu_count: float | None, base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
         # Validated once here; the worker's doctor checks the written config before the trainer starts.
         config = config_from_form(base_value, list(values), settings)
         rel = run_config_path(config.name)
         if run_folder(settings, config.name).is_running():
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
         save_run_config(config, settings.resolve(rel))
-        new_id = runner.submit("train", {"config": rel})
+        new_id = runner.submit("train", {"config": rel}, nproc=int(gpu_count or 1))
         return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name)}`."
 
     @ui_action()
@@ -374,21 +398,21 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
     for field in fields:
-        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, *error_boxes],
+        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes],
                      trigger_mode="always_last", show_progress="hidden")
     load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
-    start_btn.click(start, inputs=[base, *fields], outputs=[job_id, message])
+    start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
     timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error],
                show_progress="hidden")
     family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, *error_boxes])
+        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
     demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, *error_boxes])
+        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
 
 
 def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
