@@ -418,6 +418,36 @@ def test_fields_that_do_not_apply_to_the_family_are_hidden_and_inherited_setting
     page.close()
 
 
+def test_prune_in_the_browser_lists_files_that_download_and_load(dashboard: AppProcess, browser) -> None:
+    """The Export tab prunes the fine-tune's training checkpoint as a job and lists the written files; each
+    downloads, and the downloaded weights load (safetensors) equal to the training checkpoint's."""
+    from core.checkpoint import load_checkpoint
+
+    report = json.loads(next(dashboard.workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
+    step = next((Path(report["training"]["finetune_run"]) / "checkpoints").glob("step_*.pt"))
+    source = str(step.resolve().relative_to(dashboard.workspace.resolve()))
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Export")
+    dropdown_options(page, "export-checkpoint", {source})
+    box = page.locator("#export-checkpoint input").first
+    box.fill(source)
+    box.press("Enter")
+    page.locator("#export-output textarea, #export-output input").first.fill("checkpoints/browser/am.safetensors")
+    page.locator("#export-btn").click()
+    expect(page.locator("#export-status")).to_contain_text("file(s) written", timeout=300_000)
+    links = page.eval_on_selector_all("#export-files a", "els => els.map(e => e.href)")
+    names = sorted(Path(href.split("?")[0]).name for href in links)
+    assert names == ["am.codec.pt", "am.safetensors", "am.tokenizer.model"], names
+    weights = next(href for href in links if href.split("?")[0].endswith("am.safetensors"))
+    response = page.request.get(weights)
+    assert response.status == 200
+    downloaded = dashboard.workspace.parent / "downloaded.safetensors"
+    downloaded.write_bytes(response.body())
+    pruned, trained = load_checkpoint(downloaded).state_dict, load_checkpoint(step).state_dict
+    assert set(pruned) == set(trained) and all((pruned[k] == trained[k]).all() for k in pruned)
+    page.close()
+
+
 def final_checkpoint(workspace: Path) -> str:
     """Return the workspace-relative path of the quickstart's final checkpoint."""
     report = json.loads(next(workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
