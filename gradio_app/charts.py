@@ -11,6 +11,7 @@ import pandas as pd
 LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
 TOP1_METRICS = ("mel_top1",)
 VAL_CURVE_METRICS = ("mel_loss", "text_loss")
+PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac")
 
 
 def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...], split: str = "train") -> pd.DataFrame:
@@ -30,6 +31,20 @@ def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...], split: str 
                 series.append(f"{row.get('split', split)} {name}")
     return pd.DataFrame({"step": pd.Series(steps, dtype="int64"), "value": pd.Series(values, dtype="float64"),
                          "series": pd.Series(series, dtype="object")})
+
+
+def metric_chart(rows: list[dict[str, Any]], names: tuple[str, ...], split: str = "train") -> dict[str, Any]:
+    """Return the update that shows `metric_frame(rows, names, split)` in a `metric_plot`, with a colour per
+    series (the order they first appear in).
+
+    The colour map is what makes the lines visible: Gradio's line plot fixes its colour domain when it
+    first draws (from the empty frame a plot starts with) and redraws only when a setting such as the
+    colour map changes, so without it the lines of a 4-row frame are drawn with no colour at all.
+    """
+    frame = metric_frame(rows, names, split)
+    series = list(dict.fromkeys(frame["series"]))
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
+    return gr.update(value=frame, color_map=colours)
 
 
 def metric_plot(names: tuple[str, ...], title: str, elem_id: str, rows: list[dict[str, Any]] | None = None) -> gr.LinePlot:

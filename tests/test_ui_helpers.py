@@ -125,6 +125,15 @@ def test_job_rows_name_their_run_and_stage() -> None:
     assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
 
 
+def test_every_chart_update_colours_each_series() -> None:
+    from gradio_app.charts import PALETTE, metric_chart
+
+    rows = [{"step": 5, "mel_loss": 3.0, "text_loss": 4.0}, {"step": 10, "mel_loss": 2.5, "text_loss": 3.5}]
+    update = metric_chart(rows, ("mel_loss", "text_loss"), split="val")
+    assert update["color_map"] == {"val mel_loss": PALETTE[0], "val text_loss": PALETTE[1]}
+    assert list(update["value"]["series"]) == ["val mel_loss", "val text_loss"] * 2
+
+
 def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
     settings = load_settings()

@@ -364,6 +364,7 @@ def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, br
     page.get_by_role("tab", name="Compare checkpoints").click()
     expect(page.locator("#cmp-folder input").first).to_have_value(f"checkpoints/{name}")
     expect(page.locator("#cmp-table")).to_contain_text("am.safetensors")
+    page.get_by_text("Evaluate a checkpoint (eval.tts job)").click()
     assert final in dropdown_options(page, "cmp-checkpoint", {final})
     page.close()
 

@@ -22,7 +22,7 @@ from core.confine import is_inside
 from core.errors import InputError
 from core.progress import JourneyView, journey_view
 from core.workspace_files import quickstart_preset_files
-from gradio_app.charts import VAL_CURVE_METRICS, metric_frame, metric_plot
+from gradio_app.charts import VAL_CURVE_METRICS, metric_chart, metric_plot
 from gradio_app.common import (
     UIContext,
     inside_workspace,
@@ -120,9 +120,9 @@ def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, An
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
-    curve = metric_frame((report.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, split="val")
+    curve = metric_chart((report.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, split="val")
     if not paths or not markdown_path.is_file():
-        return "", None, None, None, metric_frame([], VAL_CURVE_METRICS)
+        return "", None, None, None, metric_chart([], VAL_CURVE_METRICS)
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body

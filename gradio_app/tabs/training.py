@@ -24,7 +24,7 @@ from core.training.plan import plan_run
 from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
-from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, metric_frame, metric_plot
+from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, metric_chart, metric_plot
 from gradio_app.common import UIContext, form_message, relative, ui_action
 from gradio_app.runner import job_states
 
@@ -369,8 +369,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
         active = bool(job) and job["status"] in job_states.IN_PROGRESS
-        return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
-                metric_frame(rows, TOP1_METRICS), tail, gr.update(interactive=active), failure_line(job))
+        return (progress_html(status, job, last), metric_chart(rows, LOSS_METRICS),
+                metric_chart(rows, TOP1_METRICS), tail, gr.update(interactive=active), failure_line(job))
 
     def adapt_to_family(base_value: dict[str, Any], chosen: str) -> tuple[Any, ...]:
         data, dropped = for_family(base_value or {}, chosen)
