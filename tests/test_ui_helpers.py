@@ -24,6 +24,14 @@ def test_cli_words_become_the_forms_words() -> None:
     text = "synthesize: the following arguments are required: --text. Run `python -m core synthesize --help`."
     assert form_message(text, {"text": "Text"}) == "synthesize: fill in “Text”."
     assert form_message("bad --top-k value", {}) == "bad “top k” value"
+    assert form_message("vocab size 5 too small; see python -m core tokenizer train “help”.") == \
+        "vocab size 5 too small; see the Tokenizer tab."
+    assert form_message("Rebuild the rows: python -m core embeddings extend --checkpoint a.pt --init fvt.") == \
+        "Rebuild the rows: the Embeddings tab."
+    assert form_message("Re-create it with `python -m core embeddings extend`, which resizes.") == \
+        "Re-create it with the Embeddings tab, which resizes."
+    assert form_message("stage x: job j1 (train) failed: boom. Full log: `python -m core jobs logs j1`.") == \
+        "stage x: job j1 (train) failed: boom. Full log: the Jobs tab."
 
 
 def test_an_error_goes_to_its_message_output_only() -> None:

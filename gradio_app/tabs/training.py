@@ -123,10 +123,11 @@ def form_values(data: dict[str, Any], settings: Settings) -> list[Any]:
 
 
 def plain_words(text: str) -> str:
-    """Return a check's message with the run config's internal keys replaced by the form's labels."""
+    """Return a check's message in the form's words: internal keys become the form's labels and command
+    lines the tab that does the same (`form_message`)."""
     for word, label in INTERNAL_WORDS.items():
         text = text.replace(word, label)
-    return text
+    return form_message(text, {"family": "Model family"})
 
 
 def error_field(message: str) -> str | None:
