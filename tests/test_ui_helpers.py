@@ -133,13 +133,20 @@ def test_job_rows_name_their_run_and_stage() -> None:
     assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
 
 
-def test_every_chart_update_colours_each_series() -> None:
-    from gradio_app.charts import PALETTE, metric_chart
+def test_a_chart_draws_each_series_in_its_own_colour_with_a_legend() -> None:
+    import re
+
+    from gradio_app.charts import PALETTE, chart_html
 
     rows = [{"step": 5, "mel_loss": 3.0, "text_loss": 4.0}, {"step": 10, "mel_loss": 2.5, "text_loss": 3.5}]
-    update = metric_chart(rows, ("mel_loss", "text_loss"), split="val")
-    assert update["color_map"] == {"val mel_loss": PALETTE[0], "val text_loss": PALETTE[1]}
-    assert list(update["value"]["series"]) == ["val mel_loss", "val text_loss"] * 2
+    svg = chart_html(rows, ("mel_loss", "text_loss"), "Validation", split="val")
+    lines = re.findall(r'<polyline class="lf-series" data-series="([^"]+)" points="([^"]+)" fill="none" stroke="([^"]+)"', svg)
+    assert [(name, len(points.split()), colour) for name, points, colour in lines] == [
+        ("val mel_loss", 2, PALETTE[0]), ("val text_loss", 2, PALETTE[1])]
+    assert re.findall(r'<g class="lf-legend">.*?<text[^>]*>([^<]+)</text></g>', svg) == ["val mel_loss", "val text_loss"]
+    first = [tuple(map(float, p.split(","))) for p in lines[0][1].split()]
+    assert first[0][0] < first[1][0] and first[0][1] < first[1][1]  # later step to the right; lower loss lower down
+    assert "no points yet" in chart_html([], ("mel_loss",), "Validation")
 
 
 def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:

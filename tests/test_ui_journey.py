@@ -117,9 +117,9 @@ def quickstart_jobs(workspace: Path) -> list[dict]:
     return [job for job in JobStore(workspace / "jobs.sqlite").list() if job["kind"].startswith("quickstart.")]
 
 
-def line_points(d: str) -> int:
-    """Return the number of points of an SVG path drawn as M/L commands."""
-    return len(re.findall(r"[ML]", d))
+def line_points(points: str) -> int:
+    """Return the number of points of an SVG polyline's `points` attribute."""
+    return len(points.split())
 
 
 @pytest.mark.timeout(2400)  # the whole journey; a loaded shared machine takes many minutes
@@ -225,11 +225,11 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     expected = sorted(sum(1 for row in rows if row.get("split", "train") == split and isinstance(row.get(metric), float))
                       for split in ("train", "val") for metric in ("loss", "text_loss", "mel_loss"))
     expected = [n for n in expected if n]
-    paths = page.locator("#train-loss-plot .mark-line path")
+    paths = page.locator("#train-loss-plot polyline.lf-series")
     page.wait_for_function(
-        "n => document.querySelectorAll('#train-loss-plot .mark-line path').length >= n", arg=len(expected),
+        "n => document.querySelectorAll('#train-loss-plot polyline.lf-series').length >= n", arg=len(expected),
         timeout=90_000)
-    drawn = sorted(line_points(d) for d in paths.evaluate_all("els => els.map(e => e.getAttribute('d'))"))
+    drawn = sorted(line_points(d) for d in paths.evaluate_all("els => els.map(e => e.getAttribute('points'))"))
     assert drawn == expected, (drawn, expected)
     page.screenshot(path=str(screens / "training.png"), full_page=True)
 
@@ -251,8 +251,8 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
 def series_pixels(page, selector: str) -> dict[str, int]:
     """Return, for each line drawn in the chart `selector`, how many pixels of a screenshot of the plot
     area (the lines' own box) have that line's colour: what a person sees, not what the DOM holds."""
-    area = page.locator(f"{selector} .mark-line").first.bounding_box()
-    strokes = page.locator(f"{selector} .mark-line path").evaluate_all(
+    area = page.locator(f"{selector} .lf-plot-area").first.bounding_box()
+    strokes = page.locator(f"{selector} polyline.lf-series").evaluate_all(
         "els => els.map(e => getComputedStyle(e).stroke)")
     image = Image.open(io.BytesIO(page.screenshot(clip=area))).convert("RGB")
     pixels = list(image.getdata())
@@ -269,16 +269,16 @@ def test_charts_draw_coloured_lines_with_a_legend_after_a_reload(dashboard: AppP
     lines a person can see: pixels of each series' colour inside the plot area, and the series in the legend."""
     page = open_page(browser, dashboard.url)
     page.reload()
-    expect(page.locator("#qs-val-plot .mark-line path").first).to_be_attached(timeout=90_000)
+    expect(page.locator("#qs-val-plot polyline.lf-series").first).to_be_attached(timeout=90_000)
     val = series_pixels(page, "#qs-val-plot")
-    assert val and all(n >= 20 for n in val.values()), val
-    assert "val mel_loss" in page.locator("#qs-val-plot .role-legend").first.text_content()
+    assert len(val) == 2 and all(n >= 20 for n in val.values()), val
+    assert "val mel_loss" in page.locator("#qs-val-plot").inner_text()
     open_tab(page, "Training")
-    expect(page.locator("#train-loss-plot .mark-line path").first).to_be_attached(timeout=90_000)
+    expect(page.locator("#train-loss-plot polyline.lf-series").first).to_be_attached(timeout=90_000)
     page.wait_for_timeout(2 * 2000)  # two live refreshes of the chart: the lines must survive them
     drawn = series_pixels(page, "#train-loss-plot")
     assert len(drawn) >= 2 and all(n >= 20 for n in drawn.values()), drawn
-    legend = page.locator("#train-loss-plot .role-legend").first.text_content()
+    legend = page.locator("#train-loss-plot").inner_text()
     assert "train loss" in legend and "val mel_loss" in legend, legend
     page.close()
 

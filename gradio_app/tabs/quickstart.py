@@ -20,9 +20,10 @@ import gradio as gr
 from core.config import Settings
 from core.confine import is_inside
 from core.errors import InputError
+from core.fsutil import read_json
 from core.progress import JourneyView, journey_view
 from core.workspace_files import quickstart_preset_files
-from gradio_app.charts import VAL_CURVE_METRICS, metric_chart, metric_plot
+from gradio_app.charts import VAL_CURVE_METRICS, chart_html, metric_plot
 from gradio_app.common import (
     UIContext,
     inside_workspace,
@@ -34,6 +35,7 @@ from gradio_app.common import (
 from gradio_app.runner import JobRunner, job_states
 
 TTS_PRESETS = ["quick", "full"]
+VAL_CURVE_TITLE = "Validation loss of the new-language fine-tune"
 KINDS = ("quickstart.tts", "quickstart.lm")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
@@ -120,9 +122,11 @@ def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, An
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
-    curve = metric_chart((report.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, split="val")
     if not paths or not markdown_path.is_file():
-        return "", None, None, None, metric_chart([], VAL_CURVE_METRICS)
+        return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE)
+    saved = read_json(Path(paths.get("json", ""))) or {}  # the job's result holds the report's summary only
+    curve = chart_html((saved.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, VAL_CURVE_TITLE,
+                       split="val")
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
@@ -187,7 +191,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             am_clip = gr.Audio(label="Amharic (held-out sentence)", type="filepath", interactive=False, elem_id="qs-am")
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
-        val_plot = metric_plot(VAL_CURVE_METRICS, "Validation loss of the Amharic fine-tune", "qs-val-plot")
+        val_plot = metric_plot(VAL_CURVE_METRICS, VAL_CURVE_TITLE, "qs-val-plot")
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
         timer = gr.Timer(FOLLOW_S)

@@ -24,11 +24,13 @@ from core.training.plan import plan_run
 from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
-from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, metric_chart, metric_plot
+from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, chart_html, metric_plot
 from gradio_app.common import UIContext, form_message, relative, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
+LOSS_TITLE = "Loss"
+TOP1_TITLE = "mel_top1 (share of speech tokens predicted right)"
 LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
@@ -303,8 +305,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         message = gr.Markdown(elem_id="train-message")
         bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
         with gr.Row():
-            loss_plot = metric_plot(LOSS_METRICS, "Loss", "train-loss-plot")
-            top1_plot = metric_plot(TOP1_METRICS, "mel_top1 (share of speech tokens predicted right)", "train-top1-plot")
+            loss_plot = metric_plot(LOSS_METRICS, LOSS_TITLE, "train-loss-plot")
+            top1_plot = metric_plot(TOP1_METRICS, TOP1_TITLE, "train-top1-plot")
         log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
         gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
         timer = gr.Timer(LIVE_S)
@@ -370,8 +372,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
         active = bool(job) and job["status"] in job_states.IN_PROGRESS
-        return (progress_html(status, job, last), metric_chart(rows, LOSS_METRICS),
-                metric_chart(rows, TOP1_METRICS), tail, gr.update(interactive=active), failure_line(job))
+        return (progress_html(status, job, last), chart_html(rows, LOSS_METRICS, LOSS_TITLE),
+                chart_html(rows, TOP1_METRICS, TOP1_TITLE), tail, gr.update(interactive=active), failure_line(job))
 
     def adapt_to_family(base_value: dict[str, Any], chosen: str) -> tuple[Any, ...]:
         data, dropped = for_family(base_value or {}, chosen)
