@@ -82,8 +82,9 @@ def chart_html(rows: list[dict[str, Any]], names: tuple[str, ...], title: str, s
 
         for i in range(TICKS + 1):
             vx, vy = x0 + (x1 - x0) * i / TICKS, y0 + (y1 - y0) * i / TICKS
+            step_label = f"{vx:.0f}" if x1 - x0 >= TICKS else _number(vx)  # steps are whole numbers
             parts.append(f'<text x="{x(vx):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" font-size="11">'
-                         f'{_number(vx)}</text>')
+                         f'{step_label}</text>')
             parts.append(f'<text x="{LEFT - 6}" y="{y(vy) + 4:.1f}" text-anchor="end" font-size="11">{_number(vy)}</text>')
         parts.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 2}" text-anchor="middle" font-size="11">step</text>')
         for index, name in enumerate(series):
