@@ -22,6 +22,17 @@ KEYS = ["checkpoint", "step", "mcd_db", "dtw_identification", "sphinx_identifica
         "codec_mcd_db", "codec_dtw_identification", "codec_sphinx_identification", "chance"]
 
 
+METRIC_WORDS = (
+    "**How to read it.** *MCD* (mel cepstral distortion, dB): how far the synthesized sound is from the reference "
+    "recording of the same sentence; lower is better. *DTW identification*: for each sentence, is the synthesized "
+    "clip closest (after dynamic time warping, which lines up different speaking speeds) to its own reference among "
+    "all references? The share of sentences where it is; `chance` is what guessing gets. *PocketSphinx "
+    "identification*: the same with a speech recogniser's reading. The *codec* rows are the ceiling: the references "
+    "passed through the codec alone. *RTF* (real-time factor, in the Quickstart report): seconds of computing per "
+    "second of audio; below 1 is faster than real time."
+)
+
+
 def eval_folders(ctx: UIContext) -> list[str]:
     """Return the runs and folders that hold an eval.json, workspace-relative (a run by its run folder)."""
     folders = set()
@@ -113,6 +124,7 @@ def build(ctx: UIContext) -> None:
                                  elem_id="cmp-folder", scale=4)
             refresh = gr.Button("Refresh", size="sm", scale=1)
         note = gr.Markdown(elem_id="cmp-note")
+        gr.Markdown(METRIC_WORDS, elem_id="cmp-words")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, elem_id="cmp-table")
         summaries = gr.State([])
         sentence = gr.Dropdown([], label="Sentence", elem_id="cmp-sentence")
