@@ -251,10 +251,10 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
 def series_pixels(page, selector: str) -> dict[str, int]:
     """Return, for each line drawn in the chart `selector`, how many pixels of a screenshot of the plot
     area (the lines' own box) have that line's colour: what a person sees, not what the DOM holds."""
-    area = page.locator(f"{selector} .lf-plot-area").first.bounding_box()
     strokes = page.locator(f"{selector} polyline.lf-series").evaluate_all(
         "els => els.map(e => getComputedStyle(e).stroke)")
-    image = Image.open(io.BytesIO(page.screenshot(clip=area))).convert("RGB")
+    shot = page.locator(f"{selector} .lf-plot-area").first.screenshot()  # scrolled into view first
+    image = Image.open(io.BytesIO(shot)).convert("RGB")
     pixels = list(image.getdata())
     counts = {}
     for stroke in strokes:
