@@ -117,14 +117,14 @@ def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
 
 
 def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any]:
-    """Return (report Markdown, Amharic clip, English clip, report files, validation curve frame) for a
+    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart HTML) for a
     finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
     if not paths or not markdown_path.is_file():
         return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE)
-    saved = read_json(Path(paths.get("json", ""))) or {}  # the job's result holds the report's summary only
+    saved = read_json(Path(paths.get("json", ""))) or {}  # the report file, as written, like the Markdown below
     curve = chart_html((saved.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, VAL_CURVE_TITLE,
                        split="val")
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
