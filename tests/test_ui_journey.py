@@ -155,6 +155,8 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
         assert any("elapsed" in text and "ETA" in text for text in shown["text"]), shown["text"]
         assert any(re.search(r"stage \d+/\d+: .*\(\d+%\)", text) for text in shown["text"]), shown["text"]
         assert any("Train the English base model" in text for text in shown["text"]), shown["text"]
+    first.wait_for_function(  # the once-a-second reading has seen the end too
+        "() => { const s = window.__lf.samples; return s.length > 0 && s[s.length - 1][1].includes('succeeded'); }")
     JOURNEY_SEEN.update(first.evaluate("window.__lf"))
     assert "elapsed" in second.locator("#qs-progress-text").inner_text()
 
