@@ -1,5 +1,5 @@
-"""The run folder `workspace/runs/<run>/`: its layout, the one reader of what a run writes, and the
-one progress view of a job or run.
+"""The run folder `workspace/runs/<run>/`: its layout, the one reader of what a run writes, and
+the re-exported progress view of a job or run.
 
 Layout: `config.yaml` (the run config as trained), `status.json` (state, step,
 max_steps, last_checkpoint, …, replaced atomically), `metrics.jsonl` (one JSON object per logged
@@ -10,9 +10,8 @@ is found from its run config by `run_folder_of_config` alone (the trainer and th
 so a job reads progress from, and writes STOP into, the folder its trainer writes.
 `read_evaluations` is the one reader of an `eval.json`.
 
-`progress_view()` reconciles the progress a job record holds (`done`/`total` from a progress
-file, or `step`/`max_steps`) with a run's `status.json`, so the CLI's `jobs list`, the Jobs,
-Training and Quickstart tabs all say the same thing.
+The progress view of a job or run (`progress_view`, `format_seconds`) lives in `core.progress`;
+it is re-exported here for the readers that take it with the run folder.
 """
 
 from __future__ import annotations
@@ -20,12 +19,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from core.config import Settings
 from core.fsutil import last_json_line, read_json, read_jsonl
+from core.progress import ProgressView, format_seconds, progress_view  # re-exported: the one progress view lives in core.progress
 
 RUNS_DIR = "runs"
 EVAL_FILE = "eval.json"
@@ -176,75 +176,3 @@ def run_folder_of_checkpoint(checkpoint: Path) -> RunFolder | None:
     return None
 
 
-def format_seconds(seconds: float | None) -> str:
-    """Return a duration as `1h02m`, `3m05s` or `12s`; an em dash when unknown."""
-    if seconds is None:
-        return "—"
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def _first(*values: Any) -> Any:
-    return next((v for v in values if v is not None), None)
-
-
-@dataclass(frozen=True)
-class ProgressView:
-    """Where a job or run stands: done of total, the fraction, ETA, state and latest metrics."""
-
-    done: int | None = None
-    total: int | None = None
-    fraction: float | None = None
-    eta_s: float | None = None
-    state: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-    def text(self, show_state: bool = False) -> str:
-        """Return `45% · 90/200 · ETA 1m10s` (with the state after the counts when `show_state`); `—` when unknown."""
-        parts = []
-        if self.fraction is not None:
-            parts.append(f"{self.fraction:.0%}")
-        if self.done is not None and self.total:
-            parts.append(f"{self.done}/{self.total}")
-        elif self.done is not None:
-            parts.append(str(self.done))
-        if show_state and self.state:
-            parts.append(self.state)
-        if self.state == "running" and self.eta_s is not None:
-            parts.append(f"ETA {format_seconds(self.eta_s)}")
-        return " · ".join(parts) or "—"
-
-
-def progress_view(
-    progress: Mapping[str, Any] | None, status: Mapping[str, Any] | None = None, job_status: str | None = None
-) -> ProgressView:
-    """Return the progress view of a job record's `progress` mapping, a run's `status` and the job's status.
-
-    The run's status.json wins over the (possibly older) job record: done is `step` (status), else
-    `step` or `done` (record); total is `max_steps` (status), else `total` or `max_steps` (record).
-    The fraction is done/total when both are known, else the record's fraction, else 1.0 for a
-    succeeded job. The state is the run's state, else the job's status, else the record's state.
-    """
-    progress, status = progress or {}, status or {}
-    done = _first(status.get("step"), progress.get("step"), progress.get("done"))
-    total = _first(status.get("max_steps"), progress.get("total"), progress.get("max_steps"))
-    if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
-        fraction: float | None = min(float(done) / float(total), 1.0)
-    else:
-        fraction = progress.get("fraction")
-    if fraction is None and job_status == "succeeded":
-        fraction = 1.0
-    return ProgressView(
-        done=int(done) if isinstance(done, (int, float)) else None,
-        total=int(total) if isinstance(total, (int, float)) else None,
-        fraction=float(fraction) if fraction is not None else None,
-        eta_s=progress.get("eta_s"),
-        state=_first(status.get("state"), job_status, progress.get("state")),
-        metrics=dict(progress.get("metrics") or {}),
-    )

@@ -25,6 +25,10 @@ CODECS_DIR = "codecs"
 PRESETS_DIR = "presets"
 QUICKSTART_DIR = "quickstart"
 MANIFEST_NAME = "manifest.jsonl"
+MANIFEST_SUFFIX = ".jsonl"
+REJECTS_NAME = "rejects.jsonl"  # an import's rejected rows: never training data
+TOKENIZER_REPORT_SUFFIX = ".report.json"  # `tokenizer extend`'s report beside the .model
+CODEC_COPY_SUFFIX = ".codec.pt"  # the codec `prune` copies beside a checkpoint
 EVAL_NAME = "eval.json"
 RUN_CONFIG_NAME = "config.yaml"
 
@@ -32,27 +36,33 @@ RUN_CONFIG_NAME = "config.yaml"
 @dataclass(frozen=True)
 class FileKind:
     """Files of one kind: below `folders` (workspace top folders, any depth), named with one of
-    `suffixes` or exactly one of `names`, and — with `within` — inside a folder of that name."""
+    `suffixes` or exactly one of `names` but not ending with one of `not_suffixes`, and — with
+    `within` — inside a folder of that name."""
 
     folders: tuple[str, ...]
     suffixes: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     within: str | None = None
+    not_suffixes: tuple[str, ...] = ()
 
     def matches(self, relative: PurePosixPath) -> bool:
         """Return True when the workspace-relative path `relative` is a file of this kind."""
         name = relative.name
         if not (name in self.names or (self.suffixes and name.endswith(self.suffixes))):
             return False
+        if self.not_suffixes and name.endswith(self.not_suffixes):
+            return False
         return self.within is None or self.within in relative.parts[:-1]
 
 
-TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model", ".json"))
+TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model", ".json"), not_suffixes=(TOKENIZER_REPORT_SUFFIX,))
 SENTENCEPIECE_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model",))
-HF_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".json",))
-CHECKPOINTS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), suffixes=(".safetensors", ".pt", ".pth"), within=CHECKPOINTS_DIR)
+HF_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".json",), not_suffixes=(TOKENIZER_REPORT_SUFFIX,))
+CHECKPOINTS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), suffixes=(".safetensors", ".pt", ".pth"), within=CHECKPOINTS_DIR,
+                       not_suffixes=(CODEC_COPY_SUFFIX,))
 CODECS = FileKind((CODECS_DIR,), suffixes=(".pt",))
 MANIFESTS = FileKind((DATASETS_DIR,), names=(MANIFEST_NAME,))
+TRAINING_MANIFESTS = FileKind((DATASETS_DIR,), suffixes=(MANIFEST_SUFFIX,), not_suffixes=(REJECTS_NAME,))
 EVALUATIONS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), names=(EVAL_NAME,))
 PRESETS = FileKind((PRESETS_DIR,), suffixes=(".yaml", ".yml"))
 RUN_CONFIGS = FileKind((RUNS_DIR,), names=(RUN_CONFIG_NAME,))
@@ -106,6 +116,12 @@ def codec_files(settings: Settings) -> list[str]:
 def manifest_files(settings: Settings) -> list[str]:
     """Return the dataset manifests (`manifest.jsonl`) under `datasets/`."""
     return find_files(settings, MANIFESTS)
+
+
+def training_manifest_files(settings: Settings) -> list[str]:
+    """Return every manifest a run can train on: the `.jsonl` files under `datasets/` (an import's
+    manifest.jsonl and the per-language `am.jsonl` a quickstart splits off), not `rejects.jsonl`."""
+    return find_files(settings, TRAINING_MANIFESTS)
 
 
 def dataset_names(settings: Settings) -> list[str]:

@@ -31,15 +31,30 @@ class UIContext:
     tensorboard_path: str = "/tensorboard/"
 
 
-CLI_HELP = re.compile(r"\s*Run `python -m core[^`]*`\.?")
+CLI_HELP = re.compile(r"\s*Run `python -m core [^`]*--help`\.?")
+CLI_VALUE = r"(?:<[^>]*>|“[^”]*”|[^\s`”\"<(-][^\s`”\"]*?(?=[.,;]?(?:\s|$|`)))"
+CLI_COMMAND = re.compile(rf"`python -m core ([a-z]+(?: [a-z]+)?)[^`]*`|[“\"]?python -m core ([a-z]+(?: [a-z]+)?)"
+                         rf"(?:\s+--[a-z-]+(?:\s+{CLI_VALUE})?|\s+“[^”]*”)*[”\"]?")
+COMMAND_TABS = {  # a CLI command a message points to → where the dashboard does it
+    "embeddings extend": "the Embeddings tab", "tokenizer train": "the Tokenizer tab",
+    "tokenizer extend": "the Tokenizer tab", "tokenizer merge": "the Tokenizer tab", "jobs logs": "the Jobs tab",
+    "train": "the Training tab", "prune": "the Export tab", "export": "the Export tab", "synthesize": "the Inference tab",
+}
 CLI_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+
+
+def where_done(command: str) -> str:
+    """Return where the dashboard does CLI `command` (its first two words): a tab from COMMAND_TABS."""
+    return COMMAND_TABS.get(command, COMMAND_TABS.get(command.split()[0], "this dashboard"))
 
 
 def form_message(text: str, labels: dict[str, str] | None = None) -> str:
     """Return an error message in the dashboard's words: `--flag` becomes the field's label (from `labels`,
-    keyed by parameter name) and the CLI's `Run python -m core … --help` hint is dropped."""
+    keyed by parameter name), the CLI's `Run python -m core … --help` hint is dropped, and a command a
+    message points to (`python -m core embeddings extend …`) becomes the tab that does it (COMMAND_TABS)."""
     labels = labels or {}
     text = CLI_HELP.sub("", text)
+    text = CLI_COMMAND.sub(lambda m: where_done(m.group(1) or m.group(2)), text)
     text = text.replace("the following arguments are required:", "fill in")
 
     def label(match: re.Match[str]) -> str:
@@ -104,14 +119,15 @@ def require_text(value: str | None, message: str) -> str:
     return text
 
 
-def job_line(job: dict[str, Any]) -> str:
-    """Return a one-line Markdown status of a job: id, kind, status, progress (while running), error."""
+def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
+    """Return a one-line Markdown status of a job: id, kind, status, progress (while running, unless
+    `with_progress` is False because a progress box beside it shows it), error."""
     parts = [f"Job `{job['id']}` ({job['kind']}): **{job['status']}**"]
     view = progress_view(job.get("progress"), job_status=job["status"])
-    if job.get("status") == job_states.RUNNING and view.fraction is not None:
+    if with_progress and job.get("status") == job_states.RUNNING and view.fraction is not None:
         parts.append(view.text())
     if job.get("error"):
-        parts.append(f"— {job['error']}")
+        parts.append(f"— {form_message(job['error'])}")
     return " ".join(parts)
 
 

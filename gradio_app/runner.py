@@ -43,13 +43,13 @@ class JobRunner:
             self._worker.stop()
             self._worker = None
 
-    def submit(self, kind: str, params: dict[str, Any]) -> str:
+    def submit(self, kind: str, params: dict[str, Any], nproc: int = 1) -> str:
         """Validate and enqueue a job of `kind` (a dotted CLI command) with CLI-named `params`; return its id.
 
-        Empty form values are dropped; relative paths resolve against the workspace. Raises
-        InputError with the CLI's message for bad parameters.
+        Empty form values are dropped; relative paths resolve against the workspace; `nproc` > 1 runs a
+        `train` job with one process per GPU. Raises InputError with the CLI's message for bad parameters.
         """
-        return self._jobs.submit(kind, _filled(params))
+        return self._jobs.submit(kind, _filled(params), nproc=nproc)
 
     def preview(self, kind: str, params: dict[str, Any]) -> str:
         """Return the command line `submit(kind, params)` would run: `python -m core` and the job's exact argv.

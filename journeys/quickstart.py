@@ -195,7 +195,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     10 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue) as stages:
+                     10 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue, journey=name) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"]})
         manifests = _split_manifest(data_dir / "sample" / "manifest.jsonl")

@@ -74,7 +74,7 @@ def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", n
     started = time.time()
     models: list[dict[str, Any]] = []
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     catalogue=catalogue) as stages:
+                     catalogue=catalogue, journey=name) as stages:
         sweep = stages.run("tokenizer.sweep", "tokenizer.sweep", {
             "corpus": files, "sizes": ",".join(map(str, spec["sweep_sizes"]))})
         sizes = compared_sizes(sweep, spec["compare_sizes"])

@@ -16,17 +16,51 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
-from core.progress import Progress
+from core.progress import Progress, detached_progress_file
 from jobs.kinds import CommandOutcome, JobCatalogue
 from jobs.states import STARTED, SUCCEEDED
 
 MODES = ("queue", "inline")
 QUEUE_PICKUP_S = 300.0
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+STAGE_TITLES = {  # stage name (or its first dotted parts) → what the dashboard calls it
+    "sample": "Make the English and Amharic sample clips",
+    "codec": "Train the speech codec",
+    "tokenizer.base": "Train the English tokenizer",
+    "train.base": "Train the English base model",
+    "tokenizer.extend": "Extend the tokenizer with Amharic",
+    "embeddings.extend": "Grow the embeddings for the new tokens",
+    "preprocess.am": "Prepare the Amharic training features",
+    "validate.start": "Measure the starting model",
+    "train.finetune": "Fine-tune on Amharic, English rows frozen",
+    "prune": "Prune the final checkpoint",
+    "synthesize.am": "Speak a held-out Amharic sentence",
+    "synthesize.en": "Speak a held-out English sentence",
+    "eval.tts": "Evaluate the Amharic speech",
+    "tokenizer.sweep": "Compare tokenizer sizes",
+    "tokenizer.train": "Train a tokenizer",
+    "train": "Train the model",
+    "generate": "Generate sample text",
+}
+
+
+def stage_title(name: str) -> str:
+    """Return the plain title of stage `name`: its own entry in STAGE_TITLES, else that of its longest
+    dotted prefix with the rest in brackets ("synthesize.am.1" → "Speak a held-out Amharic sentence (1)"),
+    else the name itself."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        title = STAGE_TITLES.get(".".join(parts[:cut]))
+        if title is not None:
+            rest = ".".join(parts[cut:])
+            return f"{title} ({rest})" if rest else title
+    return name
 
 
 class StageFailed(LinguaForgeError):
@@ -55,12 +89,16 @@ class StageRunner:
 
     `mode` is `queue` or `inline`; `embedded_worker` (queue mode) starts a job worker in this
     process for the journey's lifetime. `timeout_s` bounds each stage. `catalogue` (from the entry
-    point) checks each stage's parameters and runs inline stages.
+    point) checks each stage's parameters and runs inline stages. `title` (default `stage_title`) turns
+    a stage name into the plain words the dashboard shows for it; the journey's progress carries it as
+    `current_title`, the run name `journey`, and every stage job so far as `stage_jobs` (job id → title),
+    so the Jobs tab names each stage job by its run and stage.
     Raises InputError for an unknown mode.
     """
 
     def __init__(self, settings: Settings, mode: str = "queue", embedded_worker: bool = True,
-                 timeout_s: float = 3600.0, total: int | None = None, *, catalogue: JobCatalogue) -> None:
+                 timeout_s: float = 3600.0, total: int | None = None, *, catalogue: JobCatalogue,
+                 title: Callable[[str], str] = stage_title, journey: str | None = None) -> None:
         if mode not in MODES:
             raise InputError(f"stage mode {mode!r}: choose one of {', '.join(MODES)}.")
         self.settings = settings
@@ -69,7 +107,9 @@ class StageRunner:
         self.embedded_worker = embedded_worker and mode == "queue"
         self.timeout_s = timeout_s
         self.records: list[StageRecord] = []
+        self.title = title
         self.progress = Progress("quickstart", total=total, interval=0.0)
+        self.progress.metrics.update(journey=journey, stage_jobs={})
         self._runner: Any = None
         self._worker: Any = None
         self._current: str | None = None
@@ -102,19 +142,22 @@ class StageRunner:
         or does not finish within the stage timeout.
         """
         start = time.monotonic()
+        self.progress.update(0, current=name, current_title=self.title(name))
         if self.mode == "queue":
             job_id, result = self._queued(name, kind, params)
         else:
             job_id, result = None, self._inline(name, kind, params)
         record = StageRecord(name, kind, time.monotonic() - start, job_id, result)
         self.records.append(record)
-        self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_job=None)
+        self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_title=None,
+                             current_job=None)
         return result
 
     def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         job_id = self._runner.submit(kind, params)
         self._current = job_id
-        self.progress.update(0, current=name, current_job=job_id)  # the dashboard shows this job's own progress
+        self.progress.metrics["stage_jobs"][job_id] = self.title(name)
+        self.progress.update(0, current_job=job_id)  # the dashboard shows this job's own progress
         try:
             job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=STARTED)
         except TimeoutError:
@@ -135,7 +178,7 @@ class StageRunner:
 
     def _inline(self, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
         argv = self.catalogue.build_argv(kind, params)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), detached_progress_file():
             outcome = _run_quietly(self.catalogue, argv)
         result = json.loads(json.dumps(outcome.data, ensure_ascii=False, default=str))
         if outcome.exit_code != 0:

@@ -173,13 +173,13 @@ def test_preflight_checks_the_model_folder_and_paths_only_the_loaded_base_holds(
     values = dict(zip(FORM_KEYS, form_values(base, ctx.settings)))
     for folder in (str(outside / "model"), "/root", "../outside/model"):
         values["model_dir"] = folder
-        rows, ok, summary = preflight(ctx, base, list(values.values()))
+        rows, ok, summary, _ = preflight(ctx, base, list(values.values()))
         assert not ok and [row[:2] for row in rows] == [["config", "FAIL"]], rows
         assert "“Published model folder”" in rows[0][2] and "outside the allowed folders" in rows[0][2]
         assert "secret-weights" not in json.dumps(rows)
     values["model_dir"] = ""
     leaky = {**base, "eval": {"sentences": str(outside / "secret.txt")}}
-    rows, ok, _ = preflight(ctx, leaky, list(values.values()))
+    rows, ok, _, _ = preflight(ctx, leaky, list(values.values()))
     assert not ok and rows[0][0] == "config" and "eval.sentences" in rows[0][2], rows
 
 
@@ -230,7 +230,9 @@ def test_workspace_file_lists_go_any_depth_and_never_lead_out(workspace: Path, o
                      "checkpoints/a.safetensors", "checkpoints/qs-1/am.safetensors", "runs/r/checkpoints/step_1.pt",
                      "runs/r/checkpoints/eval.json", "codecs/sub/c.pt", "datasets/s/manifest.jsonl",
                      "datasets/qs-1/sample/manifest.jsonl", "presets/p.yaml", "runs/r/config.yaml", "quickstart/q.yaml",
-                     "runs/r/notes.pt", "tokenizers/.hidden.model", "tokenizers/.cache/y.model"):
+                     "runs/r/notes.pt", "tokenizers/.hidden.model", "tokenizers/.cache/y.model",
+                     "tokenizers/qs-1/en_am.report.json", "checkpoints/qs-1/am.codec.pt", "datasets/qs-1/sample/am.jsonl",
+                     "datasets/qs-1/sample/rejects.jsonl"):
         (workspace / relative).parent.mkdir(parents=True, exist_ok=True)
         (workspace / relative).write_bytes(b"x")
     (workspace / "tokenizers" / "out.model").symlink_to(outside / "secret.txt")       # a file leading out
@@ -245,6 +247,8 @@ def test_workspace_file_lists_go_any_depth_and_never_lead_out(workspace: Path, o
                                                 "runs/r/checkpoints/step_1.pt"]
     assert files.codec_files(settings) == ["codecs/sub/c.pt"]
     assert files.dataset_names(settings) == ["qs-1/sample", "s"]
+    assert files.training_manifest_files(settings) == ["datasets/qs-1/sample/am.jsonl", "datasets/qs-1/sample/manifest.jsonl",
+                                                       "datasets/s/manifest.jsonl"]
     assert files.evaluation_files(settings) == ["runs/r/checkpoints/eval.json"]
     assert files.config_files(settings) == ["presets/p.yaml", "runs/r/config.yaml"]
     assert files.quickstart_preset_files(settings) == ["quickstart/q.yaml"]

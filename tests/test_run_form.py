@@ -48,3 +48,11 @@ def test_saved_config_loads_back_equal(workspace: Path) -> None:
     assert path == workspace / "runs" / "am-2" / "config.yaml"
     assert load_run_config(path).to_dict() == config.to_dict()
     assert form_to_dict({}, _form())["name"] == "am"
+
+
+def test_a_published_family_drops_the_model_settings_a_loaded_config_brings() -> None:
+    from core.training.run_form import for_family
+
+    data = {"name": "am", "model": {"preset": "tiny", "max_speech_tokens": 600, "n_layer": 2}}
+    assert for_family(data, "chatterbox") == ({"name": "am", "model": {"preset": "tiny"}}, ["max_speech_tokens", "n_layer"])
+    assert for_family(data, "linguaforge") == (data, [])

@@ -68,7 +68,7 @@ def test_progress_view_reconciles_step_done_total_and_max_steps() -> None:
 
 def test_cli_jobs_list_and_the_jobs_tab_show_the_same_progress(workspace: Path) -> None:
     from gradio_app.common import job_line
-    from gradio_app.tabs.jobs import job_rows
+    from gradio_app.tabs.jobs import HEADERS, job_rows
 
     runner = JobRunner(catalogue=cli_catalogue())
     job_id = runner.submit("doctor", {"tokenizer": "tokenizers/bpe.model"})
@@ -76,7 +76,7 @@ def test_cli_jobs_list_and_the_jobs_tab_show_the_same_progress(workspace: Path) 
     runner.store.update(job_id, progress={"step": 30, "max_steps": 120, "eta_s": 90})
     expected = "25% · 30/120 · ETA 1m30s"
     job = runner.get_job(job_id)
-    assert job_rows([job])[0][3] == expected
+    assert job_rows([job])[0][HEADERS.index("progress")] == expected
     assert expected in job_line(job)
     assert expected in _stdout("jobs", "list")
     assert expected in _stdout("jobs", "show", job_id)

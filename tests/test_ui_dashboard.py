@@ -235,7 +235,8 @@ def test_doctor_failure_disables_start(dashboard: AppProcess, page, screens: Pat
     summary = wait_text(page, "preflight-summary", "Start is disabled", 90)
     assert "checkpoint.rows" in summary
     assert page.locator("#train-start").is_disabled()
-    assert "embeddings extend" in page.locator("#preflight-table").inner_text()
+    table = page.locator("#preflight-table").inner_text()
+    assert "the Embeddings tab" in table and "python -m" not in table, table  # the fix, in the dashboard's words
     page.screenshot(path=str(screens / "training-doctor-fail.png"), full_page=True)
 
     fill(page, "train-manifest", "/etc/passwd", commit=True)

@@ -4,6 +4,7 @@ quickstart's overall progress, report links, dataset listing at any depth, typed
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import gradio as gr
@@ -12,14 +13,25 @@ import pytest
 from core.config import load_settings
 from core.errors import InputError
 from gradio_app.common import form_message, ui_action
+from core.progress import PROGRESS_FILE_ENV, Progress, detached_progress_file, journey_view
 from gradio_app.tabs.quickstart import JourneyProgress, journey_html, served_links
-from gradio_app.tabs.training import LOSS_METRICS, field_error, metric_frame
+from journeys.stages import stage_title
+from gradio_app.charts import LOSS_METRICS, metric_frame
+from gradio_app.tabs.training import error_field, failure_line, field_error, plain_words
 
 
 def test_cli_words_become_the_forms_words() -> None:
     text = "synthesize: the following arguments are required: --text. Run `python -m core synthesize --help`."
     assert form_message(text, {"text": "Text"}) == "synthesize: fill in “Text”."
     assert form_message("bad --top-k value", {}) == "bad “top k” value"
+    assert form_message("vocab size 5 too small; see python -m core tokenizer train “help”.") == \
+        "vocab size 5 too small; see the Tokenizer tab."
+    assert form_message("Rebuild the rows: python -m core embeddings extend --checkpoint a.pt --init fvt.") == \
+        "Rebuild the rows: the Embeddings tab."
+    assert form_message("Re-create it with `python -m core embeddings extend`, which resizes.") == \
+        "Re-create it with the Embeddings tab, which resizes."
+    assert form_message("stage x: job j1 (train) failed: boom. Full log: `python -m core jobs logs j1`.") == \
+        "stage x: job j1 (train) failed: boom. Full log: the Jobs tab."
 
 
 def test_an_error_goes_to_its_message_output_only() -> None:
@@ -44,39 +56,97 @@ def test_run_config_errors_name_the_field_as_labelled_and_its_range() -> None:
     assert field_error("form.data.val_ratio: 1.5 must be in [0, 1).")[1] == \
         "Set “Validation share” to a number from 0 up to (not including) 1."
     assert field_error("something else")[1] == "Correct the field named in the message."
+    assert error_field("form.name 'a/b': not a name. Use one path segment of letters.") == "name"
+    assert error_field("form.optim.lr: -1.0 must be positive.") == "lr"
+    assert error_field("form.freeze.until: -3 is negative; use a row index ≥ 0 or `auto`.") == "freeze_until"
+    assert error_field("something else") is None
+    assert plain_words("Set freeze_until to 700.") == "Set “Freeze rows below” to 700."
 
 
 def _job(status: str, done: int, total: int | None, started: float = 1000.0) -> dict:
     return {"id": "q1", "kind": "quickstart.tts", "status": status, "started_at": started,
-            "progress": {"done": done, "total": total, "metrics": {"current": "train.base", "current_job": "s1"}}}
+            "progress": {"done": done, "total": total,
+                         "metrics": {"current": "train.base", "current_title": stage_title("train.base"), "current_job": "s1"}}}
 
 
 def _stage(status: str, fraction: float | None) -> dict:
-    return {"id": "s1", "kind": "train", "status": status,
-            "progress": {"fraction": fraction, "step": 15, "total": 30, "eta_s": 12.0}}
+    return {"id": "s1", "kind": "train", "status": status, "progress": {"fraction": fraction, "eta_s": 12.0}}
 
 
-def test_overall_progress_counts_the_running_stage_and_never_goes_back() -> None:
+def test_overall_progress_counts_the_running_stage_never_goes_back_and_stays_below_100_until_the_end() -> None:
     journeys = JourneyProgress()
     seen = [
-        journeys.fraction(_job("running", 3, 10), _stage("running", 0.5)),   # 3.5 / 10
-        journeys.fraction(_job("running", 3, 10), _stage("succeeded", 0.9)),  # stage done, journey not yet
-        journeys.fraction(_job("running", 4, 10), None),                       # between stages
-        journeys.fraction(_job("running", 4, 10), _stage("running", 0.1)),   # a phase restarting lower
-        journeys.fraction(_job("running", 4, 10), _stage("running", 0.05)),
-        journeys.fraction(_job("succeeded", 10, 10), None),
+        journeys.view(_job("running", 3, 10), _stage("running", 0.5)).fraction,   # 3.5 / 10
+        journeys.view(_job("running", 3, 10), _stage("succeeded", 0.9)).fraction,  # stage done, journey not yet
+        journeys.view(_job("running", 4, 10), None).fraction,                       # between stages
+        journeys.view(_job("running", 4, 10), _stage("running", 0.1)).fraction,   # a phase restarting lower
+        journeys.view(_job("running", 4, 10), _stage("running", 0.05)).fraction,
+        journeys.view(_job("running", 10, 10), _stage("running", 1.0)).fraction,  # last stage done, report not yet
+        journeys.view(_job("succeeded", 10, 10), None).fraction,
     ]
-    assert seen == pytest.approx([0.35, 0.4, 0.4, 0.41, 0.41, 1.0])
-    assert JourneyProgress().fraction(_job("running", 1, None), None) == 0.0  # total not known yet
+    assert seen == pytest.approx([0.35, 0.4, 0.4, 0.41, 0.41, 0.99, 1.0])
+    assert JourneyProgress().view(_job("running", 1, None), None).fraction == 0.0  # total not known yet
 
 
-def test_progress_view_shows_elapsed_overall_eta_and_the_stage_line() -> None:
-    job = _job("running", 3, 10, started=0.0)
-    job["started_at"] = __import__("time").time() - 70
-    shown = journey_html(job, _stage("running", 0.5), 0.35)
-    assert 'value="0.3500"' in shown and "35% overall" in shown and "elapsed 1m1" in shown
-    assert "ETA 2m" in shown  # 70 s for 35 %: about 130 s left
-    assert "stage 4/10 train.base (train): 50% · 15/30 · ETA 12s" in shown
+def test_progress_is_one_line_with_plain_stage_name_elapsed_and_a_meaningful_eta() -> None:
+    now = 10_000.0
+    line = journey_view(_job("running", 3, 10, started=now - 70), _stage("running", 0.5), now=now).text()
+    assert line == "running · 35% · stage 4/10: Train the English base model (50%) · elapsed 1m10s · ETA 2m10s"
+    first = journey_view(_job("running", 0, 10, started=now - 5), _stage("running", 0.001), now=now).text()
+    assert first.endswith("elapsed 5s · ETA after the first stages")  # no "12h16m" from 0.01 % done
+    assert "ETA" not in journey_view(_job("succeeded", 10, 10, started=now - 70), None, now=now).text()
+    empty = journey_html(journey_view(_job("running", 0, 10, started=now), None, now=now))
+    assert 'aria-valuenow="0.0000"' in empty and "width:0.00%" in empty  # a 0 % bar is drawn empty
+
+
+def test_an_in_process_stage_never_writes_into_its_journeys_progress_file(tmp_path: Path, monkeypatch) -> None:
+    journey_file = tmp_path / "journey.progress.json"
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(journey_file))
+    journey = Progress("quickstart", total=12, interval=0.0)
+    journey.update(7, current_title="Measure the starting model")
+    with detached_progress_file():
+        stage = Progress("preprocess", total=150, interval=0.0)
+        stage.update(150)
+        stage.finish()
+        journey.update(0)  # the journey still reports to its own file meanwhile
+    state = json.loads(journey_file.read_text(encoding="utf-8"))
+    assert (state["label"], state["done"], state["total"]) == ("quickstart", 7, 12)
+    assert os.environ[PROGRESS_FILE_ENV] == str(journey_file)
+
+
+def test_a_failed_jobs_reason_is_shown_in_the_dashboards_words() -> None:
+    job = {"id": "j1", "status": "failed",
+           "error": "model: max_speech_tokens do not apply to family chatterbox. Run `python -m core train --help`."}
+    assert failure_line(job) == "**Job j1 failed:** model: max_speech_tokens do not apply to family chatterbox."
+    assert failure_line({**job, "status": "succeeded"}) == "" and failure_line(None) == ""
+
+
+def test_job_rows_name_their_run_and_stage() -> None:
+    from gradio_app.tabs.jobs import HEADERS, job_rows
+
+    journey = {"id": "q1", "kind": "quickstart.tts", "status": "running", "run_dir": None,
+               "progress": {"metrics": {"journey": "qs-1", "stage_jobs": {"s1": stage_title("train.base")}}}}
+    stage = {"id": "s1", "kind": "train", "status": "succeeded", "run_dir": "/w/runs/qs-1-en-base", "progress": {}}
+    lone = {"id": "t1", "kind": "train", "status": "queued", "run_dir": "/w/runs/my-run", "progress": {}}
+    other = {"id": "d1", "kind": "doctor", "status": "queued", "run_dir": None, "progress": {}}
+    named = [row[HEADERS.index("run · stage")] for row in job_rows([journey, stage, lone, other])]
+    assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
+
+
+def test_a_chart_draws_each_series_in_its_own_colour_with_a_legend() -> None:
+    import re
+
+    from gradio_app.charts import PALETTE, chart_html
+
+    rows = [{"step": 5, "mel_loss": 3.0, "text_loss": 4.0}, {"step": 10, "mel_loss": 2.5, "text_loss": 3.5}]
+    svg = chart_html(rows, ("mel_loss", "text_loss"), "Validation", split="val")
+    lines = re.findall(r'<polyline class="lf-series" data-series="([^"]+)" points="([^"]+)" fill="none" stroke="([^"]+)"', svg)
+    assert [(name, len(points.split()), colour) for name, points, colour in lines] == [
+        ("val mel_loss", 2, PALETTE[0]), ("val text_loss", 2, PALETTE[1])]
+    assert re.findall(r'<g class="lf-legend">.*?<text[^>]*>([^<]+)</text></g>', svg) == ["val mel_loss", "val text_loss"]
+    first = [tuple(map(float, p.split(","))) for p in lines[0][1].split()]
+    assert first[0][0] < first[1][0] and first[0][1] < first[1][1]  # later step to the right; lower loss lower down
+    assert "no points yet" in chart_html([], ("mel_loss",), "Validation")
 
 
 def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:
@@ -175,7 +245,7 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     data = load_config_source(ctx, "presets/cached.yaml")
 
     def rows_check() -> list[str]:
-        rows, _, _ = preflight(ctx, data, form_values(data, settings))
+        rows, _, _, _ = preflight(ctx, data, form_values(data, settings))
         return next(row for row in rows if row[0] == "checkpoint.rows")
 
     write_base(1135)

@@ -10,14 +10,17 @@ else to a temporary folder.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import yaml
+from PIL import Image
 
 from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
 from jobs.records import JobStore
@@ -37,26 +40,29 @@ REDUCED_TTS = {  # the whole journey cut to its smallest useful size: a few minu
     "base": {"steps": 10, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 2},
     "finetune": {"steps": 10, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 2, "val_every": 5},
     "synthesis": {"sentences": 1, "temperature": 0.8},
-    "eval": {"sentences": 0},
+    "eval": {"sentences": 2},  # an eval.json beside the final checkpoint, for the Compare tab
     "stage_timeout_s": 900,
 }
 JOURNEY_TIMEOUT_MS = 1_200_000
 ETHIOPIC_FAMILY = "LinguaForge Noto Sans Ethiopic"
 RECORDER = """
 (() => {
-  window.__lf = {progress: [], text: [], stage: []};
+  window.__lf = {progress: [], text: [], samples: []};
   const push = (list, value) => { if (value !== undefined && value !== null && list[list.length - 1] !== value) list.push(value); };
+  const bar = () => document.querySelector('#qs-progress');
   const record = () => {
-    const bar = document.querySelector('#qs-progress');
-    if (bar) push(window.__lf.progress, Number(bar.getAttribute('value')));
+    if (bar()) push(window.__lf.progress, Number(bar().getAttribute('aria-valuenow')));
     const text = document.querySelector('#qs-progress-text');
     if (text) push(window.__lf.text, text.textContent);
-    const stage = document.querySelector('#qs-stage-text');
-    if (stage && stage.textContent) push(window.__lf.stage, stage.textContent);
   };
   new MutationObserver(record).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  setInterval(() => {  // what a person reads every second: the bar's value and the job's status line
+    const status = document.querySelector('#qs-status');
+    if (bar() && status) window.__lf.samples.push([Number(bar().getAttribute('aria-valuenow')), status.textContent]);
+  }, 1000);
 })();
 """
+JOURNEY_SEEN: dict[str, list] = {}  # what the first page recorded during the journey, for the progress test
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +117,9 @@ def quickstart_jobs(workspace: Path) -> list[dict]:
     return [job for job in JobStore(workspace / "jobs.sqlite").list() if job["kind"].startswith("quickstart.")]
 
 
-def line_points(d: str) -> int:
-    """Return the number of points of an SVG path drawn as M/L commands."""
-    return len(re.findall(r"[ML]", d))
+def line_points(points: str) -> int:
+    """Return the number of points of an SVG polyline's `points` attribute."""
+    return len(points.split())
 
 
 @pytest.mark.timeout(2400)  # the whole journey; a loaded shared machine takes many minutes
@@ -127,7 +133,7 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
     preset.press("Enter")
     first.locator("#qs-tts").dblclick()
     expect(first.locator("#qs-tts")).to_be_disabled()
-    expect(first.locator("#qs-stage-text")).to_contain_text("stage", timeout=120_000)
+    expect(first.locator("#qs-progress-text")).to_contain_text("stage", timeout=120_000)
 
     second = open_page(browser, dashboard.url)
     expect(second.locator("#qs-tts")).to_be_disabled()
@@ -147,7 +153,11 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
         assert progress == sorted(progress), f"progress went backwards: {progress}"
         assert progress[-1] == 1.0 and len(set(progress)) >= 3, progress
         assert any("elapsed" in text and "ETA" in text for text in shown["text"]), shown["text"]
-        assert any(re.search(r"stage \d+/\d+ .*\d+%", text) for text in shown["stage"]), shown["stage"]
+        assert any(re.search(r"stage \d+/\d+: .*\(\d+%\)", text) for text in shown["text"]), shown["text"]
+        assert any("Train the English base model" in text for text in shown["text"]), shown["text"]
+    first.wait_for_function(  # the once-a-second reading has seen the end too
+        "() => { const s = window.__lf.samples; return s.length > 0 && s[s.length - 1][1].includes('succeeded'); }")
+    JOURNEY_SEEN.update(first.evaluate("window.__lf"))
     assert "elapsed" in second.locator("#qs-progress-text").inner_text()
 
     links = second.eval_on_selector_all("#qs-report a[href$='.wav']", "els => els.map(e => e.href)")
@@ -168,6 +178,22 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
     second.screenshot(path=str(screens / "quickstart.png"), full_page=True)
     first.close()
     second.close()
+
+
+def test_quickstart_progress_read_every_second_never_decreases_and_is_below_100_until_the_end() -> None:
+    """Read every second during the journey: the bar never goes back, is below 100% while the job has not
+    succeeded (the report is written before it does), and moves through the later stages instead of
+    jumping to the end; no ETA was a guess from the first seconds."""
+    samples = JOURNEY_SEEN.get("samples")
+    assert samples, "the quickstart test did not record the journey"
+    values = [value for value, _ in samples]
+    assert values == sorted(values), f"progress went backwards: {values}"
+    early = [(value, status) for value, status in samples if "succeeded" not in status]
+    assert early and all(value < 1.0 for value, _ in early), early
+    assert any(0.6 < value < 1.0 for value, _ in early), values  # the last stages are seen, not skipped
+    assert values[-1] == 1.0 and "succeeded" in samples[-1][1], samples[-1]
+    etas = [re.search(r"ETA (\d+)h", text) for text in JOURNEY_SEEN["text"]]
+    assert not any(etas), JOURNEY_SEEN["text"]  # a reduced journey takes minutes: no ETA in hours
 
 
 def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path) -> None:
@@ -201,11 +227,11 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     expected = sorted(sum(1 for row in rows if row.get("split", "train") == split and isinstance(row.get(metric), float))
                       for split in ("train", "val") for metric in ("loss", "text_loss", "mel_loss"))
     expected = [n for n in expected if n]
-    paths = page.locator("#train-loss-plot .mark-line path")
+    paths = page.locator("#train-loss-plot polyline.lf-series")
     page.wait_for_function(
-        "n => document.querySelectorAll('#train-loss-plot .mark-line path').length >= n", arg=len(expected),
+        "n => document.querySelectorAll('#train-loss-plot polyline.lf-series').length >= n", arg=len(expected),
         timeout=90_000)
-    drawn = sorted(line_points(d) for d in paths.evaluate_all("els => els.map(e => e.getAttribute('d'))"))
+    drawn = sorted(line_points(d) for d in paths.evaluate_all("els => els.map(e => e.getAttribute('points'))"))
     assert drawn == expected, (drawn, expected)
     page.screenshot(path=str(screens / "training.png"), full_page=True)
 
@@ -221,6 +247,41 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     open_tab(page, "TensorBoard")
     page.frame_locator("#tensorboard-frame").get_by_text("TensorBoard").first.wait_for(timeout=90_000)
     page.screenshot(path=str(screens / "tensorboard.png"))
+    page.close()
+
+
+def series_pixels(page, selector: str) -> dict[str, int]:
+    """Return, for each line drawn in the chart `selector`, how many pixels of a screenshot of the plot
+    area (the lines' own box) have that line's colour: what a person sees, not what the DOM holds."""
+    strokes = page.locator(f"{selector} polyline.lf-series").evaluate_all(
+        "els => els.map(e => getComputedStyle(e).stroke)")
+    shot = page.locator(f"{selector} .lf-plot-area").first.screenshot()  # scrolled into view first
+    image = Image.open(io.BytesIO(shot)).convert("RGB")
+    pixels = list(image.getdata())
+    counts = {}
+    for stroke in strokes:
+        rgb = tuple(int(v) for v in re.findall(r"\d+", stroke)[:3])
+        assert len(rgb) == 3, f"a line without a colour: {stroke!r}"
+        counts[stroke] = sum(1 for p in pixels if max(abs(a - b) for a, b in zip(p, rgb)) <= 40)
+    return counts
+
+
+def test_charts_draw_coloured_lines_with_a_legend_after_a_reload(dashboard: AppProcess, browser) -> None:
+    """After a reload, the Training chart of the finished fine-tune and the report's validation curve show
+    lines a person can see: pixels of each series' colour inside the plot area, and the series in the legend."""
+    page = open_page(browser, dashboard.url)
+    page.reload()
+    expect(page.locator("#qs-val-plot polyline.lf-series").first).to_be_attached(timeout=90_000)
+    val = series_pixels(page, "#qs-val-plot")
+    assert len(val) == 2 and all(n >= 20 for n in val.values()), val
+    assert "val mel_loss" in page.locator("#qs-val-plot").inner_text()
+    open_tab(page, "Training")
+    expect(page.locator("#train-loss-plot polyline.lf-series").first).to_be_attached(timeout=90_000)
+    page.wait_for_timeout(2 * 2000)  # two live refreshes of the chart: the lines must survive them
+    drawn = series_pixels(page, "#train-loss-plot")
+    assert len(drawn) >= 2 and all(n >= 20 for n in drawn.values()), drawn
+    legend = page.locator("#train-loss-plot").inner_text()
+    assert "train loss" in legend and "val mel_loss" in legend, legend
     page.close()
 
 
@@ -255,6 +316,138 @@ def test_errors_show_next_to_their_action_in_the_dashboards_words(dashboard: App
     expect(page.locator("#preflight-table")).to_contain_text("“Batch size”")
     expect(page.locator("#preflight-table")).to_contain_text("whole number from 1 up")
     expect(page.locator("#train-start")).to_be_disabled()
+    page.close()
+
+
+def dropdown_options(page, elem_id: str, expected: set[str] = frozenset(), timeout_s: float = 30.0) -> list[str]:
+    """Return the choices the dropdown `elem_id` offers when a person opens it: once they include
+    `expected` (the tab's refresh may still be on its way), else what it offers after `timeout_s`."""
+    box = page.locator(f"#{elem_id} input").first
+    deadline = time.monotonic() + timeout_s
+    while True:
+        box.click()
+        page.get_by_role("option").first.wait_for(timeout=10_000)
+        texts = page.get_by_role("option").evaluate_all("els => els.map(e => e.getAttribute('aria-label') || e.innerText)")
+        box.press("Escape")
+        offered = [text.strip().splitlines()[-1].strip() for text in texts]
+        if expected <= set(offered) or time.monotonic() > deadline:
+            return offered
+        page.wait_for_timeout(1000)
+
+
+def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, browser) -> None:
+    """Every dropdown that takes a tokenizer, manifest or checkpoint offers the quickstart's (at any depth)
+    when its tab opens, and Compare shows the evaluated checkpoint without pressing Refresh."""
+    report = json.loads(next(dashboard.workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
+    name = report["name"]
+    tokenizers = {f"tokenizers/{name}/en.model", f"tokenizers/{name}/en_am.model"}
+    manifest, final = f"datasets/{name}/sample/am.jsonl", final_checkpoint(dashboard.workspace)
+    assert final == f"checkpoints/{name}/am.safetensors", final
+    wanted = [
+        (("Tokenizer",), "tok-inspect-tokenizer", tokenizers),
+        (("Tokenizer", "Extend"), "tok-extend-base", tokenizers),
+        (("Embeddings",), "emb-checkpoint", {final}),
+        (("Embeddings",), "emb-base", tokenizers),
+        (("Embeddings",), "emb-new", tokenizers),
+        (("Training",), "train-tokenizer", tokenizers),
+        (("Training",), "train-manifest", {manifest}),
+        (("Training",), "train-checkpoint", {final}),
+        (("Inference",), "inf-checkpoint", {final}),
+    ]
+    page = open_page(browser, dashboard.url)
+    for tabs, elem_id, expected in wanted:
+        open_tab(page, tabs[0])
+        for sub in tabs[1:]:
+            page.get_by_role("tab", name=sub, exact=True).click()
+        offered = dropdown_options(page, elem_id, expected)
+        assert expected <= set(offered), (elem_id, sorted(expected - set(offered)), offered)
+        assert not [o for o in offered if o.endswith((".report.json", ".codec.pt", "rejects.jsonl"))], (elem_id, offered)
+    open_tab(page, "Inference")
+    page.get_by_role("tab", name="Compare checkpoints").click()
+    expect(page.locator("#cmp-folder input").first).to_have_value(f"checkpoints/{name}")
+    expect(page.locator("#cmp-table")).to_contain_text("am.safetensors")
+    page.get_by_text("Evaluate a checkpoint (eval.tts job)").click()
+    assert final in dropdown_options(page, "cmp-checkpoint", {final})
+    page.close()
+
+
+CLI_WORDS = ("--", "python -m", "form.", "freeze_until", "freeze.until", "optim.lr")
+
+
+def test_bad_freeze_index_run_name_and_learning_rate_show_beside_their_field(dashboard: AppProcess, browser) -> None:
+    """Each bad value shows its error in plain words right under its own field (not only in the preflight
+    table), with no command-line word or internal key, and Start stays disabled until it is fixed."""
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#train-tokenizer input").first).not_to_have_value("")  # the fine-tune's config is loaded
+    cases = [
+        ("#train-name textarea, #train-name input", "bad/name", "#train-error-name", "Run name", "finetune-ok"),
+        ("#train-lr input", "-1", "#train-error-lr", "Learning rate", "0.001"),
+        ("#train-freeze-until textarea, #train-freeze-until input", "99999", "#train-error-freeze-until",
+         "Freeze rows below", "auto"),
+    ]
+    for field, bad, error, label, good in cases:
+        box = page.locator(field).first
+        box.fill(bad)
+        box.blur()
+        expect(page.locator(error)).to_contain_text(label, timeout=60_000)
+        shown = page.locator(error).inner_text()
+        assert not any(word in shown for word in CLI_WORDS), shown
+        expect(page.locator("#train-start")).to_be_disabled()
+        box.fill(good)
+        box.blur()
+        expect(page.locator(error)).to_have_text("", timeout=60_000)
+    page.close()
+
+
+def test_fields_that_do_not_apply_to_the_family_are_hidden_and_inherited_settings_named(dashboard: AppProcess,
+                                                                                     browser) -> None:
+    """Switching the loaded LinguaForge fine-tune to Chatterbox hides Model preset and Codec and says which
+    inherited model settings (max_speech_tokens) are dropped; switching back shows the fields again."""
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#train-tokenizer input").first).not_to_have_value("")
+    codec = page.locator("#train-codec")
+    expect(codec).to_be_visible()
+    family = page.locator("#train-family input").first
+    family.fill("chatterbox")
+    family.press("Enter")
+    expect(page.locator("#train-family-note")).to_contain_text("max_speech_tokens")
+    expect(codec).to_be_hidden()
+    expect(page.get_by_label("Model preset")).to_be_hidden()
+    family.fill("linguaforge")
+    family.press("Enter")
+    expect(codec).to_be_visible()
+    page.close()
+
+
+def test_prune_in_the_browser_lists_files_that_download_and_load(dashboard: AppProcess, browser) -> None:
+    """The Export tab prunes the fine-tune's training checkpoint as a job and lists the written files; each
+    downloads, and the downloaded weights load (safetensors) equal to the training checkpoint's."""
+    from core.checkpoint import load_checkpoint
+
+    report = json.loads(next(dashboard.workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
+    step = next((Path(report["training"]["finetune_run"]) / "checkpoints").glob("step_*.pt"))
+    source = str(step.resolve().relative_to(dashboard.workspace.resolve()))
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Export")
+    dropdown_options(page, "export-checkpoint", {source})
+    box = page.locator("#export-checkpoint input").first
+    box.fill(source)
+    box.press("Enter")
+    page.locator("#export-output textarea, #export-output input").first.fill("checkpoints/browser/am.safetensors")
+    page.locator("#export-btn").click()
+    expect(page.locator("#export-status")).to_contain_text("file(s) written", timeout=300_000)
+    links = page.eval_on_selector_all("#export-files a", "els => els.map(e => e.href)")
+    names = sorted(Path(href.split("?")[0]).name for href in links)
+    assert names == ["am.codec.pt", "am.safetensors", "am.tokenizer.model"], names
+    weights = next(href for href in links if href.split("?")[0].endswith("am.safetensors"))
+    response = page.request.get(weights)
+    assert response.status == 200
+    downloaded = dashboard.workspace.parent / "downloaded.safetensors"
+    downloaded.write_bytes(response.body())
+    pruned, trained = load_checkpoint(downloaded).state_dict, load_checkpoint(step).state_dict
+    assert set(pruned) == set(trained) and all((pruned[k] == trained[k]).all() for k in pruned)
     page.close()
 
 

@@ -18,8 +18,25 @@ from core.training.run_config import RunConfig, check_config_paths, run_config_f
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
-    "family", "model_dir",
+    "family", "model_dir", "freeze_until",
 )
+
+
+OWN_FAMILY = "linguaforge"  # the family whose shape the form's model preset and codec set
+
+
+def for_family(data: dict[str, Any], family: str) -> tuple[dict[str, Any], list[str]]:
+    """Return (the config mapping `data` as a run of `family` trains it, the `model:` keys dropped).
+
+    A published family (chatterbox, indextts) takes its shape from its own files, so the `model:`
+    settings a loaded LinguaForge config brings (e.g. `max_speech_tokens`) are dropped, keeping only
+    `preset`; the caller shows which. LinguaForge runs keep them all.
+    """
+    model = dict(data.get("model") or {})
+    if family == OWN_FAMILY:
+        return data, []
+    dropped = sorted(key for key in model if key != "preset")
+    return {**data, "model": {k: v for k, v in model.items() if k == "preset"}}, dropped
 
 
 def run_config_path(name: str) -> str:
@@ -36,6 +53,19 @@ def _int(value: Any, where: str) -> int:
     if value is None or float(value) != int(float(value)):
         raise InputError(f"{where}: {value!r} must be a whole number.")
     return int(float(value))
+
+
+def _until(value: Any) -> int | str:
+    """Return the form's freeze boundary: `auto` when empty, a whole number as an int, anything else as
+    typed (the run config validator names it)."""
+    text = str(value if value is not None else "").strip()
+    if text in ("", "auto"):
+        return "auto"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number == int(number) else text
 
 
 def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
@@ -55,7 +85,7 @@ def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         "codec": _opt(form["codec"]),
         "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
         "model": {"preset": form["model_preset"]},
-        "freeze": {"mode": form["freeze_mode"]},
+        "freeze": {"mode": form["freeze_mode"], "until": _until(form.get("freeze_until"))},
         "optim": {"lr": float(form["lr"] or 0)},
         "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
         "schedule": {
@@ -79,7 +109,7 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
         config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
         config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
         config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
-        config.precision, config.seed, config.family, config.model_dir or "",
+        config.precision, config.seed, config.family, config.model_dir or "", str(config.freeze.until),
     ]
 
 

@@ -22,6 +22,17 @@ KEYS = ["checkpoint", "step", "mcd_db", "dtw_identification", "sphinx_identifica
         "codec_mcd_db", "codec_dtw_identification", "codec_sphinx_identification", "chance"]
 
 
+METRIC_WORDS = (
+    "**How to read it.** *MCD* (mel cepstral distortion, dB): how far the synthesized sound is from the reference "
+    "recording of the same sentence; lower is better. *DTW identification*: for each sentence, is the synthesized "
+    "clip closest (after dynamic time warping, which lines up different speaking speeds) to its own reference among "
+    "all references? The share of sentences where it is; `chance` is what guessing gets. *PocketSphinx "
+    "identification*: the same with a speech recogniser's reading. The *codec* rows are the ceiling: the references "
+    "passed through the codec alone. *RTF* (real-time factor, in the Quickstart report): seconds of computing per "
+    "second of audio; below 1 is faster than real time."
+)
+
+
 def eval_folders(ctx: UIContext) -> list[str]:
     """Return the runs and folders that hold an eval.json, workspace-relative (a run by its run folder)."""
     folders = set()
@@ -55,6 +66,11 @@ def build(ctx: UIContext) -> None:
 
     def folder_choices() -> Any:
         return gr.update(choices=eval_folders(ctx))
+
+    def opened(current: str | None) -> Any:
+        """The folders when the tab opens; with none chosen yet, the last one (its change loads the table)."""
+        folders = eval_folders(ctx)
+        return gr.update(choices=folders, value=current or (folders[-1] if folders else None))
 
     def players(summaries: list[dict[str, Any]], sentence: int | None) -> list[Any]:
         shown = summaries[-MAX_PLAYERS:]
@@ -102,12 +118,13 @@ def build(ctx: UIContext) -> None:
         run_dir = run.path if run is not None else path.parent
         yield job_line(job), gr.update(value=relative(settings, run_dir))
 
-    with gr.Tab("Compare checkpoints", id="compare"):
+    with gr.Tab("Compare checkpoints", id="compare") as tab:
         with gr.Row():
             folder = gr.Dropdown(eval_folders(ctx), label="Run or folder (with eval.json)", allow_custom_value=True,
                                  elem_id="cmp-folder", scale=4)
             refresh = gr.Button("Refresh", size="sm", scale=1)
         note = gr.Markdown(elem_id="cmp-note")
+        gr.Markdown(METRIC_WORDS, elem_id="cmp-words")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, elem_id="cmp-table")
         summaries = gr.State([])
         sentence = gr.Dropdown([], label="Sentence", elem_id="cmp-sentence")
@@ -126,6 +143,7 @@ def build(ctx: UIContext) -> None:
 
     outputs = [table, summaries, sentence, note, checkpoint, *audios]
     folder.change(load, folder, outputs)
+    tab.select(opened, folder, folder, show_progress="hidden")
     refresh.click(folder_choices, None, folder).then(load, folder, outputs)
     sentence.change(players, [summaries, sentence], audios)
     eval_btn.click(evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \

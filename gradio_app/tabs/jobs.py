@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -13,7 +14,7 @@ from core.runs import format_seconds, progress_view
 from gradio_app.common import UIContext, job_duration, ui_action
 from gradio_app.runner import job_states
 
-HEADERS = ["id", "kind", "status", "progress", "duration", "created", "error"]
+HEADERS = ["id", "run · stage", "kind", "status", "progress", "duration", "created", "error"]
 REFRESH_S = 3.0
 
 
@@ -25,19 +26,40 @@ def age_text(job: dict[str, Any], now: float | None = None) -> str:
     return f"{format_seconds((now or time.time()) - created)} ago"
 
 
+def job_names(jobs: list[dict[str, Any]]) -> dict[str, str]:
+    """Return job id → what it is to a person: `run · stage` for a journey's stage jobs (from the journey's
+    progress), the run folder's name for a training job, the journey's run for a journey, else `—`."""
+    names: dict[str, str] = {}
+    for job in jobs:
+        metrics = (job.get("progress") or {}).get("metrics") or {}
+        journey = metrics.get("journey") or (job.get("artifacts") or {}).get("name")
+        if journey:
+            names[job["id"]] = str(journey)
+        for stage_id, title in (metrics.get("stage_jobs") or {}).items():
+            names[stage_id] = f"{journey} · {title}" if journey else str(title)
+    for job in jobs:
+        if job["id"] not in names:
+            names[job["id"]] = Path(job["run_dir"]).name if job.get("run_dir") else "—"
+    return names
+
+
 def job_choices(jobs: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """Return the Job dropdown's (label, id) pairs: `id · kind · status · age`."""
+    """Return the Job dropdown's (label, id) pairs: `id · run · stage · kind · status · age`."""
     now = time.time()
-    return [(f"{job['id']} · {job.get('kind')} · {job.get('status')} · {age_text(job, now)}", job["id"]) for job in jobs]
+    names = job_names(jobs)
+    return [(f"{job['id']} · {names[job['id']]} · {job.get('kind')} · {job.get('status')} · {age_text(job, now)}",
+             job["id"]) for job in jobs]
 
 
 def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     """Return the table rows of the Jobs tab for `jobs`."""
     rows = []
+    names = job_names(jobs)
     for job in jobs:
         created = job.get("created_at")
         rows.append([
             job.get("id"),
+            names[job["id"]],
             job.get("kind"),
             "damaged" if job.get("damaged") else job.get("status"),
             progress_view(job.get("progress"), job_status=job.get("status")).text(),
@@ -83,7 +105,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table")
         with gr.Row():
-            job_id = gr.Dropdown(label="Job (kind · status · age)", choices=[], allow_custom_value=True,
+            job_id = gr.Dropdown(label="Job (run · stage · kind · status · age)", choices=[], allow_custom_value=True,
                                  elem_id="jobs-select", scale=3)
             refresh_btn = gr.Button("Refresh", size="sm")
             log_btn = gr.Button("Open log", size="sm", elem_id="jobs-log-btn")

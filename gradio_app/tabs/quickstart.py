@@ -2,9 +2,9 @@
 
 The job submits every stage as its own job (they show in the Jobs tab) and leaves them to the
 dashboard's worker. Every open page follows the newest quickstart job on its own, from the job
-records (a timer, not the page that pressed the button): elapsed time, the current stage's own
-progress and ETA, the overall progress and ETA, and when it is done the report, the synthesized
-clips and the report files.
+records (a timer, not the page that pressed the button): one progress line (`core.progress.journey_view`:
+overall fraction, the running stage in plain words with its own fraction, elapsed time, ETA), and
+when it is done the report, the synthesized clips and the report files.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,10 @@ import gradio as gr
 from core.config import Settings
 from core.confine import is_inside
 from core.errors import InputError
-from core.runs import format_seconds, progress_view
+from core.fsutil import read_json
+from core.progress import JourneyView, journey_view
 from core.workspace_files import quickstart_preset_files
+from gradio_app.charts import VAL_CURVE_METRICS, chart_html, metric_plot
 from gradio_app.common import (
     UIContext,
     inside_workspace,
@@ -34,6 +35,7 @@ from gradio_app.common import (
 from gradio_app.runner import JobRunner, job_states
 
 TTS_PRESETS = ["quick", "full"]
+VAL_CURVE_TITLE = "Validation loss of the new-language fine-tune"
 KINDS = ("quickstart.tts", "quickstart.lm")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
@@ -59,36 +61,20 @@ def preset_param(settings: Settings, preset: str | None) -> str:
 
 
 class JourneyProgress:
-    """The overall progress of quickstart jobs as shown on every page: finished stages plus the running
-    stage's own fraction, never lower than what was shown before for the same job (a stage's own
-    fraction restarts when it moves from one phase, e.g. preprocessing, to the next)."""
+    """The progress of quickstart jobs as every page shows it (`core.progress.journey_view`), never lower
+    than what was shown before for the same job (a stage's own fraction restarts when it moves from
+    one phase, e.g. preprocessing, to the next)."""
 
     def __init__(self) -> None:
         self._shown: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def fraction(self, job: dict[str, Any], stage: dict[str, Any] | None) -> float:
-        """Return the overall fraction (0..1) of quickstart `job` whose current stage job is `stage`."""
-        if job["status"] == job_states.SUCCEEDED:
-            value = 1.0
-        else:
-            progress = job.get("progress") or {}
-            done, total = int(progress.get("done") or 0), progress.get("total")
-            value = min((done + stage_fraction(stage)) / total, 1.0) if total else 0.0
+    def view(self, job: dict[str, Any], stage: dict[str, Any] | None) -> JourneyView:
+        """Return the view of quickstart `job` whose current stage job is `stage`."""
         with self._lock:
-            value = max(value, self._shown.get(job["id"], 0.0))
-            self._shown[job["id"]] = value
-        return value
-
-
-def stage_fraction(stage: dict[str, Any] | None) -> float:
-    """Return how far a stage job is (0..1): its progress fraction, 1 once it succeeded, 0 when unknown."""
-    if stage is None:
-        return 0.0
-    if stage["status"] == job_states.SUCCEEDED:
-        return 1.0
-    fraction = (stage.get("progress") or {}).get("fraction")
-    return min(max(float(fraction), 0.0), 1.0) if fraction is not None else 0.0
+            view = journey_view(job, stage, self._shown.get(job["id"], 0.0))
+            self._shown[job["id"]] = view.fraction
+        return view
 
 
 def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | None:
@@ -102,29 +88,15 @@ def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | No
         return None
 
 
-def journey_html(job: dict[str, Any], stage: dict[str, Any] | None, fraction: float) -> str:
-    """Return the progress box (HTML): overall bar, elapsed and overall ETA, and the current stage's own line."""
-    started = job.get("started_at")
-    elapsed = ((job.get("finished_at") or time.time()) - started) if started else None
-    overall = [job["status"], f"{fraction:.0%} overall", f"elapsed {format_seconds(elapsed)}"]
-    if job["status"] in job_states.IN_PROGRESS:
-        eta = elapsed * (1 - fraction) / fraction if elapsed and fraction > 0 else None
-        overall.append(f"ETA {format_seconds(eta)}" if eta is not None else "ETA after the first stage")
-    progress = job.get("progress") or {}
-    metrics = progress.get("metrics") or {}
-    if stage is not None:
-        number = int(progress.get("done") or 0) + 1
-        where = f"stage {number}/{progress.get('total') or '?'} {metrics.get('current')} ({stage['kind']})"
-        stage_line = f"{where}: {progress_view(stage.get('progress'), job_status=stage['status']).text()}"
-    elif job["status"] in job_states.IN_PROGRESS and metrics.get("stage"):
-        stage_line = f"last finished stage: {metrics['stage']} ({progress.get('done')}/{progress.get('total') or '?'})"
-    else:
-        stage_line = ""
+def journey_html(view: JourneyView) -> str:
+    """Return the progress box (HTML): a bar filled to the overall fraction (empty at 0%) and the one line."""
+    value = f"{view.fraction:.4f}"
     return (
-        f'<div class="lf-progress"><progress id="qs-progress" value="{fraction:.4f}" max="1"'
-        f' style="width:100%;height:18px"></progress>'
-        f'<div id="qs-progress-text">{html.escape(" · ".join(overall))}</div>'
-        f'<div id="qs-stage-text">{html.escape(stage_line)}</div></div>'
+        f'<div class="lf-progress"><div id="qs-progress" role="progressbar" aria-valuemin="0" aria-valuemax="1"'
+        f' aria-valuenow="{value}" style="width:100%;height:18px;border:1px solid var(--border-color-primary);'
+        f'border-radius:4px;overflow:hidden;background:transparent">'
+        f'<div style="width:{view.fraction * 100:.2f}%;height:100%;background:var(--color-accent)"></div></div>'
+        f'<div id="qs-progress-text">{html.escape(view.text())}</div></div>'
     )
 
 
@@ -144,17 +116,21 @@ def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
     return MARKDOWN_LINK.sub(link, markdown)
 
 
-def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any]:
-    """Return (report Markdown, Amharic clip, English clip, report files) for a finished quickstart job."""
+def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any]:
+    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart HTML) for a
+    finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
     if not paths or not markdown_path.is_file():
-        return "", None, None, None
+        return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE)
+    saved = read_json(Path(paths.get("json", ""))) or {}  # the report file, as written, like the Markdown below
+    curve = chart_html((saved.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, VAL_CURVE_TITLE,
+                       split="val")
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
-    return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]]
+    return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]], curve
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -189,14 +165,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         job = latest()
         if job is None:
             idle = gr.update(interactive=True)
-            return ("No quickstart has run in this workspace yet.", "", gr.update(), gr.update(), gr.update(),
-                    gr.update(), idle, idle, shown)
-        stage = current_stage(runner, job)
-        fraction = journeys.fraction(job, stage)
+            return ("No quickstart has run in this workspace yet.", "", *(gr.update(),) * 5, idle, idle, shown)
+        view = journeys.view(job, current_stage(runner, job))
         buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
         key = f"{job['id']}:{job['status'] in job_states.FINAL}"
-        report = (gr.update(),) * 4 if key == shown else report_view(job, settings)
-        return (job_line(job), journey_html(job, stage, fraction), *report, buttons, buttons, key)
+        report = (gr.update(),) * 5 if key == shown else report_view(job, settings)
+        return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
         gr.Markdown(
@@ -217,11 +191,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             am_clip = gr.Audio(label="Amharic (held-out sentence)", type="filepath", interactive=False, elem_id="qs-am")
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
+        val_plot = metric_plot(VAL_CURVE_METRICS, VAL_CURVE_TITLE, "qs-val-plot")
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
         timer = gr.Timer(FOLLOW_S)
 
-    outputs = [status, progress, report, am_clip, en_clip, files, tts_btn, lm_btn, shown]
+    outputs = [status, progress, report, am_clip, en_clip, files, val_plot, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
     timer.tick(follow, shown, outputs, show_progress="hidden")

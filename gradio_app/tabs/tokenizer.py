@@ -128,7 +128,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Tab("Extend"):
             with gr.Row():
                 e_base = gr.Dropdown(sentencepiece_files(settings), label="Base tokenizer",
-                                     allow_custom_value=True)
+                                     allow_custom_value=True, elem_id="tok-extend-base")
                 e_corpus = gr.Textbox(label="New-language corpus (comma-separated)")
                 e_protect = gr.Textbox(label="Protect corpus (base language, optional)")
             with gr.Row():
@@ -140,7 +140,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Tab("Merge (HF)"):
             with gr.Row():
                 m_base = gr.Dropdown(hf_tokenizer_files(settings), label="Base tokenizer.json",
-                                     allow_custom_value=True)
+                                     allow_custom_value=True, elem_id="tok-merge-base")
                 m_add = gr.Textbox(label="tokenizer.json to add (or a corpus)")
                 m_corpus = gr.Textbox(label="Corpus to train the addition on")
             with gr.Row():

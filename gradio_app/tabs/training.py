@@ -6,14 +6,14 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import gradio as gr
-import pandas as pd
+import yaml
 
 from core.config import Settings, read_yaml
 from core.checks.doctor import doctor_preflight
-from core.confine import NAME_MAX, check_name, is_name
+from core.confine import NAME_RULE, check_name, is_name
 from core.errors import InputError
 from core.families.registry import model_family_names
 from core.training.run_config import (
@@ -21,20 +21,21 @@ from core.training.run_config import (
     save_run_config,
 )
 from core.training.plan import plan_run
-from core.training.run_form import FORM_KEYS, config_from_form, dict_to_form, run_config_path
+from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
-from core.workspace_files import checkpoint_files, codec_files, config_files, manifest_files, tokenizer_files
-from gradio_app.common import UIContext, relative, ui_action
+from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
+from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, chart_html, metric_plot
+from gradio_app.common import UIContext, form_message, relative, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
-LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
-TOP1_METRICS = ("mel_top1",)
+LOSS_TITLE = "Loss"
+TOP1_TITLE = "mel_top1 (share of speech tokens predicted right)"
 LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
-    "name": ("Run name", f"letters, digits, '.', '_' or '-' (up to {NAME_MAX})"),
+    "name": ("Run name", NAME_RULE),
     "task": ("Task", "tts or lm"),
     "tokenizer": ("Tokenizer", "a tokenizer file in the workspace"),
     "base_checkpoint": ("Base checkpoint", "a checkpoint in the workspace, or empty"),
@@ -44,6 +45,7 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "data.val_ratio": ("Validation share", "a number from 0 up to (not including) 1"),
     "model.preset": ("Model preset", "tiny or base"),
     "freeze.mode": ("Freeze", ", ".join(FREEZE_MODES)),
+    "freeze.until": ("Freeze rows below", "auto or a row index from 0 up to the tokenizer's size"),
     "optim.lr": ("Learning rate", "a number above 0"),
     "batch.size": ("Batch size", "a whole number from 1 up"),
     "batch.accumulate": ("Accumulate", "a whole number from 1 up"),
@@ -55,7 +57,15 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "model_dir": ("Published model folder", "a folder in the workspace, a data root or a settings model folder, "
                                             "or empty"),
 }
-CONFIG_KEY = re.compile(r"^(?:form\.)?([a-z_.]+?)(?:\[\d+\])?: (.*)$", re.S)
+CONFIG_KEY = re.compile(r"^(?:form\.)?([a-z_.]+?)(?:\[\d+\])?(?:: | (?=['\"]))(.*)$", re.S)
+FORM_FIELDS = {  # run config key → the form field (FORM_KEYS) an error about it is shown beside
+    "name": "name", "tokenizer": "tokenizer", "base_checkpoint": "base_checkpoint", "codec": "codec",
+    "data.manifest": "manifest", "data.corpus": "corpus", "data.val_ratio": "val_ratio", "freeze.until": "freeze_until",
+    "optim.lr": "lr", "batch.size": "batch_size", "batch.accumulate": "accumulate", "schedule.max_steps": "max_steps",
+    "schedule.val_every": "val_every", "schedule.save_every": "save_every", "seed": "seed", "model_dir": "model_dir",
+}
+CHECK_FIELDS = {"freeze.range": "freeze_until"}  # a doctor check → the form field its failure is about
+INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "“Freeze rows below”"}  # never on the page
 PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir")
 
 
@@ -114,26 +124,80 @@ def form_values(data: dict[str, Any], settings: Settings) -> list[Any]:
     return [values[key] for key in FORM_KEYS]
 
 
-def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str]:
-    """Run the doctor on the plan of the form's config (`plan_run`, as `train` plans it); return (table rows, ok, summary).
+def plain_words(text: str) -> str:
+    """Return a check's message in the form's words: internal keys become the form's labels and command
+    lines the tab that does the same (`form_message`)."""
+    for word, label in INTERNAL_WORDS.items():
+        text = text.replace(word, label)
+    return form_message(text, {"family": "Model family"})
+
+
+def error_field(message: str) -> str | None:
+    """Return the form field (a FORM_KEYS name) a run config error is about, or None when it names none."""
+    match = CONFIG_KEY.match(message)
+    return FORM_FIELDS.get(match.group(1)) if match else None
+
+
+def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str, dict[str, str]]:
+    """Run the doctor on the plan of the form's config (`plan_run`, as `train` plans it); return (table rows, ok,
+    summary, errors by form field).
 
     A config the validator refuses, a path outside the workspace or a config that cannot be planned
-    (a model folder that is not a folder) is one failing `config` row.
+    (a model folder that is not a folder) is one failing `config` row, also shown beside its field;
+    a failing doctor check about one field (CHECK_FIELDS) is shown beside it too.
     """
     try:
         config = config_from_form(base, values, ctx.settings)
         plan = plan_run(config, ctx.settings, ctx.settings.resolve(run_config_path(config.name)))
     except InputError as exc:
         message, fix = field_error(str(exc))
-        return [["config", STATUS_LABELS["fail"], message, fix]], False, f"**FAIL** {message} Start is disabled."
+        where = error_field(str(exc))
+        fields = {where: f"{message} {fix}"} if where else {}
+        return ([["config", STATUS_LABELS["fail"], message, fix]], False, f"**FAIL** {message} Start is disabled.",
+                fields)
     report = doctor_preflight(plan).to_dict()
-    rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), c.get("message") or "", c.get("fix") or ""]
-            for c in report["checks"]]
+    rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), plain_words(c.get("message") or ""),
+             plain_words(c.get("fix") or "")] for c in report["checks"]]
+    fields = {CHECK_FIELDS[row[0]]: f"{row[2]} {row[3]}".strip() for row in rows
+              if row[1] == STATUS_LABELS["fail"] and row[0] in CHECK_FIELDS}
     failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
     if failing:
-        return rows, False, f"**FAIL** Start is disabled: {', '.join(failing)} failed. Apply the fix shown, then Start."
+        return (rows, False, f"**FAIL** Start is disabled: {', '.join(failing)} failed. Apply the fix shown, then Start.",
+                fields)
     warns = sum(1 for c in report["checks"] if c["status"] == "warn")
-    return rows, True, f"**PASS** Ready to start ({len(rows)} checks, {warns} warnings)."
+    return rows, True, f"**PASS** Ready to start ({len(rows)} checks, {warns} warnings).", fields
+
+
+def visible_gpus() -> int:
+    """Return how many CUDA GPUs this process sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def settings_yaml(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> str:
+    """Return every setting the run would start with (the loaded config under the form) as YAML, or
+    a comment naming what is wrong while the form does not make a valid config."""
+    try:
+        data = config_from_form(base, values, ctx.settings).to_dict()
+    except InputError as exc:
+        return f"# {field_error(str(exc))[0]}\n"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def failure_line(job: dict[str, Any] | None) -> str:
+    """Return the reason a watched job failed, in the dashboard's words (empty unless it failed)."""
+    if not job or job.get("status") != job_states.FAILED:
+        return ""
+    return f"**Job {job['id']} failed:** {form_message(job.get('error') or 'no reason recorded; see the log below.')}"
+
+
+def family_notice(dropped: list[str], family: str) -> str:
+    """Return the note shown when switching to `family` dropped inherited `model:` settings."""
+    if not dropped:
+        return ""
+    return (f"Not used by {family} (its shape comes from its own model files), so dropped from the loaded "
+            f"config: {', '.join(dropped)}.")
 
 
 def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
@@ -149,24 +213,6 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
         f' style="width:100%;height:18px"></progress>'
         f'<div id="train-progress-text">{html.escape(" · ".join(parts))}</div></div>'
     )
-
-
-def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pd.DataFrame:
-    """Return a long DataFrame (step, value, series) of the metrics `names` in metrics.jsonl rows.
-
-    Step and value are numeric columns even when empty, so the chart gets quantitative axes (an
-    untyped empty frame would make the plot treat every value as its own category).
-    """
-    steps, values, series = [], [], []
-    for row in rows:
-        for name in names:
-            value = row.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(row.get("step"), int):
-                steps.append(row["step"])
-                values.append(float(value))
-                series.append(f"{row.get('split', 'train')} {name}")
-    return pd.DataFrame({"step": pd.Series(steps, dtype="int64"), "value": pd.Series(values, dtype="float64"),
-                         "series": pd.Series(series, dtype="object")})
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -186,38 +232,60 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             save_btn = gr.Button("Save preset", size="sm", scale=1)
         preset_status = gr.Markdown(elem_id="train-preset-status")
         gr.Markdown("Paths are relative to the workspace.")
+        errors: dict[str, Any] = {}
+
+        def beside(key: str, make: Callable[[], Any]) -> Any:
+            """Lay out form field `key` (made by `make`) with its error line right under it."""
+            with gr.Column(min_width=160):
+                component = make()
+                errors[key] = gr.Markdown(elem_id=f"train-error-{key.replace('_', '-')}", elem_classes=["lf-field-error"])
+            return component
+
         with gr.Column():
-                with gr.Row():
-                    name = gr.Textbox(label="Run name", value="run", elem_id="train-name")
-                    task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
-                    model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
-                    family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
-                                         elem_id="train-family")
-                    model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts)", elem_id="train-model-dir",
-                                           placeholder="settings families.<family>.model_dir when empty")
-                with gr.Row():
-                    tokenizer = gr.Dropdown(tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer")
-                    base_checkpoint = gr.Dropdown(
-                        checkpoint_files(settings),
-                        label="Base checkpoint (optional)", allow_custom_value=True, elem_id="train-checkpoint")
-                    codec = gr.Dropdown(codec_files(settings), label="Codec (tts)",
-                                        allow_custom_value=True, elem_id="train-codec")
-                with gr.Row():
-                    manifest = gr.Dropdown(manifest_files(settings),
-                                           label="Data manifest (tts)", allow_custom_value=True, elem_id="train-manifest")
-                    corpus = gr.Textbox(label="Corpus files (lm, comma-separated)", elem_id="train-corpus")
-                    val_ratio = gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99)
-                with gr.Row():
-                    freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
-                    lr = gr.Number(5.0e-4, label="Learning rate")
-                    batch_size = gr.Number(16, label="Batch size", precision=0, elem_id="train-batch")
-                    accumulate = gr.Number(1, label="Accumulate", precision=0)
-                with gr.Row():
-                    max_steps = gr.Number(2000, label="Max steps", precision=0, elem_id="train-max-steps")
-                    val_every = gr.Number(200, label="Validate every", precision=0, elem_id="train-val-every")
-                    save_every = gr.Number(200, label="Save every", precision=0, elem_id="train-save-every")
-                    precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
-                    seed = gr.Number(0, label="Seed", precision=0)
+            with gr.Row():
+                name = beside("name", lambda: gr.Textbox(label="Run name", value="run", elem_id="train-name"))
+                task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
+                model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
+                family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
+                                     elem_id="train-family")
+                model_dir = beside("model_dir", lambda: gr.Textbox(
+                    label="Published model folder (chatterbox, indextts)", elem_id="train-model-dir",
+                    placeholder="the settings' model folder of the family when empty"))
+            with gr.Row():
+                tokenizer = beside("tokenizer", lambda: gr.Dropdown(
+                    tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer"))
+                base_checkpoint = beside("base_checkpoint", lambda: gr.Dropdown(
+                    checkpoint_files(settings), label="Base checkpoint (optional)", allow_custom_value=True,
+                    elem_id="train-checkpoint"))
+                codec = beside("codec", lambda: gr.Dropdown(
+                    codec_files(settings), label="Codec (tts)", allow_custom_value=True, elem_id="train-codec"))
+            with gr.Row():
+                manifest = beside("manifest", lambda: gr.Dropdown(
+                    training_manifest_files(settings), label="Data manifest (tts)", allow_custom_value=True,
+                    elem_id="train-manifest"))
+                corpus = beside("corpus", lambda: gr.Textbox(label="Corpus files (lm, comma-separated)",
+                                                             elem_id="train-corpus"))
+                val_ratio = beside("val_ratio", lambda: gr.Number(0.05, label="Validation share", minimum=0, maximum=0.99))
+            family_note = gr.Markdown(elem_id="train-family-note")
+            with gr.Row():
+                freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
+                freeze_until = beside("freeze_until", lambda: gr.Textbox(
+                    "auto", label="Freeze rows below (auto: the base tokenizer's size)", elem_id="train-freeze-until"))
+                lr = beside("lr", lambda: gr.Number(5.0e-4, label="Learning rate", elem_id="train-lr"))
+                batch_size = beside("batch_size", lambda: gr.Number(16, label="Batch size", precision=0,
+                                                                    elem_id="train-batch"))
+                accumulate = beside("accumulate", lambda: gr.Number(1, label="Accumulate", precision=0))
+            with gr.Row():
+                max_steps = beside("max_steps", lambda: gr.Number(2000, label="Max steps", precision=0,
+                                                                  elem_id="train-max-steps"))
+                val_every = beside("val_every", lambda: gr.Number(200, label="Validate every", precision=0,
+                                                                  elem_id="train-val-every"))
+                save_every = beside("save_every", lambda: gr.Number(200, label="Save every", precision=0,
+                                                                    elem_id="train-save-every"))
+                precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
+                seed = beside("seed", lambda: gr.Number(0, label="Seed", precision=0))
+        with gr.Accordion("Every setting this run starts with (the loaded config with the form on top)", open=False):
+            all_settings = gr.Code(language="yaml", interactive=False, elem_id="train-settings")
         command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
                              elem_id="train-command", buttons=["copy"])
         with gr.Group():
@@ -229,24 +297,29 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             start_btn = gr.Button("Start", variant="primary", interactive=False, elem_id="train-start")
             stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="train-stop")
             resume_btn = gr.Button("Resume", elem_id="train-resume")
+            gpus = visible_gpus()
+            nproc = gr.Number(1, label=f"GPUs for this run (of {gpus})", precision=0, minimum=1, maximum=max(gpus, 1),
+                              visible=gpus > 1, elem_id="train-nproc")
             job_id = gr.Textbox(label="Watching job", interactive=False, elem_id="train-job")
+        job_error = gr.Markdown(elem_id="train-job-error")
         message = gr.Markdown(elem_id="train-message")
         bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
         with gr.Row():
-            loss_plot = gr.LinePlot(metric_frame([], LOSS_METRICS), x="step", y="value", color="series",
-                                    title="Loss", height=260, elem_id="train-loss-plot")
-            top1_plot = gr.LinePlot(metric_frame([], TOP1_METRICS), x="step", y="value", color="series",
-                                    title="mel_top1", height=260, elem_id="train-top1-plot")
+            loss_plot = metric_plot(LOSS_METRICS, LOSS_TITLE, "train-loss-plot")
+            top1_plot = metric_plot(TOP1_METRICS, TOP1_TITLE, "train-top1-plot")
         log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
         gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
         timer = gr.Timer(LIVE_S)
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
-              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir]
+              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir, freeze_until]
+    error_boxes = list(errors.values())
 
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
-        rows, ok, text = preflight(ctx, base_value, list(values))
-        return rows, text, gr.update(interactive=ok), preview_command(ctx, values[0])
+        rows, ok, text, by_field = preflight(ctx, base_value, list(values))
+        shown = [f"**{by_field[key]}**" if key in by_field else "" for key in errors]
+        return (rows, text, gr.update(interactive=ok), preview_command(ctx, values[0]),
+                settings_yaml(ctx, base_value, list(values)), *shown)
 
     @ui_action(outputs=2 + len(FORM_KEYS))
     def load(choice: str, current_name: str) -> list[Any]:
@@ -262,14 +335,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return f"Saved {relative(settings, path)}.", gr.update(choices=preset_choices(ctx))
 
     @ui_action(outputs=2, message=1)
-    def start(base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
+    def start(gpu_count: float | None, base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
         # Validated once here; the worker's doctor checks the written config before the trainer starts.
         config = config_from_form(base_value, list(values), settings)
         rel = run_config_path(config.name)
         if run_folder(settings, config.name).is_running():
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
         save_run_config(config, settings.resolve(rel))
-        new_id = runner.submit("train", {"config": rel})
+        new_id = runner.submit("train", {"config": rel}, nproc=int(gpu_count or 1))
         return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name)}`."
 
     @ui_action()
@@ -299,15 +372,20 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
         active = bool(job) and job["status"] in job_states.IN_PROGRESS
-        return (progress_html(status, job, last), metric_frame(rows, LOSS_METRICS),
-                metric_frame(rows, TOP1_METRICS), tail, gr.update(interactive=active))
+        return (progress_html(status, job, last), chart_html(rows, LOSS_METRICS, LOSS_TITLE),
+                chart_html(rows, TOP1_METRICS, TOP1_TITLE), tail, gr.update(interactive=active), failure_line(job))
+
+    def adapt_to_family(base_value: dict[str, Any], chosen: str) -> tuple[Any, ...]:
+        data, dropped = for_family(base_value or {}, chosen)
+        own = chosen == OWN_FAMILY
+        return data, family_notice(dropped, chosen), gr.update(visible=own), gr.update(visible=own)
 
     def choices() -> tuple[Any, ...]:
         return (gr.update(choices=preset_choices(ctx)),
                 gr.update(choices=tokenizer_files(settings)),
                 gr.update(choices=checkpoint_files(settings)),
                 gr.update(choices=codec_files(settings)),
-                gr.update(choices=manifest_files(settings)))
+                gr.update(choices=training_manifest_files(settings)))
 
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
@@ -323,18 +401,21 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
     for field in fields:
-        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command],
+        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes],
                      trigger_mode="always_last", show_progress="hidden")
     load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
-    start_btn.click(start, inputs=[base, *fields], outputs=[job_id, message])
+    start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
-    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn], show_progress="hidden")
+    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error],
+               show_progress="hidden")
+    family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(
+        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
     demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command])
+        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
 
 
 def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
