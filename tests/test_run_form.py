@@ -56,3 +56,15 @@ def test_a_published_family_drops_the_model_settings_a_loaded_config_brings() ->
     data = {"name": "am", "model": {"preset": "tiny", "max_speech_tokens": 600, "n_layer": 2}}
     assert for_family(data, "chatterbox") == ({"name": "am", "model": {"preset": "tiny"}}, ["max_speech_tokens", "n_layer"])
     assert for_family(data, "linguaforge") == (data, [])
+
+
+def test_the_form_sets_a_lora_adapter_and_names_a_bad_rank(workspace: Path) -> None:
+    settings = load_settings()
+    config = config_from_form({}, _form(adapter_kind="lora", adapter_rank=8, adapter_alpha=16), settings)
+    assert (config.adapter.kind, config.adapter.rank, config.adapter.alpha) == ("lora", 8, 16.0)
+    assert dict(zip(FORM_KEYS, dict_to_form(config.to_dict())))["adapter_rank"] == 8
+    assert config_from_form({}, _form(), settings).adapter.kind == "none"  # the default trains every weight
+    with pytest.raises(InputError, match=r"adapter.rank: 0 must be a positive integer"):
+        config_from_form({}, _form(adapter_kind="lora", adapter_rank=0), settings)
+    with pytest.raises(InputError, match=r"adapter.rank: 2.5 must be a whole number"):
+        config_from_form({}, _form(adapter_kind="lora", adapter_rank=2.5), settings)

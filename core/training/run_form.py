@@ -18,7 +18,7 @@ from core.training.run_config import RunConfig, check_config_paths, run_config_f
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
-    "family", "model_dir", "freeze_until",
+    "family", "model_dir", "freeze_until", "adapter_kind", "adapter_rank", "adapter_alpha",
 )
 
 
@@ -86,6 +86,8 @@ def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
         "model": {"preset": form["model_preset"]},
         "freeze": {"mode": form["freeze_mode"], "until": _until(form.get("freeze_until"))},
+        "adapter": {"kind": form.get("adapter_kind") or "none", "rank": _int(form.get("adapter_rank", 16), "adapter.rank"),
+                    "alpha": float(form.get("adapter_alpha") or 0)},
         "optim": {"lr": float(form["lr"] or 0)},
         "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
         "schedule": {
@@ -110,6 +112,7 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
         config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
         config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
         config.precision, config.seed, config.family, config.model_dir or "", str(config.freeze.until),
+        config.adapter.kind, config.adapter.rank, config.adapter.alpha,
     ]
 
 

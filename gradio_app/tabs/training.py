@@ -17,7 +17,7 @@ from core.confine import NAME_RULE, check_name, is_name
 from core.errors import InputError
 from core.families.registry import model_family_names
 from core.training.run_config import (
-    FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, check_config_paths, resolve_preset_chain, run_config_from_dict,
+    ADAPTER_KINDS, FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, check_config_paths, resolve_preset_chain, run_config_from_dict,
     save_run_config,
 )
 from core.training.plan import plan_run
@@ -54,6 +54,9 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "schedule.save_every": ("Save every", "a whole number from 1 up"),
     "precision": ("Precision", ", ".join(PRECISIONS)),
     "seed": ("Seed", "a whole number"),
+    "adapter.kind": ("Adapter", ", ".join(ADAPTER_KINDS)),
+    "adapter.rank": ("LoRA rank", "a whole number from 1 up (8–64 is usual)"),
+    "adapter.alpha": ("LoRA alpha", "a number above 0 (often 2 × rank)"),
     "model_dir": ("Published model folder", "a folder in the workspace, a data root or a settings model folder, "
                                             "or empty"),
 }
@@ -63,6 +66,7 @@ FORM_FIELDS = {  # run config key → the form field (FORM_KEYS) an error about 
     "data.manifest": "manifest", "data.corpus": "corpus", "data.val_ratio": "val_ratio", "freeze.until": "freeze_until",
     "optim.lr": "lr", "batch.size": "batch_size", "batch.accumulate": "accumulate", "schedule.max_steps": "max_steps",
     "schedule.val_every": "val_every", "schedule.save_every": "save_every", "seed": "seed", "model_dir": "model_dir",
+    "adapter.kind": "adapter_kind", "adapter.rank": "adapter_rank", "adapter.alpha": "adapter_alpha",
 }
 CHECK_FIELDS = {"freeze.range": "freeze_until"}  # a doctor check → the form field its failure is about
 INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "“Freeze rows below”"}  # never on the page
@@ -284,6 +288,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                                                     elem_id="train-save-every"))
                 precision = gr.Dropdown(list(PRECISIONS), value="auto", label="Precision")
                 seed = beside("seed", lambda: gr.Number(0, label="Seed", precision=0))
+            with gr.Row():
+                adapter_kind = beside("adapter_kind", lambda: gr.Dropdown(
+                    list(ADAPTER_KINDS), value="none", label="Adapter (lora: train LoRA matrices and the text rows only)",
+                    elem_id="train-adapter"))
+                adapter_rank = beside("adapter_rank", lambda: gr.Number(16, label="LoRA rank", precision=0,
+                                                                        elem_id="train-adapter-rank"))
+                adapter_alpha = beside("adapter_alpha", lambda: gr.Number(32, label="LoRA alpha",
+                                                                          elem_id="train-adapter-alpha"))
         with gr.Accordion("Every setting this run starts with (the loaded config with the form on top)", open=False):
             all_settings = gr.Code(language="yaml", interactive=False, elem_id="train-settings")
         command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
@@ -312,7 +324,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         timer = gr.Timer(LIVE_S)
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
-              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir, freeze_until]
+              lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir, freeze_until,
+              adapter_kind, adapter_rank, adapter_alpha]
     error_boxes = list(errors.values())
 
     def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
