@@ -233,7 +233,7 @@ def synthesize(
     no letter or digit (before anything is generated), or an unreadable reference.
     """
     from core.audio import read_audio
-    from core.data.cache import wants_uppercase
+    from core.tokenizers.romanize import base_is_uppercase
     from core.progress import Progress
 
     check_text_length(text)
@@ -244,7 +244,7 @@ def synthesize(
     if reference is not None:
         wav, _ = read_audio(reference, codec.sample_rate)
         ref_mel = codec.mel(wav)[:REFERENCE_FRAMES]
-    normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
+    normalized = normalize_text(text, language, uppercase=base_is_uppercase(tok))
     sentences = split_sentences(normalized, tok, model.config.max_text_tokens)
     encoded = [tok.encode(sentence) for sentence in sentences]
     unknown = sum(1 for ids in encoded for i in ids if i == tok.unk_id)
