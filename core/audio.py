@@ -58,7 +58,7 @@ def read_audio(path: str | os.PathLike[str], sample_rate: int | None = None) -> 
     if data.shape[0] == 0:
         raise InputError(f"{path}: the audio file holds no samples.")
     check_finite(data, path)
-    wav = torch.from_numpy(np.ascontiguousarray(data.mean(axis=1)))
+    wav = torch.from_numpy(np.ascontiguousarray(data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)))
     if sample_rate is not None and rate != sample_rate:
         wav = resample(wav, rate, sample_rate)
         rate = sample_rate
