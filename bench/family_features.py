@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from core.audio import read_audio  # noqa: E402
 from core.data.manifest import load_manifest_rows  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
-from core.families.feature_batch import batches  # noqa: E402
+from core.data.feature_cache import batches  # noqa: E402
 
 
 def timed(passes: Callable[[int], None], sizes: list[int]) -> dict[int, float]:

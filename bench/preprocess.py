@@ -3,8 +3,11 @@
 Throughput: renders espeak clips, cuts `--clips` (default 1,000) three-second 16 kHz clips from
 them, trains a codec and a small SentencePiece tokenizer, then times in the same run
   1. a naive loop: one file at a time in one process, building the resampler and mel transform
-     per file and writing each item with torch.save (the usual fine-tuning script), and
-  2. `build_cache` with all CPU cores (and with one worker, for reference).
+     per file and writing each item with torch.save (the usual fine-tuning script), with torch's
+     default threads and again pinned to one thread (which a loaded machine favours), and
+  2. `build_cache` with all CPU cores (and with one worker, for reference: the scaling with cores).
+Wall-clock clips/s depends on the machine's load; CPU ms per clip (user + system of the process and its
+workers) much less so. The target: the cache build ≥ 3× the naive loop's clips/s in the same run.
 Quality (`--quality`): codecs with several codebook sizes and hops, trained on the espeak sample
 set's train split and evaluated on its val split (`codec eval` figures).
 
@@ -79,12 +82,17 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def naive_loop(manifest: Path, tokenizer_path: Path, codec_path: Path, out: Path) -> tuple[float, float]:
-    """Return (clips/s, CPU ms per clip) of a one-file-at-a-time loop with per-file setup."""
+def naive_loop(manifest: Path, tokenizer_path: Path, codec_path: Path, out: Path, threads: int | None = None) -> tuple[float, float]:
+    """Return (clips/s, CPU ms per clip) of a one-file-at-a-time loop with per-file setup.
+
+    `threads` None keeps torch's default intra-op threads (what such a script runs with); 1 pins one.
+    """
     import sentencepiece as spm
 
     rows = read_manifest(manifest)[0]
     out.mkdir(parents=True)
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(threads or default_threads)
     start, cpu = time.perf_counter(), cpu_seconds()
     tokenizer = spm.SentencePieceProcessor(model_file=str(tokenizer_path))
     codebook = torch.load(codec_path, weights_only=True)["codebook"]
@@ -96,7 +104,9 @@ def naive_loop(manifest: Path, tokenizer_path: Path, codec_path: Path, out: Path
         codes = torch.cdist(frames, codebook).argmin(dim=1)
         ids = tokenizer.encode(row.text)
         torch.save({"text_ids": torch.tensor(ids), "codes": codes, "ref_mel": frames.half()}, out / f"{row.id}.pt")
-    return len(rows) / (time.perf_counter() - start), 1000 * (cpu_seconds() - cpu) / len(rows)
+    seconds = time.perf_counter() - start
+    torch.set_num_threads(default_threads)
+    return len(rows) / seconds, 1000 * (cpu_seconds() - cpu) / len(rows)
 
 
 def timed_build(manifest: Path, tokenizer: Path, codec_path: Path, out: Path, workers: int) -> tuple[float, float]:
@@ -106,15 +116,16 @@ def timed_build(manifest: Path, tokenizer: Path, codec_path: Path, out: Path, wo
     return info.items / info.seconds, 1000 * (cpu_seconds() - cpu) / info.items
 
 
-def throughput(work: Path, clips: int) -> dict:
-    """Return the throughput figures of the naive loop and build_cache on `clips` clips."""
+def throughput(work: Path, clips: int, codec_iterations: int) -> dict:
+    """Return the throughput figures of the naive loops and build_cache on `clips` clips."""
     manifest = make_clips(work, clips, sources_per_language=40)
     tokenizer = make_tokenizer(work)
     start = time.perf_counter()
-    codec = train_codec(manifest, codebook_size=1024)
+    codec = train_codec(manifest, codebook_size=1024, iterations=codec_iterations)
     codec_seconds = time.perf_counter() - start
     codec_path = codec.save(work / "codec.pt")
     naive, naive_cpu = naive_loop(manifest, tokenizer, codec_path, work / "naive")
+    naive_one, naive_one_cpu = naive_loop(manifest, tokenizer, codec_path, work / "naive_one_thread", threads=1)
     workers = os.cpu_count() or 1
     rate, cpu = timed_build(manifest, tokenizer, codec_path, work / "cache_all", workers)
     single, single_cpu = timed_build(manifest, tokenizer, codec_path, work / "cache_one", 1)
@@ -125,13 +136,19 @@ def throughput(work: Path, clips: int) -> dict:
         "codec_train_frames": codec.meta["train_frames"],
         "naive_clips_per_s": round(naive, 1),
         "naive_cpu_ms_per_clip": round(naive_cpu, 2),
+        "naive_one_thread_clips_per_s": round(naive_one, 1),
+        "naive_one_thread_cpu_ms_per_clip": round(naive_one_cpu, 2),
         "linguaforge_clips_per_s": round(rate, 1),
         "linguaforge_cpu_ms_per_clip": round(cpu, 2),
         "linguaforge_workers": workers,
         "linguaforge_one_worker_clips_per_s": round(single, 1),
         "linguaforge_one_worker_cpu_ms_per_clip": round(single_cpu, 2),
-        "speedup_vs_naive": round(rate / naive, 1),
-        "target_clips_per_s": 100,
+        "speedup_vs_naive": round(rate / naive, 2),
+        "one_worker_speedup_vs_naive": round(single / naive, 2),
+        "cpu_per_clip_naive_over_linguaforge": round(naive_cpu / cpu, 2),
+        "speedup_vs_naive_one_thread": round(rate / naive_one, 2),
+        "cpu_per_clip_naive_one_thread_over_linguaforge": round(naive_one_cpu / cpu, 2),
+        "target_speedup_vs_naive": 3.0,
     }
 
 
@@ -152,9 +169,22 @@ def quality(work: Path, per_language: int, eval_clips: int) -> list[dict]:
     return results
 
 
+def commit() -> str:
+    """Return the short commit hash of the checkout ('unknown' outside git), with `+dirty` for uncommitted changes."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clips", type=int, default=1000, help="three-second clips to preprocess (default 1000)")
+    parser.add_argument("--codec-iterations", type=int, default=100,
+                        help="k-means iterations of the throughput codec (default 100; the codes' cost does not depend on it)")
     parser.add_argument("--quality", action="store_true", help="also measure codec quality for several K and hops")
     parser.add_argument("--quality-per-language", type=int, default=120, help="espeak clips per language for quality")
     parser.add_argument("--eval-clips", type=int, default=12, help="val clips per codec evaluation")
@@ -164,8 +194,8 @@ def main() -> int:
         work = Path(tmp)
         result = {
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
-                        "load_avg_start": os.getloadavg()[0]},
-            "throughput": throughput(work, args.clips),
+                        "commit": commit(), "load_avg_start": os.getloadavg()[0]},
+            "throughput": throughput(work, args.clips, args.codec_iterations),
         }
         if args.quality:
             result["codec_quality"] = quality(work, args.quality_per_language, args.eval_clips)

@@ -65,7 +65,7 @@ def _decode(source: str | io.BytesIO, name: str | os.PathLike[str], sample_rate:
     if data.shape[0] == 0:
         raise InputError(f"{name}: the audio file holds no samples.")
     check_finite(data, name)
-    wav = torch.from_numpy(np.ascontiguousarray(data.mean(axis=1)))
+    wav = torch.from_numpy(np.ascontiguousarray(data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)))
     if sample_rate is not None and rate != sample_rate:
         wav = resample(wav, rate, sample_rate)
         rate = sample_rate

@@ -232,11 +232,11 @@ def prepare_text(inference: InferenceModel, text: str, language: str | None = No
     Raises InputError naming `what` (the option or field the text came from) for empty text, text
     over MAX_TEXT_CHARS, or text in which the tokenizer knows no letter or digit (nothing to speak).
     """
-    from core.data.cache import wants_uppercase
+    from core.tokenizers.romanize import base_is_uppercase
 
     check_text_length(text)
     tok = inference.tokenizer
-    normalized = normalize_text(text, language, uppercase=wants_uppercase(tok))
+    normalized = normalize_text(text, language, uppercase=base_is_uppercase(tok))
     sentences = split_sentences(normalized, tok, inference.model.config.max_text_tokens)
     encoded = [tok.encode(sentence) for sentence in sentences]
     if not any(is_speakable(tok, i) for ids in encoded for i in ids):

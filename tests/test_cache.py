@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from core.audio import read_audio
-from core.data.cache import JOURNAL_NAME, build_cache, load_item, open_cache
+from core.data.cache import build_cache
+from core.data.feature_cache import JOURNAL_NAME, load_item, open_cache
 from core.data.cache_admin import clean_caches, list_caches
 from core.speech.codec import load_codec
 from core.checks.doctor import DoctorContext, run_doctor

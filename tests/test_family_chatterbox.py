@@ -24,7 +24,7 @@ from core.checkpoint import load_checkpoint
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.cli import main as cli_main
 from core.config import load_settings
-from core.data.cache import INDEX_NAME, open_cache
+from core.data.feature_cache import INDEX_NAME, open_cache
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.errors import InputError
 from core.families.chatterbox_text import text_ids
@@ -78,7 +78,7 @@ def test_features_match_chatterbox_inference_inputs(ws: Path, trained: Any) -> N
     cache = next(p for p in (ws / "cache").iterdir() if (p / INDEX_NAME).is_file())
     index = open_cache(cache)
     assert index.data["family"] == "chatterbox" and index.tokenizer_fingerprint == load_tokenizer(ws / "tokenizers" / "am.json").fingerprint
-    assert 0 <= index.data["max_speech_id"] < 6561 and len(index.items) == 12
+    assert 0 <= index.data["max_code"] < 6561 and len(index.items) == 12
     entry = next(e for e in index.items if e["language"] == "am")
     with np.load(cache / entry["file"]) as item:
         assert item["speaker_emb"].shape == (256,) and abs(float(np.linalg.norm(item["speaker_emb"])) - 1) < 1e-3
@@ -99,7 +99,8 @@ SPEAKER_EMB_TOLERANCE = 1e-5   # absolute, on a unit-norm 256-d embedding: float
 def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
     """6 clips of different lengths through the S3 tokenizer and VoiceEncoder 4 at a time give the cache
     of 1 at a time: the same fingerprint folder, speech and prompt tokens identical, embeddings within tolerance."""
-    from core.families.chatterbox_features import build_feature_cache
+    from core.data.feature_cache import build_feature_cache
+    from core.families.chatterbox_features import ChatterboxFeatures
 
     family = get_model_family("chatterbox")
     files = family.published_files(ws / "models" / "chatterbox")
@@ -107,8 +108,8 @@ def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
     lines = (ws / "datasets" / "espeak" / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
     manifest = ws / "datasets" / "espeak" / "batch-check.jsonl"
     manifest.write_text("\n".join(lines[::2]) + "\n", encoding="utf-8")   # 6 clips, en and am
-    caches = {size: build_feature_cache(manifest, tokenizer, files, ws / "batch-check" / str(size), 0.2, torch.device("cpu"), size)
-              for size in (1, 4)}
+    source = ChatterboxFeatures(tokenizer, files, torch.device("cpu"))
+    caches = {size: build_feature_cache(source, manifest, tokenizer, ws / "batch-check" / str(size), 0.2, size).path for size in (1, 4)}
     assert caches[1].name == caches[4].name                                    # batching is not in the fingerprint
     one, four = (open_cache(caches[size]).items for size in (1, 4))
     assert len(one) == 6 and len({e["n_codes"] for e in one}) > 3 and {e["language"] for e in one} == {"en", "am"}
@@ -122,7 +123,7 @@ def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
     (caches[4] / INDEX_NAME).unlink()
     (caches[4] / four[0]["file"]).unlink()
     written = {e["file"]: (caches[4] / e["file"]).stat().st_mtime_ns for e in four[1:]}
-    assert build_feature_cache(manifest, tokenizer, files, ws / "batch-check" / "4", 0.2, torch.device("cpu"), 4) == caches[4]
+    assert build_feature_cache(source, manifest, tokenizer, ws / "batch-check" / "4", 0.2, 4).path == caches[4]
     again = open_cache(caches[4]).items
     assert [{k: v for k, v in e.items() if k != "sha256"} for e in again] == [{k: v for k, v in e.items() if k != "sha256"} for e in four]
     assert again[1:] == four[1:] and {f: (caches[4] / f).stat().st_mtime_ns for f in written} == written
@@ -292,7 +293,7 @@ def test_doctor_passes_and_fails_each_chatterbox_problem(ws: Path, trained: Any)
     bad = ws / "cache" / "bad"
     shutil.copytree(cache, bad)
     index = json.loads((bad / INDEX_NAME).read_text())
-    index["items"][0]["max_speech_id"] = 6561
+    index["items"][0]["max_code"] = 6561
     index["items"][1]["n_text"] = 2049
     index["items"][2]["n_codes"] = 4097
     (bad / INDEX_NAME).write_text(json.dumps(index))

@@ -19,7 +19,9 @@ import yaml
 
 from core.checkpoint import load_checkpoint
 from core.config import load_settings
+from core.data.feature_cache import build_feature_cache, load_item, open_cache
 from core.errors import InputError
+from core.families.indextts_features import CACHE_FORMAT
 from core.families.registry import get_model_family
 from core.tokenizers.tokenizer import load_tokenizer
 from tests.data_helpers import make_espeak_dataset
@@ -169,7 +171,7 @@ def test_unreadable_indextts_configs_fail_in_one_line_through_the_gate(tmp_path:
 
 
 def test_feature_batch_size_defaults_by_device_and_refuses_nonsense() -> None:
-    from core.families.feature_batch import DEFAULT_BATCH, feature_batch_size
+    from core.data.feature_cache import DEFAULT_BATCH, feature_batch_size
 
     assert feature_batch_size({}, "cpu", "indextts") == DEFAULT_BATCH["cpu"] < DEFAULT_BATCH["cuda"] == feature_batch_size(None, "cuda", "indextts")
     assert feature_batch_size({"feature_batch_size": 3}, "cuda", "indextts") == 3
@@ -180,7 +182,6 @@ def test_feature_batch_size_defaults_by_device_and_refuses_nonsense() -> None:
 
 def test_doctor_cache_limits_fail_each(tmp_path: Path) -> None:
     from core.checks.doctor import DoctorContext, run_doctor
-    from core.families.indextts_features import CACHE_FORMAT
 
     items = [
         {"id": "ok", "n_text": 10, "n_codes": 100, "max_code": 8191},
@@ -218,11 +219,11 @@ def trained(folder: Path, ws: Path):
 def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folder: Path, ws: Path, trained) -> None:
     from core.data.manifest import load_manifest_rows
     from core.families.indextts_gpt import IndexTextNormalizer
-    from core.families.indextts_features import load_item, load_pairs, open_features
+    from core.data.pairs import load_pairs
 
     caches = [p.parent for p in (ws / "cache").glob("*/index.json")]
     assert len(caches) == 1
-    index = open_features(caches[0])
+    index = open_cache(caches[0], (CACHE_FORMAT,)).data
     rows = {r.id: r for r in load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")}
     tokenizer = load_tokenizer(ws / "tokenizers" / "am8.model")
     assert index["tokenizer"]["fingerprint"] == tokenizer.fingerprint and len(index["items"]) == 4
@@ -246,7 +247,6 @@ def test_audio_front_end_is_indextts2s_and_in_the_cache_fingerprint(ws: Path, tr
     import torchaudio
 
     from core.families.indextts_audio import FRONT_END_VERSION, emotion_audio, speaker_audio
-    from core.families.indextts_features import open_features
     from indextts.infer_v2 import IndexTTS2
 
     for wav in sorted((ws / "datasets" / "am" / "audio").glob("*.wav")):       # 16 kHz espeak clips
@@ -256,7 +256,7 @@ def test_audio_front_end_is_indextts2s_and_in_the_cache_fingerprint(ws: Path, tr
         assert torch.equal(ours.wav_16k, torchaudio.transforms.Resample(sr, 16000)(audio))
         assert torch.equal(emotion_audio(wav), IndexTTS2._load_and_cut_audio(None, wav, 15, sr=16000)[0])
     cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
-    assert open_features(cache)["parts"]["front_end"] == FRONT_END_VERSION
+    assert open_cache(cache, (CACHE_FORMAT,)).data["parts"]["front_end"] == FRONT_END_VERSION
 
 
 FLOAT_TOLERANCE = 1e-4   # absolute, on latents / emotion vectors of magnitude ~1: float rounding of batched matmuls
@@ -267,7 +267,7 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
     from core.data.manifest import load_manifest_rows
     from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_features import build_features, load_item, open_features
+    from core.families.indextts_features import IndexTTSFeatures
     from core.families.indextts_models import BatchFeaturizer, SemanticFeatures, model_paths
 
     config = read_indextts_config(folder / "config.yaml")
@@ -278,10 +278,10 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     rows = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")
     assert len({round(r.duration, 2) for r in rows}) == len(rows) == 4          # every clip a different length
     manifest = ws / "datasets" / "am" / "manifest.jsonl"
-    caches = {size: build_features(manifest, ws / "batch-check" / str(size), {"m": "x"}, featurize, tokenizer, 0.0, batch_size=size)
-              for size in (1, 3)}
+    source = IndexTTSFeatures({"m": "x"}, featurize)
+    caches = {size: build_feature_cache(source, manifest, tokenizer, ws / "batch-check" / str(size), 0.0, size).path for size in (1, 3)}
     assert caches[1].name == caches[3].name                                    # batching is not in the fingerprint
-    one, three = (open_features(caches[size])["items"] for size in (1, 3))
+    one, three = (open_cache(caches[size], (CACHE_FORMAT,)).data["items"] for size in (1, 3))
     assert [e["id"] for e in one] == [e["id"] for e in three]
     for a, b in zip(one, three):
         assert {k: v for k, v in a.items() if k != "sha256"} == {k: v for k, v in b.items() if k != "sha256"}
@@ -528,12 +528,11 @@ def test_linguaforge_decoder_equals_the_published_uncached_path_and_caches_one_p
 
 def _community_folder(cache_dir: Path, dest: Path, tokenizer) -> Path:  # noqa: ANN001
     """Write the cache's clips in the community preprocess_data.py layout (npy files + train/val manifests)."""
-    from core.families.indextts_features import load_item, open_features
 
     for sub in ("codes", "condition", "emo_vec", "text_ids"):
         (dest / sub).mkdir(parents=True, exist_ok=True)
     lines = []
-    for entry in open_features(cache_dir)["items"]:
+    for entry in open_cache(cache_dir, (CACHE_FORMAT,)).data["items"]:
         item = load_item(cache_dir, entry)
         for sub, key in (("codes", "codes"), ("condition", "condition"), ("emo_vec", "emo_vec"), ("text_ids", "text_ids")):
             np.save(dest / sub / f"{entry['id']}.npy", item[key])
@@ -549,7 +548,6 @@ def _community_folder(cache_dir: Path, dest: Path, tokenizer) -> Path:  # noqa: 
 
 def test_import_community_processed_folder_validates_clips_and_refuses_another_tokenizer(ws: Path, trained, tmp_path: Path) -> None:
     from core.cli import main
-    from core.families.indextts_features import load_item, open_features
     from core.families.indextts_import import import_processed
 
     cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
@@ -564,9 +562,9 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
     code = main(["dataset", "import", "--format", "indextts-processed", "--input", str(community), "--output", str(out),
                  "--tokenizer", str(am8.path), "--json"])
     assert code == 0
-    index = open_features(out)
+    index = open_cache(out, (CACHE_FORMAT,)).data
     assert len(index["items"]) == 4 and index["tokenizer"]["fingerprint"] == am8.fingerprint
-    original = {e["id"]: load_item(cache, e) for e in open_features(cache)["items"]}
+    original = {e["id"]: load_item(cache, e) for e in open_cache(cache, (CACHE_FORMAT,)).data["items"]}
     for entry in index["items"]:
         item = load_item(out, entry)
         assert np.array_equal(item["codes"], original[entry["id"]]["codes"])
@@ -580,7 +578,7 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
 
     train_tokenizer([line.upper() for line in AMHARIC_SENTENCES], "sentencepiece", 400, tmp_path / "other.model")
     other = load_tokenizer(tmp_path / "other.model")
-    for entry in open_features(cache)["items"]:
+    for entry in open_cache(cache, (CACHE_FORMAT,)).data["items"]:
         np.save(community / "text_ids" / f"{entry['id']}.npy", np.array(IndexTextNormalizer().text_ids(entry["text"], other)))
     (community / "stats.json").write_text(json.dumps({"tokenizer": str(other.path)}))
     with pytest.raises(InputError, match=r"built with another tokenizer \(.*other.model\): 4 of 4 clips' stored text ids differ"):

@@ -9,12 +9,12 @@ import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 
-from core.data.feature_cache import JOURNAL_NAME, build_feature_cache, open_cache, read_checked_item
+from core.data.feature_cache import JOURNAL_NAME, build_feature_cache, load_item, open_cache
 from core.data.manifest import ManifestRow
 from core.errors import InputError
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
@@ -49,9 +49,6 @@ class BytesFeatures:
             out.append({"text_ids": np.frombuffer(row.text.encode(), np.uint8), "codes": np.frombuffer(data, np.uint8),
                         "weight": np.full(3, len(data) / 7)} if data else f"{row.path}: empty clip")
         return out
-
-    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-        return {"weight": float(arrays["weight"][0])}
 
     def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         return {"codec": {"fingerprint": "bytes"}}
@@ -100,9 +97,9 @@ def test_batch_size_changes_nothing(manifest: Path, tok: Tokenizer, tmp_path: Pa
     assert one.fingerprint == four.fingerprint and _entries(one.path) == _entries(four.path)
     index = open_cache(one.path, (BytesFeatures.format,)).data
     entry = index["items"][9]
-    item = read_checked_item(one.path / entry["file"], entry["sha256"], ("text_ids", "codes", "weight"), "rebuild")
+    item = load_item(one.path, entry)
     assert item["text_ids"].tolist() == list(b"ab" * 10) and item["codes"].dtype == np.int32 and entry["n_codes"] == 10 * 11
-    assert entry["weight"] == pytest.approx(110 / 7) and entry["max_code"] == 9 and entry["max_id"] == ord("b")
+    assert item["weight"].tolist() == pytest.approx([110 / 7] * 3) and entry["text"] == "ab" * 10 and entry["max_code"] == 9 and entry["max_id"] == ord("b")
     assert index["histograms"]["n_text"]["max"] == 20 and sum(index["histograms"]["n_codes"]["counts"]) == 10
     assert index["codec"] == {"fingerprint": "bytes"} and index["parts"]["version"] == "1"
     assert index["splits"]["train"] + index["splits"]["val"] == 10
@@ -115,7 +112,7 @@ def test_corrupt_item_is_rebuilt_and_unusable_clips_are_skipped_or_refused(manif
     victim = _entries(first.path)[2]
     (first.path / victim["file"]).write_bytes(b"not an npz")
     with pytest.raises(InputError, match="fails its checksum"):
-        read_checked_item(first.path / victim["file"], victim["sha256"], ("codes",), "Rebuild it.")
+        load_item(first.path, victim)
     source = BytesFeatures()
     again = build_feature_cache(source, manifest, tok, tmp_path, 0.3)
     assert (again.rebuilt, again.built, again.reused) == (1, 1, 9) and source.seen == ["clip 2"]

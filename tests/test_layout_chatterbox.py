@@ -18,12 +18,11 @@ import pytest
 import torch
 
 from core.config import load_settings
-from core.data.cache import open_cache
+from core.data.feature_cache import load_item, open_cache
 from core.data.pairs import load_pairs
 from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
 from core.families.chatterbox_decode import Sampling, decode_speech
 from core.families.chatterbox_layout import LAYOUT, collate, condition_embeds, wrap_text
-from core.families.chatterbox_features import load_features
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from core.recipe import prepare_trainer
@@ -78,8 +77,8 @@ def _clips(cache_dir: Path) -> list[dict[str, Any]]:
     pairs = load_pairs(cache_dir)
     clips = []
     for target_id, prompts in sorted(pairs.items()):
-        target = load_features(index.path, entries[target_id])
-        prompt = load_features(index.path, entries[prompts[0]])
+        target = load_item(index.path, entries[target_id])
+        prompt = load_item(index.path, entries[prompts[0]])
         clips.append({"id": target_id, "prompt_id": prompts[0], "text_ids": torch.from_numpy(target["text_ids"].astype("int64")),
                       "codes": torch.from_numpy(target["codes"].astype("int64")),
                       "prompt": torch.from_numpy(prompt["prompt"].astype("int64")),

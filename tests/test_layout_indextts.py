@@ -96,9 +96,11 @@ def overfit(folder: Path, ws: Path):
 
 def _clips(ws: Path, cache: Path) -> list[dict]:
     """Return each target clip of the run's cache with its training prompt: ids, codes, prompt arrays and audio."""
-    from core.families.indextts_features import load_item, load_pairs, open_features
+    from core.data.feature_cache import load_item, open_cache
+    from core.data.pairs import load_pairs
+    from core.families.indextts_features import CACHE_FORMAT
 
-    index = open_features(cache)
+    index = open_cache(cache, (CACHE_FORMAT,)).data
     by_id = {e["id"]: e for e in index["items"]}
     clips = []
     for target_id, prompts in sorted(load_pairs(cache).items()):

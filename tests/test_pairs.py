@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.data.cache import build_cache, open_cache
+from core.data.cache import build_cache
+from core.data.feature_cache import open_cache
 from core.errors import InputError
 from core.data.pairs import build_pairs, load_pairs
 from tests.conftest import SHARED_FIXTURES

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.data.cache import SHARED_INDEX_FORMATS, CacheIndex, open_cache
+from core.data.cache import SHARED_INDEX_FORMATS
+from core.data.feature_cache import CacheIndex, open_cache
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.families import detect_family, get_family
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
-from core.data.cache import open_cache
+from core.data.feature_cache import open_cache
 from core.errors import InputError
 
 LISTED_IDS = 10
@@ -47,7 +47,7 @@ def check_cache(ctx: DoctorContext) -> CheckResult | None:
     max_text = int(limits.get("max_text_tokens", MAX_TEXT_TOKENS))
     max_speech = int(limits.get("max_speech_tokens", MAX_SPEECH_TOKENS))
     problems: list[str] = []
-    bad_ids = [e["id"] for e in index.items if e.get("max_speech_id", -1) >= SPEECH_CODES]
+    bad_ids = [e["id"] for e in index.items if e.get("max_code", -1) >= SPEECH_CODES]
     if bad_ids:
         problems.append(f"{len(bad_ids)} clip(s) hold speech tokens ≥ {SPEECH_CODES} (not S3 codes): {', '.join(bad_ids[:LISTED_IDS])}")
     long_text = [e["id"] for e in index.items if e["n_text"] > max_text]

@@ -9,36 +9,23 @@ featurised in parallel worker processes.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from core.data.feature_cache import (  # noqa: F401  (INDEX_NAME, JOURNAL_NAME, CacheIndex, open_cache: for cache readers)
-    CACHE_FORMAT, INDEX_NAME, JOURNAL_NAME, CacheIndex, CacheInfo, Features, build_feature_cache, open_cache, read_checked_item,
-)
+from core.data.feature_cache import CACHE_FORMAT, CacheInfo, Features, build_feature_cache
 from core.data.manifest import ManifestRow
 from core.errors import InputError
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION
+from core.tokenizers.romanize import base_is_uppercase
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 
 #: index formats with this cache's `tokenizer`, `codec`, `max_text_id`, `histograms` and `items`
 #: fields, which the doctor's cache checks read (every feature-cache engine index has them).
 SHARED_INDEX_FORMATS = (CACHE_FORMAT, "linguaforge-indextts-cache-1")
-CLIPS_PER_TASK = 4  # clips a pool worker featurises per task
-
-
-def wants_uppercase(tokenizer: Tokenizer) -> bool:
-    """Return True when the tokenizer was trained on upper-case text (as IndexTTS2's was).
-
-    Decided from its pieces: ten times more pieces with upper-case than lower-case Latin letters.
-    """
-    pieces = tokenizer.pieces()
-    upper = sum(1 for p in pieces if re.search("[A-Z]", p))
-    lower = sum(1 for p in pieces if re.search("[a-z]", p))
-    return upper > 10 * max(lower, 1)
+CLIPS_PER_TASK = 16  # clips a pool worker featurises (and writes) per task
 
 
 @dataclass
@@ -73,27 +60,22 @@ class CodecFeatures:
 
     def featurise(self, rows: list[ManifestRow]) -> list[Features]:
         """Return, per row, {text_ids, codes, ref_mel} or why the clip cannot be used (unreadable, empty)."""
-        return [self._clip(row) for row in rows]
-
-    def _clip(self, row: ManifestRow) -> Features:
         from core.audio import read_audio
         from core.text import normalize_text
 
         tokenizer, codec = self._models()
-        try:
-            wav = read_audio(row.path, codec.sample_rate)[0]
-        except InputError as exc:
-            return str(exc)
-        mel = codec.mel(wav)
-        codes = codec.quantize(mel).numpy()
-        text_ids = np.asarray(tokenizer.encode(normalize_text(row.text, row.language, self.uppercase)))
-        if text_ids.size == 0 or codes.size == 0:
-            return "no text ids or no speech frames"
-        return {"text_ids": text_ids, "codes": codes, "ref_mel": mel.numpy()}
-
-    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-        """Return no fields beyond the shared ones."""
-        return {}
+        results: list[Features] = []
+        for row in rows:
+            try:
+                mel = codec.mel(read_audio(row.path, codec.sample_rate)[0])
+            except InputError as exc:
+                results.append(str(exc))
+                continue
+            text_ids = np.asarray(tokenizer.encode(normalize_text(row.text, row.language, self.uppercase)))
+            ok = text_ids.size and mel.shape[0]
+            results.append({"text_ids": text_ids, "codes": codec.quantize(mel).numpy(), "ref_mel": mel.numpy()} if ok
+                           else "no text ids or no speech frames")
+        return results
 
     def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Return the codec (path, fingerprint, codebook, frame rate, mel bins) and normaliser fields."""
@@ -114,14 +96,14 @@ def build_cache(
 ) -> CacheInfo:
     """Build (or complete, or repair) the own codec's cache of `manifest`; return what was done.
 
-    `uppercase` None decides from the tokenizer (`wants_uppercase`); `workers` None uses every
+    `uppercase` None decides from the tokenizer (`base_is_uppercase`); `workers` None uses every
     CPU. Rows the manifest rejects and clips that fail are listed in `skipped`, never fatal.
     Raises InputError when the manifest, tokenizer or codec cannot be loaded, or no row can be cached.
     """
     import torch
 
     tokenizer = load_tokenizer(tokenizer_path)
-    source = CodecFeatures(str(tokenizer.path), str(codec_path), wants_uppercase(tokenizer) if uppercase is None else uppercase)
+    source = CodecFeatures(str(tokenizer.path), str(codec_path), base_is_uppercase(tokenizer) if uppercase is None else uppercase)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # per-clip tensors are small; intra-op threads only add overhead
     try:
@@ -130,15 +112,3 @@ def build_cache(
     finally:
         torch.set_num_threads(threads)
 
-
-def load_item(cache_dir: str | os.PathLike[str], entry: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Return {text_ids int32 [n], codes int32 [m], ref_mel float16 [frames, n_mels]} of one item.
-
-    Raises InputError naming the file when it is missing, fails its checksum or has the wrong
-    shapes; `preprocess` (build_cache) rebuilds such items.
-    """
-    path = Path(cache_dir) / entry["file"]
-    item = read_checked_item(path, entry["sha256"], tuple(CodecFeatures.dtypes), "Run `preprocess` again to rebuild it.")
-    if item["text_ids"].shape != (entry["n_text"],) or item["codes"].shape != (entry["n_codes"],):
-        raise InputError(f"{path}: cache item shapes do not match the index. Run `preprocess` again.")
-    return item

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.data.cache import INDEX_NAME, SHARED_INDEX_FORMATS, open_cache
+from core.data.cache import SHARED_INDEX_FORMATS
+from core.data.feature_cache import INDEX_NAME, open_cache
 from core.errors import InputError
 from core.fsutil import sha256_file
 

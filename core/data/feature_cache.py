@@ -1,14 +1,14 @@
 """The one feature-cache engine: a fingerprinted folder of per-clip `.npz` items for any model family.
 
-A `FeatureSource` (the own codec's in `core.data.cache`, Chatterbox's and IndexTTS2's in
-`core.families`) gives only its fingerprint parts and a batch featuriser; `build_feature_cache`
-does the rest the same way for all: the folder `<root>/<fingerprint>/` (a sha256 over the
-source's format and parts, the tokenizer, the manifest bytes and the val ratio), items written
-atomically as `items/<hash of the clip id>.npz`, one `journal.jsonl` line per finished item so an
-interrupted build resumes, every recorded item checked against its sha256 (a corrupt one is
-rebuilt; an item written but never recorded is adopted as it is), and `index.json` with the
-entries, length histograms and splits. Clips that fail are listed in `skipped`; a build with no
-usable clip is refused.
+A `FeatureSource` (the own codec's `CodecFeatures` in `core.data.cache`, `ChatterboxFeatures` and
+`IndexTTSFeatures` in `core.families`) gives only its fingerprint parts and a batch featuriser;
+`build_feature_cache` does the rest the same way for all: the folder `<root>/<fingerprint>/` (a sha256
+over the source's format and parts, the tokenizer, the manifest bytes and the val ratio), items written
+atomically as `items/<hash of the clip id>.npz` (by the worker that featurised them), one `journal.jsonl`
+line per finished item so an interrupted build resumes, every recorded item checked against its sha256
+(a corrupt one is rebuilt; an item written but never recorded is adopted as it is), and `index.json`
+with the entries, length histograms and splits. Clips that fail are listed in `skipped`; a build with
+no usable clip is refused. `load_item` reads any family's item back, checked.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import multiprocessing
 import os
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -38,15 +38,18 @@ ITEMS_DIR = "items"
 #: the default index format (the own codec's and Chatterbox's caches); a source may name its own
 CACHE_FORMAT = "linguaforge-cache-1"
 HISTOGRAM_BINS = 10
+#: clips per featuriser call when a family's settings leave `feature_batch_size` null (bench/family_features.py)
+DEFAULT_BATCH = {"cuda": 16, "cpu": 8}
 #: what a featuriser returns per clip: its arrays, or why the clip cannot be used
 Features = dict[str, np.ndarray] | str
+T = TypeVar("T")
 
 
 class FeatureSource(Protocol):
     """What a family gives the engine: `format` names its index, `label` its progress line, `dtypes` its
     item arrays (always 1-D `text_ids` and `codes`, then its own). `featurise` returns per row its arrays
-    or why the clip cannot be used, whatever the batch; `entry_fields` and `index_fields` add the family's
-    own fields (e.g. `codec`) to an item's entry and to the index."""
+    or why the clip cannot be used, whatever the batch; `index_fields` adds the family's own fields
+    (e.g. `codec`) to the index."""
 
     format: str
     label: str
@@ -54,7 +57,6 @@ class FeatureSource(Protocol):
 
     def fingerprint_parts(self) -> dict[str, str]: ...
     def featurise(self, rows: list[ManifestRow]) -> list[Features]: ...
-    def entry_fields(self, row: ManifestRow, arrays: Mapping[str, np.ndarray]) -> dict[str, Any]: ...
     def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]: ...
 
 
@@ -65,25 +67,13 @@ class CacheIndex:
     path: Path
     data: dict[str, Any]
 
-    @property
-    def items(self) -> list[dict[str, Any]]:
-        """Item entries: id, file, split, speaker, language, n_text, n_codes, max_id, max_code, sha256, the family's own."""
-        return self.data["items"]
-
-    @property
-    def tokenizer_fingerprint(self) -> str:
-        """sha256 of the tokenizer file the text ids came from."""
-        return self.data["tokenizer"]["fingerprint"]
-
-    @property
-    def codec_fingerprint(self) -> str:
-        """Fingerprint of the codec or feature models the codes came from."""
-        return self.data["codec"]["fingerprint"]
-
-    @property
-    def max_text_id(self) -> int:
-        """The largest text id in any item (-1 for an empty cache)."""
-        return int(self.data["max_text_id"])
+    items = property(lambda self: self.data["items"], doc="Item entries: id, file, split, speaker, language, text, "
+                     "n_text, n_codes, max_id, max_code, sha256.")
+    tokenizer_fingerprint = property(lambda self: self.data["tokenizer"]["fingerprint"],
+                                     doc="sha256 of the tokenizer file the text ids came from.")
+    codec_fingerprint = property(lambda self: self.data["codec"]["fingerprint"],
+                                 doc="Fingerprint of the codec or feature models the codes came from.")
+    max_text_id = property(lambda self: int(self.data["max_text_id"]), doc="The largest text id in any item (-1 for an empty cache).")
 
 
 @dataclass
@@ -101,10 +91,29 @@ class CacheInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready report."""
-        rate = self.built / self.seconds if self.seconds > 0 else None
-        return {"path": str(self.path), "fingerprint": self.fingerprint, "items": self.items, "built": self.built,
-                "reused": self.reused, "rebuilt": self.rebuilt, "skipped": self.skipped, "seconds": round(self.seconds, 3),
-                "clips_per_s": None if rate is None else round(rate, 1)}
+        return {**asdict(self), "path": str(self.path), "seconds": round(self.seconds, 3),
+                "clips_per_s": round(self.built / self.seconds, 1) if self.seconds > 0 else None}
+
+
+def feature_batch_size(section: Mapping[str, Any] | None, device: Any, family: str) -> int:
+    """Return the clips per featuriser call: the family section's `feature_batch_size`, else DEFAULT_BATCH for the device.
+
+    Raises InputError when the setting is not a positive integer.
+    """
+    value = (section or {}).get("feature_batch_size")
+    if value is None:
+        return DEFAULT_BATCH["cuda" if str(device).startswith("cuda") else "cpu"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"settings families.{family}.feature_batch_size is {value!r}; set a positive integer "
+                         "(clips per forward pass) or null for the device default.")
+    return value
+
+
+def batches(items: Sequence[T], size: int) -> Iterator[list[T]]:
+    """Yield consecutive lists of at most `size` (at least 1) items, in order."""
+    size = max(1, size)
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
 
 
 def fingerprint_of(format: str, parts: Mapping[str, str]) -> str:
@@ -128,22 +137,31 @@ def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_checked_item(path: Path, sha256: str, keys: Sequence[str], rebuild: str) -> dict[str, np.ndarray]:
-    """Return the arrays `keys` of the .npz cache item at `path` after checking its bytes against `sha256`.
+def _arrays(data: bytes) -> dict[str, np.ndarray] | None:
+    """Return every array of `.npz` bytes, or None when they are not a readable `.npz`."""
+    try:
+        with np.load(io.BytesIO(data)) as npz:
+            return {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
 
-    Raises InputError naming the file when it is missing, fails its checksum or lacks an array;
-    the message ends with `rebuild`, the command that rebuilds the item.
+
+def load_item(cache_dir: str | os.PathLike[str], entry: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Return every array of the item of index entry `entry` in any family's cache (text_ids, codes, the family's own).
+
+    Raises InputError naming the file when it is missing, fails its checksum, is unreadable or its
+    lengths differ from the entry's; `preprocess` (or `train`) rebuilds such an item.
     """
+    path, rebuild = Path(cache_dir) / entry["file"], "Run `preprocess` (or `train`) again to rebuild it."
     if not path.is_file():
         raise InputError(f"{path}: cache item missing. {rebuild}")
     data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != sha256:
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise InputError(f"{path}: cache item fails its checksum (corrupt). {rebuild}")
-    try:
-        with np.load(io.BytesIO(data)) as npz:
-            return {key: npz[key] for key in keys}
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"{path}: unreadable cache item ({exc}). {rebuild}") from None
+    arrays = _arrays(data)
+    if arrays is None or any(arrays[k].shape != (entry[n],) for k, n in (("text_ids", "n_text"), ("codes", "n_codes")) if k in arrays):
+        raise InputError(f"{path}: cache item unreadable or not of its index entry's lengths. {rebuild}")
+    return arrays
 
 
 def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CACHE_FORMAT,)) -> CacheIndex:
@@ -173,13 +191,12 @@ def histogram(values: list[int]) -> dict[str, Any]:
             "p95": int(np.percentile(values, 95)), "edges": [round(float(e), 1) for e in edges], "counts": [int(c) for c in counts]}
 
 
-def entry_of(source: FeatureSource, row: ManifestRow, arrays: Mapping[str, np.ndarray], val_ratio: float, sha256: str) -> dict[str, Any]:
+def entry_of(row: ManifestRow, arrays: Mapping[str, np.ndarray], val_ratio: float, sha256: str) -> dict[str, Any]:
     """Return the index entry of `row`'s item holding `arrays`."""
     text, codes = arrays["text_ids"], arrays["codes"]
     return {"id": row.id, "file": item_file(row.id), "split": split_of(row.id, val_ratio), "speaker": row.speaker,
-            "language": row.language, "n_text": int(text.size), "n_codes": int(codes.size),
-            "max_id": int(np.max(text, initial=-1)), "max_code": int(np.max(codes, initial=-1)),
-            **source.entry_fields(row, arrays), "sha256": sha256}
+            "language": row.language, "text": row.text, "n_text": int(text.size), "n_codes": int(codes.size),
+            "max_id": int(text.max()) if text.size else -1, "max_code": int(codes.max()) if codes.size else -1, "sha256": sha256}
 
 
 def write_index(cache_dir: Path, source: FeatureSource, fingerprint: str, parts: Mapping[str, str], tokenizer: Any,
@@ -201,8 +218,14 @@ def write_index(cache_dir: Path, source: FeatureSource, fingerprint: str, parts:
 def _records(cache_dir: Path, format: str) -> dict[str, dict[str, Any]]:
     """Return the entries of the journal (a line torn by the interruption is skipped) and of a readable index, by id."""
     journal = cache_dir / JOURNAL_NAME
-    lines = journal.read_text(encoding="utf-8", errors="replace").splitlines() if journal.is_file() else []
-    known = {e["id"]: e for e in map(_json_or_none, lines) if isinstance(e, dict) and "id" in e and "sha256" in e}
+    known = {}
+    for line in journal.read_text(encoding="utf-8", errors="replace").splitlines() if journal.is_file() else []:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and "id" in entry and "sha256" in entry:
+            known[entry["id"]] = entry
     try:
         known.update({e["id"]: e for e in open_cache(cache_dir, (format,)).items})
     except InputError:
@@ -210,25 +233,14 @@ def _records(cache_dir: Path, format: str) -> dict[str, dict[str, Any]]:
     return known
 
 
-def _json_or_none(line: str) -> Any:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return None
-
-
 def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio: float) -> dict[str, Any] | None:
     """Return the entry of an item an interrupted build wrote (atomically) but never recorded, or None."""
     path = cache_dir / item_file(row.id)
-    if not path.is_file():
+    data = path.read_bytes() if path.is_file() else b""
+    arrays = _arrays(data) if data else None
+    if arrays is None or not set(source.dtypes) <= set(arrays):
         return None
-    data = path.read_bytes()
-    try:
-        with np.load(io.BytesIO(data)) as npz:
-            arrays = {key: npz[key] for key in source.dtypes}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-        return None
-    return entry_of(source, row, arrays, val_ratio, hashlib.sha256(data).hexdigest())
+    return entry_of(row, arrays, val_ratio, hashlib.sha256(data).hexdigest())
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -244,29 +256,38 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if single else "forkserver" if "forkserver" in methods else "spawn")
 
 
-_WORKER_SOURCE: FeatureSource | None = None
+def _write(source: FeatureSource, cache_dir: Path, val_ratio: float, rows: list[ManifestRow]) -> list[Any]:
+    """Featurise `rows` with `source` and write their items into `cache_dir`; return per row its entry or why it failed."""
+    results: list[Any] = list(source.featurise(rows))
+    for i, (row, result) in enumerate(zip(rows, results)):
+        if not isinstance(result, str):
+            arrays = {key: np.asarray(result[key], dtype=dtype) for key, dtype in source.dtypes.items()}
+            results[i] = entry_of(row, arrays, val_ratio, write_item(cache_dir / item_file(row.id), arrays))
+    return results
 
 
-def _init_worker(source: FeatureSource) -> None:
+_WORKER_ARGS: tuple[Any, ...] = ()
+
+
+def _init_worker(*args: Any) -> None:
     import torch
 
-    global _WORKER_SOURCE
+    global _WORKER_ARGS
     torch.set_num_threads(1)  # one intra-op thread per worker process: the processes are the parallelism
-    _WORKER_SOURCE = source
+    _WORKER_ARGS = args
 
 
-def _featurise_in_worker(rows: list[ManifestRow]) -> list[Features]:
-    assert _WORKER_SOURCE is not None
-    return _WORKER_SOURCE.featurise(rows)
+def _write_in_worker(rows: list[ManifestRow]) -> list[Any]:
+    return _write(*_WORKER_ARGS, rows)
 
 
-def _execute(source: FeatureSource, batches: list[list[ManifestRow]], workers: int) -> Iterator[tuple[list[ManifestRow], list[Features]]]:
-    """Yield (batch, its features) in order: in this process, or in `workers` processes each holding a copy of `source`."""
-    if workers <= 1 or len(batches) < 2:
-        yield from ((batch, source.featurise(batch)) for batch in batches)
+def _execute(args: tuple[Any, ...], chunks: list[list[ManifestRow]], workers: int) -> Iterator[tuple[list[ManifestRow], list[Any]]]:
+    """Yield (batch, `_write`'s results) in order: in this process, or in `workers` processes given `args` once each."""
+    if workers <= 1 or len(chunks) < 2:
+        yield from ((chunk, _write(*args, chunk)) for chunk in chunks)
         return
-    with _pool_context().Pool(workers, initializer=_init_worker, initargs=(source,)) as pool:
-        yield from zip(batches, pool.imap(_featurise_in_worker, batches))
+    with _pool_context().Pool(workers, initializer=_init_worker, initargs=args) as pool:
+        yield from zip(chunks, pool.imap(_write_in_worker, chunks))
 
 
 def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str], tokenizer: Any,
@@ -291,34 +312,26 @@ def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str],
     pending: list[ManifestRow] = []
     rebuilt = 0
     for row in rows:
-        entry = known.get(row.id)
-        if entry is not None:
-            path = cache_dir / entry["file"]
-            if path.is_file() and sha256_file(path) == entry["sha256"]:
-                done[row.id] = entry
-            else:
-                rebuilt += 1
-                pending.append(row)
-        elif (adopted := _adopted(source, row, cache_dir, val_ratio)) is not None:
-            done[row.id] = adopted
+        entry = known.get(row.id) or _adopted(source, row, cache_dir, val_ratio)
+        if entry is not None and (cache_dir / entry["file"]).is_file() and sha256_file(cache_dir / entry["file"]) == entry["sha256"]:
+            done[row.id] = entry
         else:
+            rebuilt += entry is not None
             pending.append(row)
     reused = len(done)
     skipped = [{"id": r.id, "line": r.line, "error": r.reason} for r in rejects]
     progress = Progress(source.label, total=len(rows))
     progress.update(reused)
-    batches = [pending[i : i + max(1, batch_size)] for i in range(0, len(pending), max(1, batch_size))]
     with open(cache_dir / JOURNAL_NAME, "a", encoding="utf-8") as journal:
-        for batch, results in _execute(source, batches, workers):
-            for row, result in zip(batch, results):
-                progress.update()
+        for chunk, results in _execute((source, cache_dir, val_ratio), list(batches(pending, batch_size)), workers):
+            for row, result in zip(chunk, results):
                 if isinstance(result, str):
                     skipped.append({"id": row.id, "line": row.line, "error": result})
-                    continue
-                arrays = {key: np.asarray(result[key], dtype=dtype) for key, dtype in source.dtypes.items()}
-                done[row.id] = entry_of(source, row, arrays, val_ratio, write_item(cache_dir / item_file(row.id), arrays))
-                journal.write(json.dumps(done[row.id], ensure_ascii=False) + "\n")
-                journal.flush()
+                else:
+                    done[row.id] = result
+                    journal.write(json.dumps(result, ensure_ascii=False) + "\n")
+            journal.flush()
+            progress.update(len(chunk))
     progress.finish()
     items = [done[row.id] for row in rows if row.id in done]
     if not items:

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.data.cache import SHARED_INDEX_FORMATS, open_cache
+from core.data.cache import SHARED_INDEX_FORMATS
+from core.data.feature_cache import open_cache
 from core.errors import InputError
 from core.fsutil import atomic_write_json
 

@@ -140,8 +140,8 @@ class ChatterboxFamily(ModelFamily):
         Raises InputError without a manifest or model folder.
         """
         from core.data.pairs import PAIRS_NAME, build_pairs
-        from core.families.chatterbox_features import build_feature_cache
-        from core.families.feature_batch import feature_batch_size
+        from core.data.feature_cache import build_feature_cache, feature_batch_size
+        from core.families.chatterbox_features import ChatterboxFeatures
 
         if run.manifest is None:
             raise InputError(f"{run.source}: family chatterbox needs data.manifest (from `dataset import`).")
@@ -150,9 +150,8 @@ class ChatterboxFamily(ModelFamily):
                              "the folder with ve.pt and s3gen.pt, whose models make the features.")
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         batch_size = feature_batch_size(run.options, device, "chatterbox")
-        cache_dir = build_feature_cache(run.manifest, run.tokenizer,
-                                        self.published_files(run.model_dir), run.cache_root, run.val_ratio,
-                                        device, batch_size)
+        source = ChatterboxFeatures(run.tokenizer, self.published_files(run.model_dir), device)
+        cache_dir = build_feature_cache(source, run.manifest, run.tokenizer, run.cache_root, run.val_ratio, batch_size).path
         if not (cache_dir / PAIRS_NAME).is_file():
             report = build_pairs(cache_dir, run.prompts_per_target, run.seed)
             run.extra["single_clip_speakers"] = report.single_clip_speakers
@@ -164,10 +163,9 @@ class ChatterboxFamily(ModelFamily):
         Raises InputError when the cache was built for another tokenizer or feature models,
         or no training clip fits T3's position limits.
         """
-        from core.data.cache import open_cache
+        from core.data.feature_cache import load_item, open_cache
         from core.data.pairs import load_pairs, training_pairs
         from core.data.splits import TRAIN, VAL
-        from core.families.chatterbox_features import load_features
         from core.families.contract import SampleSet, TaskData
 
         index = open_cache(cache_dir)
@@ -178,7 +176,7 @@ class ChatterboxFamily(ModelFamily):
 
         @lru_cache(maxsize=4096)
         def item(clip_id: str) -> dict[str, torch.Tensor]:
-            raw = load_features(index.path, entries[clip_id])
+            raw = load_item(index.path, entries[clip_id])
             return {k: torch.from_numpy(v.astype("float32" if k == "speaker_emb" else "int64")) for k, v in raw.items()}
 
         def sample(pair: tuple[str, str]) -> dict[str, torch.Tensor]:

@@ -9,13 +9,13 @@ from typing import Any
 
 import torch
 
+from core.data.feature_cache import build_feature_cache, feature_batch_size, open_cache
 from core.data.pairs import build_pairs
 from core.errors import InputError
 from core.families.indextts_gpt import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
 from core.families.indextts_audio import FRONT_END_VERSION
-from core.families.indextts_features import build_features, open_features
+from core.families.indextts_features import CACHE_FORMAT, IndexTTSFeatures
 from core.families.indextts_models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths
-from core.families.feature_batch import feature_batch_size
 from core.fsutil import sha256_file
 
 _FINGERPRINTS: dict[tuple[str, float], str] = {}
@@ -86,8 +86,9 @@ def prepare_features(family: Any, run: Any) -> Path:
         gpt, _ = load_unified_voice(run.base.state_dict, indextts_config, base_tokens)
         return BatchFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
 
-    cache_dir = build_features(manifest, run.cache_root, parts, _Lazy(featurizer), run.tokenizer,
-                               run.val_ratio, batch_size=feature_batch_size(section, where, "indextts"))
+    source = IndexTTSFeatures(parts, _Lazy(featurizer))
+    cache_dir = build_feature_cache(source, manifest, run.tokenizer, run.cache_root, run.val_ratio,
+                                    feature_batch_size(section, where, "indextts")).path
     build_pairs(cache_dir, run.prompts_per_target)
     return cache_dir
 
@@ -97,7 +98,7 @@ def imported_cache(folder: Path, run: Any) -> Path:
 
     Raises InputError when it is not an IndexTTS2 cache or its text ids came from another tokenizer.
     """
-    index = open_features(folder)
+    index = open_cache(folder, (CACHE_FORMAT,)).data
     made_with = index["tokenizer"]["fingerprint"]
     if made_with != run.tokenizer.fingerprint:
         raise InputError(

@@ -180,7 +180,7 @@ def equal_length_groups(tensors: list[torch.Tensor]) -> list[list[int]]:
 
 
 class BatchFeaturizer:
-    """Computes a cache item (`indextts_features.ITEM_KEYS`) for each of a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
+    """Computes a cache item (`IndexTTSFeatures.dtypes`) for each of a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
 
     Audio goes through IndexTTS2's front end (`core.families.indextts_audio`): the codes come from
     the whole clip read as the speaker front end reads it (22.05 kHz → 16 kHz), the speaker latents

@@ -20,7 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.families.indextts_gpt import ROWS
-from core.families.indextts_features import load_item, load_pairs, open_features
+from core.data.feature_cache import load_item, open_cache
+from core.data.pairs import load_pairs
+from core.families.indextts_features import CACHE_FORMAT
 from core.families.indextts_layout import IGNORE, collate_layouts, layout_hidden, layout_sample
 from core.families.contract import SampleSet
 
@@ -102,7 +104,7 @@ def paired_samples(cache_dir: str | Path, max_text_tokens: int, max_mel_tokens: 
     speakers) or longer than the position tables are left out and counted in `filtered`.
     """
     cache_dir = Path(cache_dir)
-    index = open_features(cache_dir)
+    index = open_cache(cache_dir, (CACHE_FORMAT,)).data
     pairs = load_pairs(cache_dir)
     by_id = {item["id"]: item for item in index["items"]}
     splits: dict[str, dict[str, Any]] = {s: {"entries": [], "filtered": 0} for s in ("train", "val")}

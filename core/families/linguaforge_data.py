@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.data.cache import build_cache, load_item, open_cache
+from core.data.cache import build_cache
+from core.data.feature_cache import load_item, open_cache
 from core.errors import InputError
 from core.data.pairs import PAIRS_NAME, build_pairs, load_pairs, training_pairs
 from core.data.splits import TRAIN, VAL
