@@ -532,11 +532,10 @@ class Trainer:
         """Return the metrics over `val`: sums stay on the device (weighted by each batch's tokens), read once at the end."""
         if len(val) == 0:
             return {}
-        return self._validate_over(list(range(len(val))))
+        return self._validate_over(val, list(range(len(val))))
 
-    def _validate_over(self, subset: list[int]) -> dict[str, float]:
-        """Return the validation metrics over the val samples at `subset` (non-empty)."""
-        val: SampleSet = self.data.val
+    def _validate_over(self, val: SampleSet, subset: list[int]) -> dict[str, float]:
+        """Return the validation metrics over the samples of `val` at `subset` (non-empty)."""
         self.model.eval()
         sums: dict[str, torch.Tensor] = {}
         weight = 0
@@ -565,7 +564,7 @@ class Trainer:
         subset = [i for i, language in enumerate(languages) if language == self.config.eval.base_language]
         if not subset:
             return None
-        return self._validate_over(subset).get("loss")
+        return self._validate_over(self.data.val, subset).get("loss")
 
     def check_retention(self) -> dict[str, Any] | None:
         """Measure `val_base_loss` now, compare it with step 0's (`retention.start`, saved in each checkpoint),
