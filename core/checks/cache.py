@@ -3,19 +3,31 @@ and clips longer than the model's position limits (training filters them; the do
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from core.data.cache import SHARED_INDEX_FORMATS
 from core.data.feature_cache import CacheIndex, open_cache
-from core.checks.doctor import CheckResult, DoctorContext, register_check
+from core.checks.doctor import CheckFunction, CheckResult, DoctorContext, register_check
 from core.families import detect_family, get_family
 
 LISTED_IDS = 10
 REBUILD_FIX = "Run `python -m core preprocess --manifest M --tokenizer T --codec C` with the run's tokenizer and point the run at the new cache folder."
 
 
-def _cache(ctx: DoctorContext) -> CacheIndex | None:
-    return open_cache(ctx.cache_dir, SHARED_INDEX_FORMATS) if ctx.cache_dir is not None else None
+def _cache_check(check_id: str, order: int) -> Callable[[Callable[[DoctorContext, CacheIndex], CheckResult]], CheckFunction]:
+    """Return a decorator registering a check of the run's preprocessing cache: the check gets the opened
+    cache index, and is not applicable (None) when the run has no cache."""
+
+    def decorate(check: Callable[[DoctorContext, CacheIndex], CheckResult]) -> CheckFunction:
+        @functools.wraps(check)
+        def run(ctx: DoctorContext) -> CheckResult | None:
+            index = open_cache(ctx.cache_dir, SHARED_INDEX_FORMATS) if ctx.cache_dir is not None else None
+            return None if index is None else check(ctx, index)
+
+        return register_check(check_id, order)(run)
+
+    return decorate
 
 
 def model_rows(ctx: DoctorContext) -> tuple[int, str] | None:
@@ -51,12 +63,9 @@ def position_limits(ctx: DoctorContext) -> tuple[dict[str, int], str] | None:
     return None
 
 
-@register_check("cache.tokenizer", order=60)
-def check_cache_tokenizer(ctx: DoctorContext) -> CheckResult | None:
-    """Return whether the cache's text ids came from the run's tokenizer (None without a cache)."""
-    index = _cache(ctx)
-    if index is None:
-        return None
+@_cache_check("cache.tokenizer", order=60)
+def check_cache_tokenizer(ctx: DoctorContext, index: CacheIndex) -> CheckResult:
+    """Return whether the cache's text ids came from the run's tokenizer."""
     tokenizer = ctx.tokenizer_or_none()
     if tokenizer is None:
         return CheckResult("cache.tokenizer", "warn", f"{index.path.name[:16]}: no tokenizer to compare with.", "Pass --tokenizer.")
@@ -71,12 +80,9 @@ def check_cache_tokenizer(ctx: DoctorContext) -> CheckResult | None:
     return CheckResult("cache.tokenizer", "pass", f"cache {index.path.name[:16]} matches tokenizer {tokenizer.fingerprint[:16]}.")
 
 
-@register_check("cache.max_text_id", order=61)
-def check_cache_max_id(ctx: DoctorContext) -> CheckResult | None:
-    """Return whether every cached text id indexes a model row (None without a cache)."""
-    index = _cache(ctx)
-    if index is None:
-        return None
+@_cache_check("cache.max_text_id", order=61)
+def check_cache_max_id(ctx: DoctorContext, index: CacheIndex) -> CheckResult:
+    """Return whether every cached text id indexes a model row."""
     rows = model_rows(ctx)
     if rows is None:
         return CheckResult("cache.max_text_id", "warn", f"max text id {index.max_text_id}; model rows unknown.", "Pass --tokenizer or --checkpoint.")
@@ -91,12 +97,9 @@ def check_cache_max_id(ctx: DoctorContext) -> CheckResult | None:
     return CheckResult("cache.max_text_id", "pass", f"max text id {index.max_text_id} < {count} rows ({source}).")
 
 
-@register_check("cache.lengths", order=62)
-def check_cache_lengths(ctx: DoctorContext) -> CheckResult | None:
-    """Return how many cached clips exceed the model's position limits (None without a cache)."""
-    index = _cache(ctx)
-    if index is None:
-        return None
+@_cache_check("cache.lengths", order=62)
+def check_cache_lengths(ctx: DoctorContext, index: CacheIndex) -> CheckResult:
+    """Return how many cached clips exceed the model's position limits."""
     found = position_limits(ctx)
     if found is None:
         longest = f"longest text {index.data['histograms']['n_text']['max']}, codes {index.data['histograms']['n_codes']['max']}"
