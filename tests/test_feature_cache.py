@@ -134,3 +134,26 @@ def test_engine_imports_nothing_from_families_or_training() -> None:
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imported and not {m for m in imported if m.startswith(("core.families", "core.training", "core.checks"))}
+
+
+def test_a_speaker_split_holds_whole_speakers_out_and_needs_two(manifest: Path, tok: Tokenizer, tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
+    for i, row in enumerate(rows):
+        row["speaker"] = f"s{i % 4}"  # four speakers, clips 0/4/8, 1/5/9, 2/6, 3/7
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    by_clip = build_feature_cache(BytesFeatures(), manifest, tok, tmp_path / "c", 0.3)
+    by_speaker = build_feature_cache(BytesFeatures(), manifest, tok, tmp_path / "c", 0.3, split_by="speaker")
+    assert by_speaker.fingerprint != by_clip.fingerprint  # a cache never serves the other split rule
+    splits: dict[str, set[str]] = {}
+    for entry in _entries(by_speaker.path):
+        splits.setdefault(entry["split"], set()).add(entry["speaker"])
+    assert splits["train"] and splits["val"] and not splits["train"] & splits["val"]
+    val_clips = sum(1 for e in _entries(by_speaker.path) if e["split"] == "val")
+    assert 2 <= val_clips <= 6  # whole speakers until at least 30% of the 10 clips: one or two speakers
+    for row in rows:
+        row["speaker"] = "only"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    source = BytesFeatures()
+    with pytest.raises(InputError, match=r"split by speaker: 1 speaker\(s\), 2 needed"):
+        build_feature_cache(source, manifest, tok, tmp_path / "d", 0.3, split_by="speaker")
+    assert source.seen == []  # refused before any clip was featurised

@@ -1,5 +1,6 @@
-"""A TTS run trains end to end from a Common Voice import: import with filters → speaker split → codec →
-tokenizer → the own model trained a few steps on CPU on the train speakers only."""
+"""A TTS run trains end to end from a Common Voice import: import with filters → speaker split (the CLI's and
+the run config's `data.split: speaker`, the same speakers) → codec → tokenizer → the own model trained a few
+steps on CPU on the train speakers only."""
 
 from __future__ import annotations
 
@@ -43,13 +44,16 @@ def test_own_model_trains_from_a_filtered_commonvoice_import_on_train_speakers(t
     train_tokenizer(list(AMHARIC_SENTENCES), "sentencepiece", 300, workspace / "tokenizers" / "am.model")
     config = run_config_from_dict({
         "preset": "tiny", "name": "cv-am", "tokenizer": "tokenizers/am.model", "codec": "codecs/cv.pt",
-        "data": {"manifest": "datasets/cv/manifest.train.jsonl", "val_ratio": 0.2},
+        "data": {"manifest": "datasets/cv/manifest.jsonl", "val_ratio": 0.3, "split": "speaker"},
         "model": {"preset": "tiny", "max_speech_tokens": 400}, "batch": {"size": 2},
         "optim": {"lr": 2.0e-3, "warmup_steps": 2},
         "schedule": {"max_steps": 6, "val_every": 6, "save_every": 6, "log_every": 2},
     })
     result = train(config, None, load_settings())
     assert Path(result.last_checkpoint).is_file()
+    [index] = [json.loads(p.read_text()) for p in (workspace / "cache").glob("*/index.json")]
+    by_split = {name: {e["speaker"] for e in index["items"] if e["split"] == name} for name in ("train", "val")}
+    assert by_split == {"train": {r.speaker for r in train_rows}, "val": {r.speaker for r in val_rows}}
     metrics = [json.loads(line) for line in (workspace / "runs" / "cv-am" / "metrics.jsonl").read_text().splitlines()]
     train_mel = [m["mel_loss"] for m in metrics if m["split"] == "train"]
     assert len(train_mel) >= 2 and all(torch.isfinite(torch.tensor(train_mel)))

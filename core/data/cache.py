@@ -85,20 +85,14 @@ class CodecFeatures:
                 "normalizer": {"name": NORMALIZER_NAME, "version": NORMALIZER_VERSION, "uppercase": self.uppercase}}
 
 
-def build_cache(
-    manifest: str | os.PathLike[str],
-    tokenizer_path: str | os.PathLike[str],
-    codec_path: str | os.PathLike[str],
-    output_root: str | os.PathLike[str],
-    workers: int | None = None,
-    val_ratio: float = 0.05,
-    uppercase: bool | None = None,
-) -> CacheInfo:
+def build_cache(manifest: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str], codec_path: str | os.PathLike[str],
+                output_root: str | os.PathLike[str], workers: int | None = None, val_ratio: float = 0.05,
+                uppercase: bool | None = None, split_by: str = "clip") -> CacheInfo:
     """Build (or complete, or repair) the own codec's cache of `manifest`; return what was done.
 
     `uppercase` None decides from the tokenizer (`base_is_uppercase`); `workers` None uses every
-    CPU. Rows the manifest rejects and clips that fail are listed in `skipped`, never fatal.
-    Raises InputError when the manifest, tokenizer or codec cannot be loaded, or no row can be cached.
+    CPU; `split_by` as `build_feature_cache`. Rows the manifest rejects and clips that fail are listed
+    in `skipped`. Raises InputError when the manifest, tokenizer or codec cannot be loaded, or no row can be cached.
     """
     import torch
 
@@ -108,7 +102,7 @@ def build_cache(
     torch.set_num_threads(1)  # per-clip tensors are small; intra-op threads only add overhead
     try:
         return build_feature_cache(source, manifest, tokenizer, output_root, val_ratio, CLIPS_PER_TASK,
-                                   workers if workers is not None else (os.cpu_count() or 1))
+                                   workers if workers is not None else (os.cpu_count() or 1), split_by)
     finally:
         torch.set_num_threads(threads)
 

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence, TypeVar
 import numpy as np
 
 from core.data.manifest import ManifestRow, read_manifest
-from core.data.splits import split_of
+from core.data.splits import speakers_held_out, split_of
 from core.errors import InputError
 from core.fsutil import atomic_write_json, sha256_file
 from core.progress import Progress
@@ -291,19 +291,22 @@ def _execute(args: tuple[Any, ...], chunks: list[list[ManifestRow]], workers: in
 
 
 def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str], tokenizer: Any,
-                        output_root: str | os.PathLike[str], val_ratio: float, batch_size: int = 1, workers: int = 1) -> CacheInfo:
+                        output_root: str | os.PathLike[str], val_ratio: float, batch_size: int = 1, workers: int = 1,
+                        split_by: str = "clip") -> CacheInfo:
     """Build (or complete, or repair) the cache of `manifest` with `source`'s features; return what was done.
 
-    `batch_size` clips go to `source.featurise` at a time (in `workers` processes when more than
-    one); neither is in the fingerprint, as they do not change the features. Manifest rejects and
-    clips the featuriser refuses are listed in `skipped`. Raises InputError when the manifest
-    cannot be read or no clip can be featurised.
+    `batch_size` clips go to `source.featurise` at a time (in `workers` processes when more than one;
+    neither changes the features). `split_by` `speaker` holds whole speakers out for val. Manifest
+    rejects and clips the featuriser refuses are listed in `skipped`. Raises InputError when the
+    manifest cannot be read, has too few speakers to split by, or no clip can be featurised.
     """
     start = time.monotonic()
     manifest = Path(manifest).resolve()
     rows, rejects = read_manifest(manifest)
     manifest_sha = sha256_file(manifest)
-    parts = {**source.fingerprint_parts(), "tokenizer": tokenizer.fingerprint, "manifest": manifest_sha, "val_ratio": str(val_ratio)}
+    held_out = speakers_held_out(rows, val_ratio) if split_by == "speaker" else None
+    parts = {**source.fingerprint_parts(), "tokenizer": tokenizer.fingerprint, "manifest": manifest_sha,
+             "val_ratio": str(val_ratio), **({"split": split_by} if held_out else {})}
     fingerprint = fingerprint_of(source.format, parts)
     cache_dir = Path(output_root).resolve() / fingerprint
     (cache_dir / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
@@ -334,6 +337,8 @@ def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str],
             progress.update(len(chunk))
     progress.finish()
     items = [done[row.id] for row in rows if row.id in done]
+    if held_out is not None:
+        items = [{**item, "split": held_out[item["speaker"]]} for item in items]
     if not items:
         detail = f" First problem: {skipped[0]['error']}" if skipped else ""
         raise InputError(f"{manifest}: no clip could be featurised.{detail}")

@@ -6,6 +6,8 @@ A clip's split depends only on its id and the ratio, so adding clips never moves
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from typing import Any, Iterable
 
 from core.errors import InputError
 
@@ -63,3 +65,9 @@ def split_by_speaker(clips_per_speaker: dict[str, int], val_ratio: float, eval_r
     for speaker in order[cursor:]:
         assigned[speaker] = TRAIN
     return assigned
+
+
+def speakers_held_out(rows: Iterable[Any], val_ratio: float) -> dict[str, str]:
+    """Return {speaker: "train" | "val"} for manifest rows (each with a `speaker`): whole speakers hold
+    `val_ratio` of the clips out (`split_by_speaker`). Raises InputError with fewer than two speakers."""
+    return split_by_speaker(dict(Counter(row.speaker for row in rows)), val_ratio, 0.0)

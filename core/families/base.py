@@ -67,6 +67,7 @@ class FamilyRun:
     options: dict[str, Any]
     codec: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    split_by: str = "clip"  # `speaker`: whole speakers in the val split (the cache engine's `split_by`)
 
     @property
     def base_meta(self) -> dict[str, Any]:

@@ -151,7 +151,8 @@ class ChatterboxFamily(ModelFamily):
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         batch_size = feature_batch_size(run.options, device, "chatterbox")
         source = ChatterboxFeatures(run.tokenizer, self.published_files(run.model_dir), device)
-        cache_dir = build_feature_cache(source, run.manifest, run.tokenizer, run.cache_root, run.val_ratio, batch_size).path
+        cache_dir = build_feature_cache(source, run.manifest, run.tokenizer, run.cache_root, run.val_ratio, batch_size,
+                                        split_by=run.split_by).path
         if not (cache_dir / PAIRS_NAME).is_file():
             report = build_pairs(cache_dir, run.prompts_per_target, run.seed)
             run.extra["single_clip_speakers"] = report.single_clip_speakers

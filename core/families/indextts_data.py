@@ -88,7 +88,7 @@ def prepare_features(family: Any, run: Any) -> Path:
 
     source = IndexTTSFeatures(parts, _Lazy(featurizer))
     cache_dir = build_feature_cache(source, manifest, run.tokenizer, run.cache_root, run.val_ratio,
-                                    feature_batch_size(section, where, "indextts")).path
+                                    feature_batch_size(section, where, "indextts"), split_by=run.split_by).path
     build_pairs(cache_dir, run.prompts_per_target)
     return cache_dir
 

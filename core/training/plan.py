@@ -99,6 +99,7 @@ class RunPlan:
             text_weight=config.loss.text_weight,
             mel_weight=config.loss.mel_weight,
             options=dict(settings.get(f"families.{self.family.name}") or {}),
+            split_by=config.data.split,
         )
 
 

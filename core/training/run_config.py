@@ -38,6 +38,7 @@ BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, 
                 "quality": True}
 EVAL_REFERENCES = ("dataset", "espeak")
 ADAPTER_KINDS = ("none", "lora")
+SPLIT_RULES = ("clip", "speaker")
 
 
 @dataclass
@@ -53,11 +54,14 @@ class DataConfig:
     """Training data: a manifest (tts) or text corpus files (lm).
 
     `prefetch`: batches prepared ahead in a background thread (0 = in the training thread).
+    `split`: `clip` (each clip by a hash of its id) or `speaker` (whole speakers held out for
+    validation and evaluation, `val_ratio` of the clips; tts runs).
     """
 
     manifest: str | None = None
     corpus: list[str] = field(default_factory=list)
     val_ratio: float = 0.05
+    split: str = "clip"
     prompts_per_target: int = 1
     prefetch: int = 4
     replay: ReplayConfig = field(default_factory=ReplayConfig)
@@ -293,6 +297,10 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.eval.synthesis: applies to model-family runs (family: chatterbox | indextts); "
                          "LinguaForge's own models speak with their defaults. Remove it.")
     _validate_adapter(config, where)
+    if config.data.split not in SPLIT_RULES:
+        raise InputError(f"{where}.data.split: {config.data.split!r} is not one of {', '.join(SPLIT_RULES)}.")
+    if config.data.split == "speaker" and config.task != "tts":
+        raise InputError(f"{where}.data.split: speaker holds out whole speakers of a tts manifest; use clip for task {config.task}.")
     replay = config.data.replay
     if replay.manifest is not None and not 0.0 < replay.share < 1.0:
         raise InputError(f"{where}.data.replay.share: {replay.share} must be between 0 and 1 (a share of each batch).")
