@@ -9,7 +9,8 @@ requests (oversized input, unknown voice, unknown model, malformed body), each f
 one, and reports the statuses and messages. First it times, in-process, what one batch costs: the
 model's generation (batched) and the codec's decode (clip by clip), per batch size. The default checkpoint is random-initialised with its
 stop logit suppressed, so every sentence is exactly `--codes` codes (125 = 2 s of audio): every
-request is the same work. `--checkpoint` and `--voices` serve a trained one instead.
+request is the same work. `--workspace WS --checkpoint CKPT` serve a trained one instead (a quickstart's
+final checkpoint in its workspace; the reference clip is written to WS/bench-voices/).
 
     .venv/bin/python bench/serve.py --requests 50 --clients 8 --max-batch 8 1
 """
@@ -134,13 +135,19 @@ def _faults(url: str, model: str) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace, workspace: Path) -> dict[str, Any]:
     """Serve the checkpoint once per --max-batch value; return the load rows and the fault rows."""
-    checkpoint = quickstart_checkpoint(workspace, args.codes)
-    voices = write_voice(workspace / "voices" / "anna.wav").parent
+    scratch = workspace  # the server logs
+    scratch.mkdir(parents=True, exist_ok=True)
+    if args.checkpoint is not None:
+        workspace, checkpoint = args.workspace.resolve(), args.checkpoint.resolve()
+        voices = write_voice(workspace / "bench-voices" / "anna.wav").parent
+    else:
+        checkpoint = quickstart_checkpoint(workspace, args.codes)
+        voices = write_voice(workspace / "voices" / "anna.wav").parent
     model = checkpoint.stem
     breakdown = batch_breakdown(workspace, checkpoint, sorted({1, *args.max_batch}))
     rows, faults = [], []
     for max_batch in args.max_batch:
-        with running_server(workspace, checkpoint, voices, workspace / f"serve-{max_batch}.log", "--max-batch",
+        with running_server(workspace, checkpoint, voices, scratch / f"serve-{max_batch}.log", "--max-batch",
                             str(max_batch), "--queue-limit", str(max(args.requests, 1)),
                             "--max-input-chars", "1000") as server:
             process = psutil.Process(server.proc.pid)
@@ -189,8 +196,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds per server, to see whether memory stays flat")
     parser.add_argument("--max-batch", type=int, nargs="+", default=[8, 1], help="server --max-batch values to compare")
     parser.add_argument("--codes", type=int, default=125, help="codes per sentence of the default checkpoint (62.5 = 1 s)")
+    parser.add_argument("--workspace", type=Path, help="the workspace of --checkpoint")
+    parser.add_argument("--checkpoint", type=Path, help="a trained TTS checkpoint to serve instead of the random one")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if (args.checkpoint is None) != (args.workspace is None):
+        parser.error("--checkpoint and --workspace go together (the checkpoint's workspace)")
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder:
         result = run(args, Path(folder) / "workspace")
     print(json.dumps(result, indent=2) if args.json else markdown(result))
