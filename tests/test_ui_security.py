@@ -68,8 +68,9 @@ def file_data(path: str) -> dict[str, Any]:
 
 
 def import_inputs(files: list[dict[str, Any]], name: str) -> list[Any]:
-    """Return the inputs of the Dataset tab's import_dataset event."""
-    return ["manifest", "", files, name, "", "", ""]
+    """Return the inputs of the Dataset tab's import_dataset event (format, folder, files, name, language,
+    speaker, tokenizer, Common Voice table, HF text and speaker columns, filter clips)."""
+    return ["manifest", "", files, name, "", "", "", "", "", "", False]
 
 
 def upload(client: httpx.Client, name: str, content: bytes) -> str:
@@ -252,7 +253,8 @@ def test_imported_manifest_and_folder_symlink_are_confined(app: AppProcess, sess
         {"id": "absolute-out", "audio": str(outside), "text": "hello there", "speaker": "s", "language": "en"},
     ]
     (incoming / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    answer = _run_event(session, "import_dataset", ["manifest", "incoming/manifest.jsonl", None, "confined-manifest", "", "", ""])
+    answer = _run_event(session, "import_dataset", ["manifest", "incoming/manifest.jsonl", None, "confined-manifest", "", "", "",
+                                                        "", "", "", False])
     assert "event: complete" in answer, answer
     dataset = app.workspace / "datasets" / "confined-manifest"
     kept = [json.loads(line)["id"] for line in (dataset / "manifest.jsonl").read_text().splitlines()]
@@ -268,7 +270,7 @@ def test_imported_manifest_and_folder_symlink_are_confined(app: AppProcess, sess
     (clips / "a.txt").write_text("hello there", encoding="utf-8")
     (clips / "b.wav").symlink_to(outside)
     (clips / "b.txt").write_text("hello there", encoding="utf-8")
-    answer = _run_event(session, "import_dataset", ["folder", "clips", None, "confined-folder", "en", "", ""])
+    answer = _run_event(session, "import_dataset", ["folder", "clips", None, "confined-folder", "en", "", "", "", "", "", False])
     assert "event: complete" in answer, answer
     dataset = app.workspace / "datasets" / "confined-folder"
     kept = [json.loads(line)["id"] for line in (dataset / "manifest.jsonl").read_text().splitlines()]
