@@ -1,4 +1,5 @@
-"""The workspace files the dashboard offers: one function per kind of file, found at any depth.
+"""The workspace files the dashboard offers: one `FileKind` per kind of file, listed at any depth by
+`find_files(settings, KIND)`.
 
 Every dropdown of the dashboard takes its choices from here, and every dashboard loader accepts
 only a value these functions list. A kind is a set of top folders of the workspace searched at any
@@ -55,15 +56,19 @@ class FileKind:
         return self.within is None or self.within in relative.parts[:-1]
 
 
+#: tokenizers: `.model` SentencePiece and `.json` Hugging Face files under `tokenizers/`
 TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model", ".json"), not_suffixes=(TOKENIZER_REPORT_SUFFIX,))
 SENTENCEPIECE_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".model",))
 HF_TOKENIZERS = FileKind((TOKENIZERS_DIR,), suffixes=(".json",), not_suffixes=(TOKENIZER_REPORT_SUFFIX,))
+#: checkpoints under `checkpoints/` and in runs' `checkpoints/` folders
 CHECKPOINTS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), suffixes=(".safetensors", ".pt", ".pth"), within=CHECKPOINTS_DIR,
                        not_suffixes=(CODEC_COPY_SUFFIX,))
 CODECS = FileKind((CODECS_DIR,), suffixes=(".pt",))
 MANIFESTS = FileKind((DATASETS_DIR,), names=(MANIFEST_NAME,))
+#: every manifest a run can train on (an import's manifest.jsonl, a quickstart's am.jsonl), not rejects
 TRAINING_MANIFESTS = FileKind((DATASETS_DIR,), suffixes=(MANIFEST_SUFFIX,), not_suffixes=(REJECTS_NAME,))
 EVALUATIONS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), names=(EVAL_NAME,))
+#: loadable run configs: workspace presets and the runs' config.yaml
 PRESETS = FileKind((PRESETS_DIR,), suffixes=(".yaml", ".yml"))
 RUN_CONFIGS = FileKind((RUNS_DIR,), names=(RUN_CONFIG_NAME,))
 QUICKSTART_PRESETS = FileKind((QUICKSTART_DIR,), suffixes=(".yaml", ".yml"))
@@ -88,56 +93,19 @@ def find_files(settings: Settings, *kinds: FileKind) -> list[str]:
     return sorted(found)
 
 
-def tokenizer_files(settings: Settings) -> list[str]:
-    """Return the tokenizers (`.model` SentencePiece and `.json` Hugging Face files) under `tokenizers/`."""
-    return find_files(settings, TOKENIZERS)
 
 
-def sentencepiece_files(settings: Settings) -> list[str]:
-    """Return the SentencePiece tokenizers (`.model`) under `tokenizers/`."""
-    return find_files(settings, SENTENCEPIECE_TOKENIZERS)
 
 
-def hf_tokenizer_files(settings: Settings) -> list[str]:
-    """Return the Hugging Face tokenizers (`.json`) under `tokenizers/`."""
-    return find_files(settings, HF_TOKENIZERS)
 
-
-def checkpoint_files(settings: Settings) -> list[str]:
-    """Return the checkpoints (`.safetensors`, `.pt`, `.pth`) under `checkpoints/` and in runs' `checkpoints/` folders."""
-    return find_files(settings, CHECKPOINTS)
-
-
-def codec_files(settings: Settings) -> list[str]:
-    """Return the codecs (`.pt`) under `codecs/`."""
-    return find_files(settings, CODECS)
-
-
-def manifest_files(settings: Settings) -> list[str]:
-    """Return the dataset manifests (`manifest.jsonl`) under `datasets/`."""
-    return find_files(settings, MANIFESTS)
-
-
-def training_manifest_files(settings: Settings) -> list[str]:
-    """Return every manifest a run can train on: the `.jsonl` files under `datasets/` (an import's
-    manifest.jsonl and the per-language `am.jsonl` a quickstart splits off), not `rejects.jsonl`."""
-    return find_files(settings, TRAINING_MANIFESTS)
 
 
 def dataset_names(settings: Settings) -> list[str]:
     """Return the datasets: each folder below `datasets/` holding a manifest.jsonl, as its path under `datasets/`."""
-    names = (str(PurePosixPath(path).parent.relative_to(DATASETS_DIR)) for path in manifest_files(settings))
+    names = (str(PurePosixPath(path).parent.relative_to(DATASETS_DIR)) for path in find_files(settings, MANIFESTS))
     return sorted(name for name in names if name != ".")
 
 
-def evaluation_files(settings: Settings) -> list[str]:
-    """Return the `eval.json` files (beside evaluated checkpoints) under `checkpoints/` and `runs/`."""
-    return find_files(settings, EVALUATIONS)
-
-
-def config_files(settings: Settings) -> list[str]:
-    """Return the loadable run configs: workspace presets (`presets/*.yaml`) and the runs' `config.yaml`."""
-    return find_files(settings, PRESETS, RUN_CONFIGS)
 
 
 def quickstart_preset_files(settings: Settings) -> list[str]:

@@ -240,17 +240,17 @@ def test_workspace_file_lists_go_any_depth_and_never_lead_out(workspace: Path, o
     (outside / "more" / "x.model").write_bytes(b"x")
     (workspace / "tokenizers" / "linked").symlink_to(outside / "more", target_is_directory=True)  # a folder leading out
     settings = load_settings()
-    assert files.tokenizer_files(settings) == ["tokenizers/a.model", "tokenizers/qs-1/deep/x.json", "tokenizers/qs-1/en_am.model"]
-    assert files.sentencepiece_files(settings) == ["tokenizers/a.model", "tokenizers/qs-1/en_am.model"]
-    assert files.hf_tokenizer_files(settings) == ["tokenizers/qs-1/deep/x.json"]
-    assert files.checkpoint_files(settings) == ["checkpoints/a.safetensors", "checkpoints/qs-1/am.safetensors",
+    assert files.find_files(settings, files.TOKENIZERS) == ["tokenizers/a.model", "tokenizers/qs-1/deep/x.json", "tokenizers/qs-1/en_am.model"]
+    assert files.find_files(settings, files.SENTENCEPIECE_TOKENIZERS) == ["tokenizers/a.model", "tokenizers/qs-1/en_am.model"]
+    assert files.find_files(settings, files.HF_TOKENIZERS) == ["tokenizers/qs-1/deep/x.json"]
+    assert files.find_files(settings, files.CHECKPOINTS) == ["checkpoints/a.safetensors", "checkpoints/qs-1/am.safetensors",
                                                 "runs/r/checkpoints/step_1.pt"]
-    assert files.codec_files(settings) == ["codecs/sub/c.pt"]
+    assert files.find_files(settings, files.CODECS) == ["codecs/sub/c.pt"]
     assert files.dataset_names(settings) == ["qs-1/sample", "s"]
-    assert files.training_manifest_files(settings) == ["datasets/qs-1/sample/am.jsonl", "datasets/qs-1/sample/manifest.jsonl",
+    assert files.find_files(settings, files.TRAINING_MANIFESTS) == ["datasets/qs-1/sample/am.jsonl", "datasets/qs-1/sample/manifest.jsonl",
                                                        "datasets/s/manifest.jsonl"]
-    assert files.evaluation_files(settings) == ["runs/r/checkpoints/eval.json"]
-    assert files.config_files(settings) == ["presets/p.yaml", "runs/r/config.yaml"]
+    assert files.find_files(settings, files.EVALUATIONS) == ["runs/r/checkpoints/eval.json"]
+    assert files.find_files(settings, files.PRESETS, files.RUN_CONFIGS) == ["presets/p.yaml", "runs/r/config.yaml"]
     assert files.quickstart_preset_files(settings) == ["quickstart/q.yaml"]
     data_root = Settings(settings.workspace, {"data_roots": [str(outside)]})
     assert "tokenizers/out.model" in files.find_files(data_root, files.TOKENIZERS)  # a symlink into a data root is fine

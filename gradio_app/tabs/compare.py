@@ -11,7 +11,7 @@ import gradio as gr
 from core.eval.tts import ESPEAK, collect_evaluations
 from core.errors import InputError
 from core.runs import run_folder_of_checkpoint
-from core.workspace_files import checkpoint_files, evaluation_files
+from core.workspace_files import CHECKPOINTS, EVALUATIONS, find_files
 from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
 from gradio_app.common import ui_action
 
@@ -36,7 +36,7 @@ METRIC_WORDS = (
 def eval_folders(ctx: UIContext) -> list[str]:
     """Return the runs and folders that hold an eval.json, workspace-relative (a run by its run folder)."""
     folders = set()
-    for path in evaluation_files(ctx.settings):
+    for path in find_files(ctx.settings, EVALUATIONS):
         parts = path.split("/")
         folders.add("/".join(parts[:2]) if parts[0] == "runs" and len(parts) == 4 else "/".join(parts[:-1]) or ".")
     return sorted(folders)
@@ -98,7 +98,7 @@ def build(ctx: UIContext) -> None:
                 if folder else "")
         checkpoints = [relative(settings, s["path"]) for s in summaries if s["exists"]]
         return (rows, summaries, gr.update(choices=choices, value=first), note,
-                gr.update(choices=sorted(set(checkpoints) | set(checkpoint_files(settings)))),
+                gr.update(choices=sorted(set(checkpoints) | set(find_files(settings, CHECKPOINTS)))),
                 *players(summaries, first))
 
     @ui_action(outputs=2)
@@ -132,7 +132,7 @@ def build(ctx: UIContext) -> None:
                   for i in range(MAX_PLAYERS)]
         with gr.Accordion("Evaluate a checkpoint (eval.tts job)", open=False):
             with gr.Row():
-                checkpoint = gr.Dropdown(checkpoint_files(settings), label="Checkpoint",
+                checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
                                          allow_custom_value=True, elem_id="cmp-checkpoint", scale=3)
                 sentences_file = gr.Textbox(label="Sentences file (text, one per line, or manifest.jsonl)",
                                             elem_id="cmp-sentences", scale=3)

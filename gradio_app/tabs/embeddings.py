@@ -12,7 +12,7 @@ from core.errors import InputError
 from core.families.rows import plan_checkpoint_rows
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.vocab import INIT_METHODS
-from core.workspace_files import checkpoint_files, tokenizer_files
+from core.workspace_files import CHECKPOINTS, TOKENIZERS, find_files
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -76,11 +76,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     with gr.Tab("Embeddings", id="embeddings") as tab:
         with gr.Row():
-            checkpoint = gr.Dropdown(checkpoint_files(settings), label="Checkpoint",
+            checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
                                      allow_custom_value=True, elem_id="emb-checkpoint")
-            base_tok = gr.Dropdown(tokenizer_files(settings), label="Base tokenizer",
+            base_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="Base tokenizer",
                                    allow_custom_value=True, elem_id="emb-base")
-            new_tok = gr.Dropdown(tokenizer_files(settings), label="New tokenizer",
+            new_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="New tokenizer",
                                   allow_custom_value=True, elem_id="emb-new")
         check_btn = gr.Button("Check rows", elem_id="emb-check")
         check_status = gr.Markdown(elem_id="emb-check-status")
@@ -96,8 +96,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     extend_btn.click(extend, [checkpoint, base_tok, new_tok, init, output], status)
 
     def refresh() -> tuple[Any, ...]:
-        checkpoints = checkpoint_files(settings)
-        tokenizers = tokenizer_files(settings)
+        checkpoints = find_files(settings, CHECKPOINTS)
+        tokenizers = find_files(settings, TOKENIZERS)
         return gr.update(choices=checkpoints), gr.update(choices=tokenizers), gr.update(choices=tokenizers)
 
     demo.load(refresh, None, [checkpoint, base_tok, new_tok])

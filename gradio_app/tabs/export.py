@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from core.confine import is_inside
-from core.workspace_files import checkpoint_files
+from core.workspace_files import CHECKPOINTS, find_files
 from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, output_param, require_success, ui_action
 
 PRUNE = "Prune: weights and metadata (.safetensors), tokenizer and codec beside it"
@@ -45,7 +45,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         gr.Markdown("Prune a training checkpoint for inference, or export a Chatterbox / IndexTTS2 run as the files "
                     "their own code loads. Each runs as a job (Jobs tab); the written files are listed for download.")
         with gr.Row():
-            checkpoint = gr.Dropdown(checkpoint_files(settings), label="Checkpoint", allow_custom_value=True,
+            checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint", allow_custom_value=True,
                                      elem_id="export-checkpoint", scale=3)
             mode = gr.Radio([PRUNE, EXPORT], value=PRUNE, label="What to write", elem_id="export-mode", scale=3)
             output = gr.Textbox(OUTPUT_HINT[PRUNE], label="Output (.safetensors to prune, a folder to export)",
@@ -56,4 +56,4 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     button.click(run, [checkpoint, mode, output], [status, files])
     mode.change(lambda chosen: OUTPUT_HINT[chosen], mode, output, show_progress="hidden")
-    tab.select(lambda: gr.update(choices=checkpoint_files(settings)), None, checkpoint, show_progress="hidden")
+    tab.select(lambda: gr.update(choices=find_files(settings, CHECKPOINTS)), None, checkpoint, show_progress="hidden")

@@ -15,7 +15,7 @@ import gradio as gr
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
-from core.workspace_files import checkpoint_files
+from core.workspace_files import CHECKPOINTS, find_files
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -104,7 +104,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     with gr.Tab("Inference", id="inference") as tab:
         with gr.Row():
-            checkpoint = gr.Dropdown(checkpoint_files(settings), label="Checkpoint",
+            checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
                                      allow_custom_value=True, elem_id="inf-checkpoint")
             refresh = gr.Button("Refresh", size="sm")
         meta = gr.Dataframe(headers=["from the checkpoint's metadata", "value"], value=[], interactive=False,
@@ -136,7 +136,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     checkpoint.change(ui_action(outputs=2)(lambda c: ("", checkpoint_meta(ctx, c))), checkpoint, [meta_status, meta])
     def refresh_choices() -> Any:
-        return gr.update(choices=checkpoint_files(settings))
+        return gr.update(choices=find_files(settings, CHECKPOINTS))
 
     refresh.click(refresh_choices, None, checkpoint)
     tab.select(refresh_choices, None, checkpoint, show_progress="hidden")

@@ -9,7 +9,7 @@ import pandas as pd
 
 from core.tokenizers.corpus import read_corpus_lines
 from core.tokenizers.report import inspect_tokenizer
-from core.workspace_files import hf_tokenizer_files, sentencepiece_files, tokenizer_files
+from core.workspace_files import HF_TOKENIZERS, SENTENCEPIECE_TOKENIZERS, TOKENIZERS, find_files
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -69,7 +69,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             yield job_line(job), gr.update()
         artifacts = require_success(job)
         yield job_line(job) + f" → `{artifacts.get('output', '')}`", gr.update(
-            choices=tokenizer_files(settings))
+            choices=find_files(settings, TOKENIZERS))
 
     @ui_action(outputs=2, labels=LABELS)
     def train(corpus: str, kind: str, vocab_size: float, model_type: str, coverage: float, output: str):
@@ -127,7 +127,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             t_status = gr.Markdown(elem_id="tok-status")
         with gr.Tab("Extend"):
             with gr.Row():
-                e_base = gr.Dropdown(sentencepiece_files(settings), label="Base tokenizer",
+                e_base = gr.Dropdown(find_files(settings, SENTENCEPIECE_TOKENIZERS), label="Base tokenizer",
                                      allow_custom_value=True, elem_id="tok-extend-base")
                 e_corpus = gr.Textbox(label="New-language corpus (comma-separated)")
                 e_protect = gr.Textbox(label="Protect corpus (base language, optional)")
@@ -139,7 +139,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             e_status = gr.Markdown(elem_id="tok-extend-status")
         with gr.Tab("Merge (HF)"):
             with gr.Row():
-                m_base = gr.Dropdown(hf_tokenizer_files(settings), label="Base tokenizer.json",
+                m_base = gr.Dropdown(find_files(settings, HF_TOKENIZERS), label="Base tokenizer.json",
                                      allow_custom_value=True, elem_id="tok-merge-base")
                 m_add = gr.Textbox(label="tokenizer.json to add (or a corpus)")
                 m_corpus = gr.Textbox(label="Corpus to train the addition on")
@@ -160,7 +160,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             s_table = gr.Dataframe(headers=SWEEP_HEADERS, value=[], interactive=False)
         gr.Markdown("### Inspect")
         with gr.Row():
-            i_tok = gr.Dropdown(tokenizer_files(settings), label="Tokenizer", allow_custom_value=True,
+            i_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="Tokenizer", allow_custom_value=True,
                                 elem_id="tok-inspect-tokenizer")
             i_corpus = gr.Textbox(label="Corpus (optional, comma-separated)", elem_id="tok-inspect-corpus")
             i_base = gr.Number(None, label="Base size (optional)", precision=0)
@@ -179,8 +179,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_status, i_summary, i_unknown, i_plot])
 
     def refresh() -> tuple[Any, ...]:
-        return (gr.update(choices=tokenizer_files(settings)),
-                gr.update(choices=sentencepiece_files(settings)),
-                gr.update(choices=hf_tokenizer_files(settings)))
+        return (gr.update(choices=find_files(settings, TOKENIZERS)),
+                gr.update(choices=find_files(settings, SENTENCEPIECE_TOKENIZERS)),
+                gr.update(choices=find_files(settings, HF_TOKENIZERS)))
 
     tab.select(refresh, None, [i_tok, e_base, m_base], show_progress="hidden")

@@ -23,7 +23,7 @@ from core.training.run_config import (
 from core.training.plan import plan_run
 from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
-from core.workspace_files import checkpoint_files, codec_files, config_files, tokenizer_files, training_manifest_files
+from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKENIZERS, TRAINING_MANIFESTS, find_files
 from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, chart_html, metric_plot
 from gradio_app.common import UIContext, form_message, relative, ui_action
 from gradio_app.runner import job_states
@@ -87,7 +87,7 @@ def preview_command(ctx: UIContext, name: str) -> str:
 def preset_choices(ctx: UIContext) -> list[str]:
     """Return the loadable configs: built-in presets, workspace presets and existing run configs."""
     builtin = [f"{BUILTIN}{p.stem}" for p in sorted(PRESETS_DIR.glob("*.yaml"))]
-    return builtin + config_files(ctx.settings)
+    return builtin + find_files(ctx.settings, PRESETS, RUN_CONFIGS)
 
 
 def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
@@ -222,7 +222,7 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Training tab."""
     settings, runner = ctx.settings, ctx.runner
-    tokenizers = tokenizer_files(settings)
+    tokenizers = find_files(settings, TOKENIZERS)
 
     with gr.Tab("Training", id="training") as tab:
         base = gr.State({})
@@ -259,13 +259,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 tokenizer = beside("tokenizer", lambda: gr.Dropdown(
                     tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer"))
                 base_checkpoint = beside("base_checkpoint", lambda: gr.Dropdown(
-                    checkpoint_files(settings), label="Base checkpoint (optional)", allow_custom_value=True,
+                    find_files(settings, CHECKPOINTS), label="Base checkpoint (optional)", allow_custom_value=True,
                     elem_id="train-checkpoint"))
                 codec = beside("codec", lambda: gr.Dropdown(
-                    codec_files(settings), label="Codec (tts)", allow_custom_value=True, elem_id="train-codec"))
+                    find_files(settings, CODECS), label="Codec (tts)", allow_custom_value=True, elem_id="train-codec"))
             with gr.Row():
                 manifest = beside("manifest", lambda: gr.Dropdown(
-                    training_manifest_files(settings), label="Data manifest (tts)", allow_custom_value=True,
+                    find_files(settings, TRAINING_MANIFESTS), label="Data manifest (tts)", allow_custom_value=True,
                     elem_id="train-manifest"))
                 corpus = beside("corpus", lambda: gr.Textbox(label="Corpus files (lm, comma-separated)",
                                                              elem_id="train-corpus"))
@@ -395,10 +395,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     def choices() -> tuple[Any, ...]:
         return (gr.update(choices=preset_choices(ctx)),
-                gr.update(choices=tokenizer_files(settings)),
-                gr.update(choices=checkpoint_files(settings)),
-                gr.update(choices=codec_files(settings)),
-                gr.update(choices=training_manifest_files(settings)))
+                gr.update(choices=find_files(settings, TOKENIZERS)),
+                gr.update(choices=find_files(settings, CHECKPOINTS)),
+                gr.update(choices=find_files(settings, CODECS)),
+                gr.update(choices=find_files(settings, TRAINING_MANIFESTS)))
 
     def on_load() -> tuple[Any, ...]:
         job = runner.latest("train")
