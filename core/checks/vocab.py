@@ -26,8 +26,15 @@ def family_decision(ctx: DoctorContext, checkpoint) -> FamilyDecision:
     return explain_family(checkpoint.state_dict, checkpoint.meta, tok.size if tok is not None else None)
 
 
-def _family(ctx: DoctorContext, checkpoint) -> Family:
-    return family_decision(ctx, checkpoint).family
+def _told_family(ctx: DoctorContext, checkpoint) -> Family | None:
+    """Return the checkpoint's family, None without a checkpoint or when its family cannot be told
+    (the `checkpoint.family` check reports that)."""
+    if checkpoint is None:
+        return None
+    try:
+        return family_decision(ctx, checkpoint).family
+    except InputError:
+        return None
 
 
 def _short(fingerprint: str | None) -> str:
@@ -103,11 +110,8 @@ def check_base_tokenizer(ctx: DoctorContext) -> CheckResult | None:
             f"{tok.path.name} keeps all {base.size} pieces of the base {base.path.name} at their ids (+{grown} new).",
         )
     checkpoint = ctx.checkpoint_or_none()
-    if checkpoint is None or checkpoint.meta is not None:
-        return None
-    try:
-        family = _family(ctx, checkpoint)
-    except InputError:
+    family = _told_family(ctx, checkpoint) if checkpoint is None or checkpoint.meta is None else None
+    if family is None:
         return None
     rows = int(checkpoint.state_dict[family.embedding_key].shape[0])
     if rows != rows_for(family, tok.size):
@@ -132,7 +136,7 @@ def check_rows(ctx: DoctorContext) -> CheckResult | None:
     tok = ctx.tokenizer_or_none()
     if checkpoint is None or tok is None:
         return None
-    family = _family(ctx, checkpoint)
+    family = family_decision(ctx, checkpoint).family
     sd = checkpoint.state_dict
     try:
         rows = text_rows(family, sd)
@@ -296,11 +300,8 @@ def find_random_tail(norms: torch.Tensor, boundary: int | None = None) -> tuple[
 def check_provenance(ctx: DoctorContext) -> CheckResult | None:
     """Return a warning when a foreign checkpoint's trailing rows look randomly initialised (norms far from base)."""
     checkpoint = ctx.checkpoint_or_none()
-    if checkpoint is None:
-        return None
-    try:
-        family = _family(ctx, checkpoint)
-    except InputError:
+    family = _told_family(ctx, checkpoint)
+    if family is None:
         return None
     meta = checkpoint.meta
     if meta is not None:
