@@ -71,7 +71,7 @@ def quickstart_checkpoint(workspace: Path, codes: int) -> Path:
     return save_checkpoint(workspace / "checkpoints" / "quickstart-tts.pt", model.state_dict(), meta, {"step": 0})
 
 
-def batch_breakdown(workspace: Path, checkpoint: Path, sizes: list[int]) -> list[dict[str, Any]]:
+def batch_breakdown(workspace: Path, checkpoint: Path, voice: Path, sizes: list[int]) -> list[dict[str, Any]]:
     """Time, in this process on one thread, what one server batch of n one-sentence requests costs: the
     model's `generate_batch` (decoded together) and the codec's decode (clip by clip), per batch size n."""
     import os
@@ -83,7 +83,7 @@ def batch_breakdown(workspace: Path, checkpoint: Path, sizes: list[int]) -> list
     torch.set_num_threads(1)
     inference = load_for_inference(checkpoint, load_settings(), task="tts", device="cpu")
     ids = prepare_text(inference, TEXT).ids[0]
-    mel = reference_mel(inference, workspace / "voices" / "anna.wav")
+    mel = reference_mel(inference, voice)
     rows = []
     for n in sizes:
         start = time.perf_counter()
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace, workspace: Path) -> dict[str, Any]:
         checkpoint = quickstart_checkpoint(workspace, args.codes)
         voices = write_voice(workspace / "voices" / "anna.wav").parent
     model = checkpoint.stem
-    breakdown = batch_breakdown(workspace, checkpoint, sorted({1, *args.max_batch}))
+    breakdown = batch_breakdown(workspace, checkpoint, voices / "anna.wav", sorted({1, *args.max_batch}))
     rows, faults = [], []
     for max_batch in args.max_batch:
         with running_server(workspace, checkpoint, voices, scratch / f"serve-{max_batch}.log", "--max-batch",
