@@ -87,6 +87,23 @@ def test_every_path_key_of_a_run_config_is_confined(workspace: Path, outside: Pa
     assert not (workspace / "runs" / "keyed").exists()
 
 
+def test_a_run_config_names_only_asr_hooks_the_settings_declare(workspace: Path, capsys: pytest.CaptureFixture) -> None:
+    """`eval.asr: command:…` in a run config (which the dashboard can load from an upload) runs nothing: the
+    config is refused in one line before any work; a hook declared in the settings file is accepted by name."""
+    lm_workspace(workspace)
+    marker = workspace / "ran"
+    config = lm_config(workspace, "hooked", eval={"asr": f"command:touch {marker} {{wav}}"})
+    assert cli_main(["train", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "hooked.yaml.eval.asr 'command:touch" in err and "not a declared hook" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not marker.exists() and not (workspace / "runs" / "hooked").exists()
+    declared = run_config_from_dict({"name": "ok", "eval": {"asr": "mine"}}, "ok.yaml")
+    settings = Settings(workspace, {"eval": {"asr_hooks": {"mine": "command:cat {wav}"}}})
+    check_config_paths(declared, settings)
+    with pytest.raises(InputError, match="ok.yaml.eval.asr 'mine': not a declared hook"):
+        check_config_paths(declared, Settings(workspace, {}))
+
+
 def test_a_preset_is_a_name_of_config_presets_never_a_path(tmp_path: Path) -> None:
     (tmp_path / "evil.yaml").write_text("name: from-outside\n", encoding="utf-8")
     relative = os.path.relpath(tmp_path / "evil", PRESETS_DIR)

@@ -91,15 +91,19 @@ def test_asr_hook_gives_cer_through_pocketsphinx_and_refuses_bad_specs(speech: d
     texts = [r.text for r in speech["rows"][:3]]
     transcripts = transcribe_all(load_transcriber("pocketsphinx"), paths, "en")
     assert character_error_rate(texts, transcripts) < 0.6, transcripts
-    hook = load_transcriber("python:core.eval.quality.asr_hook:pocketsphinx_transcribe")
+    hooks = {"sphinx-again": "python:core.eval.quality.asr_hook:pocketsphinx_transcribe",
+             "echo": "command:echo {language} {wav}", "nowhere": "python:nowhere.mod:f", "no-wav": "command:asr --in x",
+             "odd": "whisper:large"}
+    hook = load_transcriber("sphinx-again", hooks)  # hooks come from the settings file (eval.asr_hooks)
     assert transcribe_all(hook, paths[:1], "en") == transcripts[:1]
-    echo = load_transcriber("command:echo {language} {wav}")
+    echo = load_transcriber("echo", hooks)
     assert transcribe_all(echo, paths[:1], "am") == [f"am {paths[0]}"]
     assert character_error_rate(["ሰላም ነው።"], ["ሰላም ነው"]) == 0.0
-    for spec, message in (("whisper", "use pocketsphinx"), ("python:nowhere.mod:f", "cannot import"),
-                          ("command:asr --in x", "must contain {wav}")):
+    for spec, message in (("whisper", "not a declared hook"), ("nowhere", "cannot import"), ("no-wav", "must contain {wav}"),
+                          ("odd", "a hook is python:"), ("command:echo {wav}", "not a declared hook"),
+                          ("python:os:system", "not a declared hook")):  # code runs only from the settings file
         with pytest.raises(InputError, match=message):
-            load_transcriber(spec)
+            load_transcriber(spec, hooks)
 
 
 @pytest.fixture(scope="module")

@@ -74,9 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
     parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")
     parser.add_argument("--no-wer", action="store_true", help="skip free decoding and its word error rate (slow on CPU)")
-    parser.add_argument("--asr", default=None, metavar="SPEC",
-                        help="ASR hook for CER: pocketsphinx, python:<module>:<function> (wav path, language → text), "
-                             "or command:'<program … {wav} …>' printing the transcript")
+    parser.add_argument("--asr", default=None, metavar="NAME",
+                        help="ASR hook for CER: pocketsphinx, or a hook the settings file declares under eval.asr_hooks "
+                             "(python:<module>:<function> or command:'<program … {wav} …>')")
     parser.add_argument("--no-mos", action="store_true", help="skip the DNSMOS naturalness estimate")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],

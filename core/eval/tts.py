@@ -269,7 +269,7 @@ def evaluate_checkpoint(
     if not checkpoint.is_file():
         raise InputError(f"{checkpoint}: checkpoint not found. Pass a TTS checkpoint written by `train` or `prune`.")
     # a bad checkpoint (or a --family that disagrees with it) fails before any rendering
-    transcriber = load_transcriber(asr) if asr else None
+    transcriber = load_transcriber(asr, settings.get("eval.asr_hooks")) if asr else None
     voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family, tokenizer)
     out_dir = eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:

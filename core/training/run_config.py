@@ -308,10 +308,6 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.data.replay: replays base-language clips in tts runs; remove it for task {config.task}.")
     if config.eval.base_loss_warn <= 0:
         raise InputError(f"{where}.eval.base_loss_warn: {config.eval.base_loss_warn} must be a positive share (0.1 = 10%).")
-    if config.eval.asr:
-        from core.eval.quality.asr_hook import load_transcriber
-
-        load_transcriber(config.eval.asr)  # an unknown form or a module that does not import fails here
     if config.eval.count < 2:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
 
@@ -387,11 +383,20 @@ def config_paths(config: RunConfig) -> list[tuple[str, str]]:
 
 
 def check_config_paths(config: RunConfig, settings: Settings) -> None:
-    """Check that every path of `config` lies inside the workspace or a data root of `settings`, and its
-    `model_dir` there or inside a model folder the settings name (`families.<family>.model_dir`).
+    """Check that every path of `config` lies inside the workspace or a data root of `settings`, its
+    `model_dir` there or inside a model folder the settings name (`families.<family>.model_dir`), and
+    that its `eval.asr` names a hook the settings declare (code and programs run only from there).
 
-    Raises InputError naming the key (as `<source>.<key>`), the resolved path and the allowed folders.
+    Raises InputError naming the key (as `<source>.<key>`), the resolved path and the allowed folders,
+    or the undeclared hook.
     """
+    if config.eval.asr:
+        from core.eval.quality.asr_hook import hook_spec
+
+        try:
+            hook_spec(config.eval.asr, settings.get("eval.asr_hooks"))
+        except InputError as exc:
+            raise InputError(f"{config.source}.{exc}") from None
     checked = [(key, value, False) for key, value in config_paths(config)]
     if config.model_dir:
         checked.append(("model_dir", config.model_dir, True))

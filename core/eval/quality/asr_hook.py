@@ -1,12 +1,14 @@
 """The `eval.asr` hook: a user's speech recognizer for the new language, scored by character error rate.
 
-`eval.asr` (run config) or `eval tts --asr` names the recognizer:
-- `pocketsphinx`: PocketSphinx's US-English free decoding (shipped in its wheel) — the built-in
-  hook, and the one the tests run the interface with;
-- `python:<module>:<function>`: a callable `function(wav_path: str, language: str) -> str`;
+`eval.asr` (run config) or `eval tts --asr` names the recognizer: `pocketsphinx` (PocketSphinx's
+US-English free decoding, shipped in its wheel — the built-in hook, and the one the tests run the
+interface with) or the name of a hook the settings file declares under `eval.asr_hooks`, each one
+- `python:<module>:<function>`: a callable `function(wav_path: str, language: str) -> str`, or
 - `command:<command line>`: a program run once per clip with `{wav}` and `{language}` replaced by the
   clip's path and the language code; its standard output is the transcript.
-Clips are the evaluation's own files (eval_audio/…); nothing else is written.
+Code and programs run only from the settings file (the operator's): a run config, preset or job —
+which can come from the dashboard — only names them. Clips are the evaluation's own files
+(eval_audio/…); nothing else is written.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import importlib
 import shlex
 import subprocess
 import unicodedata
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jiwer
 
@@ -67,11 +69,29 @@ def _command(template: str) -> Transcriber:
     return transcribe
 
 
-def load_transcriber(spec: str) -> Transcriber:
-    """Return the transcriber `spec` names (see the module docstring).
+def hook_spec(name: str, hooks: Mapping[str, Any] | None) -> str:
+    """Return the spec `name` stands for: `pocketsphinx`, or the settings' `eval.asr_hooks[name]`.
 
-    Raises InputError for an unknown form, a module or function that cannot be imported, or a command
-    without `{wav}`."""
+    Raises InputError for a name the settings do not declare (a `python:` or `command:` spec given
+    directly included), naming the settings key to add."""
+    if name == "pocketsphinx":
+        return name
+    declared = dict(hooks or {})
+    if name not in declared:
+        known = ", ".join(["pocketsphinx", *sorted(declared)])
+        raise InputError(f"eval.asr {name!r}: not a declared hook; use one of {known}, or declare it in the "
+                         "settings file as eval: {asr_hooks: {NAME: 'python:<module>:<function>' or "
+                         "'command:<line with {wav}>'}} and name NAME.")
+    return str(declared[name])
+
+
+def load_transcriber(name: str, hooks: Mapping[str, Any] | None = None) -> Transcriber:
+    """Return the transcriber `name` names: `pocketsphinx` or a hook of `hooks` (the settings'
+    `eval.asr_hooks`; see the module docstring).
+
+    Raises InputError for an undeclared name, a hook of unknown form, a module or function that
+    cannot be imported, or a command without `{wav}`."""
+    spec = hook_spec(name, hooks)
     if spec == "pocketsphinx":
         return pocketsphinx_transcribe
     kind, _, rest = spec.partition(":")
@@ -80,16 +100,16 @@ def load_transcriber(spec: str) -> Transcriber:
         try:
             target = getattr(importlib.import_module(module_name), function)
         except (ImportError, AttributeError, ValueError) as exc:
-            raise InputError(f"eval.asr {spec!r}: cannot import {function!r} from {module_name!r} ({exc}). "
+            raise InputError(f"eval.asr {name!r} ({spec}): cannot import {function!r} from {module_name!r} ({exc}). "
                              "Use python:<module>:<function> with the module on the Python path.") from exc
         if not callable(target):
-            raise InputError(f"eval.asr {spec!r}: {function!r} is not callable.")
+            raise InputError(f"eval.asr {name!r} ({spec}): {function!r} is not callable.")
         return target
     if kind == "command":
         if "{wav}" not in rest:
-            raise InputError(f"eval.asr {spec!r}: the command must contain {{wav}} where the clip's path goes.")
+            raise InputError(f"eval.asr {name!r} ({spec}): the command must contain {{wav}} where the clip's path goes.")
         return _command(rest)
-    raise InputError(f"eval.asr {spec!r}: use pocketsphinx, python:<module>:<function> or command:<line with {{wav}}>.")
+    raise InputError(f"eval.asr {name!r} ({spec}): a hook is python:<module>:<function> or command:<line with {{wav}}>.")
 
 
 def transcribe_all(transcriber: Transcriber, wav_paths: Sequence[str], language: str) -> list[str]:
