@@ -172,6 +172,8 @@ CASES: list[tuple[str, list[str], str]] = [
      "invalid choice: 'csv'"),
     ("ds-cv-no-tsv", ["dataset", "import", "--format", "commonvoice", "--input", "{in}/clips", "--output", "{in}/ds"],
      "validated.tsv: not found"),
+    ("ds-cv-tsv-path", ["dataset", "import", "--format", "commonvoice", "--input", "{in}/clips", "--output", "{in}/ds",
+                        "--tsv", "../manifest.jsonl"], "--tsv '../manifest.jsonl': name a table of the release folder"),
     ("ds-cv-not-a-cv-tsv", ["dataset", "import", "--format", "commonvoice", "--input", "{in}/manifest.jsonl",
                             "--output", "{in}/ds"], "client_id, path, sentence missing"),
     ("ds-hf-no-table", ["dataset", "import", "--format", "hf", "--input", "{in}/clips", "--output", "{in}/ds"],

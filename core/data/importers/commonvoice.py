@@ -20,6 +20,9 @@ VOTE_COLUMNS = ("up_votes", "down_votes")
 def _table(source: Path, options: ImportOptions) -> Path:
     if source.is_file():
         return source
+    if Path(options.tsv).name != options.tsv or options.tsv in ("", ".", ".."):
+        raise InputError(f"--tsv {options.tsv!r}: name a table of the release folder by its file name "
+                         "(validated.tsv, train.tsv, dev.tsv, test.tsv), not a path.")
     table = source / options.tsv
     if not table.is_file():
         present = ", ".join(sorted(p.name for p in source.glob("*.tsv"))) or "none"
