@@ -49,26 +49,10 @@ BAD = [
 
 def quickstart_checkpoint(workspace: Path, codes: int) -> Path:
     """Write a quickstart-shaped own TTS checkpoint (tiny preset, 256 codes) whose sentences are `codes` long."""
-    from core.checkpoint import CheckpointMeta, save_checkpoint
-    from core.speech.codec import CodecConfig, SpeechCodec
-    from core.tokenizers.tokenizer import load_tokenizer
-    from models.registry import MODEL_SIZES, model_config
-    from models.tts import GPTTTS
-    from tests.trainer_helpers import english_words, write_word_tokenizer
+    from models.registry import MODEL_SIZES
+    from tests.trainer_helpers import stopless_tts_checkpoint
 
-    tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
-    codec = SpeechCodec(CodecConfig(codebook_size=256, n_mels=80), torch.randn(256, 80) - 4.0)
-    codec.save(workspace / "codecs" / "c256.pt")
-    torch.manual_seed(0)
-    config = model_config("tts", {**MODEL_SIZES["tiny"], "max_speech_tokens": codes},
-                          text_rows=tokenizer.size, codebook_size=256, n_mels=80)
-    model = GPTTTS(config)
-    with torch.no_grad():
-        model.mel_head.bias[config.stop_speech] = -1e4
-    meta = CheckpointMeta(family="linguaforge", task="tts", tokenizer_fingerprint=tokenizer.fingerprint,
-                          tokenizer_size=tokenizer.size, rows=tokenizer.size, base_size=tokenizer.size, init="trained",
-                          codec_fingerprint=codec.fingerprint, model_config=config.to_dict(), step=0)
-    return save_checkpoint(workspace / "checkpoints" / "quickstart-tts.pt", model.state_dict(), meta, {"step": 0})
+    return stopless_tts_checkpoint(workspace, codes, 256, MODEL_SIZES["tiny"], "quickstart-tts.pt")
 
 
 def batch_breakdown(workspace: Path, checkpoint: Path, voice: Path, sizes: list[int]) -> list[dict[str, Any]]:

@@ -11,14 +11,12 @@ import torch
 
 from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from core.cli import main
-from core.speech.codec import CodecConfig, SpeechCodec
 from core.config import load_settings
 from core.errors import InputError
 from core.inference import load_for_inference, split_sentences
 from core.tokenizers.tokenizer import load_tokenizer
 from models.lm import GPTLM, LMConfig
-from models.tts import GPTTTS, TTSConfig
-from tests.trainer_helpers import english_words, write_word_tokenizer
+from tests.trainer_helpers import english_words, stopless_tts_checkpoint, write_word_tokenizer
 
 torch.set_num_threads(1)
 CODES_PER_SENTENCE = 24
@@ -26,19 +24,8 @@ CODES_PER_SENTENCE = 24
 
 def _tts_checkpoint(workspace: Path, codes: int = CODES_PER_SENTENCE) -> Path:
     """A real TTS checkpoint whose stop logit is suppressed, so each sentence yields exactly `codes` codes."""
-    tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
-    codec = SpeechCodec(CodecConfig(codebook_size=16, n_mels=80, griffin_lim_iters=4), torch.randn(16, 80) - 4.0)
-    codec.save(workspace / "codecs" / "c16.pt")
-    torch.manual_seed(0)
-    config = TTSConfig(text_rows=tokenizer.size, codebook_size=16, n_mels=80, d_model=32, n_layers=1, n_heads=2,
-                       max_text_tokens=24, max_speech_tokens=codes)
-    model = GPTTTS(config)
-    with torch.no_grad():
-        model.mel_head.bias[config.stop_speech] = -1e4
-    meta = CheckpointMeta(family="linguaforge", task="tts", tokenizer_fingerprint=tokenizer.fingerprint,
-                          tokenizer_size=tokenizer.size, rows=tokenizer.size, base_size=tokenizer.size, init="trained",
-                          codec_fingerprint=codec.fingerprint, model_config=config.to_dict(), step=0)
-    return save_checkpoint(workspace / "checkpoints" / "tts.pt", model.state_dict(), meta, {"step": 0})
+    return stopless_tts_checkpoint(workspace, codes, 16, {"d_model": 32, "n_layers": 1, "n_heads": 2, "max_text_tokens": 24},
+                                   "tts.pt", griffin_lim_iters=4)
 
 
 def _samples(path: Path) -> int:

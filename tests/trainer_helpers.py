@@ -96,3 +96,32 @@ def stop_file_at_step(monkeypatch: Any, family_class: type, stop_file: Path, ste
         return dataclasses.replace(data, collate=collate)
 
     monkeypatch.setattr(family_class, "task_data", task_data)
+
+
+def stopless_tts_checkpoint(workspace: Path, codes: int, codebook_size: int, shape: dict[str, Any], name: str,
+                            griffin_lim_iters: int = 32) -> Path:
+    """Write a real own TTS checkpoint (a word tokenizer, a random codec of `codebook_size` codes, a model of
+    `shape`) whose stop logit is suppressed, so each sentence yields exactly `codes` codes; return its path
+    (`checkpoints/<name>`)."""
+    import torch
+
+    from core.checkpoint import CheckpointMeta, save_checkpoint
+    from core.speech.codec import CodecConfig, SpeechCodec
+    from core.tokenizers.tokenizer import load_tokenizer
+    from models.registry import model_config
+    from models.tts import GPTTTS
+
+    tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
+    codec = SpeechCodec(CodecConfig(codebook_size=codebook_size, n_mels=80, griffin_lim_iters=griffin_lim_iters),
+                        torch.randn(codebook_size, 80) - 4.0)
+    codec.save(workspace / "codecs" / f"c{codebook_size}.pt")
+    torch.manual_seed(0)
+    config = model_config("tts", {**shape, "max_speech_tokens": codes}, text_rows=tokenizer.size,
+                          codebook_size=codebook_size, n_mels=80)
+    model = GPTTTS(config)
+    with torch.no_grad():
+        model.mel_head.bias[config.stop_speech] = -1e4
+    meta = CheckpointMeta(family="linguaforge", task="tts", tokenizer_fingerprint=tokenizer.fingerprint,
+                          tokenizer_size=tokenizer.size, rows=tokenizer.size, base_size=tokenizer.size, init="trained",
+                          codec_fingerprint=codec.fingerprint, model_config=config.to_dict(), step=0)
+    return save_checkpoint(workspace / "checkpoints" / name, model.state_dict(), meta, {"step": 0})
