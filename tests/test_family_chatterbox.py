@@ -40,7 +40,7 @@ torch.set_num_threads(2)
 BASE_ROWS = 2454
 # The module fixtures (model folder, features, 20 training steps) take a few CPU minutes; on a
 # machine shared by many jobs their wall time can pass the global 900 s per-test limit.
-pytestmark = pytest.mark.timeout(2400)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")

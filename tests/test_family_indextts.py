@@ -28,7 +28,7 @@ from tests.data_helpers import make_espeak_dataset
 from tests.indextts_helpers import W2V_LAYERS, build_model_folder
 from tests.sp_helpers import grow_to
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from tests.chatterbox_helpers import REDUCED, extend_to_amharic, make_chatterbox
 from tests.data_helpers import make_espeak_dataset, run_cli
 
 torch.set_num_threads(2)
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 GREEDY = Sampling(temperature=0.0, cfg_weight=0.0)
 STEPS = 50
 

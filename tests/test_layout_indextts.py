@@ -28,7 +28,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from tests.data_helpers import make_espeak_dataset, run_cli
 from tests.indextts_helpers import W2V_LAYERS, amharic_tokenizer, build_model_folder, reproduced
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 STEPS = 80           # teacher-forced top-1 reaches 0.99 by ~40 steps; all four clips decode back from ~60
 SPEECH_STEPS = 25

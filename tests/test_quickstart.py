@@ -58,6 +58,7 @@ def _preset(tmp_path: Path, name: str, data: dict) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, tmp_path: Path) -> None:
     """What the dashboard's button does: a `quickstart.tts` job whose stages go to the same worker."""
     require_espeak()
@@ -111,6 +112,7 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert "](audio/am_1.wav)" in markdown
 
 
+@pytest.mark.slow
 def test_lm_quickstart_compares_bits_per_byte_and_samples_two_temperatures(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
