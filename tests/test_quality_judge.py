@@ -148,3 +148,38 @@ def test_a_model_whose_stop_logit_is_pushed_down_flags_no_stop(speech: dict, tok
     flag = result["quality"]["flags"]["no_stop"]
     assert flag["flagged"] and flag["value"] == 1.0
     assert all(row["tokens"] == 48 and not row["stopped"] for row in result["quality"]["per_sentence"])
+
+
+def _train_and_evaluate(speech: dict, tokenizer, workspace: Path, name: str, answer, steps: int) -> dict:
+    """Train LinguaForge's tiny TTS GPT to answer text i (prompted with its own and the next reference, as
+    `eval tts` prompts it) with the codes `answer(i)`, save it and return its `eval tts` quality section."""
+    from core.eval.tts import evaluate_checkpoint
+    from core.inference import REFERENCE_FRAMES
+    from core.text import normalize_text
+
+    codec, rows = speech["codec"], speech["rows"][:PROOF_COUNT]
+    mels = [codec.mel(read_audio(r.path, codec.sample_rate)[0])[:REFERENCE_FRAMES] for r in rows]
+    texts = [tokenizer.encode(normalize_text(r.text, "en")) for r in rows]
+    model = tiny_tts(tokenizer, codec, max_speech_tokens=PROOF_CAP)
+    pairs = [(texts[i], answer(i), mels[j]) for i in range(PROOF_COUNT) for j in (i, (i + 1) % PROOF_COUNT)]
+    train_to_say(model, *zip(*pairs), steps=steps)
+    checkpoint = save_tts(model, workspace / "runs" / name / "checkpoints" / f"step_{steps}.pt", tokenizer, codec,
+                          speech["codec_path"], steps)
+    result = evaluate_checkpoint(checkpoint, [r.text for r in rows], [r.path for r in rows], "en", wer=False, mos=False)
+    return result["quality"]
+
+
+PROOF_COUNT = 4
+PROOF_CAP = 256
+
+
+def test_detector_proofs_on_trained_models(speech: dict, tokenizer, workspace: Path) -> None:
+    import time
+    codes = speech["codes"]
+    print([len(c) for c in codes[:PROOF_COUNT]])
+    for name, answer, steps in (("healthy", lambda i: codes[i], 60), ("one", lambda i: codes[0], 60),
+                                ("loop", lambda i: (codes[i][:3] * 100)[: len(codes[i])], 60)):
+        t = time.time()
+        q = _train_and_evaluate(speech, tokenizer, workspace, name, answer, steps)
+        print(name, time.time() - t, q["flags_raised"], {k: f["words"] for k, f in q["flags"].items()},
+              [(r["tokens"], r["loop_share"], r["stopped"]) for r in q["per_sentence"]])
