@@ -150,36 +150,73 @@ def test_a_model_whose_stop_logit_is_pushed_down_flags_no_stop(speech: dict, tok
     assert all(row["tokens"] == 48 and not row["stopped"] for row in result["quality"]["per_sentence"])
 
 
-def _train_and_evaluate(speech: dict, tokenizer, workspace: Path, name: str, answer, steps: int) -> dict:
-    """Train LinguaForge's tiny TTS GPT to answer text i (prompted with its own and the next reference, as
-    `eval tts` prompts it) with the codes `answer(i)`, save it and return its `eval tts` quality section."""
-    from core.eval.tts import evaluate_checkpoint
+
+PROOF_COUNT = 4  # sentences of each proof (chance 1/4)
+PROOF_SECONDS = 0.5  # reference clips cut to their first half second: short generations keep the proofs fast
+
+
+@pytest.fixture(scope="module")
+def short_references(speech: dict, module_tmp: Path) -> dict:
+    """The first PROOF_SECONDS of PROOF_COUNT espeak clips as reference files, their codes and prompt mels."""
+    from core.audio import write_wav
     from core.inference import REFERENCE_FRAMES
+
+    codec = speech["codec"]
+    paths, codes, mels = [], [], []
+    for i, row in enumerate(speech["rows"][:PROOF_COUNT]):
+        wav = read_audio(row.path, codec.sample_rate)[0][: int(PROOF_SECONDS * codec.sample_rate)]
+        paths.append(write_wav(module_tmp / "short" / f"{i + 1:03d}.wav", wav, codec.sample_rate))
+        codes.append(codec.encode(wav).tolist())
+        mels.append(codec.mel(wav)[:REFERENCE_FRAMES])
+    return {"paths": paths, "codes": codes, "mels": mels, "texts": [r.text for r in speech["rows"][:PROOF_COUNT]]}
+
+
+def _trained_quality(speech: dict, short: dict, tokenizer, workspace: Path, name: str, answer, steps: int = 40) -> dict:
+    """Train LinguaForge's tiny TTS GPT to answer text i — prompted with its own and with the next reference, as
+    `eval tts` prompts it — with the codes `answer(i)` and the stop token; return its `eval tts` quality section."""
+    from core.eval.tts import evaluate_checkpoint
     from core.text import normalize_text
 
-    codec, rows = speech["codec"], speech["rows"][:PROOF_COUNT]
-    mels = [codec.mel(read_audio(r.path, codec.sample_rate)[0])[:REFERENCE_FRAMES] for r in rows]
-    texts = [tokenizer.encode(normalize_text(r.text, "en")) for r in rows]
-    model = tiny_tts(tokenizer, codec, max_speech_tokens=PROOF_CAP)
-    pairs = [(texts[i], answer(i), mels[j]) for i in range(PROOF_COUNT) for j in (i, (i + 1) % PROOF_COUNT)]
-    train_to_say(model, *zip(*pairs), steps=steps)
-    checkpoint = save_tts(model, workspace / "runs" / name / "checkpoints" / f"step_{steps}.pt", tokenizer, codec,
-                          speech["codec_path"], steps)
-    result = evaluate_checkpoint(checkpoint, [r.text for r in rows], [r.path for r in rows], "en", wer=False, mos=False)
+    texts = [tokenizer.encode(normalize_text(t, "en")) for t in short["texts"]]
+    model = tiny_tts(tokenizer, speech["codec"])
+    pairs = [(texts[i], answer(i), short["mels"][j]) for i in range(PROOF_COUNT) for j in (i, (i + 1) % PROOF_COUNT)]
+    assert train_to_say(model, *zip(*pairs), steps=steps) < 0.5  # learnt: what it says is what it was taught
+    checkpoint = save_tts(model, workspace / "runs" / name / "checkpoints" / f"step_{steps}.pt", tokenizer,
+                          speech["codec"], speech["codec_path"], steps)
+    result = evaluate_checkpoint(checkpoint, short["texts"], short["paths"], "en", wer=False, mos=False)
     return result["quality"]
 
 
-PROOF_COUNT = 4
-PROOF_CAP = 256
+def _words(quality: dict) -> dict:
+    return {name: flag["words"] for name, flag in quality["flags"].items()}
 
 
-def test_detector_proofs_on_trained_models(speech: dict, tokenizer, workspace: Path) -> None:
-    import time
-    codes = speech["codes"]
-    print([len(c) for c in codes[:PROOF_COUNT]])
-    for name, answer, steps in (("healthy", lambda i: codes[i], 60), ("one", lambda i: codes[0], 60),
-                                ("loop", lambda i: (codes[i][:3] * 100)[: len(codes[i])], 60)):
-        t = time.time()
-        q = _train_and_evaluate(speech, tokenizer, workspace, name, answer, steps)
-        print(name, time.time() - t, q["flags_raised"], {k: f["words"] for k, f in q["flags"].items()},
-              [(r["tokens"], r["loop_share"], r["stopped"]) for r in q["per_sentence"]])
+@pytest.mark.slow
+def test_a_healthy_trained_model_raises_no_flag(speech: dict, short_references: dict, tokenizer, workspace: Path) -> None:
+    """Trained to say each text's own reference codes, whatever the prompt: every detector stays quiet."""
+    codes = short_references["codes"]
+    quality = _trained_quality(speech, short_references, tokenizer, workspace, "healthy", lambda i: codes[i])
+    assert quality["flags_raised"] == [], _words(quality)
+    assert quality["flags"]["text_ignored"]["value"] == 1.0 and quality["flags"]["loops"]["value"] == 0.0
+    assert all(row["stopped"] for row in quality["per_sentence"])
+
+
+@pytest.mark.slow
+def test_a_model_that_says_one_sentence_for_every_text_flags_text_ignored(
+    speech: dict, short_references: dict, tokenizer, workspace: Path,
+) -> None:
+    codes = short_references["codes"]
+    quality = _trained_quality(speech, short_references, tokenizer, workspace, "one-sentence", lambda i: codes[0])
+    flag = quality["flags"]["text_ignored"]
+    assert flag["flagged"] and flag["value"] <= flag["threshold"], flag
+    assert "text_ignored" in quality["flags_raised"]
+
+
+@pytest.mark.slow
+def test_a_model_trained_on_looping_speech_flags_loops(speech: dict, short_references: dict, tokenizer, workspace: Path) -> None:
+    """Taught clips whose codes repeat a 3-code run for their whole length, the model generates the loop."""
+    codes = short_references["codes"]
+    quality = _trained_quality(speech, short_references, tokenizer, workspace, "looping",
+                               lambda i: (codes[i][:3] * len(codes[i]))[: len(codes[i])])
+    assert quality["flags"]["loops"]["flagged"] and quality["flags"]["loops"]["value"] == 1.0, _words(quality)
+    assert all(row["loop_share"] >= detectors.LOOP_COVER for row in quality["per_sentence"])
