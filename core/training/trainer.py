@@ -676,7 +676,7 @@ class Trainer:
             metrics["val_base_loss"] = retention["val_base_loss"]
             metrics["val_base_loss_change"] = retention["change"]
         self.log.metrics(self.step, "eval", metrics, tensorboard=False)  # evaluate_checkpoint wrote eval/ scalars
-        spoken = " + ".join(f"{s.used} {s.language}" for s in (new, base) if s is not None and s.usable)
+        spoken = " + ".join(f"{len(s.sentences)} {s.language}" for s in (new, base) if s is not None and s.usable)
         self.log.line(f"eval at step {self.step} ({spoken} sentences): " + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
         if self.best_metric == "quality":
             self._choose_best_by_quality(checkpoint, entry)
