@@ -64,6 +64,8 @@ def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path,
     train_mel = [m["mel_loss"] for m in _metrics(tts_ws, "en-base") if m["split"] == "train"]
     assert train_mel[-1] < train_mel[0] - 0.4, train_mel
     assert 0.0 < base.val["mel_top1"] <= 1.0 and base.info["padding_share"] < 0.2
+    best = json.loads((tts_ws / "runs" / "en-base" / "status.json").read_text())["best"]  # no evaluation: val loss
+    assert best["metric"] == "val_loss" and best["step"] == 30 and "lowest validation loss" in best["why"]
 
     extended = tts_ws / "checkpoints" / "en_am.pt"
     extend_checkpoint(base.last_checkpoint, tts_ws / "tokenizers/en.model", tts_ws / "tokenizers/en_am.model", extended)
