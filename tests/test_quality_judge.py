@@ -3,9 +3,11 @@ quiet on healthy speech; the listeners (Resemblyzer, DNSMOS) and the `eval.asr` 
 run for real.
 
 Healthy speech is espeak's: the references and their codec round trips (the real tokens a model
-trained on them would emit). The failures are LinguaForge's own tiny TTS GPT, trained a few dozen
-steps to fail (to repeat its prompt's speech) or decoded with its stop logit pushed down, and
-spoken by the real synthesizer through `eval tts`.
+trained on them would emit), and LinguaForge's own tiny TTS GPT trained to say each text's reference
+(no flag). The failures are the same model trained a few dozen steps to fail — to repeat its prompt's
+speech (prompt copying), to say one sentence for every text (text ignored), to say speech whose codes
+repeat a short run (loops) — or decoded with its stop logit pushed down (no stop), each spoken by the
+real synthesizer through `eval tts`.
 """
 
 from __future__ import annotations
