@@ -4,7 +4,7 @@ the re-exported progress view of a job or run.
 Layout: `config.yaml` (the run config as trained), `status.json` (state, step,
 max_steps, last_checkpoint, …, replaced atomically), `metrics.jsonl` (one JSON object per logged
 step), `STOP` (touch it to ask the trainer to save and exit), `checkpoints/` (step and best
-checkpoints, `eval.json`), `tb/` (TensorBoard), `log.txt`, and a quickstart's `report.json` /
+checkpoints, `eval.json`), `eval_set.json` (the fixed evaluation set), `tb/` (TensorBoard), `log.txt`, and a quickstart's `report.json` /
 `report.md`. Everything that names one of these files goes through `RunFolder`, and a run's folder
 is found from its run config by `run_folder_of_config` alone (the trainer and the job runner both),
 so a job reads progress from, and writes STOP into, the folder its trainer writes.
@@ -66,6 +66,8 @@ class RunFolder:
     best_checkpoint = _RunPath("checkpoints", BEST_FILE)
     tensorboard = _RunPath("tb")
     log_file = _RunPath("log.txt")
+    #: the run's fixed evaluation set, chosen at its first evaluation (core.training.eval_set)
+    eval_set_file = _RunPath("eval_set.json")
     #: a quickstart's report
     report_json = _RunPath("report.json")
     report_markdown = _RunPath("report.md")

@@ -683,6 +683,12 @@ def test_periodic_eval_speaks_through_the_family_and_the_doctor_wants_its_speech
     assert all(1 <= row["tokens"] <= 25 for row in quality["per_sentence"]) and quality["length_bounds_source"]
     assert -1.0 <= quality["speaker_similarity"] <= 1.0 and 0.0 < quality["mos_estimate"] <= 5.0
     assert "val_base_loss" not in evals[0] or evals[0]["val_base_loss"] > 0
+    # the run's evaluation set (eval_set.json): the 2 Amharic sentences; no English val clip, so no base set
+    eval_set = json.loads((result.run_dir / "eval_set.json").read_text())
+    assert [s["role"] for s in eval_set["sections"]] == ["new_language", "base_language"]
+    assert entry["sections"]["new_language"]["used"] == 2
+    assert entry["sections"]["base_language"]["note"].startswith("skipped: 0 en sentence(s)")
+    assert status["best"]["metric"] == "quality" and status["best"]["step"] == 2   # best by quality: the default
     for clip in entry["audio"]:                       # at most 0.5 s of codes: 25 codes → 43 mel frames × 256 samples
         wav, rate = read_audio(clip)
         assert rate == 22050 and 0 < wav.numel() <= int(25 * 1.72) * 256

@@ -82,7 +82,7 @@ def test_run_config_rejects_unknown_keys() -> None:
 def test_run_config_eval_fields() -> None:
     config = run_config_from_dict({"schedule": {"eval_every": 2, "best_metric": "eval_mcd"}, "eval": {"count": 6}})
     assert config.eval.count == 6 and config.eval.references == "dataset" and config.eval.wer is False
-    assert run_config_from_dict({}).schedule.best_metric == "val_loss"
+    assert run_config_from_dict({}).schedule.best_metric == "auto"  # best_metric_of: val_loss here (tests/test_eval_set.py)
     with pytest.raises(InputError, match="best_metric: eval_mcd needs a tts run with schedule.eval_every > 0"):
         run_config_from_dict({"schedule": {"best_metric": "eval_mcd"}})
     with pytest.raises(InputError, match="best_metric: 'bleu' is not one of"):

@@ -3,9 +3,11 @@ quiet on healthy speech; the listeners (Resemblyzer, DNSMOS) and the `eval.asr` 
 run for real.
 
 Healthy speech is espeak's: the references and their codec round trips (the real tokens a model
-trained on them would emit). The failures are LinguaForge's own tiny TTS GPT, trained a few dozen
-steps to fail (to repeat its prompt's speech) or decoded with its stop logit pushed down, and
-spoken by the real synthesizer through `eval tts`.
+trained on them would emit), and LinguaForge's own tiny TTS GPT trained to say each text's reference
+(no flag). The failures are the same model trained a few dozen steps to fail — to repeat its prompt's
+speech (prompt copying), to say one sentence for every text (text ignored), to say speech whose codes
+repeat a short run (loops) — or decoded with its stop logit pushed down (no stop), each spoken by the
+real synthesizer through `eval tts`.
 """
 
 from __future__ import annotations
@@ -148,3 +150,83 @@ def test_a_model_whose_stop_logit_is_pushed_down_flags_no_stop(speech: dict, tok
     flag = result["quality"]["flags"]["no_stop"]
     assert flag["flagged"] and flag["value"] == 1.0
     assert all(row["tokens"] == 48 and not row["stopped"] for row in result["quality"]["per_sentence"])
+
+
+
+PROOF_COUNT = 3  # sentences of each proof (chance 1/3; identification must be 3 of 3 to count as above chance)
+PROOF_SECONDS = 0.5  # reference clips cut to their first half second: short generations keep the proofs fast
+PROOF_GRIFFIN_LIM_ITERS = 8  # the proofs' codec: the same codebook, a cheaper vocoder
+
+
+@pytest.fixture(scope="module")
+def short_references(speech: dict, module_tmp: Path) -> dict:
+    """The first PROOF_SECONDS of PROOF_COUNT espeak clips as reference files, their codes and prompt mels, and
+    the module's codec with a cheaper vocoder (`codec`, `codec_path`)."""
+    import dataclasses
+
+    from core.audio import write_wav
+    from core.inference import REFERENCE_FRAMES
+    from core.speech.codec import SpeechCodec
+
+    trained = speech["codec"]
+    codec = SpeechCodec(dataclasses.replace(trained.config, griffin_lim_iters=PROOF_GRIFFIN_LIM_ITERS), trained.codebook)
+    codec_path = module_tmp / "proof_codec.pt"
+    codec.save(codec_path)
+    paths, codes, mels = [], [], []
+    for i, row in enumerate(speech["rows"][:PROOF_COUNT]):
+        wav = read_audio(row.path, codec.sample_rate)[0][: int(PROOF_SECONDS * codec.sample_rate)]
+        paths.append(write_wav(module_tmp / "short" / f"{i + 1:03d}.wav", wav, codec.sample_rate))
+        codes.append(codec.encode(wav).tolist())
+        mels.append(codec.mel(wav)[:REFERENCE_FRAMES])
+    return {"paths": paths, "codes": codes, "mels": mels, "texts": [r.text for r in speech["rows"][:PROOF_COUNT]],
+            "codec": codec, "codec_path": codec_path}
+
+
+def _trained_quality(short: dict, tokenizer, workspace: Path, name: str, answer, steps: int = 30) -> dict:
+    """Train LinguaForge's tiny TTS GPT to answer text i — prompted with its own and with the next reference, as
+    `eval tts` prompts it — with the codes `answer(i)` and the stop token; return its `eval tts` quality section."""
+    from core.eval.tts import evaluate_checkpoint
+    from core.text import normalize_text
+
+    texts = [tokenizer.encode(normalize_text(t, "en")) for t in short["texts"]]
+    model = tiny_tts(tokenizer, short["codec"])
+    pairs = [(texts[i], answer(i), short["mels"][j]) for i in range(PROOF_COUNT) for j in (i, (i + 1) % PROOF_COUNT)]
+    assert train_to_say(model, *zip(*pairs), steps=steps) < 0.5  # learnt: what it says is what it was taught
+    checkpoint = save_tts(model, workspace / "runs" / name / "checkpoints" / f"step_{steps}.pt", tokenizer,
+                          short["codec"], short["codec_path"], steps)
+    result = evaluate_checkpoint(checkpoint, short["texts"], short["paths"], "en", wer=False, mos=False)
+    return result["quality"]
+
+
+def _words(quality: dict) -> dict:
+    return {name: flag["words"] for name, flag in quality["flags"].items()}
+
+
+@pytest.mark.slow
+def test_a_healthy_trained_model_raises_no_flag(short_references: dict, tokenizer, workspace: Path) -> None:
+    """Trained to say each text's own reference codes, whatever the prompt: every detector stays quiet."""
+    codes = short_references["codes"]
+    quality = _trained_quality(short_references, tokenizer, workspace, "healthy", lambda i: codes[i])
+    assert quality["flags_raised"] == [], _words(quality)
+    assert quality["flags"]["text_ignored"]["value"] == 1.0 and quality["flags"]["loops"]["value"] == 0.0
+    assert all(row["stopped"] for row in quality["per_sentence"])
+
+
+@pytest.mark.slow
+def test_a_model_that_says_one_sentence_for_every_text_flags_text_ignored(short_references: dict, tokenizer,
+                                                                         workspace: Path) -> None:
+    codes = short_references["codes"]
+    quality = _trained_quality(short_references, tokenizer, workspace, "one-sentence", lambda i: codes[0])
+    flag = quality["flags"]["text_ignored"]
+    assert flag["flagged"] and flag["value"] <= flag["threshold"], flag
+    assert "text_ignored" in quality["flags_raised"]
+
+
+@pytest.mark.slow
+def test_a_model_trained_on_looping_speech_flags_loops(short_references: dict, tokenizer, workspace: Path) -> None:
+    """Taught clips whose codes repeat a 3-code run for their whole length, the model generates the loop."""
+    codes = short_references["codes"]
+    quality = _trained_quality(short_references, tokenizer, workspace, "looping",
+                               lambda i: (codes[i][:3] * len(codes[i]))[: len(codes[i])])
+    assert quality["flags"]["loops"]["flagged"] and quality["flags"]["loops"]["value"] == 1.0, _words(quality)
+    assert all(row["loop_share"] >= detectors.LOOP_COVER for row in quality["per_sentence"])

@@ -64,6 +64,8 @@ def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path,
     train_mel = [m["mel_loss"] for m in _metrics(tts_ws, "en-base") if m["split"] == "train"]
     assert train_mel[-1] < train_mel[0] - 0.4, train_mel
     assert 0.0 < base.val["mel_top1"] <= 1.0 and base.info["padding_share"] < 0.2
+    best = json.loads((tts_ws / "runs" / "en-base" / "status.json").read_text())["best"]  # no evaluation: val loss
+    assert best["metric"] == "val_loss" and best["step"] == 30 and "lowest validation loss" in best["why"]
 
     extended = tts_ws / "checkpoints" / "en_am.pt"
     extend_checkpoint(base.last_checkpoint, tts_ws / "tokenizers/en.model", tts_ws / "tokenizers/en_am.model", extended)
@@ -152,17 +154,19 @@ def test_doctor_fails_before_any_preprocessing(tts_ws: Path, monkeypatch: pytest
 
 
 def test_best_by_quality_and_base_language_retention_warning(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`best_metric: quality`: best.pt follows the quality score and status.json says why; `val_base_loss`
-    (the English val samples of an en+am run) is measured at step 0 and at every eval, and a learning rate
-    that wrecks the model makes it rise past `eval.base_loss_warn`: warned in status.json and log.txt."""
+    """Periodic evaluation chooses best.pt by the quality score unless told otherwise, and status.json says
+    why, part by part; every evaluation speaks the run's one evaluation set (eval_set.json: Amharic and
+    English sections of the val split, chosen at the first evaluation) and eval.json carries a section per
+    language. `val_base_loss` (the English val samples of an en+am run) is measured at step 0 and at every
+    eval, and a learning rate that wrecks the model makes it rise past `eval.base_loss_warn`: warned in
+    status.json and log.txt."""
     from core.eval.quality.report import quality_score
 
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
-    schedule = {"max_steps": 4, "val_every": 2, "save_every": 2, "log_every": 2, "keep_last": 5,
-                "eval_every": 1, "best_metric": "quality"}
+    schedule = {"max_steps": 4, "val_every": 2, "save_every": 2, "log_every": 2, "keep_last": 5, "eval_every": 1}
     config = _run("am-quality", "datasets/sample/manifest.jsonl", "tokenizers/en_am.model", 4, schedule=schedule,
                   optim={"lr": 0.5, "warmup_steps": 1, "weight_decay": 0.0},
-                  eval={"count": 2, "language": "am", "mos": False, "base_language": "en", "base_loss_warn": 0.05})
+                  eval={"count": 2, "base_count": 2, "mos": False, "base_language": "en", "base_loss_warn": 0.05})
     result = train(run_config_from_dict(config), None, load_settings())
     assert result.state == "finished"
     run = tts_ws / "runs" / "am-quality"
@@ -182,3 +186,25 @@ def test_best_by_quality_and_base_language_retention_warning(tts_ws: Path, monke
     assert f"step {best_step}:" in status["best"]["why"] and "flag" in status["best"]["why"]
     assert set(stored[f"step_{best_step:07d}.pt"]["quality"]["flags"]) == {
         "no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
+    parts = status["best"]["parts"]
+    assert parts["intelligibility"]["measure"] == "dtw_identification" and parts["val_loss"] == stored[
+        f"step_{best_step:07d}.pt"]["val_loss"]
+    assert list(status["best"]["score"]) == [len(parts["flags_raised"]), -parts["intelligibility"]["value"], parts["val_loss"]]
+    # one evaluation set, chosen at step 2 from the val split, spoken at steps 2 and 4 section by section
+    eval_set = json.loads((run / "eval_set.json").read_text())
+    assert eval_set["chosen_at_step"] == 2 and "evaluation set chosen at step 2" in (run / "log.txt").read_text()
+    new, base = eval_set["sections"]
+    assert (new["role"], new["language"], len(new["sentences"])) == ("new_language", "am", 2)
+    assert (base["role"], base["language"], base["asked"]) == ("base_language", "en", 2)
+    for entry in stored.values():
+        sections = entry["sections"]
+        assert [p["sentence"] for p in entry["rows"]["model"]["per_sentence"]] == new["sentences"]
+        assert sections["new_language"]["used"] == 2 and sections["new_language"]["language"] == "am"
+        assert sections["base_language"]["language"] == "en"
+        if len(base["sentences"]) >= 2:  # the English held-out clips of this sample spoken too, into their own folder
+            assert [p["sentence"] for p in sections["base_language"]["rows"]["model"]["per_sentence"]] == base["sentences"]
+            assert all(Path(a).parent.name == "en" and Path(a).is_file() for a in sections["base_language"]["audio"])
+            assert set(sections["base_language"]["quality"]["flags"]) == set(entry["quality"]["flags"])
+        else:
+            assert sections["base_language"]["note"].startswith("skipped:")
+    assert all(("base_dtw_identification" in m) == (len(base["sentences"]) >= 2) for m in evals)

@@ -32,7 +32,11 @@ def _entry(step: int, looping: bool) -> dict:
             "rows": {"model": {"dtw_identification": 0.33 if looping else 1.0, "mcd_db": 9.0,
                                "per_sentence": [{"sentence": s} for s in SENTENCES]}},
             "quality": {"flags": flags, "flags_raised": ["loops"] if looping else [], "speaker_similarity": 0.71,
-                        "mos_estimate": 2.9, "cer": None, "per_sentence": []}}
+                        "mos_estimate": 2.9, "cer": None, "per_sentence": []},
+            "sections": {"new_language": {"role": "new_language", "language": "en", "asked": 20, "used": 3},
+                         "base_language": {"role": "base_language", "language": "de", "asked": 10, "used": 4,
+                                           "flags_raised": ["text_ignored"] if looping else [],
+                                           "dtw_identification": 0.25 if looping else 0.75}}}
 
 
 def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path: Path) -> None:
@@ -51,7 +55,9 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
                                                for s, v in ((2, 3.1), (4, 3.9))))
     (run / "status.json").write_text(json.dumps({
         "state": "finished", "step": 4,
-        "best": {"metric": "quality", "step": 4, "why": "step 4: no failure flag, dtw_identification 1.000; beats step 2"},
+        "best": {"metric": "quality", "step": 4, "why": "step 4: no failure flag, then dtw_identification 1.000; beats step 2",
+                 "parts": {"flags_raised": [], "intelligibility": {"measure": "dtw_identification", "value": 1.0},
+                           "val_loss": 2.5}},
         "retention": {"val_base_loss": 3.9, "start": 3.0, "change": 0.3, "step": 4, "warn_share": 0.1,
                       "warning": "base-language loss (val_base_loss) rose 30% since step 0"}}))
     with running_app(workspace, tmp_path / "app.log") as app, playwright_api.sync_playwright() as p:
@@ -69,8 +75,11 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
                                    ".includes('FLAG — 67% of outputs repeat one stretch')")
             table = page.locator("#q-table").inner_text()
             assert "ok — 0% of outputs loop" in table and "step_0000002.pt" in table and "0.71" in table
+            assert "de (4 sentences): FLAG — text_ignored, DTW id 0.25" in table
+            assert "de (4 sentences): ok — no flag, DTW id 0.75" in table
             note = page.locator("#q-note").inner_text()
             assert "best.pt" in note and "no failure flag" in note and "rose 30% since step 0" in note
+            assert "failure flags none · dtw_identification 1.0 · val loss 2.5" in note
             assert page.locator("#q-chart-val_base_loss").is_visible()
             for i in range(3):
                 page.locator(f"#q-audio-{i}").wait_for(state="visible")

@@ -71,3 +71,14 @@ def speakers_held_out(rows: Iterable[Any], val_ratio: float) -> dict[str, str]:
     """Return {speaker: "train" | "val"} for manifest rows (each with a `speaker`): whole speakers hold
     `val_ratio` of the clips out (`split_by_speaker`). Raises InputError with fewer than two speakers."""
     return split_by_speaker(dict(Counter(row.speaker for row in rows)), val_ratio, 0.0)
+
+
+def val_rows(rows: Iterable[Any], val_ratio: float, split_by: str = "clip") -> list[Any]:
+    """Return the manifest rows of the val split under a run's split rule, in their order: `clip` by
+    `split_of(id)`, `speaker` the clips of the speakers `speakers_held_out` holds out (what the feature
+    cache calls val). Raises InputError for a bad ratio or, by speaker, fewer than two speakers."""
+    rows = list(rows)
+    if split_by == "speaker":
+        held = speakers_held_out(rows, val_ratio)
+        return [row for row in rows if held[row.speaker] == VAL]
+    return [row for row in rows if split_of(row.id, val_ratio) == VAL]

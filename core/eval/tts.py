@@ -235,6 +235,8 @@ def evaluate_checkpoint(
     asr: str | None = None,
     mos: bool = True,
     length_bounds: tuple[float, float] | None = None,
+    audio_dir: str | os.PathLike[str] | None = None,
+    record: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
@@ -249,8 +251,10 @@ def evaluate_checkpoint(
     the rows `model`, `codec` (own models only) and `references`, `absent_rows` ({row: why} for
     rows not computed), `audio` (synthesized clip paths), `quality` (the quality report of
     `core.eval.quality.report`: failure flags, speaker similarity, MOS estimate (`mos`), CER from the
-    `asr` hook; `length_bounds` is the training data's tokens-per-character range) and `seconds`. It is also written to
-    `eval.json` beside the checkpoint and to TensorBoard.
+    `asr` hook; `length_bounds` is the training data's tokens-per-character range) and `seconds`. The clips go
+    to `audio_dir` (default `eval_audio/<checkpoint stem>/` beside it); with `record` the entry is also
+    written to `eval.json` beside the checkpoint and to TensorBoard (periodic evaluation records its
+    base-language set inside the new language's entry instead).
     Raises InputError for a checkpoint that is neither a LinguaForge TTS checkpoint nor a family
     checkpoint with its model folder, a `family` that disagrees with the metadata or is missing for
     a file without metadata, fewer than 2 sentences, or references that are missing,
@@ -271,7 +275,7 @@ def evaluate_checkpoint(
     # a bad checkpoint (or a --family that disagrees with it) fails before any rendering
     transcriber = load_transcriber(asr, settings.get("eval.asr_hooks")) if asr else None
     voice = load_eval_voice(checkpoint, settings, device, model_dir, options, family, tokenizer)
-    out_dir = eval_audio_beside(checkpoint)
+    out_dir = Path(audio_dir) if audio_dir is not None else eval_audio_beside(checkpoint)
     if isinstance(references, (str, os.PathLike)) and str(references) == ESPEAK:
         source = ESPEAK
         reference_paths = render_espeak_references(sentences, language, out_dir / "references")
@@ -321,9 +325,10 @@ def evaluate_checkpoint(
         "quality": quality,
         "seconds": round(time.perf_counter() - start, 2),
     }
-    update_eval_json(eval_file_beside(checkpoint), checkpoint.name, result)
-    write_tensorboard(tensorboard_dir(checkpoint), step, {name: {k: v for k, v in row.items() if k != "per_sentence"}
-                                                          for name, row in rows.items()})
+    if record:
+        update_eval_json(eval_file_beside(checkpoint), checkpoint.name, result)
+        write_tensorboard(tensorboard_dir(checkpoint), step, {name: {k: v for k, v in row.items() if k != "per_sentence"}
+                                                              for name, row in rows.items()})
     return result
 
 
@@ -343,8 +348,9 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
     `wer`, the codec ceiling as `codec_mcd_db`, `codec_dtw_identification`,
     `codec_sphinx_identification`, `sentences` (their texts), `audio` (one synthesized clip
     path per sentence, None where the file is gone), `quality` (the entry's quality report without its
-    per-sentence rows; {} for entries written before it) and `val_loss` (recorded by a
-    `best_metric: quality` run). Unreadable eval.json files are skipped.
+    per-sentence rows; {} for entries written before it), `sections` (periodic evaluation: per language
+    section its summary — language, asked, used, note, numbers, flags raised; {} otherwise) and
+    `val_loss` (recorded by periodic evaluation). Unreadable eval.json files are skipped.
     """
     found: list[dict[str, Any]] = []
     for eval_json in _eval_files(Path(folder)):
@@ -367,6 +373,8 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 "sentences": texts,
                 "audio": [a if Path(a).is_file() else None for a in audio],
                 "quality": {k: v for k, v in (entry.get("quality") or {}).items() if k != "per_sentence"},
+                "sections": {role: {k: v for k, v in section.items() if k not in ("rows", "quality", "audio")}
+                             for role, section in (entry.get("sections") or {}).items()},
                 "val_loss": entry.get("val_loss"),
             })
     return sorted(found, key=lambda e: (e["step"], e["checkpoint"]))

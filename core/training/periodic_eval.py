@@ -1,91 +1,75 @@
 """Periodic evaluation during TTS training (`schedule.eval_every`) and `best` chosen by an eval metric
-(or by the quality score: `best_metric: quality`, see core.eval.quality.report).
+(or by the quality score, the default where evaluation runs: see core.eval.quality.report).
 
-`heldout_set(config, settings)` returns the fixed held-out sentences, their references and the
-language: by default the first `eval.count` clips of the run's own val split (the dataset's clips
-as references). `eval_metrics(result)` flattens an `eval tts` result into the numbers logged as a
-`split: eval` line of metrics.jsonl; `metric_value` reads the `schedule.best_metric` from them.
+Each evaluation speaks the run's fixed evaluation set (core.training.eval_set), one `eval tts` per
+language section; `entry_with_sections` joins them into one eval.json entry (the new language's
+result at the top, `sections` per language). `eval_metrics(entry)` flattens an entry into the
+numbers logged as a `split: eval` line of metrics.jsonl; `metric_value` reads the
+`schedule.best_metric` from them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.config import Settings
-from core.errors import InputError
 from core.runs import read_evaluations
-from core.training.run_config import BEST_METRICS, RunConfig
+from core.training.run_config import BEST_METRICS
 
 # best_metric → key of the flattened eval metrics it reads.
 METRIC_KEYS = {"eval_mcd": "mcd_db", "eval_dtw_accuracy": "dtw_identification",
                "eval_sphinx_accuracy": "sphinx_identification"}
 LOGGED = ("mcd_db", "log_f0_ratio", "duration_ratio", "dtw_identification", "sphinx_identification", "wer")
+# what a section summary keeps of an `eval tts` result's model row and quality section
+SECTION_ROW_KEYS = ("mcd_db", "dtw_identification", "wer")
+SECTION_QUALITY_KEYS = ("flags_raised", "speaker_similarity", "mos_estimate", "cer")
 
 
-@dataclass
-class HeldoutSet:
-    """What every periodic evaluation of a run uses."""
+def section_summary(result: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
+    """Return one language's numbers of an `eval tts` `result`: `section` (the eval set's summary of it:
+    role, language, asked, used, speakers, note), `chance`, the model row's MCD, DTW identification and
+    WER, and the quality section's flags raised, speaker similarity, MOS estimate and CER."""
+    model = (result.get("rows") or {}).get("model") or {}
+    quality = result.get("quality") or {}
+    return {**section, "chance": result.get("chance"), **{k: model.get(k) for k in SECTION_ROW_KEYS},
+            **{k: quality.get(k) for k in SECTION_QUALITY_KEYS}}
 
-    sentences: list[str]
-    references: Any  # `espeak`, a folder, or one clip path per sentence
-    language: str
-    source: str
 
-
-def heldout_set(config: RunConfig, settings: Settings) -> HeldoutSet:
-    """Return the run's fixed held-out set for periodic evaluation.
-
-    Raises InputError when the sentences file or manifest cannot be read, the val split holds
-    fewer than 2 clips of one language, or `references: dataset` has no clips to use.
-    """
-    from core.eval.tts import ESPEAK, read_sentences
-    from core.data.manifest import load_manifest_rows
-    from core.data.splits import VAL, split_of
-
-    spec = config.eval
-    if spec.sentences:
-        sentences, clips = read_sentences(settings.resolve(spec.sentences))
-        sentences, clips = sentences[: spec.count], (clips[: spec.count] if clips else None)
-        language, source = spec.language or "en", str(spec.sentences)
-    else:
-        if not config.data.manifest:
-            raise InputError(f"{config.source}: periodic eval needs data.manifest or eval.sentences.")
-        rows = [r for r in load_manifest_rows(settings.resolve(config.data.manifest))
-                if split_of(r.id, config.data.val_ratio) == VAL]
-        language = spec.language or (rows[0].language if rows else "en")
-        rows = [r for r in rows if r.language == language][: spec.count]
-        if len(rows) < 2:
-            raise InputError(
-                f"{config.data.manifest}: {len(rows)} val clip(s) in language {language!r}; periodic eval needs at "
-                "least 2. Raise data.val_ratio or set eval.sentences."
-            )
-        sentences, clips = [r.text for r in rows], [r.path for r in rows]
-        source = f"{config.data.manifest} (val split)"
-    if len(sentences) < 2:
-        raise InputError(f"{source}: {len(sentences)} sentence(s); periodic eval needs at least 2.")
-    if spec.references == "dataset":
-        if clips is None:
-            raise InputError(f"{source}: eval.references dataset needs a manifest.jsonl; use espeak or a folder.")
-        references: Any = clips
-    elif spec.references == "espeak":
-        references = ESPEAK
-    else:
-        references = settings.resolve(spec.references)
-    return HeldoutSet(sentences, references, language, source)
+def entry_with_sections(new: dict[str, Any], base: dict[str, Any] | None, eval_set: dict[str, Any]) -> dict[str, Any]:
+    """Return the eval.json entry of one periodic evaluation: the new-language `eval tts` result `new`
+    (its rows, quality and audio stay at the top, where every reader finds them) with `eval_set` (the
+    set's summary) and `sections` — `new_language` and, when evaluated, `base_language` (its summary
+    plus the base result's `rows`, `quality` and `audio`); a base section the set skipped appears with
+    its note only."""
+    by_role = {s["role"]: s for s in eval_set["sections"]}
+    sections = {"new_language": section_summary(new, by_role["new_language"])}
+    if base is not None:
+        sections["base_language"] = {**section_summary(base, by_role["base_language"]),
+                                     **{k: base.get(k) for k in ("rows", "quality", "audio")}}
+    elif "base_language" in by_role:
+        sections["base_language"] = by_role["base_language"]
+    return {**new, "eval_set": eval_set, "sections": sections}
 
 
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """Return the numbers of an `eval tts` result logged as a `split: eval` line (None values left out):
-    the model row's metrics by name, the codec ceiling as `codec_<name>` (absent for model families),
-    `chance` and `seconds`."""
+    """Return the numbers of an `eval tts` result or periodic eval entry logged as a `split: eval` line
+    (None values left out): the model row's metrics by name, the codec ceiling as `codec_<name>`
+    (absent for model families), `chance`, `seconds`, `flags_raised` (a count), and the base-language
+    section's numbers as `base_<name>`."""
     out: dict[str, float] = {}
     for row_name, prefix in (("model", ""), ("codec", "codec_")):
         row = result["rows"].get(row_name) or {}  # no codec row for a model family
         out.update({prefix + key: float(row[key]) for key in LOGGED if row.get(key) is not None})
     out["chance"] = float(result["chance"])
     out["seconds"] = float(result["seconds"])
+    if "flags_raised" in (result.get("quality") or {}):
+        out["flags_raised"] = float(len(result["quality"]["flags_raised"]))
+    base = (result.get("sections") or {}).get("base_language") or {}
+    for key in (*SECTION_ROW_KEYS, "speaker_similarity", "mos_estimate", "cer"):
+        if base.get(key) is not None:
+            out[f"base_{key}"] = float(base[key])
+    if base.get("flags_raised") is not None:
+        out["base_flags_raised"] = float(len(base["flags_raised"]))
     return out
 
 

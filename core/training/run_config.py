@@ -36,6 +36,7 @@ COMPILE_MODES = (True, False, "auto")
 # `quality`: the quality report's score (core.eval.quality.report.quality_score), lower is better.
 BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False,
                 "quality": True}
+BEST_AUTO = "auto"  # the default: `quality` where periodic evaluation runs, else `val_loss` (best_metric_of)
 EVAL_REFERENCES = ("dataset", "espeak")
 ADAPTER_KINDS = ("none", "lora")
 SPLIT_RULES = ("clip", "speaker")
@@ -130,16 +131,20 @@ class ScheduleConfig:
     keep_last: int = 3
     eval_every: int = 0
     log_every: int = 10
-    best_metric: str = "val_loss"
+    best_metric: str = "auto"  # auto: `quality` for a tts run with eval_every > 0, else `val_loss` (best_metric_of)
 
 
 @dataclass
 class EvalConfig:
-    """The held-out set of periodic evaluation (`schedule.eval_every`, TTS runs).
+    """The fixed evaluation set of periodic evaluation (`schedule.eval_every`, TTS runs), chosen once per
+    run at its first evaluation and kept in the run folder's `eval_set.json` (core.training.eval_set).
 
-    `sentences`: a text file (one sentence per line) or a manifest.jsonl; null takes the first
-    `count` clips of the run's own val split (one language: `language`, else the first clip's).
-    `references`: `dataset` (the manifest's clips), `espeak`, or a folder of `<n>.wav` clips.
+    `count` new-language sentences (`language`, else the val split's most common language other
+    than `base_language`) and `base_count` base-language sentences (`base_language`; 0 = none),
+    from the run's own val split (`data.split: speaker` = held-out speakers), in the order of a hash
+    of the clip id; or the first `count` of `sentences`, a text file (one sentence per line) or a
+    manifest.jsonl, as the new-language set. Fewer clips than asked: the set takes what there is and
+    says so. `references`: `dataset` (the manifest's clips), `espeak`, or a folder of `<n>.wav` clips.
     `synthesis` (model-family runs only): options of the family's speaker — chatterbox
     `temperature`, `cfg_weight`, `exaggeration`, `cfm_steps`; indextts `temperature`,
     `diffusion_steps` — and `max_seconds`, a cap on each sentence's speech (default: 2 × its
@@ -150,7 +155,8 @@ class EvalConfig:
     """
 
     sentences: str | None = None
-    count: int = 4
+    count: int = 20
+    base_count: int = 10
     references: str = "dataset"
     wer: bool = False
     language: str | None = None
@@ -289,9 +295,9 @@ def _validate(config: RunConfig, where: str) -> None:
     if config.schedule.eval_every < 0:
         raise InputError(f"{where}.schedule.eval_every: {config.schedule.eval_every} must be 0 (off) or positive.")
     best = config.schedule.best_metric
-    if best not in BEST_METRICS:
-        raise InputError(f"{where}.schedule.best_metric: {best!r} is not one of {', '.join(BEST_METRICS)}.")
-    if best != "val_loss" and (config.schedule.eval_every == 0 or config.task != "tts"):
+    if best != BEST_AUTO and best not in BEST_METRICS:
+        raise InputError(f"{where}.schedule.best_metric: {best!r} is not one of {', '.join((BEST_AUTO, *BEST_METRICS))}.")
+    if best not in (BEST_AUTO, "val_loss") and (config.schedule.eval_every == 0 or config.task != "tts"):
         raise InputError(f"{where}.schedule.best_metric: {best} needs a tts run with schedule.eval_every > 0.")
     if config.eval.synthesis and config.family == "linguaforge":
         raise InputError(f"{where}.eval.synthesis: applies to model-family runs (family: chatterbox | indextts); "
@@ -310,6 +316,17 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.eval.base_loss_warn: {config.eval.base_loss_warn} must be a positive share (0.1 = 10%).")
     if config.eval.count < 2:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
+    if config.eval.base_count < 0:
+        raise InputError(f"{where}.eval.base_count: {config.eval.base_count}; use 0 (no base-language set) or more.")
+
+
+def best_metric_of(config: RunConfig) -> str:
+    """Return the metric `best.pt` follows: `schedule.best_metric`, or for `auto` the quality score
+    (`quality`) in a tts run with `schedule.eval_every > 0` and `val_loss` where no evaluation runs."""
+    best = config.schedule.best_metric
+    if best != BEST_AUTO:
+        return best
+    return "quality" if config.task == "tts" and config.schedule.eval_every > 0 else "val_loss"
 
 
 def _validate_adapter(config: RunConfig, where: str) -> None:

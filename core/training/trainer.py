@@ -4,9 +4,10 @@ Order is fixed: plan the run → resolve the tokenizer → size the model from i
 (the doctor, handed in by whoever runs the trainer: `core.recipe`; it must pass) → build the data
 → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl, tb/, checkpoints/
 (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
-(tts) every N-th regular checkpoint, and the last one, is evaluated on a fixed held-out set
-(`core.training.periodic_eval`): `checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line;
-`schedule.best_metric` may then choose `best.pt` by an eval number. A failed eval is logged only.
+(tts) every N-th regular checkpoint, and the last one, is evaluated on the run's fixed evaluation set
+(`core.training.eval_set`: `eval_set.json`, new and base language) by `core.training.periodic_eval`:
+`checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line; `best.pt` then follows the
+quality score by default (`schedule.best_metric`). A failed eval is logged only.
 Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
 Nothing a run made is lost: a folder that holds checkpoints is trained further only with `resume`
 (else the start is refused, naming `--resume auto` and `--fresh`), `fresh` moves it aside first
@@ -48,7 +49,7 @@ from core.families import rows_for
 from core.families.contract import SampleSet, TaskData
 from core.processes import is_alive
 from core.runs import RUNS_DIR, eval_file_beside, run_folder_of_config
-from core.training.run_config import RunConfig, save_run_config
+from core.training.run_config import RunConfig, best_metric_of, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, Prefetcher, ReplayBatcher, eval_batches, joined_samples, replay_count, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
@@ -150,6 +151,7 @@ class Trainer:
         preflight: Preflight | None = None,
     ) -> None:
         self.config = config
+        self.best_metric = best_metric_of(config)  # `auto` resolved: quality where periodic evaluation runs
         self.preflight = preflight
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
@@ -269,7 +271,7 @@ class Trainer:
         self._best_quality: tuple[tuple[float, float, float], int] | None = None  # (score, step) of best.pt
         self._last_val_loss: float | None = None
         self._retention_start: float | None = None  # val_base_loss at step 0
-        self._heldout: Any = None
+        self._eval_set: Any = None  # the run's fixed evaluation set (eval_set.json), read or chosen at the first eval
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
         self.init_rows = base_meta.get("init_rows") if self.base else None
@@ -398,14 +400,14 @@ class Trainer:
         self.step = int(extra["step"])
         self.best_val = extra.get("best_val_loss")
         self._retention_start = extra.get("val_base_loss_start")
-        if self.config.schedule.best_metric == "quality":
+        if self.best_metric == "quality":
             from core.training.periodic_eval import best_quality_recorded
 
             self._best_quality = best_quality_recorded(eval_file_beside(loaded.path), self.step)
-        elif self.config.schedule.best_metric != "val_loss":
+        elif self.best_metric != "val_loss":
             from core.training.periodic_eval import best_recorded
 
-            self.best_eval = best_recorded(eval_file_beside(loaded.path), self.config.schedule.best_metric, self.step)
+            self.best_eval = best_recorded(eval_file_beside(loaded.path), self.best_metric, self.step)
         self.parent = (loaded.meta or {}).get("parent", self.parent)
         self.resumed_from = str(loaded.path)
         self.log.line(f"resumed from {loaded.path} at step {self.step} ({plan.kind} tokenizer)")
@@ -629,77 +631,108 @@ class Trainer:
         }
         weights = trained_tensors(self.model) if self.adapter is not None else self.model.state_dict()
         path = save_checkpoint(self.folder.step_checkpoint(self.step), weights, self._meta(), extra)
-        if is_best and self.config.schedule.best_metric == "val_loss":
+        if is_best and self.best_metric == "val_loss":
             link_as_best(path)
+            self.log.update_status(best={"metric": "val_loss", "step": self.step, "value": val_loss,
+                                         "why": f"step {self.step}: lowest validation loss so far, {val_loss:.4f}"})
         rotate(self.run_dir, self.config.schedule.keep_last)
         self.log.update_status(last_checkpoint=str(path), step=self.step)
         return path
 
     def evaluate(self, checkpoint: Path) -> dict[str, float] | None:
-        """Evaluate a saved checkpoint on the run's held-out set (tts, rank 0; a model family speaks through
-        its Speaker with the run's model folder) and log a `split: eval` line; refresh `best.pt` when
-        `schedule.best_metric` is an eval metric it beats.
+        """Evaluate a saved checkpoint on the run's fixed evaluation set (tts, rank 0; a model family speaks
+        through its Speaker with the run's model folder): one `eval tts` per language section, joined
+        into one eval.json entry; log a `split: eval` line; refresh `best.pt` when it beats the best so far
+        by the run's best metric (`best_metric_of`).
 
         Returns the logged metrics, or None when skipped or failed. An eval failure never stops
         training: its message goes to log.txt and status.json (`eval_error`).
         """
         if self.rank != 0 or self.config.task != "tts":
             return None
-        from core.eval.tts import evaluate_checkpoint
-        from core.training.periodic_eval import eval_metrics, heldout_set, is_better, metric_value
+        from core.eval.tts import update_eval_json
+        from core.training.periodic_eval import entry_with_sections, eval_metrics, is_better, metric_value
 
         saved_rng = rng_state()
         try:
-            if self._heldout is None:
-                self._heldout = heldout_set(self.config, self.settings)
-            held = self._heldout
-            result = evaluate_checkpoint(checkpoint, held.sentences, held.references, held.language, self.settings,
-                                         wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir,
-                                         options=self.config.eval.synthesis, asr=self.config.eval.asr,
-                                         mos=self.config.eval.mos)
+            eval_set = self._fixed_eval_set()
+            new = eval_set.section("new_language")
+            if not new.usable:
+                raise InputError(f"eval_set.json: new-language set {new.note}. Raise data.val_ratio or set eval.sentences.")
+            result = self._speak_section(checkpoint, new, record=True)
+            base = eval_set.section("base_language")
+            base_result = self._speak_section(checkpoint, base, record=False) if base and base.usable else None
         except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
             self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
             self.log.update_status(eval_error=f"step {self.step}: {exc}")
             return None
         finally:
             restore_rng(saved_rng)
-        metrics = eval_metrics(result)
+        entry = {**entry_with_sections(result, base_result, eval_set.summary()), "val_loss": self._last_val_loss}
+        update_eval_json(eval_file_beside(checkpoint), checkpoint.name, entry)
+        metrics = eval_metrics(entry)
         retention = self.check_retention()
         if retention is not None:
             metrics["val_base_loss"] = retention["val_base_loss"]
             metrics["val_base_loss_change"] = retention["change"]
         self.log.metrics(self.step, "eval", metrics, tensorboard=False)  # evaluate_checkpoint wrote eval/ scalars
-        self.log.line(f"eval at step {self.step} ({len(held.sentences)} sentences, {held.language}): "
-                      + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
-        best_metric = self.config.schedule.best_metric
-        if best_metric == "quality":
-            self._choose_best_by_quality(checkpoint, result)
-        elif best_metric != "val_loss":
-            value = metric_value(best_metric, metrics)
+        spoken = " + ".join(f"{len(s.sentences)} {s.language}" for s in (new, base) if s is not None and s.usable)
+        self.log.line(f"eval at step {self.step} ({spoken} sentences): " + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
+        if self.best_metric == "quality":
+            self._choose_best_by_quality(checkpoint, entry)
+        elif self.best_metric != "val_loss":
+            value = metric_value(self.best_metric, metrics)
             if value is None:
-                self.log.line(f"best_metric {best_metric}: not computed at step {self.step}")
-            elif is_better(best_metric, value, self.best_eval):
+                self.log.line(f"best_metric {self.best_metric}: not computed at step {self.step}")
+            elif is_better(self.best_metric, value, self.best_eval):
                 self.best_eval = value
                 link_as_best(checkpoint)
-                self.log.update_status(best={"metric": best_metric, "value": value, "step": self.step})
+                self.log.update_status(best={"metric": self.best_metric, "value": value, "step": self.step,
+                                             "why": f"step {self.step}: best {self.best_metric} so far, {value:g}"})
         return metrics
 
-    def _choose_best_by_quality(self, checkpoint: Path, result: dict[str, Any]) -> None:
+    def _fixed_eval_set(self) -> Any:
+        """Return the run's evaluation set: read from eval_set.json, or chosen now and written there (logged)."""
+        from core.training.eval_set import eval_spec, fixed_eval_set
+
+        if self._eval_set is None:
+            self._eval_set, chosen = fixed_eval_set(self.folder, self.config, self.settings, self.step)
+            sizes = ", ".join(f"{s.role} {len(s.sentences)} {s.language}" + (f" ({s.note})" if s.note else "")
+                              for s in self._eval_set.sections)
+            how = f"chosen at step {self.step}" if chosen else f"read from eval_set.json (chosen at step {self._eval_set.chosen_at_step})"
+            self.log.line(f"evaluation set {how}: {sizes}")
+            if not chosen and self._eval_set.chosen_for != eval_spec(self.config):
+                self.log.line("evaluation set kept as chosen although the run config's eval/data keys changed since; "
+                              f"delete {self.folder.eval_set_file} to choose it again")
+        return self._eval_set
+
+    def _speak_section(self, checkpoint: Path, section: Any, record: bool) -> dict[str, Any]:
+        """Return `eval tts` of `checkpoint` on one language section of the evaluation set; a section other than
+        the new language's speaks into `eval_audio/<checkpoint stem>/<language>/` and is not recorded alone."""
+        from core.eval.tts import evaluate_checkpoint
+        from core.runs import eval_audio_beside
+
+        audio_dir = None if record else eval_audio_beside(checkpoint) / section.language
+        return evaluate_checkpoint(checkpoint, section.sentences, section.references, section.language, self.settings,
+                                   wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir,
+                                   options=self.config.eval.synthesis, asr=self.config.eval.asr, mos=self.config.eval.mos,
+                                   audio_dir=audio_dir, record=record)
+
+    def _choose_best_by_quality(self, checkpoint: Path, entry: dict[str, Any]) -> None:
         """Link `best.pt` to `checkpoint` when its quality score (flags, intelligibility, val loss) beats the
-        best so far, and say why in status.json (`best`)."""
-        from core.eval.quality.report import best_reason, quality_score
-        from core.eval.tts import update_eval_json
+        best so far, and say why in status.json (`best`: metric, step, score, parts, why)."""
+        from core.eval.quality.report import best_reason, quality_score, score_parts
 
         val_loss = self._last_val_loss
-        update_eval_json(eval_file_beside(checkpoint), checkpoint.name, {**result, "val_loss": val_loss})
-        score = quality_score(result, val_loss)
+        score = quality_score(entry, val_loss)
         if self._best_quality is None or score <= self._best_quality[0]:
             previous = self._best_quality[1] if self._best_quality is not None else None
             self._best_quality = (score, self.step)
             link_as_best(checkpoint)
-            reason = best_reason(result, val_loss, previous)
+            reason = best_reason(entry, val_loss, previous)
             self.log.line(f"best.pt → step {self.step}: {reason}")
-            self.log.update_status(best={"metric": "quality", "step": self.step, "score": list(score), "why": reason})
+            self.log.update_status(best={"metric": "quality", "step": self.step, "score": list(score),
+                                         "parts": score_parts(entry, val_loss), "why": reason})
 
     def _install_sigterm(self) -> Any:
         def request_stop(signum: int, frame: Any) -> None:  # noqa: ARG001
@@ -750,7 +783,7 @@ class Trainer:
             dist.all_gather_object(gathered, weights_sha256(self.model))
             info["rank_weights_sha256"] = gathered
         if self.config.schedule.eval_every > 0:
-            info["best_metric"] = self.config.schedule.best_metric
+            info["best_metric"] = self.best_metric
             info["best_eval"] = self.best_eval
         self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
         self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")

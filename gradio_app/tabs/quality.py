@@ -20,7 +20,7 @@ MEASURES = {"dtw_identification": "DTW sentence identification", "speaker_simila
             "mos_estimate": "MOS estimate (DNSMOS)", "cer": "CER (eval.asr)", "flags_raised": "flags raised",
             "val_base_loss": "base-language val loss"}
 HEADERS = ["checkpoint", "step", *(f.replace("_", " ") for f in FLAGS), "speaker similarity", "MOS estimate", "CER",
-           "DTW id"]
+           "DTW id", "base language"]
 MAX_SENTENCES = 40  # players shown: one per evaluation sentence
 
 
@@ -35,15 +35,28 @@ def _dash(value: Any) -> Any:
     return "-" if value is None else value
 
 
+def base_words(section: dict[str, Any] | None) -> str:
+    """Return the base-language section of a periodic evaluation in words: its flags and DTW identification,
+    or its note when it was skipped; `-` when the entry has none."""
+    if not section:
+        return "-"
+    if section.get("flags_raised") is None:
+        return f"{section.get('language')}: {section.get('note') or 'not evaluated'}"
+    raised = section["flags_raised"]
+    flags = f"FLAG — {', '.join(raised)}" if raised else "ok — no flag"
+    return f"{section['language']} ({section.get('used')} sentences): {flags}, DTW id {_dash(section.get('dtw_identification'))}"
+
+
 def quality_rows(summaries: list[dict[str, Any]]) -> list[list[Any]]:
-    """Return the table rows of evaluated checkpoints: each flag in words, then the listeners' numbers."""
+    """Return the table rows of evaluated checkpoints: each flag in words, the listeners' numbers, then the
+    base-language section in words."""
     rows = []
     for s in summaries:
         q = s["quality"]
         flags = q.get("flags") or {}
         rows.append([s["checkpoint"], s["step"], *(flag_words(flags.get(f)) for f in FLAGS),
                      _dash(q.get("speaker_similarity")), _dash(q.get("mos_estimate")), _dash(q.get("cer")),
-                     _dash(s["dtw_identification"])])
+                     _dash(s["dtw_identification"]), base_words((s.get("sections") or {}).get("base_language"))])
     return rows
 
 
@@ -91,6 +104,11 @@ def status_note(status: dict[str, Any]) -> str:
     best = status.get("best") or {}
     if best.get("why"):
         lines.append(f"**best.pt** — {best['why']}")
+        parts = best.get("parts") or {}
+        if parts:
+            measure = parts["intelligibility"]
+            lines.append(f"Score, compared in this order: failure flags {', '.join(parts['flags_raised']) or 'none'} · "
+                         f"{measure['measure']} {_dash(measure['value'])} · val loss {_dash(parts['val_loss'])}")
     elif best:
         lines.append(f"**best.pt** — step {best.get('step')} by {best.get('metric')} {best.get('value')}")
     retention = status.get("retention") or {}

@@ -6,9 +6,10 @@ stopped, the prompt's and the real target's speech tokens) and returns the `qual
 `eval tts` entry: `flags` ({name: Flag fields}), `flags_raised` (names), `speaker_similarity`,
 `mos_estimate`, `cer` (with an `eval.asr` hook), `length_bounds` and `per_sentence` rows.
 
-`quality_score(entry)` orders evaluated checkpoints: fewer raised flags first, then higher
-intelligibility (1 − CER from the ASR hook, else 1 − WER for English, else DTW identification),
-then lower validation loss; `best_reason` says it in words.
+`quality_score(entry)` orders evaluated checkpoints: fewer raised flags first (in every language
+section of a periodic evaluation), then higher intelligibility of the new language (1 − CER from the
+ASR hook, else 1 − WER for English, else DTW identification), then lower validation loss;
+`score_parts` gives those parts and `best_reason` says them in words.
 """
 
 from __future__ import annotations
@@ -129,20 +130,38 @@ def intelligibility(entry: dict[str, Any]) -> tuple[str, float | None]:
     return "dtw_identification", None if value is None else float(value)
 
 
+def raised_flags(entry: dict[str, Any]) -> list[str]:
+    """Return the failure flags an eval.json entry raised: its own (the new language's), then those of its
+    base-language section as `<language>:<flag>` (periodic evaluation)."""
+    raised = list((entry.get("quality") or {}).get("flags_raised") or [])
+    base = (entry.get("sections") or {}).get("base_language") or {}
+    raised += [f"{base.get('language')}:{name}" for name in base.get("flags_raised") or []]
+    return raised
+
+
 def quality_score(entry: dict[str, Any], val_loss: float | None) -> tuple[float, float, float]:
-    """Return the sort key of an evaluated checkpoint, smaller is better: (flags raised,
-    −intelligibility, validation loss); a missing number sorts last."""
-    raised = len((entry.get("quality") or {}).get("flags_raised") or [])
+    """Return the sort key of an evaluated checkpoint, smaller is better: (failure flags raised, in every
+    language section; −intelligibility of the new language; validation loss); a missing number sorts last."""
     _, value = intelligibility(entry)
-    return (float(raised), -value if value is not None else 0.0, val_loss if val_loss is not None else float("inf"))
+    return (float(len(raised_flags(entry))), -value if value is not None else 0.0,
+            val_loss if val_loss is not None else float("inf"))
+
+
+def score_parts(entry: dict[str, Any], val_loss: float | None) -> dict[str, Any]:
+    """Return the parts of the quality score of `entry`, in the order they are compared: `flags_raised`
+    (names), `intelligibility` ({measure, value}) and `val_loss`."""
+    name, value = intelligibility(entry)
+    return {"flags_raised": raised_flags(entry), "intelligibility": {"measure": name, "value": value},
+            "val_loss": val_loss}
 
 
 def best_reason(entry: dict[str, Any], val_loss: float | None, previous_step: int | None) -> str:
-    """Return why the checkpoint of `entry` is best, in words."""
-    raised = (entry.get("quality") or {}).get("flags_raised") or []
-    name, value = intelligibility(entry)
+    """Return why the checkpoint of `entry` is best, in words: each part of the score, then whom it beats."""
+    parts = score_parts(entry, val_loss)
+    raised = parts["flags_raised"]
     flags = "no failure flag" if not raised else f"{len(raised)} flag(s) ({', '.join(raised)})"
+    measure, value = parts["intelligibility"]["measure"], parts["intelligibility"]["value"]
     loss = f", val loss {val_loss:.4f}" if val_loss is not None else ""
     since = f"; beats step {previous_step}" if previous_step is not None else "; first evaluation"
     shown = "n/a" if value is None else f"{value:.3f}"
-    return f"step {entry.get('step')}: {flags}, {name} {shown}{loss}{since}"
+    return f"step {entry.get('step')}: {flags}, then {measure} {shown}{loss}{since}"
