@@ -180,6 +180,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         yield f"{job_line(job)} → `{relative(settings, output)}`", str(output)
 
     folders = find_model_folders(settings, FAMILIES["Chatterbox"])
+    manifests = find_files(settings, TRAINING_MANIFESTS)
+    first_manifest = manifests[0] if manifests else None
+    try:
+        voices = voice_clips(ctx, first_manifest)
+    except InputError:  # an unusable manifest: its error shows once it is chosen
+        voices = []
     with gr.Tab("Fine-tune a published model", id="finetune") as tab:
         gr.Markdown("Teach a published Chatterbox or IndexTTS2 model a new language, one step at a time. Each "
                     "step runs as a job (Jobs tab); its result is chosen in the next step.")
@@ -213,7 +219,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Row():
             grown = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Grown checkpoint", allow_custom_value=True,
                                 elem_id="ft-grown")
-            manifest = gr.Dropdown(find_files(settings, TRAINING_MANIFESTS), label="Training data (manifest)",
+            manifest = gr.Dropdown(manifests, value=first_manifest, label="Training data (manifest)",
                                    allow_custom_value=True, elem_id="ft-manifest")
             steps = gr.Number(200, label="Training steps", precision=0, elem_id="ft-steps")
         train_btn = gr.Button("Train", variant="primary", elem_id="ft-train-btn")
@@ -223,7 +229,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             trained = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint", allow_custom_value=True,
                                   elem_id="ft-checkpoint")
             text = gr.Textbox(label="Text to speak", elem_id="ft-text")
-            voice = gr.Dropdown([], label="Voice (a clip of the training data)", allow_custom_value=True, elem_id="ft-voice")
+            voice = gr.Dropdown(voices, value=voices[0] if voices else None, label="Voice (a clip of the training data)",
+                                allow_custom_value=True, elem_id="ft-voice")
             max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
                                    precision=0, elem_id="ft-max-tokens")
         speak_btn = gr.Button("Speak", variant="primary", elem_id="ft-speak-btn")
