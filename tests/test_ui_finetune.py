@@ -8,6 +8,7 @@ click whose result the next step has chosen; then the trained run exported from 
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Iterator
@@ -16,7 +17,7 @@ import pytest
 import soundfile
 
 from core.data.sample_text import AMHARIC_SENTENCES
-from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
 from tests.chatterbox_helpers import REDUCED, make_chatterbox_speech_folder
 from tests.data_helpers import make_espeak_dataset
 
@@ -49,16 +50,8 @@ def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
 @pytest.fixture(scope="module")
 def page(dashboard: AppProcess):
     """A chromium page on the dashboard, the guided tab open."""
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-            tab.set_default_timeout(60_000)
-            tab.goto(dashboard.url)
-            tab.get_by_role("tab", name=TAB, exact=True).first.click()
-            yield tab
-        finally:
-            browser.close()
+    with chromium_page(dashboard.url, TAB) as opened:
+        yield opened
 
 
 def field(page, elem_id: str):
@@ -87,6 +80,8 @@ def test_guided_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: 
     field(page, "ft-pieces").fill("200")
     click_and_wait(page, "ft-tok-btn", "ft-tok-status")
     expect(field(page, "ft-tokenizer")).to_have_value(f"tokenizers/{NAME}/{NAME}.json")
+    drift = json.loads((dashboard.workspace / "tokenizers" / NAME / f"{NAME}.report.json").read_text(encoding="utf-8"))["base_drift"]
+    assert drift["protected"]["language"] == "en" and drift["lines_checked"] > 10_000 and drift["lines_changed"] == 0
     # 3. the grown embeddings, chosen for step 4
     click_and_wait(page, "ft-grow-btn", "ft-grow-status")
     expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{NAME}/{NAME}_grown.safetensors")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
@@ -25,7 +25,7 @@ from core.runs import run_folder
 from core.tokenizers.vocab import INIT_METHODS
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
-from core.workspace_files import CHECKPOINTS, TOKENIZERS, TRAINING_MANIFESTS, find_files
+from core.workspace_files import CHECKPOINTS, TOKENIZERS, TRAINING_MANIFESTS, FileKind, find_files
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -86,6 +86,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             yield job
         require_success(job)
 
+    def run_step(kind: str, params: dict[str, Any], listed: FileKind, made: Callable[[], str],
+                 step: int) -> Iterator[tuple[str, Any]]:
+        """Run a job of `kind`, yielding (status line, no change); then (its line with the file `made()` names,
+        the dropdown of step `step` listing the files of kind `listed` with that file chosen)."""
+        for job in follow(kind, params):
+            yield job_line(job), gr.update()
+        result = made()
+        yield (f"{job_line(job)} → `{result}`. Chosen for step {step}.",
+               gr.update(choices=find_files(settings, listed), value=result))
+
     def folder_files(family_label: str, folder: str) -> dict[str, Path]:
         check = check_model_folder(settings, FAMILIES[family_label], require_text(folder, "Choose a model folder first."))
         if not check.ok:
@@ -116,10 +126,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             kind, output = "tokenizer.extend", f"tokenizers/{name}/{name}.model"
             params = {"base": str(base_path), "corpus": texts, "target_size": load_tokenizer(base_path).size + added}
         params["output"] = str(settings.resolve(output))
-        for job in follow(kind, params):
-            yield job_line(job), gr.update()
-        yield (f"{job_line(job)} → `{output}`, English protected. Chosen for step 3.",
-               gr.update(choices=find_files(settings, TOKENIZERS), value=output))
+        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3)
 
     @ui_action(outputs=2, labels=LABELS)
     def grow(name: str, family_label: str, checkpoint: str, base: str, tokenizer: str, init: str) -> Iterator[tuple[str, Any]]:
@@ -131,10 +138,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                   "base_tokenizer": str(inside_workspace(settings, base, "Base tokenizer")),
                   "tokenizer": str(inside_workspace(settings, tokenizer, "New tokenizer")),
                   "family": FAMILIES[family_label], "init": init, "output": str(settings.resolve(output))}
-        for job in follow("embeddings.extend", params):
-            yield job_line(job), gr.update()
-        yield (f"{job_line(job)} → `{output}`. Chosen for step 4.",
-               gr.update(choices=find_files(settings, CHECKPOINTS), value=output))
+        yield from run_step("embeddings.extend", params, CHECKPOINTS, lambda: output, 4)
 
     @ui_action(outputs=2, labels=LABELS)
     def train(name: str, family_label: str, folder: str, tokenizer: str, grown: str, manifest: str,
@@ -153,14 +157,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if run.is_running():
             raise InputError(f"{name} is training already; wait for it or choose another name.")
         save_run_config(config, settings.resolve(rel))
-        for job in follow("train", {"config": rel}):
-            yield job_line(job), gr.update()
-        checkpoints = run.step_checkpoints()
-        if not checkpoints:
-            raise InputError(f"the run {name} saved no checkpoint; its log is in the Jobs tab.")
-        trained = relative(settings, checkpoints[-1])
-        yield (f"{job_line(job)} → `{trained}`. Chosen for step 5.",
-               gr.update(choices=find_files(settings, CHECKPOINTS), value=trained))
+
+        def last_checkpoint() -> str:
+            checkpoints = run.step_checkpoints()
+            if not checkpoints:
+                raise InputError(f"the run {name} saved no checkpoint; its log is in the Jobs tab.")
+            return relative(settings, checkpoints[-1])
+
+        yield from run_step("train", {"config": rel}, CHECKPOINTS, last_checkpoint, 5)
 
     @ui_action(outputs=2, labels=LABELS)
     def speak(name: str, folder: str, checkpoint: str, text: str, tag: str, voice: str,
