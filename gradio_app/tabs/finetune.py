@@ -70,6 +70,15 @@ def run_config_data(name: str, family: str, folder: str, tokenizer: str, checkpo
     }
 
 
+def english_kept(report: dict[str, Any]) -> str:
+    """Return what a tokenizer merge or extend report says of the protected English lines, as a sentence
+    (" English: 0 of 49,887 protected lines encode differently."); "" when nothing was protected."""
+    drift = report.get("base_drift")
+    if not drift:
+        return ""
+    return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
+
+
 def _whole(value: float | None, what: str, least: int = 1) -> int:
     if value is None or float(value) != int(float(value)) or int(float(value)) < least:
         raise InputError(f"{what}: {value!r} must be a whole number of at least {least}.")
@@ -86,14 +95,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             yield job
         require_success(job)
 
-    def run_step(kind: str, params: dict[str, Any], listed: FileKind, made: Callable[[], str],
-                 step: int) -> Iterator[tuple[str, Any]]:
-        """Run a job of `kind`, yielding (status line, no change); then (its line with the file `made()` names,
-        the dropdown of step `step` listing the files of kind `listed` with that file chosen)."""
+    def run_step(kind: str, params: dict[str, Any], listed: FileKind, made: Callable[[], str], step: int,
+                 note: Callable[[dict[str, Any]], str] = lambda artifacts: "") -> Iterator[tuple[str, Any]]:
+        """Run a job of `kind`, yielding (status line, no change); then (its line with the file `made()` names and
+        `note(its result)`, the dropdown of step `step` listing the files of kind `listed` with that file chosen)."""
         for job in follow(kind, params):
             yield job_line(job), gr.update()
         result = made()
-        yield (f"{job_line(job)} → `{result}`. Chosen for step {step}.",
+        yield (f"{job_line(job)} → `{result}`.{note(job.get('artifacts') or {})} Chosen for step {step}.",
                gr.update(choices=find_files(settings, listed), value=result))
 
     def folder_files(family_label: str, folder: str) -> dict[str, Path]:
@@ -126,7 +135,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             kind, output = "tokenizer.extend", f"tokenizers/{name}/{name}.model"
             params = {"base": str(base_path), "corpus": texts, "target_size": load_tokenizer(base_path).size + added}
         params["output"] = str(settings.resolve(output))
-        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3)
+        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3, english_kept)
 
     @ui_action(outputs=2, labels=LABELS)
     def grow(name: str, family_label: str, checkpoint: str, base: str, tokenizer: str, init: str) -> Iterator[tuple[str, Any]]:
