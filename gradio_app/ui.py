@@ -5,7 +5,8 @@ from __future__ import annotations
 import gradio as gr
 
 from gradio_app.common import UIContext
-from gradio_app.tabs import dataset, embeddings, export, inference, jobs, quality, quickstart, tensorboard, tokenizer, training
+from gradio_app.tabs import (dataset, embeddings, export, finetune, inference, jobs, quality, quickstart, tensorboard, tokenizer,
+                             training)
 
 TITLE = "LinguaForge"
 
@@ -18,7 +19,8 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
             f"Workspace: `{ctx.settings.workspace}`. Paths typed below are relative to it."
         )
         with gr.Tabs():
-            for tab in (quickstart, dataset, tokenizer, embeddings, training, inference, quality, export, jobs, tensorboard):
+            for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training, inference, quality, export, jobs,
+                        tensorboard):
                 tab.build(ctx, demo)
     demo.queue(default_concurrency_limit=4)
     return demo

@@ -58,16 +58,20 @@ def make_chatterbox_folder(dest: Path) -> Path:
     return dest
 
 
-def make_chatterbox_speech_folder(dest: Path) -> Path:
+def make_chatterbox_speech_folder(dest: Path, copy: bool = False) -> Path:
     """Build the Chatterbox speech folder (reduced T3, full random S3Gen) into `dest` and return it.
 
-    The T3, VoiceEncoder and tokenizer are links to the session's reduced folder (read-only)."""
+    The T3, VoiceEncoder and tokenizer are links to the session's reduced folder (read-only), or
+    copies with `copy` (a folder whose files must lie inside the app's roots, as jobs check)."""
     from chatterbox.models.s3gen import S3Gen
 
     reduced = _reduced_folder()
     dest.mkdir(parents=True)
     for name in ("t3_mtl23ls_v2.safetensors", "ve.pt", "grapheme_mtl_merged_expanded_v1.json"):
-        (dest / name).symlink_to(reduced / name)
+        if copy:
+            shutil.copyfile(reduced / name, dest / name)
+        else:
+            (dest / name).symlink_to(reduced / name)
     torch.manual_seed(0)
     state = S3Gen().state_dict()
     torch.save({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, dest / "s3gen.pt")

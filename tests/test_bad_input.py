@@ -219,6 +219,8 @@ CASES: list[tuple[str, list[str], str]] = [
                              "--reference", "{in}/nan.wav"], "nan.wav"),
     ("synth-text-too-long", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "ab. " * 6000,
                              "--output", "{in}/o.wav"], "--text: 24000 characters"),
+    ("synth-max-new-0", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                         "--max-new-tokens", "0"], "--max-new-tokens: 0 is too small"),
     ("gen-max-new-0", ["generate", "--checkpoint", "{in}/short.pt", "--prompt", "hi", "--max-new-tokens", "0"],
      "--max-new-tokens: 0 is too small"),
     ("gen-text-checkpoint", ["generate", "--checkpoint", "{in}/text.pt", "--prompt", "hi"], "text.pt"),

@@ -107,6 +107,11 @@ def _synthesize(args: argparse.Namespace) -> Result:
 
         raise InputError(f"--option {args.option[0][0]}: speaker options are for Chatterbox and IndexTTS2 checkpoints; "
                          f"{args.checkpoint} is a LinguaForge model (use --temperature, --top-k, --top-p).")
+    if args.max_new_tokens is not None:
+        from core.errors import InputError
+
+        raise InputError(f"--max-new-tokens {args.max_new_tokens}: applies to Chatterbox and IndexTTS2 checkpoints; "
+                         f"{args.checkpoint} is a LinguaForge model, whose speech ends at its stop token.")
     inference = load_for_inference(loaded, settings, args.tokenizer, args.codec, task="tts", device=args.device)
     wav, report = synthesize(
         inference, args.text, args.reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
@@ -133,6 +138,7 @@ def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: Loa
         tokenizer=settings.resolve(args.tokenizer) if args.tokenizer else None,
         reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
         model_dir=family_model_dir(name, settings, args.model_dir or run_model_dir(loaded.path, settings)), seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
         options={**options, "temperature": args.temperature}, device=args.device,
     )
     report = {**family.synthesize(request, settings), "family": name}
@@ -164,6 +170,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     add_family_options(parser)
+    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=None, metavar="N",
+                        help="most speech tokens of a Chatterbox or IndexTTS2 checkpoint (Chatterbox makes 25 a second); "
+                             "default: the family's own cap")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
                         help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
                              "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "

@@ -128,6 +128,10 @@ class ModelFamily(ABC):
     speech_options: tuple[str, ...] = ()
     #: the role in `published_files` of the checkpoint a run starts from when it names none
     start_role: str | None = None
+    #: the role in `published_files` of the base tokenizer its published checkpoint was trained with
+    tokenizer_role: str | None = None
+    #: file names that mark a folder as one of this family's published model folders (its checkpoints)
+    marker_names: tuple[str, ...] = ()
     #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
     lora_targets: tuple[str, ...] = ()
 
@@ -144,6 +148,14 @@ class ModelFamily(ABC):
         return dict(options)
 
     # -- files and detection -----------------------------------------------------------------
+    def published_names(self, model_dir: Path) -> dict[str, str]:
+        """Return {role: file name} of the published files `published_files` expects in `model_dir`."""
+        return {}
+
+    def missing_published(self, model_dir: Path) -> list[str]:
+        """Return the names of `published_names(model_dir)` that are not files in `model_dir`, in role order."""
+        return [name for name in self.published_names(model_dir).values() if not (Path(model_dir) / name).is_file()]
+
     def published_files(self, model_dir: Path) -> dict[str, Path]:
         """Return {role: path} of the published files in `model_dir` (role e.g. `t3`, `voice_encoder`).
 

@@ -64,15 +64,22 @@ class ChatterboxFamily(ModelFamily):
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
+    tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
+    marker_names = (MULTILINGUAL_FILES["t3"], ENGLISH_FILES["t3"])
+
     # -- files ------------------------------------------------------------------------------
+    def published_names(self, model_dir: Path) -> dict[str, str]:
+        """Return {role: name} of the multilingual release (or, when the folder holds only the English T3,
+        the English release)."""
+        return MULTILINGUAL_FILES if (model_dir / MULTILINGUAL_FILES["t3"]).is_file() or not (
+            model_dir / ENGLISH_FILES["t3"]).is_file() else ENGLISH_FILES
+
     def published_files(self, model_dir: Path) -> dict[str, Path]:
         """Return {role: path} of the multilingual release (or, failing its T3, the English release).
 
         Raises InputError naming the first missing file and every name expected.
         """
-        names = MULTILINGUAL_FILES if (model_dir / MULTILINGUAL_FILES["t3"]).is_file() or not (
-            model_dir / ENGLISH_FILES["t3"]).is_file() else ENGLISH_FILES
-        files = {role: model_dir / name for role, name in names.items()}
+        files = {role: model_dir / name for role, name in self.published_names(model_dir).items()}
         for role, path in files.items():
             if not path.is_file():
                 raise InputError(

@@ -35,6 +35,8 @@ class IndexTTSFamily(ModelFamily):
 
     name = "indextts"
     start_role = "gpt"  # the published GPT (config `gpt_checkpoint`, normally gpt.pth)
+    tokenizer_role = "bpe"  # the published SentencePiece model (config `dataset.bpe_model`, normally bpe.model)
+    marker_names = (GPT_NAME,)
     sequence_layout = SEQUENCE_LAYOUT
     speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
@@ -46,20 +48,29 @@ class IndexTTSFamily(ModelFamily):
         self.layout = get_family("indextts")
 
     # -- files ------------------------------------------------------------------------------
-    def published_files(self, model_dir: Path) -> dict[str, Path]:
-        """Return {role: path} of config.yaml, the GPT checkpoint, bpe.model and the w2v-BERT stats.
+    def published_names(self, model_dir: Path) -> dict[str, str]:
+        """Return {role: name} of config.yaml, the GPT checkpoint, bpe.model and the w2v-BERT stats, as the
+        folder's config.yaml names them (the published names without one).
 
-        Raises InputError naming the first missing one and where IndexTTS2 expects it.
+        Raises InputError when config.yaml is there but unreadable.
         """
-        config = read_indextts_config(Path(model_dir) / CONFIG_NAME)
-        names = {
+        path = Path(model_dir) / CONFIG_NAME
+        config = read_indextts_config(path) if path.is_file() else {}
+        return {
             "config": CONFIG_NAME,
             "gpt": config.get("gpt_checkpoint", GPT_NAME),
             "bpe": config.get("dataset", {}).get("bpe_model", BPE_NAME),
             "w2v_stats": config.get("w2v_stat", STATS_NAME),
         }
+
+    def published_files(self, model_dir: Path) -> dict[str, Path]:
+        """Return {role: path} of config.yaml, the GPT checkpoint, bpe.model and the w2v-BERT stats.
+
+        Raises InputError naming the first missing one and where IndexTTS2 expects it.
+        """
+        read_indextts_config(Path(model_dir) / CONFIG_NAME)  # a missing or foreign config.yaml is named first
         found = {}
-        for role, name in names.items():
+        for role, name in self.published_names(model_dir).items():
             path = Path(model_dir) / name
             if not path.is_file():
                 raise InputError(f"{path}: missing; IndexTTS2 expects {name} in its model folder {model_dir}.")

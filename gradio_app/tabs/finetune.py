@@ -1,0 +1,279 @@
+"""Fine-tune a published model tab: a guided path from a Chatterbox or IndexTTS2 model folder to a first
+spoken sample in a new language, one click a step, each result chosen for the next step.
+
+1. the model folder (listed from the configured roots, checked for the family's published files);
+2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, `tokenizer.merge`) or
+   extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text, English protected;
+3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job);
+5. a sample spoken by the trained checkpoint (`synthesize`), played in the page.
+Every step is a job of the runner, the same kinds the Tokenizer, Embeddings, Training and Inference tabs submit.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from core.confine import check_name
+from core.errors import InputError
+from core.families.folders import check_model_folder, find_model_folders
+from core.families.registry import get_model_family
+from core.runs import run_folder
+from core.tokenizers.vocab import INIT_METHODS
+from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
+from core.training.run_form import run_config_path
+from core.workspace_files import CHECKPOINTS, TOKENIZERS, TRAINING_MANIFESTS, FileKind, find_files
+from gradio_app.common import (
+    UIContext,
+    follow_job,
+    inside_workspace,
+    job_line,
+    paths_param,
+    relative,
+    require_success,
+    require_text,
+    ui_action,
+)
+
+FAMILIES = {"Chatterbox": "chatterbox", "IndexTTS2": "indextts"}
+LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "target_size": "New pieces",
+          "language_tag": "Language tag", "base": "Base tokenizer", "tokenizer": "New tokenizer",
+          "checkpoint": "Checkpoint", "text": "Text to speak", "language": "Language tag", "reference": "Voice",
+          "max_new_tokens": "Longest sample", "init": "Start of the new rows", "model_dir": "Model folder"}
+VOICES_SHOWN = 20  # clips of the training manifest offered as the sample's voice
+TRAIN_BATCH = 4
+
+
+def voice_clips(ctx: UIContext, manifest: str | None) -> list[str]:
+    """Return up to VOICES_SHOWN audio files of the manifest's clips (workspace-relative where inside it),
+    in manifest order; [] without a manifest. Raises InputError for a manifest outside the roots or unusable."""
+    from core.data.manifest import load_manifest_rows
+
+    if not manifest:
+        return []
+    rows = load_manifest_rows(inside_workspace(ctx.settings, manifest, "Training data"))
+    return [relative(ctx.settings, row.path) for row in rows[:VOICES_SHOWN]]
+
+
+def run_config_data(name: str, family: str, folder: str, tokenizer: str, checkpoint: str, manifest: str,
+                    steps: int) -> dict[str, Any]:
+    """Return the run config mapping of the guided run `name`: the family's model folder, the new tokenizer,
+    the grown checkpoint as its base, the manifest, `steps` steps with one validation and checkpoint at the end."""
+    return {
+        "name": name, "task": "tts", "family": family, "model_dir": folder, "tokenizer": tokenizer,
+        "base_checkpoint": checkpoint, "data": {"manifest": manifest},
+        "batch": {"size": TRAIN_BATCH},
+        "schedule": {"max_steps": steps, "val_every": steps, "save_every": steps, "keep_last": 1},
+    }
+
+
+def english_kept(report: dict[str, Any]) -> str:
+    """Return what a tokenizer merge or extend report says of the protected English lines, as a sentence
+    (" English: 0 of 49,887 protected lines encode differently."); "" when nothing was protected."""
+    drift = report.get("base_drift")
+    if not drift:
+        return ""
+    return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
+
+
+def _whole(value: float | None, what: str, least: int = 1) -> int:
+    if value is None or float(value) != int(float(value)) or int(float(value)) < least:
+        raise InputError(f"{what}: {value!r} must be a whole number of at least {least}.")
+    return int(float(value))
+
+
+def build(ctx: UIContext, demo: gr.Blocks) -> None:
+    """Lay out the Fine-tune a published model tab."""
+    settings, runner = ctx.settings, ctx.runner
+
+    def follow(kind: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Submit a job of `kind`; yield its record until it ends; raise InputError unless it succeeded."""
+        for job in follow_job(runner, runner.submit(kind, params), poll=0.5):
+            yield job
+        require_success(job)
+
+    def run_step(kind: str, params: dict[str, Any], listed: FileKind, made: Callable[[], str], step: int,
+                 note: Callable[[dict[str, Any]], str] = lambda artifacts: "") -> Iterator[tuple[str, Any]]:
+        """Run a job of `kind`, yielding (status line, no change); then (its line with the file `made()` names and
+        `note(its result)`, the dropdown of step `step` listing the files of kind `listed` with that file chosen)."""
+        for job in follow(kind, params):
+            yield job_line(job), gr.update()
+        result = made()
+        yield (f"{job_line(job)} → `{result}`.{note(job.get('artifacts') or {})} Chosen for step {step}.",
+               gr.update(choices=find_files(settings, listed), value=result))
+
+    def folder_files(family_label: str, folder: str) -> dict[str, Path]:
+        check = check_model_folder(settings, FAMILIES[family_label], require_text(folder, "Choose a model folder first."))
+        if not check.ok:
+            raise InputError(check.problem or "")
+        return check.files
+
+    @ui_action(outputs=3, labels=LABELS)
+    def check_folder(family_label: str, folder: str) -> tuple[str, Any, Any]:
+        files = folder_files(family_label, folder)
+        model = get_model_family(FAMILIES[family_label])
+        names = ", ".join(sorted(path.name for path in files.values()))
+        return (f"The folder holds every published {family_label} file: {names}.",
+                relative(settings, files[model.tokenizer_role]), relative(settings, files[model.start_role]))
+
+    @ui_action(outputs=2, labels=LABELS)
+    def make_tokenizer(name: str, base: str, corpus: str, pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
+        from core.tokenizers.tokenizer import load_tokenizer
+
+        name = check_name(name.strip(), "Name of the new model")
+        base_path = inside_workspace(settings, require_text(base, "Check the model folder first (step 1)."), "Base tokenizer")
+        added = _whole(pieces, "New pieces")
+        texts = paths_param(settings, corpus, "Text of the new language")
+        if base_path.suffix == ".json":  # Chatterbox: a Hugging Face tokenizer, merged with one trained on the text
+            kind, output = "tokenizer.merge", f"tokenizers/{name}/{name}.json"
+            params = {"base": str(base_path), "corpus": texts, "vocab_size": added,
+                      "language_tag": tag.strip() or None}
+        else:  # IndexTTS2: a SentencePiece model, extended by the pieces of the text
+            kind, output = "tokenizer.extend", f"tokenizers/{name}/{name}.model"
+            params = {"base": str(base_path), "corpus": texts, "target_size": load_tokenizer(base_path).size + added}
+        params["output"] = str(settings.resolve(output))
+        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3, english_kept)
+
+    @ui_action(outputs=2, labels=LABELS)
+    def grow(name: str, family_label: str, checkpoint: str, base: str, tokenizer: str, init: str) -> Iterator[tuple[str, Any]]:
+        name = check_name(name.strip(), "Name of the new model")
+        checkpoint = require_text(checkpoint, "Check the model folder first (step 1).")
+        tokenizer = require_text(tokenizer, "Make or choose the new tokenizer first (step 2).")
+        output = f"checkpoints/{name}/{name}_grown.safetensors"
+        params = {"checkpoint": str(inside_workspace(settings, checkpoint, "Published checkpoint")),
+                  "base_tokenizer": str(inside_workspace(settings, base, "Base tokenizer")),
+                  "tokenizer": str(inside_workspace(settings, tokenizer, "New tokenizer")),
+                  "family": FAMILIES[family_label], "init": init, "output": str(settings.resolve(output))}
+        yield from run_step("embeddings.extend", params, CHECKPOINTS, lambda: output, 4)
+
+    @ui_action(outputs=2, labels=LABELS)
+    def train(name: str, family_label: str, folder: str, tokenizer: str, grown: str, manifest: str,
+              steps: float) -> Iterator[tuple[str, Any]]:
+        name = check_name(name.strip(), "Name of the new model")
+        folder_files(family_label, folder)
+        data = run_config_data(
+            name, FAMILIES[family_label], folder, require_text(tokenizer, "Make or choose the new tokenizer first (step 2)."),
+            require_text(grown, "Grow the embeddings first (step 3)."),
+            require_text(manifest, "Choose the training data (a manifest of clips in the new language)."),
+            _whole(steps, "Training steps"))
+        rel = run_config_path(name)
+        config = run_config_from_dict(data, rel)
+        check_config_paths(config, settings)
+        run = run_folder(settings, name)
+        if run.is_running():
+            raise InputError(f"{name} is training already; wait for it or choose another name.")
+        save_run_config(config, settings.resolve(rel))
+
+        def last_checkpoint() -> str:
+            checkpoints = run.step_checkpoints()
+            if not checkpoints:
+                raise InputError(f"the run {name} saved no checkpoint; its log is in the Jobs tab.")
+            return relative(settings, checkpoints[-1])
+
+        yield from run_step("train", {"config": rel}, CHECKPOINTS, last_checkpoint, 5)
+
+    @ui_action(outputs=2, labels=LABELS)
+    def speak(name: str, folder: str, checkpoint: str, text: str, tag: str, voice: str,
+              max_tokens: float) -> Iterator[tuple[str, Any]]:
+        name = check_name(name.strip(), "Name of the new model")
+        path = inside_workspace(settings, require_text(checkpoint, "Train first (step 4) or choose a checkpoint."),
+                                "Checkpoint")
+        output = settings.workspace / "outputs" / name / f"sample-{time.strftime('%Y%m%d-%H%M%S')}.wav"
+        params = {"checkpoint": str(path), "text": require_text(text, "Enter the text to speak."),
+                  "output": str(output), "language": tag.strip() or None,
+                  "model_dir": str(inside_workspace(settings, require_text(folder, "Choose a model folder first."),
+                                                    "Model folder")),
+                  "reference": str(inside_workspace(settings, voice, "Voice")) if voice else None,
+                  "max_new_tokens": _whole(max_tokens, "Longest sample")}
+        for job in follow("synthesize", params):
+            yield job_line(job), gr.update()
+        yield f"{job_line(job)} → `{relative(settings, output)}`", str(output)
+
+    folders = find_model_folders(settings, FAMILIES["Chatterbox"])
+    manifests = find_files(settings, TRAINING_MANIFESTS)
+    first_manifest = manifests[0] if manifests else None
+    try:
+        voices = voice_clips(ctx, first_manifest)
+    except InputError:  # an unusable manifest: its error shows once it is chosen
+        voices = []
+    with gr.Tab("Fine-tune a published model", id="finetune") as tab:
+        gr.Markdown("Teach a published Chatterbox or IndexTTS2 model a new language, one step at a time. Each "
+                    "step runs as a job (Jobs tab); its result is chosen in the next step.")
+        with gr.Row():
+            name = gr.Textbox("am", label="Name of the new model (names its tokenizer, checkpoints and run)",
+                              elem_id="ft-name")
+            family = gr.Radio(list(FAMILIES), value="Chatterbox", label="Published model", elem_id="ft-family")
+        gr.Markdown("### 1. The published model folder")
+        with gr.Row():
+            folder = gr.Dropdown(folders, value=folders[0] if folders else None, label="Model folder",
+                                 allow_custom_value=True, elem_id="ft-folder", scale=3)
+            check_btn = gr.Button("Check the folder", elem_id="ft-check-btn", scale=1)
+        folder_status = gr.Markdown(elem_id="ft-folder-status")
+        gr.Markdown("### 2. The new-language tokenizer (English encodings kept)")
+        with gr.Row():
+            base_tok = gr.Textbox(label="Base tokenizer (from the folder)", interactive=False, elem_id="ft-base-tokenizer")
+            corpus = gr.Textbox(label="Text of the new language (files, comma-separated)", elem_id="ft-corpus")
+            pieces = gr.Number(400, label="New pieces", precision=0, elem_id="ft-pieces")
+            tag = gr.Textbox("am", label="Language tag", elem_id="ft-tag")
+        tok_btn = gr.Button("Make the tokenizer", elem_id="ft-tok-btn")
+        tok_status = gr.Markdown(elem_id="ft-tok-status")
+        gr.Markdown("### 3. The grown embeddings")
+        with gr.Row():
+            new_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="New tokenizer", allow_custom_value=True,
+                                  elem_id="ft-tokenizer")
+            base_ckpt = gr.Textbox(label="Published checkpoint (from the folder)", interactive=False, elem_id="ft-base-checkpoint")
+            init = gr.Dropdown(list(INIT_METHODS), value="fvt", label="Start of the new rows")
+        grow_btn = gr.Button("Grow the embeddings", elem_id="ft-grow-btn")
+        grow_status = gr.Markdown(elem_id="ft-grow-status")
+        gr.Markdown("### 4. Training")
+        with gr.Row():
+            grown = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Grown checkpoint", allow_custom_value=True,
+                                elem_id="ft-grown")
+            manifest = gr.Dropdown(manifests, value=first_manifest, label="Training data (manifest)",
+                                   allow_custom_value=True, elem_id="ft-manifest")
+            steps = gr.Number(200, label="Training steps", precision=0, elem_id="ft-steps")
+        train_btn = gr.Button("Train", variant="primary", elem_id="ft-train-btn")
+        train_status = gr.Markdown(elem_id="ft-train-status")
+        gr.Markdown("### 5. A first spoken sample")
+        with gr.Row():
+            trained = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint", allow_custom_value=True,
+                                  elem_id="ft-checkpoint")
+            text = gr.Textbox(label="Text to speak", elem_id="ft-text")
+            voice = gr.Dropdown(voices, value=voices[0] if voices else None, label="Voice (a clip of the training data)",
+                                allow_custom_value=True, elem_id="ft-voice")
+            max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
+                                   precision=0, elem_id="ft-max-tokens")
+        speak_btn = gr.Button("Speak", variant="primary", elem_id="ft-speak-btn")
+        speak_status = gr.Markdown(elem_id="ft-speak-status")
+        audio = gr.Audio(label="Sample (24 kHz for Chatterbox)", type="filepath", interactive=False, elem_id="ft-audio",
+                         buttons=["download"])
+
+    check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
+    tok_btn.click(make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
+    grow_btn.click(grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
+    train_btn.click(train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
+    speak_btn.click(speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
+
+    @ui_action(outputs=2)
+    def voices_of(chosen: str) -> tuple[str, Any]:
+        clips = voice_clips(ctx, chosen)
+        return "", gr.update(choices=clips, value=clips[0] if clips else None)
+
+    manifest.change(voices_of, manifest, [train_status, voice], show_progress="hidden")
+
+    def listed_folders(family_label: str) -> Any:
+        found = find_model_folders(settings, FAMILIES[family_label])
+        return gr.update(choices=found, value=found[0] if found else None)
+
+    family.change(listed_folders, family, folder, show_progress="hidden")
+
+    def refresh(family_label: str) -> tuple[Any, ...]:
+        checkpoints = find_files(settings, CHECKPOINTS)
+        return (gr.update(choices=find_model_folders(settings, FAMILIES[family_label])),
+                gr.update(choices=find_files(settings, TOKENIZERS)), gr.update(choices=checkpoints),
+                gr.update(choices=find_files(settings, TRAINING_MANIFESTS)), gr.update(choices=checkpoints))
+
+    tab.select(refresh, family, [folder, new_tok, grown, manifest, trained], show_progress="hidden")
