@@ -14,6 +14,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -448,6 +450,73 @@ def test_prune_in_the_browser_lists_files_that_download_and_load(dashboard: AppP
     downloaded.write_bytes(response.body())
     pruned, trained = load_checkpoint(downloaded).state_dict, load_checkpoint(step).state_dict
     assert set(pruned) == set(trained) and all((pruned[k] == trained[k]).all() for k in pruned)
+    page.close()
+
+
+CHATTERBOX_INHERITED = {  # a saved Chatterbox run config that still carries a LinguaForge model setting
+    "name": "cb-inherited", "family": "chatterbox", "task": "tts", "tokenizer": "tokenizers/am.json",
+    "data": {"manifest": "datasets/am/manifest.jsonl"}, "model": {"preset": "tiny", "max_speech_tokens": 600},
+}
+REFUSAL = ("does not apply to family chatterbox, which takes only model.preset and model.text_tokens_dict_size "
+           "(its shape comes from its checkpoint, its vocabulary from the tokenizer)")
+
+
+def test_preflight_refuses_what_train_refuses_and_names_the_tasks_that_apply(dashboard: AppProcess, browser) -> None:
+    """A Chatterbox config loaded into a Chatterbox form keeps its inherited max_speech_tokens (the settings
+    view shows it): preflight refuses it with the words `train` refuses it with and Start stays disabled; the
+    task lm shows beside Task that Chatterbox trains tts (speech) only."""
+    (dashboard.workspace / "presets").mkdir(exist_ok=True)
+    (dashboard.workspace / "presets" / "cb-inherited.yaml").write_text(yaml.safe_dump(CHATTERBOX_INHERITED))
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#preflight-summary")).not_to_have_text("")  # the page's own load has filled the form
+    family = page.locator("#train-family input").first
+    family.fill("chatterbox")
+    family.press("Enter")
+    expect(page.locator("#train-codec")).to_be_hidden()
+    preset = page.locator("#train-preset input").first
+    preset.fill("presets/cb-inherited.yaml")
+    preset.press("Enter")
+    page.locator("#train-load").click()
+    expect(page.locator("#train-tokenizer input").first).to_have_value("tokenizers/am.json")
+    expect(page.locator("#preflight-table")).to_contain_text(REFUSAL)
+    expect(page.locator("#preflight-summary")).to_contain_text("FAIL")
+    expect(page.locator("#train-start")).to_be_disabled()
+    shown = page.locator("#preflight-table").inner_text()
+    assert "“model.max_speech_tokens”" in shown and "form." not in shown and "python -m" not in shown, shown
+    page.get_by_text("Every setting this run starts with").click()
+    expect(page.locator("#train-settings")).to_contain_text("max_speech_tokens: 600")
+    expect(page.locator("#train-settings")).to_contain_text("tokenizer: tokenizers/am.json")  # checked what Load filled in
+
+    page.locator("#train-task").get_by_text("lm", exact=True).click()
+    expect(page.locator("#train-error-task")).to_contain_text("family chatterbox trains task tts only")
+    expect(page.locator("#train-error-task")).to_contain_text("Set “Task” to tts (speech).")
+    page.locator("#train-task").get_by_text("tts", exact=True).click()
+    expect(page.locator("#train-error-task")).to_have_text("")
+    expect(page.locator("#preflight-table")).to_contain_text(REFUSAL)
+    page.close()
+
+
+def test_a_failed_training_jobs_reason_shows_beside_start(dashboard: AppProcess, browser) -> None:
+    """A train job submitted outside the form (`jobs submit`) with that config fails in the worker; the
+    Training tab watches it and shows its reason under Start, in the dashboard's words."""
+    config = dashboard.workspace / "runs" / "cb-job" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(yaml.safe_dump({**CHATTERBOX_INHERITED, "name": "cb-job"}))
+    submitted = subprocess.run(
+        [sys.executable, "-m", "core", "jobs", "submit", "train", "--param", "config=runs/cb-job/config.yaml", "--json"],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "LINGUAFORGE_WORKSPACE": str(dashboard.workspace)})
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = json.loads(submitted.stdout)["id"]
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#train-job input, #train-job textarea").first).to_have_value(job_id)
+    error = page.locator("#train-job-error")
+    expect(error).to_contain_text(f"Job {job_id} failed:", timeout=120_000)
+    expect(error).to_contain_text(REFUSAL)
+    assert "python -m" not in error.inner_text(), error.inner_text()
+    assert page.locator("#train-job-error").bounding_box()["y"] - page.locator("#train-start").bounding_box()["y"] < 200
     page.close()
 
 

@@ -434,9 +434,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
         return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
-    for field in fields:
-        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes],
-                     trigger_mode="always_last", show_progress="hidden")
+    # One queue for every preflight of the tab, run in the order triggered: a slow check of older values (a
+    # family switch) can never land after, and overwrite, the check of what Load filled in since.
+    check = {"fn": on_change, "inputs": [base, *fields], "show_progress": "hidden", "concurrency_limit": 1,
+             "concurrency_id": "train-preflight",
+             "outputs": [table, summary, start_btn, command, all_settings, *error_boxes]}
+    gr.on([field.change for field in fields], trigger_mode="always_last", **check)
     load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
     start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
@@ -444,12 +447,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
     timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error],
                show_progress="hidden")
-    family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
+    family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(**check)
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
-    demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
+    demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(**check)
 
 
 def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
