@@ -339,7 +339,8 @@ def dropdown_options(page, elem_id: str, expected: set[str] = frozenset(), timeo
 
 def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, browser) -> None:
     """Every dropdown that takes a tokenizer, manifest or checkpoint offers the quickstart's (at any depth)
-    when its tab opens, and Compare shows the evaluated checkpoint without pressing Refresh."""
+    when its tab opens, and Compare shows the evaluated checkpoint without pressing Refresh, with words for
+    RTF and DTW identification."""
     report = json.loads(next(dashboard.workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
     name = report["name"]
     tokenizers = {f"tokenizers/{name}/en.model", f"tokenizers/{name}/en_am.model"}
@@ -368,6 +369,8 @@ def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, br
     page.get_by_role("tab", name="Compare checkpoints").click()
     expect(page.locator("#cmp-folder input").first).to_have_value(f"checkpoints/{name}")
     expect(page.locator("#cmp-table")).to_contain_text("am.safetensors")
+    words = page.locator("#cmp-words").inner_text()  # the numbers beside it explained in words
+    assert "real-time factor" in words and "dynamic time warping" in words, words
     page.get_by_text("Evaluate a checkpoint (eval.tts job)").click()
     assert final in dropdown_options(page, "cmp-checkpoint", {final})
     page.close()
