@@ -116,8 +116,8 @@ def test_an_in_process_stage_never_writes_into_its_journeys_progress_file(tmp_pa
 
 def test_a_failed_jobs_reason_is_shown_in_the_dashboards_words() -> None:
     job = {"id": "j1", "status": "failed",
-           "error": "model: max_speech_tokens do not apply to family chatterbox. Run `python -m core train --help`."}
-    assert failure_line(job) == "**Job j1 failed:** model: max_speech_tokens do not apply to family chatterbox."
+           "error": "x.yaml.model.max_speech_tokens: does not apply to family chatterbox. Run `python -m core train --help`."}
+    assert failure_line(job) == "**Job j1 failed:** x.yaml.model.max_speech_tokens: does not apply to family chatterbox."
     assert failure_line({**job, "status": "succeeded"}) == "" and failure_line(None) == ""
 
 

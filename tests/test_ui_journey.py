@@ -14,6 +14,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -183,7 +185,8 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
 def test_quickstart_progress_read_every_second_never_decreases_and_is_below_100_until_the_end() -> None:
     """Read every second during the journey: the bar never goes back, is below 100% while the job has not
     succeeded (the report is written before it does), and moves through the later stages instead of
-    jumping to the end; no ETA was a guess from the first seconds."""
+    jumping to the end; the status line above it carries no second progress figure; no ETA was a guess
+    from the first seconds."""
     samples = JOURNEY_SEEN.get("samples")
     assert samples, "the quickstart test did not record the journey"
     values = [value for value, _ in samples]
@@ -192,6 +195,7 @@ def test_quickstart_progress_read_every_second_never_decreases_and_is_below_100_
     assert early and all(value < 1.0 for value, _ in early), early
     assert any(0.6 < value < 1.0 for value, _ in early), values  # the last stages are seen, not skipped
     assert values[-1] == 1.0 and "succeeded" in samples[-1][1], samples[-1]
+    assert not [status for _, status in samples if "%" in status], samples  # one progress line: the box's, not two
     etas = [re.search(r"ETA (\d+)h", text) for text in JOURNEY_SEEN["text"]]
     assert not any(etas), JOURNEY_SEEN["text"]  # a reduced journey takes minutes: no ETA in hours
 
@@ -199,7 +203,8 @@ def test_quickstart_progress_read_every_second_never_decreases_and_is_below_100_
 def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path) -> None:
     """After the journey: datasets listed at any depth with clips and hours, the loss chart drawn from
     numbers (one SVG point per logged metrics line), the loader names what the form holds, paths shown
-    relative to the workspace, Stop and Cancel disabled with nothing running, jobs with kind, status, age."""
+    relative to the workspace, Stop and Cancel disabled with nothing running, jobs with kind, status, age,
+    each stage job named by its run and stage."""
     workspace = dashboard.workspace
     report = json.loads(next(workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
     name = report["name"]
@@ -238,6 +243,7 @@ def test_tabs_after_the_quickstart(dashboard: AppProcess, browser, screens: Path
     open_tab(page, "Jobs")
     select = page.locator("#jobs-select input").first
     expect(select).to_have_value(re.compile(r" · \S+ · succeeded · .+ ago$"))
+    expect(page.locator("#jobs-table")).to_contain_text(f"{name} · Train the English base model")  # run and stage
     expect(page.locator("#jobs-cancel-btn")).to_be_disabled()
     page.screenshot(path=str(screens / "jobs.png"), full_page=True)
 
@@ -326,7 +332,10 @@ def dropdown_options(page, elem_id: str, expected: set[str] = frozenset(), timeo
     deadline = time.monotonic() + timeout_s
     while True:
         box.click()
-        page.get_by_role("option").first.wait_for(timeout=10_000)
+        try:
+            page.get_by_role("option").first.wait_for(timeout=10_000)
+        except playwright_api.TimeoutError:  # no choice yet: the tab's refresh may still be on its way
+            pass
         texts = page.get_by_role("option").evaluate_all("els => els.map(e => e.getAttribute('aria-label') || e.innerText)")
         box.press("Escape")
         offered = [text.strip().splitlines()[-1].strip() for text in texts]
@@ -337,7 +346,8 @@ def dropdown_options(page, elem_id: str, expected: set[str] = frozenset(), timeo
 
 def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, browser) -> None:
     """Every dropdown that takes a tokenizer, manifest or checkpoint offers the quickstart's (at any depth)
-    when its tab opens, and Compare shows the evaluated checkpoint without pressing Refresh."""
+    when its tab opens, and Compare shows the evaluated checkpoint without pressing Refresh, with words for
+    RTF and DTW identification."""
     report = json.loads(next(dashboard.workspace.glob("runs/*/report.json")).read_text(encoding="utf-8"))
     name = report["name"]
     tokenizers = {f"tokenizers/{name}/en.model", f"tokenizers/{name}/en_am.model"}
@@ -366,6 +376,8 @@ def test_every_dropdown_lists_what_the_quickstart_made(dashboard: AppProcess, br
     page.get_by_role("tab", name="Compare checkpoints").click()
     expect(page.locator("#cmp-folder input").first).to_have_value(f"checkpoints/{name}")
     expect(page.locator("#cmp-table")).to_contain_text("am.safetensors")
+    words = page.locator("#cmp-words").inner_text()  # the numbers beside it explained in words
+    assert "real-time factor" in words and "dynamic time warping" in words, words
     page.get_by_text("Evaluate a checkpoint (eval.tts job)").click()
     assert final in dropdown_options(page, "cmp-checkpoint", {final})
     page.close()
@@ -448,6 +460,73 @@ def test_prune_in_the_browser_lists_files_that_download_and_load(dashboard: AppP
     downloaded.write_bytes(response.body())
     pruned, trained = load_checkpoint(downloaded).state_dict, load_checkpoint(step).state_dict
     assert set(pruned) == set(trained) and all((pruned[k] == trained[k]).all() for k in pruned)
+    page.close()
+
+
+CHATTERBOX_INHERITED = {  # a saved Chatterbox run config that still carries a LinguaForge model setting
+    "name": "cb-inherited", "family": "chatterbox", "task": "tts", "tokenizer": "tokenizers/am.json",
+    "data": {"manifest": "datasets/am/manifest.jsonl"}, "model": {"preset": "tiny", "max_speech_tokens": 600},
+}
+REFUSAL = ("does not apply to family chatterbox, which takes only model.preset and model.text_tokens_dict_size "
+           "(its shape comes from its checkpoint, its vocabulary from the tokenizer)")
+
+
+def test_preflight_refuses_what_train_refuses_and_names_the_tasks_that_apply(dashboard: AppProcess, browser) -> None:
+    """A Chatterbox config loaded into a Chatterbox form keeps its inherited max_speech_tokens (the settings
+    view shows it): preflight refuses it with the words `train` refuses it with and Start stays disabled; the
+    task lm shows beside Task that Chatterbox trains tts (speech) only."""
+    (dashboard.workspace / "presets").mkdir(exist_ok=True)
+    (dashboard.workspace / "presets" / "cb-inherited.yaml").write_text(yaml.safe_dump(CHATTERBOX_INHERITED))
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#preflight-summary")).not_to_have_text("")  # the page's own load has filled the form
+    family = page.locator("#train-family input").first
+    family.fill("chatterbox")
+    family.press("Enter")
+    expect(page.locator("#train-codec")).to_be_hidden()
+    preset = page.locator("#train-preset input").first
+    preset.fill("presets/cb-inherited.yaml")
+    preset.press("Enter")
+    page.locator("#train-load").click()
+    expect(page.locator("#train-tokenizer input").first).to_have_value("tokenizers/am.json")
+    expect(page.locator("#preflight-table")).to_contain_text(REFUSAL)
+    expect(page.locator("#preflight-summary")).to_contain_text("FAIL")
+    expect(page.locator("#train-start")).to_be_disabled()
+    shown = page.locator("#preflight-table").inner_text()
+    assert "“model.max_speech_tokens”" in shown and "form." not in shown and "python -m" not in shown, shown
+    page.get_by_text("Every setting this run starts with").click()
+    expect(page.locator("#train-settings")).to_contain_text("max_speech_tokens: 600")
+    expect(page.locator("#train-settings")).to_contain_text("tokenizer: tokenizers/am.json")  # checked what Load filled in
+
+    page.locator("#train-task").get_by_text("lm", exact=True).click()
+    expect(page.locator("#train-error-task")).to_contain_text("family chatterbox trains task tts only")
+    expect(page.locator("#train-error-task")).to_contain_text("Set “Task” to tts (speech).")
+    page.locator("#train-task").get_by_text("tts", exact=True).click()
+    expect(page.locator("#train-error-task")).to_have_text("")
+    expect(page.locator("#preflight-table")).to_contain_text(REFUSAL)
+    page.close()
+
+
+def test_a_failed_training_jobs_reason_shows_beside_start(dashboard: AppProcess, browser) -> None:
+    """A train job submitted outside the form (`jobs submit`) with that config fails in the worker; the
+    Training tab watches it and shows its reason under Start, in the dashboard's words."""
+    config = dashboard.workspace / "runs" / "cb-job" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(yaml.safe_dump({**CHATTERBOX_INHERITED, "name": "cb-job"}))
+    submitted = subprocess.run(
+        [sys.executable, "-m", "core", "jobs", "submit", "train", "--param", "config=runs/cb-job/config.yaml", "--json"],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "LINGUAFORGE_WORKSPACE": str(dashboard.workspace)})
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = json.loads(submitted.stdout)["id"]
+    page = open_page(browser, dashboard.url)
+    open_tab(page, "Training")
+    expect(page.locator("#train-job input, #train-job textarea").first).to_have_value(job_id)
+    error = page.locator("#train-job-error")
+    expect(error).to_contain_text(f"Job {job_id} failed:", timeout=120_000)
+    expect(error).to_contain_text(REFUSAL)
+    assert "python -m" not in error.inner_text(), error.inner_text()
+    assert page.locator("#train-job-error").bounding_box()["y"] - page.locator("#train-start").bounding_box()["y"] < 200
     page.close()
 
 

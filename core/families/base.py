@@ -134,6 +134,26 @@ class ModelFamily(ABC):
     marker_names: tuple[str, ...] = ()
     #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
     lora_targets: tuple[str, ...] = ()
+    #: the keys a run config's `model:` entry may hold for this family (None: any, its model config checks them)
+    model_keys: tuple[str, ...] | None = ("preset",)
+
+    def check_model_keys(self, model: Mapping[str, Any], source: str) -> None:
+        """Return None when every key of a run config's `model:` entry applies to this family (`model_keys`).
+
+        Cheap (nothing loads): the run's plan calls it, so the doctor, the dashboard's preflight and the
+        trainer refuse the same entry. Raises InputError naming `<source>.model.<key>`, the keys the
+        family takes and the fix.
+        """
+        if self.model_keys is None:
+            return
+        unknown = sorted(key for key in model if key not in self.model_keys)
+        if unknown:
+            takes = " and ".join(f"model.{key}" for key in self.model_keys)
+            raise InputError(
+                f"{source}.model.{unknown[0]}: does not apply to family {self.name}, which takes only {takes} (its shape "
+                f"comes from its checkpoint, its vocabulary from the tokenizer). Remove {', '.join(unknown)} from the "
+                "config's model: section."
+            )
 
     def check_speech_options(self, options: Mapping[str, float]) -> dict[str, float]:
         """Return `options` (`--option KEY=NUMBER` pairs) when its speaker takes each (temperature has its own flag).

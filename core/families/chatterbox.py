@@ -61,6 +61,7 @@ class ChatterboxFamily(ModelFamily):
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
+    model_keys = ("preset", "text_tokens_dict_size")
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
@@ -101,13 +102,10 @@ class ChatterboxFamily(ModelFamily):
     def model_config(self, run: FamilyRun) -> ChatterboxConfig:
         """Return the ChatterboxConfig: V from the tokenizer, backbone from the base checkpoint.
 
-        Raises InputError without a base checkpoint, for `model:` keys other than
-        `text_tokens_dict_size`, and when that declared size disagrees with the tokenizer.
+        Raises InputError without a base checkpoint, for `model:` keys other than `model_keys`, and when
+        `text_tokens_dict_size` disagrees with the tokenizer.
         """
-        unknown = sorted(set(run.model) - {"preset", "text_tokens_dict_size"})
-        if unknown:
-            raise InputError(f"{run.source}: model: {', '.join(unknown)} do not apply to family chatterbox; "
-                             "its shape comes from the checkpoint and its vocabulary from the tokenizer.")
+        self.check_model_keys(run.model, run.source)
         declared = run.model.get("text_tokens_dict_size")
         if declared is not None and declared != run.tokenizer.size:
             raise InputError(

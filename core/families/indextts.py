@@ -41,6 +41,7 @@ class IndexTTSFamily(ModelFamily):
     speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
+    model_keys = ("preset", "number_text_tokens")  # the declared size the doctor checks against the tokenizer
 
     def __init__(self) -> None:
         from core.families import get_family
@@ -99,7 +100,11 @@ class IndexTTSFamily(ModelFamily):
         )
 
     def model_config(self, run: Any) -> IndexTTSModelConfig:
-        """Return the UnifiedVoice config: V from the tokenizer, the backbone shape from the base checkpoint's tensors."""
+        """Return the UnifiedVoice config: V from the tokenizer, the backbone shape from the base checkpoint's tensors.
+
+        Raises InputError for `model:` keys other than `model_keys` and without a base checkpoint.
+        """
+        self.check_model_keys(run.model, run.source)
         if run.base is None:
             raise InputError(f"{run.source}: family indextts trains from a checkpoint; set base_checkpoint or model_dir.")
         config = self._indextts_config(run)

@@ -19,6 +19,7 @@ class LinguaForgeFamily(ModelFamily):
     layout = get_family("linguaforge")
     sequence_layout = {"family": "linguaforge", "version": 1}
     tasks = ("tts", "lm")
+    model_keys = None  # its `model:` shape is checked by `models.registry.model_shape`
     lora_targets = ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")
 
     def load_codec(self, run: FamilyRun) -> Any:

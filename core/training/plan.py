@@ -136,10 +136,12 @@ def plan_run(config: RunConfig, settings: Settings, config_path: str | os.PathLi
     """Return the plan of `config`: its model family, model folder, base checkpoint (the run's
     `base_checkpoint`, else the family's published checkpoint in the model folder) and tokenizer file.
 
-    Nothing is loaded. Raises InputError for an unknown family (or one whose package is missing)
-    and a model folder that is not a folder.
+    Nothing is loaded. Raises InputError for an unknown family (or one whose package is missing), a
+    `model:` key the family does not take (`ModelFamily.check_model_keys`, the check its model config
+    makes) and a model folder that is not a folder.
     """
     family = get_model_family(config.family)
+    family.check_model_keys(config.model, config.source or "run config")
     model_dir = resolve_model_dir(config, settings, family.name)
     base = settings.resolve(config.base_checkpoint) if config.base_checkpoint else family.default_checkpoint(model_dir)
     return RunPlan(

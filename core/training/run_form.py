@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from core.config import Settings, merge_dicts
 from core.confine import check_name
 from core.errors import InputError
+from core.families.registry import get_model_family
 from core.training.run_config import RunConfig, check_config_paths, run_config_from_dict
 
 FORM_KEYS = (
@@ -30,13 +31,15 @@ def for_family(data: dict[str, Any], family: str) -> tuple[dict[str, Any], list[
 
     A published family (chatterbox, indextts) takes its shape from its own files, so the `model:`
     settings a loaded LinguaForge config brings (e.g. `max_speech_tokens`) are dropped, keeping only
-    `preset`; the caller shows which. LinguaForge runs keep them all.
+    those the family takes (`ModelFamily.model_keys`); the caller shows which. LinguaForge runs keep
+    them all. Raises InputError for an unknown family.
     """
+    keys = get_model_family(family).model_keys
     model = dict(data.get("model") or {})
-    if family == OWN_FAMILY:
+    if keys is None:
         return data, []
-    dropped = sorted(key for key in model if key != "preset")
-    return {**data, "model": {k: v for k, v in model.items() if k == "preset"}}, dropped
+    dropped = sorted(key for key in model if key not in keys)
+    return {**data, "model": {k: v for k, v in model.items() if k in keys}}, dropped
 
 
 def run_config_path(name: str) -> str:

@@ -15,7 +15,7 @@ from core.config import Settings, read_yaml
 from core.checks.doctor import doctor_preflight
 from core.confine import NAME_RULE, check_name, is_name
 from core.errors import InputError
-from core.families.registry import model_family_names
+from core.families.registry import get_model_family, model_family_names
 from core.training.run_config import (
     ADAPTER_KINDS, FREEZE_MODES, PRECISIONS, PRESETS_DIR, TASKS, check_config_paths, resolve_preset_chain, run_config_from_dict,
     save_run_config,
@@ -36,7 +36,7 @@ BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "name": ("Run name", NAME_RULE),
-    "task": ("Task", "tts or lm"),
+    "task": ("Task", "tts (speech), or lm (a text-only model) with the linguaforge family"),
     "tokenizer": ("Tokenizer", "a tokenizer file in the workspace"),
     "base_checkpoint": ("Base checkpoint", "a checkpoint in the workspace, or empty"),
     "codec": ("Codec", "a codec file in the workspace"),
@@ -62,13 +62,14 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
 }
 CONFIG_KEY = re.compile(r"^(?:form\.)?([a-z_.]+?)(?:\[\d+\])?(?:: | (?=['\"]))(.*)$", re.S)
 FORM_FIELDS = {  # run config key → the form field (FORM_KEYS) an error about it is shown beside
-    "name": "name", "tokenizer": "tokenizer", "base_checkpoint": "base_checkpoint", "codec": "codec",
+    "name": "name", "task": "task", "tokenizer": "tokenizer", "base_checkpoint": "base_checkpoint", "codec": "codec",
     "data.manifest": "manifest", "data.corpus": "corpus", "data.val_ratio": "val_ratio", "freeze.until": "freeze_until",
     "optim.lr": "lr", "batch.size": "batch_size", "batch.accumulate": "accumulate", "schedule.max_steps": "max_steps",
     "schedule.val_every": "val_every", "schedule.save_every": "save_every", "seed": "seed", "model_dir": "model_dir",
     "adapter.kind": "adapter_kind", "adapter.rank": "adapter_rank", "adapter.alpha": "adapter_alpha",
 }
 CHECK_FIELDS = {"freeze.range": "freeze_until"}  # a doctor check → the form field its failure is about
+TASK_WORDS = {"tts": "tts (speech)", "lm": "lm (a text-only model)"}  # what each task means, in plain words
 INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "“Freeze rows below”"}  # never on the page
 PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir")
 
@@ -109,12 +110,28 @@ def load_config_source(ctx: UIContext, choice: str) -> dict[str, Any]:
     return data
 
 
-def field_error(message: str) -> tuple[str, str]:
-    """Return (message, fix) for a run config error, naming the form field as labelled and what it accepts."""
+def task_choices(family: str) -> list[str]:
+    """Return the tasks the Task field offers for model family `family` (its `tasks`).
+
+    Raises InputError for an unknown family.
+    """
+    return list(get_model_family(family).tasks)
+
+
+def field_error(message: str, family: str | None = None) -> tuple[str, str]:
+    """Return (message, fix) for a run config error, naming the form field as labelled and what it accepts
+    (for the Task, what the chosen model `family` trains). A `model:` setting the form does not show (one
+    the loaded config brought) is named as a setting of the loaded config."""
     match = CONFIG_KEY.match(message)
+    if match and match.group(1).startswith("model.") and match.group(1) not in FIELD_HELP:
+        return (f"“{match.group(1)}” (a setting of the loaded config the form does not show): {match.group(2)}",
+                "Remove it from the loaded config and Load it again, or pick another Model family and this one "
+                "again, which drops it.")
     if not match or match.group(1) not in FIELD_HELP:
         return message, "Correct the field named in the message."
     label, accepts = FIELD_HELP[match.group(1)]
+    if match.group(1) == "task" and family in model_family_names():
+        accepts = " or ".join(TASK_WORDS[task] for task in task_choices(family))
     return f"“{label}”: {match.group(2)}", f"Set “{label}” to {accepts}."
 
 
@@ -154,7 +171,7 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
         config = config_from_form(base, values, ctx.settings)
         plan = plan_run(config, ctx.settings, ctx.settings.resolve(run_config_path(config.name)))
     except InputError as exc:
-        message, fix = field_error(str(exc))
+        message, fix = field_error(str(exc), dict(zip(FORM_KEYS, values)).get("family"))
         where = error_field(str(exc))
         fields = {where: f"{message} {fix}"} if where else {}
         return ([["config", STATUS_LABELS["fail"], message, fix]], False, f"**FAIL** {message} Start is disabled.",
@@ -248,7 +265,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Column():
             with gr.Row():
                 name = beside("name", lambda: gr.Textbox(label="Run name", value="run", elem_id="train-name"))
-                task = gr.Radio(list(TASKS), value="tts", label="Task", elem_id="train-task")
+                task = beside("task", lambda: gr.Radio(
+                    list(TASKS), value="tts", label="Task (lm: a text-only model, linguaforge family only)",
+                    elem_id="train-task"))
                 model_preset = gr.Dropdown(["tiny", "base"], value="tiny", label="Model preset", allow_custom_value=True)
                 family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
                                      elem_id="train-family")
@@ -349,8 +368,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, message=1)
     def start(gpu_count: float | None, base_value: dict[str, Any], *values: Any) -> tuple[str, str]:
-        # Validated once here; the worker's doctor checks the written config before the trainer starts.
+        # Validated and planned once here (what preflight checked); the worker's doctor checks the written config
+        # before the trainer starts.
         config = config_from_form(base_value, list(values), settings)
+        plan_run(config, settings)
         rel = run_config_path(config.name)
         if run_folder(settings, config.name).is_running():
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
@@ -413,9 +434,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             return (str(job["id"]), gr.update(), *[gr.update()] * len(fields), *choices())
         return (str(job["id"]), data, *values, gr.update(choices=preset_choices(ctx), value=loaded), *choices()[1:])
 
-    for field in fields:
-        field.change(on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes],
-                     trigger_mode="always_last", show_progress="hidden")
+    # One queue for every preflight of the tab, run in the order triggered: a slow check of older values (a
+    # family switch) can never land after, and overwrite, the check of what Load filled in since.
+    check = {"fn": on_change, "inputs": [base, *fields], "show_progress": "hidden", "concurrency_limit": 1,
+             "concurrency_id": "train-preflight",
+             "outputs": [table, summary, start_btn, command, all_settings, *error_boxes]}
+    gr.on([field.change for field in fields], trigger_mode="always_last", **check)
     load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
     start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
@@ -423,12 +447,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
     timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error],
                show_progress="hidden")
-    family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
+    family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(**check)
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
-    demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(
-        on_change, inputs=[base, *fields], outputs=[table, summary, start_btn, command, all_settings, *error_boxes])
+    demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(**check)
 
 
 def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
