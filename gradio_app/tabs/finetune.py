@@ -85,6 +85,17 @@ def _whole(value: float | None, what: str, least: int = 1) -> int:
     return int(float(value))
 
 
+def _step_action(label: str, step: str, primary: bool = False) -> tuple[gr.Button, gr.Markdown]:
+    """Lay out a step's button (`ft-<step>-btn`) and the status line under it (`ft-<step>-status`); return both."""
+    button = gr.Button(label, variant="primary" if primary else "secondary", elem_id=f"ft-{step}-btn")
+    return button, gr.Markdown(elem_id=f"ft-{step}-status")
+
+
+def _listed(choices: list[str], label: str, elem_id: str) -> gr.Dropdown:
+    """Return a dropdown of workspace files that also takes a typed path (the previous step chooses its value)."""
+    return gr.Dropdown(choices, label=label, allow_custom_value=True, elem_id=elem_id)
+
+
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Fine-tune a published model tab."""
     settings, runner = ctx.settings, ctx.runner
@@ -218,36 +229,29 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             corpus = gr.Textbox(label="Text of the new language (files, comma-separated)", elem_id="ft-corpus")
             pieces = gr.Number(400, label="New pieces", precision=0, elem_id="ft-pieces")
             tag = gr.Textbox("am", label="Language tag", elem_id="ft-tag")
-        tok_btn = gr.Button("Make the tokenizer", elem_id="ft-tok-btn")
-        tok_status = gr.Markdown(elem_id="ft-tok-status")
+        tok_btn, tok_status = _step_action("Make the tokenizer", "tok")
         gr.Markdown("### 3. The grown embeddings")
         with gr.Row():
-            new_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="New tokenizer", allow_custom_value=True,
-                                  elem_id="ft-tokenizer")
+            new_tok = _listed(find_files(settings, TOKENIZERS), "New tokenizer", "ft-tokenizer")
             base_ckpt = gr.Textbox(label="Published checkpoint (from the folder)", interactive=False, elem_id="ft-base-checkpoint")
             init = gr.Dropdown(list(INIT_METHODS), value="fvt", label="Start of the new rows")
-        grow_btn = gr.Button("Grow the embeddings", elem_id="ft-grow-btn")
-        grow_status = gr.Markdown(elem_id="ft-grow-status")
+        grow_btn, grow_status = _step_action("Grow the embeddings", "grow")
         gr.Markdown("### 4. Training")
         with gr.Row():
-            grown = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Grown checkpoint", allow_custom_value=True,
-                                elem_id="ft-grown")
+            grown = _listed(find_files(settings, CHECKPOINTS), "Grown checkpoint", "ft-grown")
             manifest = gr.Dropdown(manifests, value=first_manifest, label="Training data (manifest)",
                                    allow_custom_value=True, elem_id="ft-manifest")
             steps = gr.Number(200, label="Training steps", precision=0, elem_id="ft-steps")
-        train_btn = gr.Button("Train", variant="primary", elem_id="ft-train-btn")
-        train_status = gr.Markdown(elem_id="ft-train-status")
+        train_btn, train_status = _step_action("Train", "train", primary=True)
         gr.Markdown("### 5. A first spoken sample")
         with gr.Row():
-            trained = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint", allow_custom_value=True,
-                                  elem_id="ft-checkpoint")
+            trained = _listed(find_files(settings, CHECKPOINTS), "Checkpoint", "ft-checkpoint")
             text = gr.Textbox(label="Text to speak", elem_id="ft-text")
             voice = gr.Dropdown(voices, value=voices[0] if voices else None, label="Voice (a clip of the training data)",
                                 allow_custom_value=True, elem_id="ft-voice")
             max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
                                    precision=0, elem_id="ft-max-tokens")
-        speak_btn = gr.Button("Speak", variant="primary", elem_id="ft-speak-btn")
-        speak_status = gr.Markdown(elem_id="ft-speak-status")
+        speak_btn, speak_status = _step_action("Speak", "speak", primary=True)
         audio = gr.Audio(label="Sample (24 kHz for Chatterbox)", type="filepath", interactive=False, elem_id="ft-audio",
                          buttons=["download"])
 
