@@ -237,9 +237,10 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         audio = _speak(stages, spec, final, run_dir, data_dir / "sample" / "audio", held_en, held_am)
         evaluation = None
         if int(spec["eval"]["sentences"]) >= 2:
+            sampling = {"temperature": spec["eval"]["temperature"]} if "temperature" in spec["eval"] else {}
             evaluation = stages.run("eval.tts", "eval.tts", {
                 "checkpoint": str(final), "sentences": heldout_am, "references": "espeak", "language": "am",
-                "no_wer": True})
+                "no_wer": True, **sampling})
     report = {
         "name": name, "journey": "tts", "preset": spec["preset"], "mode": mode, "run_dir": str(run_dir),
         "command": f"python -m core quickstart tts --preset {spec['preset']}",

@@ -29,8 +29,8 @@ def _link(run_dir: Path, path: str) -> str:
 
 
 def _stages(report: dict[str, Any]) -> list[str]:
-    rows = [[s["name"], s["kind"], s["seconds"], s["job_id"] or "—"] for s in report["stages"]]
-    return ["## Stages", "", *_table(["stage", "command", "seconds", "job"], rows)]
+    rows = [[s["name"], s["kind"], s["seconds"], s.get("cpu_seconds"), s["job_id"] or "—"] for s in report["stages"]]
+    return ["## Stages", "", *_table(["stage", "command", "seconds", "CPU seconds", "job"], rows)]
 
 
 def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:

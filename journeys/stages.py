@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import resource
 import signal
 import threading
 import time
@@ -69,19 +70,29 @@ class StageFailed(LinguaForgeError):
     exit_code = 1
 
 
+def cpu_seconds() -> float:
+    """Return the CPU seconds (user + system) used so far by this process and its finished, waited-for children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 @dataclass
 class StageRecord:
-    """One finished stage: its name, job kind, wall seconds, job id (None inline) and JSON result."""
+    """One finished stage: its name, job kind, wall seconds, CPU seconds (None when a worker outside this
+    process ran it), job id (None inline) and JSON result."""
 
     name: str
     kind: str
     seconds: float
+    cpu_seconds: float | None
     job_id: str | None
     result: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """Return the report's stage entry: name, kind, seconds, job_id."""
-        return {"name": self.name, "kind": self.kind, "seconds": round(self.seconds, 2), "job_id": self.job_id}
+        """Return the report's stage entry: name, kind, seconds, cpu_seconds, job_id."""
+        cpu = None if self.cpu_seconds is None else round(self.cpu_seconds, 2)
+        return {"name": self.name, "kind": self.kind, "seconds": round(self.seconds, 2), "cpu_seconds": cpu,
+                "job_id": self.job_id}
 
 
 class StageRunner:
@@ -141,13 +152,15 @@ class StageRunner:
         Raises InputError when the parameters are invalid and StageFailed when the command fails
         or does not finish within the stage timeout.
         """
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), cpu_seconds()
         self.progress.update(0, current=name, current_title=self.title(name))
         if self.mode == "queue":
             job_id, result = self._queued(name, kind, params)
         else:
             job_id, result = None, self._inline(name, kind, params)
-        record = StageRecord(name, kind, time.monotonic() - start, job_id, result)
+        # CPU time is seen for stages run here or by the worker inside this process (its job processes are our children)
+        cpu = cpu_seconds() - cpu_start if self.mode == "inline" or self.embedded_worker else None
+        record = StageRecord(name, kind, time.monotonic() - start, cpu, job_id, result)
         self.records.append(record)
         self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_title=None,
                              current_job=None)

@@ -152,3 +152,19 @@ def test_eval_tts_speaks_a_family_run_checkpoint_with_the_runs_model_dir(cli, wo
                  "--no-wer", "--device", "cpu", "--json")
     assert result.code == 2, result.stderr
     assert str(workspace / "models" / "cb-empty") in result.json()["error"]
+
+
+def test_temperature_option_makes_the_own_models_speech_greedy(workspace: Path, tiny_checkpoint: Path) -> None:
+    """`eval tts --temperature 0` speaks greedily: the seed no longer matters; the default (0.8) samples."""
+    from core.config import load_settings
+    from core.eval.voices import load_eval_voice
+
+    settings = load_settings()
+    prompt = sorted((workspace / "datasets" / "en").rglob("*.wav"))[0]
+
+    def tokens(options: dict, seed: int) -> list[int]:
+        voice = load_eval_voice(tiny_checkpoint, settings, "cpu", options=options)
+        return voice.speak(SENTENCES[0], prompt, 1.0, seed, "en")[1]["tokens"]
+
+    assert tokens({"temperature": 0.0}, 0) == tokens({"temperature": 0.0}, 1)
+    assert tokens({}, 0) != tokens({}, 1)

@@ -166,3 +166,16 @@ def test_embedded_worker_leaves_ctrl_c_and_sigterm_to_the_command(workspace: Pat
     with StageRunner(load_settings(), "queue", embedded_worker=True, catalogue=CATALOGUE) as stages:
         assert stages._worker is not None
         assert {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS} == before
+
+
+def test_stages_report_the_cpu_seconds_of_their_job_processes(workspace: Path) -> None:
+    """A stage consumed by the worker inside the command counts its job process's CPU time (the figure to judge
+    a preset by on a loaded machine)."""
+    corpus = workspace / "corpus.txt"
+    corpus.write_text("\n".join(f"the quick brown fox number {i} jumps over the lazy dog" for i in range(200)) + "\n")
+    params = {"corpus": [str(corpus)], "vocab_size": 60, "output": str(workspace / "tok.model")}
+    with StageRunner(load_settings(), "queue", embedded_worker=True, catalogue=CATALOGUE) as stages:
+        stages.run("tokenizer.base", "tokenizer.train", params)
+    [summary] = [record.summary() for record in stages.records]
+    # a job process starts Python and imports the CLI before it trains: well over 0.3 CPU seconds
+    assert 0.3 < summary["cpu_seconds"] and summary["seconds"] > 0

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from core.paths import CLI_PATH, PathType
-from core.cli.common import Result, add_command, add_group
+from core.cli.common import Result, add_command, add_group, float_in
 from core.cli.infer import add_family_options, run_model_dir
 from core.runs import eval_file_beside
 from core.tables import render_table
@@ -41,8 +41,9 @@ def _tts(args: argparse.Namespace) -> Result:
     sentences, clips = read_sentences(args.sentences)
     references = args.references or (clips if clips is not None else ESPEAK)
     model_dir = args.model_dir or run_model_dir(settings.resolve(args.checkpoint), settings)
+    options = {} if args.temperature is None else {"temperature": args.temperature}
     result = evaluate_checkpoint(args.checkpoint, sentences, references, args.language, settings,
-                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=model_dir,
+                                 wer=not args.no_wer, seed=args.seed, device=args.device, model_dir=model_dir, options=options,
                                  family=args.family, tokenizer=args.tokenizer, asr=args.asr, mos=not args.no_mos)
     quality = result["quality"]
     rows = [[name, *(_format(row[m]) for m in METRICS)] for name, row in result["rows"].items()]
@@ -79,5 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(python:<module>:<function> or command:'<program … {wav} …>')")
     parser.add_argument("--no-mos", action="store_true", help="skip the DNSMOS naturalness estimate")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")
+    parser.add_argument("--temperature", type=float_in(0.0), default=None,
+                        help="sampling temperature of synthesis; 0 = greedy (default: the model's own, 0.8 for "
+                             "LinguaForge's model)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where synthesis runs: auto = CUDA when present (default), cpu, or cuda")

@@ -23,6 +23,7 @@ from core.config import Settings
 from core.errors import InputError
 
 MAX_LENGTH_RATIO = 2.0
+OWN_TEMPERATURE = 0.8  # LinguaForge's own model samples at this temperature unless the options say otherwise
 
 
 @dataclass
@@ -49,13 +50,13 @@ def family_model_dir(family: str, settings: Settings, explicit: str | Path | Non
     return settings.resolve(value) if value else None
 
 
-def _own_voice(loaded: Any, settings: Settings, device: str, tokenizer: Path | None) -> EvalVoice:
+def _own_voice(loaded: Any, settings: Settings, device: str, tokenizer: Path | None, temperature: float) -> EvalVoice:
     from core.inference import load_for_inference, synthesize
 
     inference = load_for_inference(loaded, settings, str(tokenizer) if tokenizer else None, task="tts", device=device)
 
     def speak(text: str, prompt: Path, reference_seconds: float, seed: int, language: str) -> tuple[torch.Tensor, dict[str, Any]]:
-        wav, report = synthesize(inference, text, reference=prompt, seed=seed, language=language)
+        wav, report = synthesize(inference, text, reference=prompt, temperature=temperature, seed=seed, language=language)
         return wav, {"tokens": [t for codes in report["tokens"] for t in codes], "stopped": all(report["stopped"])}
 
     def speech_tokens(path: Path) -> list[int]:
@@ -99,6 +100,8 @@ def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", 
     `max_seconds`, a cap on each sentence). `tokenizer` is needed only for a file whose metadata
     names none (a published one); otherwise it must be the one the metadata names.
 
+    LinguaForge's own model takes one option, `temperature` (default OWN_TEMPERATURE; 0 = greedy).
+
     Raises InputError for a checkpoint that is not a LinguaForge TTS checkpoint, a `family` that
     disagrees with the metadata or is missing for a file without it, a family checkpoint without a
     model folder, or a model folder missing a file synthesis reads.
@@ -110,6 +113,6 @@ def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", 
     family = checkpoint_family(loaded, family)
     tokenizer_path = settings.resolve(tokenizer) if tokenizer else None
     if family == "linguaforge":
-        return _own_voice(loaded, settings, device, tokenizer_path)
+        return _own_voice(loaded, settings, device, tokenizer_path, float((options or {}).get("temperature", OWN_TEMPERATURE)))
     return _family_voice(family, loaded, settings, device, family_model_dir(family, settings, model_dir),
                          options or {}, tokenizer_path)
