@@ -52,6 +52,9 @@ class CheckpointMeta:
     layout: dict[str, Any] | None = None
     #: an adapter checkpoint's record (`core.training.adapter`): LoRA settings, targets, base checkpoint and its sha256
     adapter: dict[str, Any] | None = None
+    #: the training data's speech tokens per text character, (low, high): the 1st–99th percentile widened by the
+    #: length detector's margin (`core.eval.quality.detectors.length_bounds`); the bounds its evaluation judges by
+    length_bounds: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-ready mapping (every field, None where unknown)."""

@@ -197,13 +197,15 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
                      10 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue, journey=name) as stages:
         sample = stages.run("sample", "dataset.sample", {
-            "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"]})
+            "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"],
+            "recombined": spec["sample"].get("recombined", 0)})
         manifests = _split_manifest(data_dir / "sample" / "manifest.jsonl")
         codec_path = str(ws / "codecs" / f"{name}.pt")
         codec = stages.run("codec", "codec.train", {
             "manifest": str(data_dir / "sample" / "manifest.jsonl"), "output": codec_path,
             "codebook_size": spec["codec"]["codebook_size"], "iterations": spec["codec"]["iterations"],
-            "val_ratio": spec["val_ratio"], "eval_clips": spec["codec"].get("eval_clips", 0)})
+            "val_ratio": spec["val_ratio"], "eval_clips": spec["codec"].get("eval_clips", 0),
+            **({"hop_length": spec["codec"]["hop_length"]} if "hop_length" in spec["codec"] else {})})
         text = data_dir / "text"
         en_txt = write_lines(text / "en.txt", list(ENGLISH_SENTENCES))
         am_txt = write_lines(text / "am.txt", list(AMHARIC_SENTENCES))

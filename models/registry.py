@@ -19,7 +19,8 @@ MODEL_SIZES: dict[str, dict[str, Any]] = {
     "tiny": {"d_model": 64, "n_layers": 2, "n_heads": 4, "max_text_tokens": 128, "max_speech_tokens": 256},
     "base": {"d_model": 512, "n_layers": 8, "n_heads": 8, "max_text_tokens": 400, "max_speech_tokens": 800},
 }
-SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "max_text_tokens", "max_speech_tokens", "n_latents", "dropout", "attention")
+SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "max_text_tokens", "max_speech_tokens", "n_latents", "dropout", "attention",
+              "progress_alignment")
 
 
 def model_shape(entry: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,15 @@ Each sequence is
     [conditioning latents] [start_text, text ids…, stop_text] [start_speech, codes…, stop_speech]
 The conditioning latents come from a small encoder over the reference clip's mel frames.
 Text positions and speech positions have their own tables (`max_text_tokens + 2` and
-`max_speech_tokens + 2` rows). Speech codes `0 … codebook_size - 1` come from the codec;
+`max_speech_tokens + 2` rows). With `progress_alignment` each text and speech position also
+carries its *progress* — its fraction of the way through the text or the speech — through one
+shared sinusoidal encoding, and each speech position also gets the embedding of the text token
+at the same progress (`aligned_text_index`: the alignment if every text token lasted equally
+long). So the model starts from a rough alignment that attention only has to refine, and a tiny
+model reads its text after minutes instead of days (E2/F5-TTS condition on the total duration the
+same way). Generation then needs the speech length in advance: `speech_rate`, a running mean of
+codes per text position kept while training, estimates it.
+Speech codes `0 … codebook_size - 1` come from the codec;
 `start_speech = codebook_size` and `stop_speech = codebook_size + 1`, as in IndexTTS.
 Losses: `text_loss` (next text id), `mel_loss` (next speech code, stop included), metric
 `mel_top1` (accuracy of the argmax code).
@@ -12,6 +20,7 @@ Losses: `text_loss` (next text id), `mel_loss` (next speech code, stop included)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +53,8 @@ class TTSConfig(GPTConfig):
     #: the text ids that wrap a sample's text
     start_text: int = 0
     stop_text: int = 1
+    #: add each position's progress and the text token at a speech position's progress (module docstring)
+    progress_alignment: bool = False
 
     @property
     def start_speech(self) -> int:
@@ -81,6 +92,26 @@ class ReferenceEncoder(nn.Module):
         return self.norm(queries + pooled)
 
 
+class ProgressEncoding(nn.Module):
+    """Progress in [0, 1] (a fraction of the text or the speech) [...] → a learned map of its sinusoids [..., D].
+
+    The sinusoids have periods from 3 % to 1200 % of the sequence, so nearby fractions look alike
+    and any two fractions can be told apart; one map serves text and speech, which makes equal
+    progress easy for attention to match.
+    """
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        half = d_model // 2
+        periods = 0.03 * (400.0 ** (torch.arange(half) / max(half - 1, 1)))
+        self.register_buffer("angular", 2 * math.pi / periods, persistent=False)
+        self.proj = nn.Linear(2 * half, d_model, bias=False)
+
+    def forward(self, progress: torch.Tensor) -> torch.Tensor:
+        angles = progress.float()[..., None] * self.angular
+        return self.proj(torch.cat([angles.sin(), angles.cos()], dim=-1))
+
+
 class GPTTTS(nn.Module):
     """Reference encoder + text and speech tables + GPT backbone + text and speech heads."""
 
@@ -94,6 +125,10 @@ class GPTTTS(nn.Module):
         self.mel_pos = nn.Embedding(config.max_speech_tokens + 2, D)
         self.gpt = GPT(config)
         self.mel_head = nn.Linear(D, config.codebook_size + 2)
+        if config.progress_alignment:
+            self.progress = ProgressEncoding(D)
+            #: codes per text position (start and stop included), a running mean over training batches
+            self.register_buffer("speech_rate", torch.zeros(()))
         self.apply(init_weights)
         self.text_embedding = SplitEmbedding(config.text_rows, D, frozen_rows)
         self.text_head = SplitHead(config.text_rows, D, frozen_rows)
@@ -105,10 +140,31 @@ class GPTTTS(nn.Module):
         return torch.cat([ids.new_tensor([c.start_text]), ids, ids.new_tensor([c.stop_text])])
 
     def _embed_text(self, seq: torch.Tensor) -> torch.Tensor:
-        return self.text_embedding(seq) + self.text_pos(torch.arange(len(seq), device=seq.device))
+        at = torch.arange(len(seq), device=seq.device)
+        embedded = self.text_embedding(seq) + self.text_pos(at)
+        if self.config.progress_alignment:
+            embedded = embedded + self.progress(at / (len(seq) - 1))
+        return embedded
 
-    def _embed_speech(self, seq: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        return self.mel_embedding(seq) + self.mel_pos(torch.arange(offset, offset + len(seq), device=seq.device))
+    def _embed_start_speech(self) -> torch.Tensor:
+        """Return the embedding [1, D] of `start_speech` at speech position 0 (progress 0)."""
+        c, device = self.config, self.mel_pos.weight.device
+        embedded = self.mel_embedding.weight[c.start_speech] + self.mel_pos.weight[0]
+        if c.progress_alignment:
+            start_text = torch.tensor(c.start_text, device=device)
+            embedded = embedded + self.progress(torch.zeros((), device=device)) + self.text_embedding(start_text)
+        return embedded[None]
+
+    def expected_codes(self, text_ids: list[int], limit: int) -> int:
+        """Return the speech length (codes) generation aims at for `text_ids`: `speech_rate` × text
+        positions, between 1 and `limit`. Raises ValueError when the model has no progress positions
+        or never trained (rate 0)."""
+        if not self.config.progress_alignment:
+            raise ValueError("this model has no progress positions, so it needs no expected length")
+        rate = float(self.speech_rate)
+        if rate <= 0:
+            raise ValueError("speech_rate is 0: the model never trained, so it cannot estimate a speech length")
+        return max(1, min(limit, round(rate * (len(text_ids) + 2))))
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Return `text_loss`, `mel_loss`, `mel_top1` and token counts for a collated batch.
@@ -127,7 +183,14 @@ class GPTTTS(nn.Module):
         is_text = (kind == TEXT)[..., None]
         text = self.text_embedding(torch.where(kind == TEXT, ids, 0)) + self.text_pos(torch.where(kind == TEXT, pos, 0))
         speech = self.mel_embedding(torch.where(kind == SPEECH, ids, 0)) + self.mel_pos(torch.where(kind == SPEECH, pos, 0))
-        body = torch.where(is_text, text, speech) * (kind != PAD)[..., None].to(text.dtype)
+        body = torch.where(is_text, text, speech)
+        if self.config.progress_alignment:
+            body = body + self.progress(batch["layout_progress"])
+            aligned = self.text_embedding(batch["layout_aligned"]) * (kind == SPEECH)[..., None].to(text.dtype)
+            body = body + aligned
+            if self.training:
+                self._track_speech_rate(batch["text_lengths"], batch["code_lengths"])
+        body = body * (kind != PAD)[..., None].to(text.dtype)
         hidden = self.gpt(torch.cat([cond, body.to(cond.dtype)], dim=1)).flatten(0, 1)
         text_logits = self.text_head(hidden.index_select(0, batch["text_index"])).float()
         mel_logits = self.mel_head(hidden.index_select(0, batch["mel_index"])).float()
@@ -140,13 +203,21 @@ class GPTTTS(nn.Module):
         }
 
     @torch.no_grad()
+    def _track_speech_rate(self, text_lengths: torch.Tensor, code_lengths: torch.Tensor) -> None:
+        """Move `speech_rate` towards this batch's codes per text position (on the device, no sync)."""
+        batch_rate = code_lengths.sum().float() / (text_lengths + 2).sum().float()
+        rate = self.speech_rate
+        rate.copy_(torch.where(rate > 0, 0.98 * rate + 0.02 * batch_rate, batch_rate))
+
+    @torch.no_grad()
     def generate(self, text_ids: list[int], ref_mel: torch.Tensor | None = None, min_codes: int = 0,
                  **sampling: Any) -> list[int]:
         """Return speech codes for `text_ids` conditioned on `ref_mel` [F, n_mels] (or none): `generate_batch`
         of this one text, with its options `sampling` (temperature, top_k, top_p, max_codes, use_cache, generator).
 
         Stops at `stop_speech` (never before `min_codes` codes), at `max_codes` or at
-        `max_speech_tokens`. Raises ValueError when the text exceeds `max_text_tokens`.
+        `max_speech_tokens`; with progress positions it aims at `expected_codes`. Raises ValueError
+        when the text exceeds `max_text_tokens`.
         """
         return self.generate_batch([text_ids], ref_mel, min_codes=[min_codes], **sampling)[0]
 
@@ -180,7 +251,7 @@ class GPTTTS(nn.Module):
         device = self.text_pos.weight.device
         mel = None if ref_mel is None else ref_mel.to(device).float().unsqueeze(0)
         cond = self.reference(mel)[0]
-        start = self._embed_speech(torch.tensor([c.start_speech], device=device))
+        start = self._embed_start_speech()
         prompts = [torch.cat([cond, self._embed_text(self._text_sequence(ids)), start]) for ids in texts]
         width = max(len(p) for p in prompts)
         padding = [width - len(p) for p in prompts]
@@ -195,6 +266,10 @@ class GPTTTS(nn.Module):
         stop_allowed = torch.tensor([[float("-inf")]] * len(texts))
         allowed = torch.full((len(texts), c.codebook_size + 2), float("-inf"))
         allowed[:, : c.codebook_size] = 0.0
+        expected = [self.expected_codes(ids, limit) for ids in texts] if c.progress_alignment else None
+        if expected is not None:
+            text_seqs = torch.nn.utils.rnn.pad_sequence([self._text_sequence(ids) for ids in texts], batch_first=True)
+            text_lengths = torch.tensor([len(ids) + 2 for ids in texts], device=device)
         step_input = inputs
         for step in range(limit):
             total = width + step
@@ -213,7 +288,12 @@ class GPTTTS(nn.Module):
                     codes[b].append(code)
             if all(done):
                 break
-            embedded = (self.mel_embedding(chosen.to(device)) + self.mel_pos.weight[step + 1]).unsqueeze(1)
+            embedded = self.mel_embedding(chosen.to(device)) + self.mel_pos.weight[step + 1]
+            if expected is not None:
+                progress = (step + 1) / (torch.tensor(expected, device=device) + 1)
+                at = aligned_text_index(progress, text_lengths)
+                embedded = embedded + self.progress(progress) + self.text_embedding(text_seqs.gather(1, at[:, None])[:, 0])
+            embedded = embedded.unsqueeze(1)
             step_input = embedded if cache is not None else torch.cat([step_input, embedded], dim=1)
         return codes
 
@@ -231,6 +311,12 @@ def _padding_mask(key_valid: torch.Tensor, queries: int) -> torch.Tensor:
     return mask[:, None]
 
 
+def aligned_text_index(progress: torch.Tensor, text_positions: torch.Tensor | int) -> torch.Tensor:
+    """Return the text position (0 … text_positions - 1, start and stop included) at `progress`
+    in [0, 1] if every text position lasted equally long."""
+    return (progress * text_positions).floor().long().clamp(max=torch.as_tensor(text_positions) - 1)
+
+
 def sequence_layout(
     text_ids: torch.Tensor, text_lengths: list[int], codes: torch.Tensor, code_lengths: list[int], config: TTSConfig
 ) -> dict[str, torch.Tensor]:
@@ -238,7 +324,8 @@ def sequence_layout(
 
     Body of sample b: `[start_text, text…, stop_text, start_speech, codes…]`, right-padded.
     Keys: `layout_ids`, `layout_pos` (row in the text or speech position table), `layout_kind`
-    (PAD / TEXT / SPEECH) [B, Tb]; `text_index` / `mel_index` (flat positions in [B, n_latents + Tb]
+    (PAD / TEXT / SPEECH), `layout_progress` (the position's fraction of its text or speech), `layout_aligned` (at a speech
+    position, the text id at the same progress; 0 elsewhere) [B, Tb]; `text_index` / `mel_index` (flat positions in [B, n_latents + Tb]
     whose hidden state predicts a token) with `text_targets` / `mel_targets`. Built on the host,
     so the model never has to read lengths back from the device.
     """
@@ -259,13 +346,17 @@ def sequence_layout(
     kind = torch.where(valid, torch.where(is_text, TEXT, SPEECH), PAD).to(torch.uint8)
     ids = torch.where(valid, torch.where(is_text, text_vals, speech_vals), 0)
     pos = torch.where(valid, torch.where(is_text, j, s), 0)
+    progress = torch.where(valid, torch.where(is_text, j / (lt + 1), s / (lc + 1)), 0.0)
+    at = aligned_text_index(s.clamp(min=0) / (lc + 1), lt + 2)
+    aligned = torch.where(valid & ~is_text, text_vals.gather(1, at), 0)
     following = torch.cat([ids[:, 1:], torch.zeros(batch, 1, dtype=torch.long)], dim=1)
     flat = torch.arange(batch)[:, None] * (config.n_latents + width) + config.n_latents + j
     text_at = j < lt + 1
     mel_at = (s >= 0) & valid
     mel_targets = torch.where(s == lc, config.stop_speech, following)
     return {
-        "layout_ids": ids, "layout_pos": pos, "layout_kind": kind,
+        "layout_ids": ids, "layout_pos": pos, "layout_kind": kind, "layout_progress": progress,
+        "layout_aligned": aligned,
         "text_index": flat[text_at], "text_targets": following[text_at],
         "mel_index": flat[mel_at], "mel_targets": mel_targets[mel_at],
     }

@@ -129,6 +129,10 @@ CASES: list[tuple[str, list[str], str]] = [
     # codec
     ("codec-hop-0", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
                      "--hop-length", "0"], "--hop-length: 0 is too small"),
+    ("codec-hop-whole-frame", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                               "--hop-length", "1024"], "--hop-length 1024: choose 1 to 512"),
+    ("sample-recombined-negative", ["dataset", "sample", "--output", "{in}/s", "--recombined", "-1"],
+     "--recombined: -1 is too small"),
     ("codec-n-mels-0", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
                         "--n-mels", "0"], "--n-mels: 0 is too small"),
     ("codec-iterations-0", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from core.data.sample import plan_clips, sample_dataset
+from core.data.sample import plan_clips, recombined_sentences, sample_dataset
 from core.errors import InputError
 
 from core.data.manifest import read_manifest
@@ -54,6 +54,22 @@ def test_sample_refuses_unknown_languages_and_too_many_clips() -> None:
     clips = plan_clips(["en", "am"], 4)
     assert [c["id"] for c in clips[:2]] == ["en_0000", "en_0001"]
     assert len({c["speaker"] for c in clips if c["language"] == "am"}) == 2
+
+
+def test_recombined_clips_reshuffle_only_the_spoken_sentences_words() -> None:
+    clips = plan_clips(["am"], 10, recombined=40)
+    built_in, recombined = clips[:10], clips[10:]
+    assert [c["text"] for c in built_in] == list(AMHARIC_SENTENCES[:10])
+    assert [c["id"] for c in recombined[:2]] == ["am_r00000", "am_r00001"]
+    spoken_words = {w for s in AMHARIC_SENTENCES[:10] for w in s.split()}
+    assert all(set(c["text"].split()) <= spoken_words for c in recombined)
+    assert len({c["text"] for c in recombined}) > 35  # new sentences, not the old ones again
+    assert not {c["text"] for c in recombined} & set(AMHARIC_SENTENCES)
+    assert {c["speaker"] for c in recombined} == {c["speaker"] for c in built_in}
+    lengths = {len(s.split()) for s in AMHARIC_SENTENCES[:10]}
+    assert {len(c["text"].split()) for c in recombined} <= lengths
+    assert plan_clips(["am"], 10, recombined=40) == clips  # deterministic
+    assert recombined_sentences(["a b", "c d e"], 3, "x") != recombined_sentences(["a b", "c d e"], 3, "y")
 
 
 def test_split_is_deterministic_and_stable_when_data_grows() -> None:

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from models.gpt import sample_next
 from models.lm import GPTLM, LMConfig
 from models.rows import SplitEmbedding, SplitHead
-from models.tts import GPTTTS, TTSConfig
+from models.tts import GPTTTS, TTSConfig, aligned_text_index, sequence_layout
 
 torch.set_num_threads(1)
 
 
-def _tts(frozen: int = 0, attention: str = "sdpa") -> GPTTTS:
+def _tts(frozen: int = 0, attention: str = "sdpa", progress: bool = False) -> GPTTTS:
     torch.manual_seed(0)
     config = TTSConfig(text_rows=40, codebook_size=16, n_mels=8, d_model=32, n_layers=2, n_heads=4,
-                       max_text_tokens=20, max_speech_tokens=30, attention=attention)
-    return GPTTTS(config, frozen_rows=frozen)
+                       max_text_tokens=20, max_speech_tokens=30, attention=attention, progress_alignment=progress)
+    model = GPTTTS(config, frozen_rows=frozen)
+    if progress:
+        model.speech_rate.fill_(2.5)  # as if trained on 2.5 codes per text position
+    return model
 
 
 def _tts_batch() -> dict[str, torch.Tensor]:
@@ -79,8 +83,9 @@ def test_tts_losses_are_finite_and_start_near_uniform() -> None:
     assert out["tokens"].item() == (7 + 5 + 3) + (10 + 6 + 8)
 
 
-def test_tts_kv_cache_generation_equals_uncached() -> None:
-    model = _tts().eval()
+@pytest.mark.parametrize("progress", [False, True])
+def test_tts_kv_cache_generation_equals_uncached(progress: bool) -> None:
+    model = _tts(progress=progress).eval()
     with torch.no_grad():
         model.mel_head.bias[model.config.stop_speech] = -10.0  # run to max_codes
     ref = torch.randn(12, 8)
@@ -94,8 +99,9 @@ def test_tts_kv_cache_generation_equals_uncached() -> None:
     assert sampled[0] == sampled[1]
 
 
-def test_tts_generation_never_stops_before_min_codes() -> None:
-    model = _tts().eval()
+@pytest.mark.parametrize("progress", [False, True])
+def test_tts_generation_never_stops_before_min_codes(progress: bool) -> None:
+    model = _tts(progress=progress).eval()
     with torch.no_grad():
         model.mel_head.bias[model.config.stop_speech] = 50.0  # the model wants to stop at once
     ref = torch.randn(12, 8)
@@ -130,8 +136,9 @@ def test_sample_next_filters() -> None:
     assert {int(sample_next(logits, 1.0, top_k=2, generator=g)) for _ in range(50)} == {1, 3}
 
 
-def test_batched_generation_equals_one_text_at_a_time() -> None:
-    model = _tts().eval()
+@pytest.mark.parametrize("progress", [False, True])
+def test_batched_generation_equals_one_text_at_a_time(progress: bool) -> None:
+    model = _tts(progress=progress).eval()
     ref = torch.randn(12, 8)
     texts, minimum = [[3, 4, 5], [6, 7, 8, 9, 10, 11, 12], [3]], [6, 10, 2]
     for use_cache in (True, False):
@@ -204,3 +211,50 @@ def test_split_rows_keep_a_frozen_tail_bit_identical_and_wrap_published_modules(
     reloaded = SplitEmbedding(12, 8, frozen=2, frozen_tail=2)
     reloaded.load_state_dict(split_emb.state_dict())
     assert torch.equal(reloaded.state_dict()["weight"], after)
+
+
+def test_progress_alignment_gives_each_speech_position_the_text_at_its_share_of_the_way() -> None:
+    config = _tts(progress=True).config
+    layout = sequence_layout(torch.tensor([[5, 6, 7]]), [3], torch.arange(9)[None], [9], config)
+    speech = layout["layout_kind"][0] == 2
+    # 5 text positions (start, 5, 6, 7, stop) over 10 speech positions (start_speech + 9 codes): two each
+    assert layout["layout_aligned"][0][speech].tolist() == [0, 0, 5, 5, 6, 6, 7, 7, 1, 1]
+    assert layout["layout_progress"][0][speech].tolist() == pytest.approx([s / 10 for s in range(10)])
+    assert layout["layout_progress"][0][~speech].tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert aligned_text_index(torch.tensor([0.0, 0.999, 1.5]), 5).tolist() == [0, 4, 4]
+
+
+def test_progress_alignment_decodes_what_it_trains_on() -> None:
+    """Greedy codes generated to the expected length are the argmax of the training forward's logits."""
+    model = _tts(progress=True).eval()
+    text, ref = [3, 4, 5, 6], torch.randn(12, 8)
+    expected = model.expected_codes(text, 30)
+    assert expected == round(2.5 * (len(text) + 2))
+    codes = model.generate(text, ref, temperature=0, min_codes=expected, max_codes=expected)
+    batch = {"text_ids": torch.tensor([text]), "text_lengths": torch.tensor([len(text)]),
+             "codes": torch.tensor([codes]), "code_lengths": torch.tensor([len(codes)]),
+             "ref_mel": ref[None], "ref_lengths": torch.tensor([12])}
+    seen: list[torch.Tensor] = []
+    hook = model.mel_head.register_forward_hook(lambda _m, _i, out: seen.append(out))
+    with torch.no_grad():
+        model(batch)
+    hook.remove()
+    assert seen[0][:expected, : model.config.codebook_size].argmax(-1).tolist() == codes
+
+
+def test_progress_alignment_tracks_the_speech_rate_while_training_only() -> None:
+    model = _tts(progress=True)
+    model.speech_rate.zero_()
+    batch = _tts_batch()
+    model(batch)
+    first = (9 + 5 + 7) / ((6 + 2) + (4 + 2) + (2 + 2))
+    assert model.speech_rate.item() == pytest.approx(first)
+    model(batch)  # the same batch again: the running mean stays
+    assert model.speech_rate.item() == pytest.approx(first)
+    model.eval()(dict(batch, code_lengths=torch.tensor([2, 2, 2]), codes=batch["codes"][:, :2]))
+    assert model.speech_rate.item() == pytest.approx(first)
+    restored = GPTTTS(model.config)
+    with pytest.raises(ValueError, match="never trained"):
+        restored.expected_codes([3], 30)
+    restored.load_state_dict(model.state_dict())
+    assert restored.expected_codes([3, 4], 30) == round(first * 4) == 5

@@ -18,6 +18,7 @@ from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.tokenizers.sp_extend import extend_sentencepiece
 from core.tokenizers.train import train_tokenizer
 from core.training.periodic_eval import best_recorded
+from core.training.trainer import training_length_bounds
 from core.recipe import train
 from tests.data_helpers import make_codec, make_espeak_dataset
 
@@ -186,6 +187,12 @@ def test_best_by_quality_and_base_language_retention_warning(tts_ws: Path, monke
     assert f"step {best_step}:" in status["best"]["why"] and "flag" in status["best"]["why"]
     assert set(stored[f"step_{best_step:07d}.pt"]["quality"]["flags"]) == {
         "no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
+    # the length detector judges by the training data's tokens per character, which the checkpoints record
+    bounds = load_checkpoint(run / "checkpoints" / "best.pt").meta["length_bounds"]
+    assert 0 < bounds[0] < bounds[1]
+    assert bounds in [training_length_bounds(index.parent) for index in (tts_ws / "cache").glob("*/index.json")]
+    assert all(e["quality"]["length_bounds"] == bounds and e["quality"]["length_bounds_source"] == "training data"
+               for e in stored.values())
     parts = status["best"]["parts"]
     assert parts["intelligibility"]["measure"] == "dtw_identification" and parts["val_loss"] == stored[
         f"step_{best_step:07d}.pt"]["val_loss"]

@@ -144,7 +144,7 @@ def _sample(args: argparse.Namespace) -> Result:
     """Render the built-in sentences with espeak-ng (two voices per language) into a dataset."""
     from core.data.sample import sample_dataset
 
-    summary = sample_dataset(args.output, _sample_rate(), args.languages, args.per_language, args.workers)
+    summary = sample_dataset(args.output, _sample_rate(), args.languages, args.per_language, args.workers, args.recombined)
     return _summary_result(summary, strict=True)
 
 
@@ -231,6 +231,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
     sample.add_argument("--per-language", type=int_at_least(1), default=24, help="clips per language (default 24)")
+    sample.add_argument("--recombined", type=int_at_least(0), default=0,
+                        help="extra clips per language whose sentences reshuffle the words of the --per-language "
+                             "sentences, for text variety (default 0)")
     sample.add_argument("--workers", type=int_at_least(1), default=2, help="parallel espeak-ng processes (default 2)")
     split = add_command(group, "split", _split)
     split.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")

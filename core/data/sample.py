@@ -8,11 +8,13 @@ sample folder looks exactly like any imported dataset.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Sequence
 
 from core.data.importing import ImportSummary, import_dataset
 from core.errors import InputError
@@ -54,11 +56,26 @@ def render(binary: str, voice: str, text: str, dest: Path) -> None:
         raise InputError(f"espeak-ng failed for voice {voice}: {proc.stderr.decode('utf-8', 'replace').strip()}")
 
 
-def plan_clips(languages: list[str], per_language: int) -> list[dict[str, str]]:
+def recombined_sentences(sentences: Sequence[str], count: int, seed: str) -> list[str]:
+    """Return `count` new sentences made of the words of `sentences`, reshuffled: each as long (in words)
+    as a sentence drawn from `sentences`, its words drawn from all of theirs (punctuation stays on its word).
+
+    Deterministic for a `seed`; more text variety for a model to learn from than the sentences alone, with
+    no word that `sentences` lack.
+    """
+    rng = random.Random(seed)
+    words = [word for sentence in sentences for word in sentence.split()]
+    lengths = [len(sentence.split()) for sentence in sentences]
+    return [" ".join(rng.choice(words) for _ in range(rng.choice(lengths))) for _ in range(count)]
+
+
+def plan_clips(languages: list[str], per_language: int, recombined: int = 0) -> list[dict[str, str]]:
     """Return the clips to render: id, text, voice, speaker and language for each.
 
     Clip i of a language speaks sentence i (cycling with the other voice after the last
-    sentence). Raises InputError for an unknown language or more clips than sentences × voices.
+    sentence). Then `recombined` clips per language (ids `<language>_r<n>`) speak
+    `recombined_sentences` of the sentences spoken so far, the voices alternating. Raises InputError
+    for an unknown language or more clips than sentences × voices.
     """
     clips = []
     for language in languages:
@@ -68,29 +85,26 @@ def plan_clips(languages: list[str], per_language: int) -> list[dict[str, str]]:
         limit = len(sentences) * len(voices)
         if not 1 <= per_language <= limit:
             raise InputError(f"--per-language {per_language}: choose 1 to {limit} for {language}.")
-        for i in range(per_language):
-            voice = voices[(i + i // len(sentences)) % len(voices)]
-            clips.append(
-                {
-                    "id": f"{language}_{i:04d}",
-                    "text": sentences[i % len(sentences)],
-                    "voice": voice,
-                    "speaker": speaker_name(voice),
-                    "language": language,
-                }
-            )
+        planned = [(f"{language}_{i:04d}", sentences[i % len(sentences)], voices[(i + i // len(sentences)) % len(voices)])
+                   for i in range(per_language)]
+        spoken = sentences[:per_language]
+        planned += [(f"{language}_r{i:05d}", text, voices[i % len(voices)])
+                    for i, text in enumerate(recombined_sentences(spoken, recombined, f"{language}:{per_language}"))]
+        clips += [{"id": clip_id, "text": text, "voice": voice, "speaker": speaker_name(voice), "language": language}
+                  for clip_id, text, voice in planned]
     return clips
 
 
 def sample_dataset(
-    output: str | Path, sample_rate: int, languages: list[str], per_language: int, workers: int = 2
+    output: str | Path, sample_rate: int, languages: list[str], per_language: int, workers: int = 2,
+    recombined: int = 0,
 ) -> ImportSummary:
-    """Render the sample clips with espeak-ng and import them into `output`; return the summary.
+    """Render the sample clips (`plan_clips`) with espeak-ng and import them into `output`; return the summary.
 
     Raises InputError when espeak-ng is missing or fails, or for bad languages or counts.
     """
     binary = espeak_binary()
-    clips = plan_clips(languages, per_language)
+    clips = plan_clips(languages, per_language, recombined)
     with tempfile.TemporaryDirectory(prefix="lf-espeak-") as tmp:
         raw = Path(tmp)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:

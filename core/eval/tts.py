@@ -251,7 +251,8 @@ def evaluate_checkpoint(
     the rows `model`, `codec` (own models only) and `references`, `absent_rows` ({row: why} for
     rows not computed), `audio` (synthesized clip paths), `quality` (the quality report of
     `core.eval.quality.report`: failure flags, speaker similarity, MOS estimate (`mos`), CER from the
-    `asr` hook; `length_bounds` is the training data's tokens-per-character range) and `seconds`. The clips go
+    `asr` hook; `length_bounds` is the training data's tokens-per-character range, default the one the
+    checkpoint records) and `seconds`. The clips go
     to `audio_dir` (default `eval_audio/<checkpoint stem>/` beside it); with `record` the entry is also
     written to `eval.json` beside the checkpoint and to TensorBoard (periodic evaluation records its
     base-language set inside the new language's entry instead).
@@ -308,7 +309,7 @@ def evaluate_checkpoint(
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
     quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
-                       length_bounds, mos, transcriber)
+                       length_bounds or voice.length_bounds, mos, transcriber)
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),

@@ -39,6 +39,8 @@ class EvalVoice:
     codec: Any = None
     absent_rows: dict[str, str] = field(default_factory=dict)
     embed: Callable[[Any], Any] | None = None  # the family's own speaker encoder (16 kHz numpy → vector); None: Resemblyzer
+    #: the training data's speech tokens per character (low, high) its checkpoint records; None for a file without it
+    length_bounds: tuple[float, float] | None = None
 
 
 def family_model_dir(family: str, settings: Settings, explicit: str | Path | None = None) -> Path | None:
@@ -113,6 +115,10 @@ def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", 
     family = checkpoint_family(loaded, family)
     tokenizer_path = settings.resolve(tokenizer) if tokenizer else None
     if family == "linguaforge":
-        return _own_voice(loaded, settings, device, tokenizer_path, float((options or {}).get("temperature", OWN_TEMPERATURE)))
-    return _family_voice(family, loaded, settings, device, family_model_dir(family, settings, model_dir),
-                         options or {}, tokenizer_path)
+        voice = _own_voice(loaded, settings, device, tokenizer_path, float((options or {}).get("temperature", OWN_TEMPERATURE)))
+    else:
+        voice = _family_voice(family, loaded, settings, device, family_model_dir(family, settings, model_dir),
+                              options or {}, tokenizer_path)
+    bounds = (loaded.meta or {}).get("length_bounds")
+    voice.length_bounds = (float(bounds[0]), float(bounds[1])) if bounds else None
+    return voice

@@ -223,12 +223,15 @@ def fit_codec(
     """Return a codec whose codebook is fit by mini-batch k-means on the log-mel frames of `clips`.
 
     k-means runs on CUDA when present. The codec's `meta` records the training statistics.
-    Raises InputError for a codebook smaller than 2, unreadable audio or too few frames.
+    Raises InputError for a codebook smaller than 2, a hop longer than half a frame, unreadable audio or too few frames.
     """
     from core.speech.kmeans import fit_kmeans
 
     if codebook_size < 2:
         raise InputError(f"--codebook-size {codebook_size}: must be at least 2.")
+    if not 1 <= hop_length <= CodecConfig.n_fft // 2:
+        raise InputError(f"--hop-length {hop_length}: choose 1 to {CodecConfig.n_fft // 2} (half the {CodecConfig.n_fft}-sample "
+                         "frame), so Griffin-Lim's frames overlap and the codes can be decoded.")
     config = CodecConfig(sample_rate=sample_rate, hop_length=hop_length, n_mels=n_mels, codebook_size=codebook_size)
     frames = collect_frames(MelFrontend(config), clips, max_frames, seed)
     result = fit_kmeans(frames, codebook_size, iterations=iterations, batch_size=batch_size, seed=seed, device=device)

@@ -248,9 +248,11 @@ class Trainer:
         loaded.model_config = self.model_cfg.to_dict()
         self._run_preflight()
         cache_dir = self._prepare_cache()
+        self.length_bounds: list[float] | None = None
         if cache_dir is not None:
             loaded.cache_dir = cache_dir
             self._run_preflight(only="cache.")
+            self.length_bounds = training_length_bounds(cache_dir)
 
         # 4. data
         self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
@@ -600,6 +602,7 @@ class Trainer:
             step=self.step,
             layout=self.family.sequence_layout,
             adapter=self.adapter,
+            length_bounds=self.length_bounds,
         )
 
     def save(self, val_loss: float | None) -> Path | None:
@@ -861,3 +864,17 @@ class Trainer:
             if stopping:
                 return "stopped", val, last
         return "finished", val, last
+
+
+def training_length_bounds(cache_dir: Path) -> list[float] | None:
+    """Return the length detector's (low, high) speech tokens per character over the train split of the
+    feature cache at `cache_dir` (rounded to 4 places), or None with fewer than 2 training clips."""
+    from core.data.cache import SHARED_INDEX_FORMATS
+    from core.data.feature_cache import open_cache
+    from core.eval.quality.detectors import length_bounds, tokens_per_char
+
+    train = [item for item in open_cache(cache_dir, SHARED_INDEX_FORMATS).items if item["split"] == "train"]
+    if len(train) < 2:
+        return None
+    low, high = length_bounds(tokens_per_char([item["n_codes"] for item in train], [item["text"] for item in train]))
+    return [round(low, 4), round(high, 4)]
