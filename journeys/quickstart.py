@@ -98,7 +98,8 @@ def write_run_config(path: Path, data: dict[str, Any]) -> str:
 
 def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str, Any], data: dict[str, Any],
                     **fields: Any) -> dict[str, Any]:
-    """Return a run config (`train --config` shape) for a preset's training step: steps, batch, lr, warmup, cosine."""
+    """Return a run config (`train --config` shape) for a preset's training step: steps, batch, lr, warmup, cosine,
+    and the step's `loss` weights when it sets them."""
     steps = int(step["steps"])
     return {
         "name": name, "task": task, **fields,
@@ -110,6 +111,7 @@ def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str
         "schedule": {"max_steps": steps, "val_every": step.get("val_every", steps), "save_every": steps,
                      "keep_last": 1, "log_every": max(1, min(10, steps // 5))},
         "precision": preset.get("precision", "auto"),
+        **({"loss": step["loss"]} if "loss" in step else {}),
     }
 
 
