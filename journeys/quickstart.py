@@ -130,6 +130,10 @@ def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
     if not 4 <= per_language <= limit:
         raise InputError(f"{preset['preset_path']}: sample.per_language {per_language}: choose 4 to {limit} so "
                          f"{held} sentences per language stay out of training.")
+    recombined = preset["sample"].get("recombined", 0)
+    if not isinstance(recombined, int) or isinstance(recombined, bool) or recombined < 0:
+        raise InputError(f"{preset['preset_path']}: sample.recombined {recombined!r}: give a whole number ≥ 0 (clips per "
+                         "language whose sentences reshuffle the training sentences' words).")
     return list(ENGLISH_SENTENCES[per_language:per_language + held]), list(AMHARIC_SENTENCES[per_language:per_language + held])
 
 
@@ -250,9 +254,11 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         "command": f"python -m core quickstart tts --preset {spec['preset']}",
         "seconds": round(time.time() - started, 1),
         "stages": [record.summary() for record in stages.records],
-        "sample": {"per_language": int(spec["sample"]["per_language"]), "clips": sample.get("kept"),
+        "sample": {"per_language": int(spec["sample"]["per_language"]), "recombined": int(spec["sample"].get("recombined", 0)),
+                   "clips": sample.get("kept"),
                    "manifests": manifests},
-        "codec": {"codebook_size": spec["codec"]["codebook_size"], "path": codec_path, "eval": codec.get("eval")},
+        "codec": {"codebook_size": spec["codec"]["codebook_size"], "frame_rate": codec.get("frame_rate"), "path": codec_path,
+                  "eval": codec.get("eval")},
         **_tts_figures(base_tok, base, extended, val_start, fine, final),
         "checkpoint": str(final),
         "audio": audio,

@@ -31,13 +31,14 @@ from tests.data_helpers import require_espeak, run_cli
 CATALOGUE = cli_catalogue()
 REDUCED_TTS = {
     "journey": "tts",
-    "sample": {"per_language": 16},
+    "sample": {"per_language": 16, "recombined": 8},
     "val_ratio": 0.25,
-    "codec": {"codebook_size": 64, "iterations": 20},
+    "codec": {"codebook_size": 64, "iterations": 20, "hop_length": 512},
     "tokenizer": {"base_size": 200, "extended_size": 700},
-    "model": {"preset": "tiny", "max_speech_tokens": 600},
+    "model": {"preset": "tiny", "max_speech_tokens": 300, "progress_alignment": True},
     "base": {"steps": 30, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3},
-    "finetune": {"steps": 20, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3, "val_every": 10},
+    "finetune": {"steps": 20, "batch_size": 4, "lr": 2.0e-3, "warmup_steps": 3, "val_every": 10,
+                 "loss": {"text_weight": 0.0, "mel_weight": 1.0}},
     "synthesis": {"sentences": 1, "temperature": 0.8},
     "eval": {"sentences": 2},
     "stage_timeout_s": 600,
@@ -76,6 +77,10 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     report = job["artifacts"]
     assert report == json.loads((workspace / "runs" / "qs" / "report.json").read_text())
 
+    # the sample's recombined clips, the 31.25 codes/s codec and the progress-aligned model, as the quick preset has them
+    assert (report["sample"]["recombined"], report["sample"]["clips"], report["codec"]["frame_rate"]) == (8, 48, 31.25)
+    am_texts = [json.loads(line)["text"] for line in Path(report["sample"]["manifests"]["am"]).read_text().splitlines()]
+    assert len(am_texts) == 24 and len(set(am_texts)) > 16
     kinds = {stage["name"]: stage["kind"] for stage in report["stages"]}
     assert kinds["sample"] == "dataset.sample" and kinds["train.finetune"] == "train" and kinds["prune"] == "prune"
     for stage in report["stages"]:  # every stage, the starting validation included, is a job of its own
@@ -97,6 +102,9 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     final = load_checkpoint(report["checkpoint"]).state_dict
     for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
         assert final[key].shape[0] == 700 and torch.equal(final[key][:200], base[key][:200]), key
+    assert 2.0 < final["speech_rate"].item() < 20.0  # codes per text position, carried through prune
+    assert report["eval"]["quality"]["length_bounds_source"] == "training data"
+    assert report["eval"]["quality"]["length_bounds"] == load_checkpoint(report["checkpoint"]).meta["length_bounds"]
 
     training = report["training"]
     assert training["val_samples"] >= 2 and training["finetune_steps"] == 20
@@ -148,6 +156,9 @@ def test_bad_presets_and_existing_runs_are_refused(workspace: Path, tmp_path: Pa
     broken = _preset(tmp_path, "broken", {**REDUCED_TTS, "sample": {"per_language": 10000}})
     run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
     assert run.code == 2 and "per_language 10000" in run.stderr
+    broken = _preset(tmp_path, "broken2", {**REDUCED_TTS, "sample": {"per_language": 10, "recombined": -5}})
+    run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
+    assert run.code == 2 and "sample.recombined -5" in run.stderr and not (workspace / "datasets").exists()
     (workspace / "runs" / "taken").mkdir(parents=True)
     run = run_cli("quickstart", "lm", "--name", "taken", "--inline")
     assert run.code == 2 and "runs/taken already exists" in run.stderr
