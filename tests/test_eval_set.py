@@ -105,6 +105,27 @@ def test_a_sentences_file_is_the_new_language_set_and_the_base_set_comes_from_th
     assert base.language == "en" and len(base.sentences) == 2 and base.references == "espeak"
 
 
+def test_an_amharic_only_run_takes_its_base_sentences_from_the_replay_manifest(workspace: Path) -> None:
+    """Without English clips in data.manifest, the base-language section comes from the replay manifest's
+    val split (the clips `val_base_loss` is measured on), in the same hashed order."""
+    _manifest(workspace / "data", {"am": 6, "en": 0}, name="am.jsonl")
+    replay = _manifest(workspace / "replay", {"am": 0, "en": 8}, name="en.jsonl")
+    settings = load_settings()
+    config = run_config_from_dict({"name": "am", "data": {"manifest": "data/am.jsonl", "val_ratio": 0.3, "split": "speaker",
+                                                          "replay": {"manifest": "replay/en.jsonl"}},
+                                   "schedule": {"eval_every": 1}, "eval": {"count": 3, "base_count": 4}}, "am.yaml")
+    chosen = choose_eval_set(config, settings, step=5)
+    new, base = chosen.sections
+    assert new.language == "am" and len(new.sentences) == 3
+    held = val_rows(load_manifest_rows(replay), 0.3, "speaker")
+    assert base.language == "en" and len(base.sentences) == 4
+    assert set(base.sentences) <= {r.text for r in held}
+    assert "replay/en.jsonl (replay, held-out speakers)" in chosen.source
+    without = run_config_from_dict({"name": "am", "data": {"manifest": "data/am.jsonl", "val_ratio": 0.3, "split": "speaker"},
+                                    "schedule": {"eval_every": 1}, "eval": {"count": 3, "base_count": 4}}, "am.yaml")
+    assert choose_eval_set(without, settings, step=5).sections[1].note.startswith("skipped")
+
+
 def test_the_set_is_written_once_and_read_back_unchanged(workspace: Path) -> None:
     _manifest(workspace / "data", {"am": 6, "en": 6})
     settings = load_settings()

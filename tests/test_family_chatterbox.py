@@ -25,6 +25,7 @@ from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.cli import main as cli_main
 from core.config import load_settings
 from core.data.feature_cache import INDEX_NAME, open_cache
+from core.training.trainer import training_length_bounds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.errors import InputError
 from core.families.chatterbox_text import text_ids
@@ -136,6 +137,9 @@ def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, tra
     base = load_checkpoint(ws / "checkpoints" / "t3_am.safetensors").state_dict
     final = load_checkpoint(step_checkpoints(trained.run_dir)[-1])
     assert final.meta["family"] == "chatterbox" and final.meta["rows"] == base["text_emb.weight"].shape[0]
+    # the length detector's bounds: S3 speech tokens per character of the run's training clips
+    caches = [i.parent for i in (ws / "cache").glob(f"*/{INDEX_NAME}") if i.parent.name != "bad"]
+    assert final.meta["length_bounds"] in [training_length_bounds(cache) for cache in caches]
     for key in ("text_emb.weight", "text_head.weight"):
         assert torch.equal(final.state_dict[key][:BASE_ROWS], base[key][:BASE_ROWS]), key
         assert not torch.equal(final.state_dict[key][BASE_ROWS:], base[key][BASE_ROWS:]), key

@@ -8,7 +8,9 @@ chosen deterministically the first time (`choose_eval_set`), written into the ru
 - `new_language`: `eval.count` sentences (default 20) in `eval.language`, else the val split's most
   common language other than `eval.base_language`; or the first `eval.count` lines of `eval.sentences`;
 - `base_language`: `eval.base_count` sentences (default 10) in `eval.base_language`, from the val
-  split (absent when the data speaks only the base language or `base_count` is 0).
+  split; when that has fewer than 2 base-language clips and the run replays base-language data
+  (`data.replay.manifest`), from the replay manifest's val split — the clips `val_base_loss` is
+  measured on (absent when neither has them or `base_count` is 0).
 
 Sentences come from the run's own val split (`data.split: speaker` = the clips of held-out speakers,
 `core.data.splits.val_rows`), ordered by a hash of the clip id (stable: adding clips never reorders
@@ -184,7 +186,13 @@ def choose_eval_set(config: RunConfig, settings: Settings, step: int) -> EvalSet
         note = "no base-language section: it comes from data.manifest's val split, and the run has none"
     else:
         references = "espeak" if spec.references == "espeak" else "dataset"
-        sections.append(_section_from_rows(BASE_LANGUAGE, held, base, spec.base_count, references, settings, where))
+        base_rows, base_where = held, where
+        if data.replay.manifest and sum(1 for r in held if r.language == base) < 2:
+            # the replay's own val split, split as the trainer splits it for `val_base_loss`
+            base_rows = val_rows(load_manifest_rows(settings.resolve(data.replay.manifest)), data.val_ratio, data.split)
+            base_where = f"{data.replay.manifest} (replay, {split_words})"
+            source = f"{source}; {base_where} (base language)"
+        sections.append(_section_from_rows(BASE_LANGUAGE, base_rows, base, spec.base_count, references, settings, base_where))
     speakers = {r.speaker for r in rows if r.speaker}
     if data.split != "speaker" and len(speakers) > 1 and not spec.sentences:
         split_note = ("split by clip: the evaluation speakers also speak in training; data.split: speaker holds "
