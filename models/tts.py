@@ -8,10 +8,10 @@ Text positions and speech positions have their own tables (`max_text_tokens + 2`
 carries its *progress* — its fraction of the way through the text or the speech — through one
 shared sinusoidal encoding, and each speech position also gets the embedding of the text token
 at the same progress (`aligned_text_index`: the alignment if every text token lasted equally
-long). So the model starts from a rough alignment that attention only has to refine, and a tiny
-model reads its text after minutes instead of days (E2/F5-TTS condition on the total duration the
-same way). Generation then needs the speech length in advance: `speech_rate`, a running mean of
-codes per text position kept while training, estimates it.
+long). So the model starts from a rough alignment that attention only has to refine, which a
+small model learns from little data and few steps (docs/benchmarks.md, "Quickstart"); E2/F5-TTS
+condition on the total duration the same way. Generation then needs the speech length in advance:
+`speech_rate`, a running mean of codes per text position kept while training, estimates it.
 Speech codes `0 … codebook_size - 1` come from the codec;
 `start_speech = codebook_size` and `stop_speech = codebook_size + 1`, as in IndexTTS.
 Losses: `text_loss` (next text id), `mel_loss` (next speech code, stop included), metric
@@ -157,10 +157,10 @@ class GPTTTS(nn.Module):
 
     def expected_codes(self, text_ids: list[int], limit: int) -> int:
         """Return the speech length (codes) generation aims at for `text_ids`: `speech_rate` × text
-        positions, between 1 and `limit`. Raises ValueError when the model has no progress positions
+        positions, between 1 and `limit`. Raises ValueError when the model has no progress alignment
         or never trained (rate 0)."""
         if not self.config.progress_alignment:
-            raise ValueError("this model has no progress positions, so it needs no expected length")
+            raise ValueError("this model has no progress alignment, so it needs no expected length")
         rate = float(self.speech_rate)
         if rate <= 0:
             raise ValueError("speech_rate is 0: the model never trained, so it cannot estimate a speech length")
@@ -216,7 +216,7 @@ class GPTTTS(nn.Module):
         of this one text, with its options `sampling` (temperature, top_k, top_p, max_codes, use_cache, generator).
 
         Stops at `stop_speech` (never before `min_codes` codes), at `max_codes` or at
-        `max_speech_tokens`; with progress positions it aims at `expected_codes`. Raises ValueError
+        `max_speech_tokens`; with progress alignment it aims at `expected_codes`. Raises ValueError
         when the text exceeds `max_text_tokens`.
         """
         return self.generate_batch([text_ids], ref_mel, min_codes=[min_codes], **sampling)[0]
@@ -324,9 +324,10 @@ def sequence_layout(
 
     Body of sample b: `[start_text, text…, stop_text, start_speech, codes…]`, right-padded.
     Keys: `layout_ids`, `layout_pos` (row in the text or speech position table), `layout_kind`
-    (PAD / TEXT / SPEECH), `layout_progress` (the position's fraction of its text or speech), `layout_aligned` (at a speech
-    position, the text id at the same progress; 0 elsewhere) [B, Tb]; `text_index` / `mel_index` (flat positions in [B, n_latents + Tb]
-    whose hidden state predicts a token) with `text_targets` / `mel_targets`. Built on the host,
+    (PAD / TEXT / SPEECH), `layout_progress` (the position's fraction of its text or speech),
+    `layout_aligned` (at a speech position, the text id at the same progress; 0 elsewhere) [B, Tb];
+    `text_index` / `mel_index` (flat positions in [B, n_latents + Tb] whose hidden state predicts a
+    token) with `text_targets` / `mel_targets`. Built on the host,
     so the model never has to read lengths back from the device.
     """
     lt = torch.as_tensor(text_lengths, dtype=torch.long)[:, None]
