@@ -130,6 +130,10 @@ def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
     if not 4 <= per_language <= limit:
         raise InputError(f"{preset['preset_path']}: sample.per_language {per_language}: choose 4 to {limit} so "
                          f"{held} sentences per language stay out of training.")
+    if "hop_length" in preset["codec"]:
+        from core.speech.codec import check_hop_length
+
+        check_hop_length(preset["codec"]["hop_length"], f"{preset['preset_path']}: codec.hop_length")
     recombined = preset["sample"].get("recombined", 0)
     if not isinstance(recombined, int) or isinstance(recombined, bool) or recombined < 0:
         raise InputError(f"{preset['preset_path']}: sample.recombined {recombined!r}: give a whole number ≥ 0 (clips per "

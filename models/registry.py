@@ -39,6 +39,8 @@ def model_shape(entry: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"model: unknown key(s) {', '.join(unknown)}; allowed: preset, {', '.join(SHAPE_KEYS)}")
     shape.update(entry)
+    if not isinstance(shape.get("progress_alignment", False), bool):
+        raise ValueError(f"model.progress_alignment {shape['progress_alignment']!r}: give true or false")
     missing = [k for k in ("d_model", "n_layers", "n_heads") if k not in shape]
     if missing:
         raise ValueError(f"model: {', '.join(missing)} missing; name a preset ({', '.join(MODEL_SIZES)}) or set them")

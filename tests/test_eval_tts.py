@@ -103,6 +103,20 @@ def test_bad_inputs_name_the_file(tmp_path: Path, cli, workspace):
     assert run.code == 2 and "one.txt" in run.json()["error"]
 
 
+def test_a_checkpoint_with_malformed_length_bounds_is_refused_in_one_line(cli, workspace, tiny_checkpoint):
+    from core.checkpoint import load_checkpoint
+
+    loaded = load_checkpoint(tiny_checkpoint)
+    bad = save_checkpoint(tiny_checkpoint.with_name("bad_bounds.pt"), loaded.state_dict,
+                          {**loaded.meta, "length_bounds": ["wide", 3]}, loaded.extra)
+    sentences = workspace / "two.txt"
+    sentences.write_text("\n".join(SENTENCES[:2]) + "\n", encoding="utf-8")
+    run = cli("eval", "tts", "--checkpoint", bad, "--sentences", sentences, "--references", "espeak", "--no-wer",
+              "--no-mos", "--json")
+    assert run.code == 2 and "bad_bounds.pt: metadata length_bounds ['wide', 3]" in run.json()["error"]
+    assert not (bad.parent / "eval_audio" / "bad_bounds").exists()  # refused before any synthesis
+
+
 def _entry(step: int, mcd: float, audio: list[str]) -> dict:
     row = {"mcd_db": mcd, "dtw_identification": 0.5, "sphinx_identification": None, "wer": None,
            "per_sentence": [{"sentence": "One."}, {"sentence": "Two."}]}

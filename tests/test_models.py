@@ -224,6 +224,14 @@ def test_progress_alignment_gives_each_speech_position_the_text_at_its_share_of_
     assert aligned_text_index(torch.tensor([0.0, 0.999, 1.5]), 5).tolist() == [0, 4, 4]
 
 
+def test_progress_alignment_must_be_true_or_false() -> None:
+    from models.registry import model_shape
+
+    assert model_shape({"preset": "tiny", "progress_alignment": True})["progress_alignment"] is True
+    with pytest.raises(ValueError, match="model.progress_alignment 'yes': give true or false"):
+        model_shape({"preset": "tiny", "progress_alignment": "yes"})
+
+
 def test_progress_alignment_decodes_what_it_trains_on() -> None:
     """Greedy codes generated to the expected length are the argmax of the training forward's logits."""
     model = _tts(progress=True).eval()

@@ -159,6 +159,9 @@ def test_bad_presets_and_existing_runs_are_refused(workspace: Path, tmp_path: Pa
     broken = _preset(tmp_path, "broken2", {**REDUCED_TTS, "sample": {"per_language": 10, "recombined": -5}})
     run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
     assert run.code == 2 and "sample.recombined -5" in run.stderr and not (workspace / "datasets").exists()
+    broken = _preset(tmp_path, "broken3", {**REDUCED_TTS, "codec": {"codebook_size": 64, "iterations": 20, "hop_length": 1024}})
+    run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
+    assert run.code == 2 and "codec.hop_length 1024: choose 1 to 512" in run.stderr and not (workspace / "datasets").exists()
     (workspace / "runs" / "taken").mkdir(parents=True)
     run = run_cli("quickstart", "lm", "--name", "taken", "--inline")
     assert run.code == 2 and "runs/taken already exists" in run.stderr

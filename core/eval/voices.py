@@ -119,6 +119,19 @@ def load_eval_voice(checkpoint: Path, settings: Settings, device: str = "auto", 
     else:
         voice = _family_voice(family, loaded, settings, device, family_model_dir(family, settings, model_dir),
                               options or {}, tokenizer_path)
-    bounds = (loaded.meta or {}).get("length_bounds")
-    voice.length_bounds = (float(bounds[0]), float(bounds[1])) if bounds else None
+    voice.length_bounds = _recorded_length_bounds(loaded)
     return voice
+
+
+def _recorded_length_bounds(loaded: Any) -> tuple[float, float] | None:
+    """Return the (low, high) `length_bounds` a checkpoint's metadata records, None when it records none.
+    Raises InputError when the record is not two increasing non-negative numbers."""
+    bounds = (loaded.meta or {}).get("length_bounds")
+    if bounds is None:
+        return None
+    if (not isinstance(bounds, (list, tuple)) or len(bounds) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+            or not 0 <= bounds[0] <= bounds[1]):
+        raise InputError(f"{loaded.path}: metadata length_bounds {bounds!r} is not two increasing numbers "
+                         "(speech tokens per character); write the checkpoint again with `train` or `prune`.")
+    return float(bounds[0]), float(bounds[1])

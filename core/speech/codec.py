@@ -208,6 +208,15 @@ def collect_frames(frontend: MelFrontend, clips: Sequence[Path], max_frames: int
     return data
 
 
+def check_hop_length(hop_length: Any, name: str = "--hop-length") -> None:
+    """Return None when `hop_length` is a whole number of samples from 1 to half the codec's frame, so
+    Griffin-Lim's frames overlap and the codes can be decoded. Raises InputError naming `name` otherwise."""
+    top = CodecConfig.n_fft // 2
+    if isinstance(hop_length, bool) or not isinstance(hop_length, int) or not 1 <= hop_length <= top:
+        raise InputError(f"{name} {hop_length!r}: choose 1 to {top} (half the {CodecConfig.n_fft}-sample frame), so "
+                         "Griffin-Lim's frames overlap and the codes can be decoded.")
+
+
 def fit_codec(
     clips: Sequence[Path],
     codebook_size: int = 1024,
@@ -229,9 +238,7 @@ def fit_codec(
 
     if codebook_size < 2:
         raise InputError(f"--codebook-size {codebook_size}: must be at least 2.")
-    if not 1 <= hop_length <= CodecConfig.n_fft // 2:
-        raise InputError(f"--hop-length {hop_length}: choose 1 to {CodecConfig.n_fft // 2} (half the {CodecConfig.n_fft}-sample "
-                         "frame), so Griffin-Lim's frames overlap and the codes can be decoded.")
+    check_hop_length(hop_length)
     config = CodecConfig(sample_rate=sample_rate, hop_length=hop_length, n_mels=n_mels, codebook_size=codebook_size)
     frames = collect_frames(MelFrontend(config), clips, max_frames, seed)
     result = fit_kmeans(frames, codebook_size, iterations=iterations, batch_size=batch_size, seed=seed, device=device)
