@@ -8,7 +8,7 @@ the same cached conditioning + 0.2/0.8 CE + AdamW over every parameter), random 
 12,000 + 256 tokens); `--smoke`: width 256, 1 layer, batch 2 on the CPU.
 
 Chatterbox T3: the family's step (`LinguaForgeT3` — T3 with frozen base text rows as buffers, each
-sample laid out by `chatterbox_layout` with an attention mask, shifted labels — + AdamW over the
+sample laid out by `chatterbox.layout` with an attention mask, shifted labels — + AdamW over the
 trainable tensors) beside a plain loop (`T3.forward(training=True)` + shifted cross-entropy on its logits + AdamW over every parameter),
 random tokens, batch 8 of 64 text + 300 speech tokens and a 150-token prompt, bf16 autocast on
 CUDA. Tokens/s counts text + speech tokens. Full size (Llama_520M, 30 layers) on a GPU;
@@ -36,8 +36,8 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core.families.chatterbox_t3 import ChatterboxConfig, build_t3, t3_forward, t3_hparams  # noqa: E402
-from core.families.chatterbox_layout import collate  # noqa: E402
+from core.families.chatterbox.t3 import ChatterboxConfig, build_t3, t3_forward, t3_hparams  # noqa: E402
+from core.families.chatterbox.layout import collate  # noqa: E402
 
 TEXT, SPEECH, PROMPT = 64, 300, 150
 BASE_ROWS = 2454
@@ -160,9 +160,9 @@ def indextts_kwargs(smoke: bool) -> dict[str, Any]:
 
 def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
     """Return tokens/s, ms/step and peak memory of the IndexTTS2 family step and the plain loop."""
-    from core.families.indextts_gpt import build_unified_voice
-    from core.families.indextts_layout import conditioning_prefix
-    from core.families.indextts_training import collate_indextts, indextts_forward, split_text_rows
+    from core.families.indextts.gpt import build_unified_voice
+    from core.families.indextts.layout import conditioning_prefix
+    from core.families.indextts.training import collate_indextts, indextts_forward, split_text_rows
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     kwargs = indextts_kwargs(smoke)

@@ -53,7 +53,7 @@ def timed(passes: Callable[[int], None], sizes: list[int]) -> dict[int, float]:
 
 def chatterbox_passes(folder: Path | None, work: Path, rows: list[Any], device: torch.device) -> Callable[[int], None]:
     """Return a function running Chatterbox's feature models over every clip in batches of its argument."""
-    from core.families.chatterbox_feature_models import batch_features, load_feature_models
+    from core.families.chatterbox.feature_models import batch_features, load_feature_models
     from core.families.registry import get_model_family
 
     if folder is None:
@@ -67,9 +67,9 @@ def chatterbox_passes(folder: Path | None, work: Path, rows: list[Any], device: 
 
 def indextts_passes(folder: Path | None, work: Path, rows: list[Any], device: torch.device) -> Callable[[int], None]:
     """Return a function running IndexTTS2's feature models (audio read included) over every clip in batches."""
-    from core.families.indextts_gpt import ROWS, IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config, text_rows
-    from core.families.indextts_models import BatchFeaturizer
-    from core.families.indextts_models import SemanticFeatures, model_paths
+    from core.families.indextts.gpt import ROWS, IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config, text_rows
+    from core.families.indextts.models import BatchFeaturizer
+    from core.families.indextts.models import SemanticFeatures, model_paths
     from core.tokenizers.tokenizer import load_tokenizer
 
     layer = 17

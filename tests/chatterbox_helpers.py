@@ -31,8 +31,8 @@ REDUCED = {"n_layers": 1, "hidden_size": 1024, "intermediate_size": 256, "max_te
 def _build(folder: Path) -> None:
     from chatterbox.models.voice_encoder import VoiceEncoder
 
-    from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
-    from core.families.chatterbox_feature_models import build_s3_tokenizer
+    from core.families.chatterbox.t3 import ChatterboxConfig, build_t3
+    from core.families.chatterbox.feature_models import build_s3_tokenizer
 
     torch.manual_seed(0)
     folder.mkdir(parents=True)

@@ -135,7 +135,7 @@ def build_speech_folder(base: Path, dest: Path, seed: int = 0, checkpointing: bo
 def amharic_tokenizer(base: Path, texts: list[str], dest: Path) -> Path:
     """Write a prefix extension of `base` (IndexTTS2's bpe.model) with each Ethiopic character of `texts`
     as a piece, alone and word-initial, so the texts get distinct ids of different lengths; return `dest`."""
-    from core.families.indextts_gpt import IndexTextNormalizer
+    from core.families.indextts.gpt import IndexTextNormalizer
     from tests.sp_helpers import append_pieces
 
     normalizer = IndexTextNormalizer()

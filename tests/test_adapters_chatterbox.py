@@ -28,7 +28,7 @@ def _lora(name: str, steps: int) -> dict[str, Any]:
 def test_chatterbox_lora_keeps_base_rows_resumes_exactly_and_merges_into_the_published_t3(ws: Path) -> None:  # noqa: F811
     from chatterbox.models.t3 import T3
 
-    from core.families.chatterbox_t3 import ChatterboxConfig, t3_hparams
+    from core.families.chatterbox.t3 import ChatterboxConfig, t3_hparams
 
     settings = load_settings()
     straight = train(run_config_from_dict(_lora("cb-lora", 4), "a.yaml"), settings=settings)

@@ -24,7 +24,7 @@ def test_indextts_lora_keeps_base_rows_resumes_exactly_and_merges_into_the_publi
 ) -> None:
     from omegaconf import OmegaConf
 
-    from core.families.indextts_gpt import IndexTTSModelConfig
+    from core.families.indextts.gpt import IndexTTSModelConfig
     from indextts.gpt.model_v2 import UnifiedVoice
 
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(ws))

@@ -333,8 +333,8 @@ def test_a_dataset_import_job_always_confines_its_audio(jobs_env, outside: Path)
 def test_indextts_processed_paths_stay_inside_the_input_folder(tmp_path: Path, outside: Path, indextts_bpe: Path) -> None:
     """A community manifest whose feature paths climb out (`../`, absolute, a symlink) has those clips rejected
     with the reason; only the clip inside is imported."""
-    from core.families.indextts_gpt import IndexTextNormalizer
-    from core.families.indextts_import import import_processed
+    from core.families.indextts.gpt import IndexTextNormalizer
+    from core.families.indextts.community_import import import_processed
     from core.tokenizers.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(indextts_bpe)

@@ -36,7 +36,7 @@ MAX_CODES = 12
 @pytest.fixture(scope="module")
 def exported(module_tmp: Path) -> dict:
     """Export an Amharic-extended checkpoint of the reduced speech folder; return the paths and the settings."""
-    from core.families.indextts_gpt import IndexTTSModelConfig, gpt_kwargs_from_state_dict, read_indextts_config
+    from core.families.indextts.gpt import IndexTTSModelConfig, gpt_kwargs_from_state_dict, read_indextts_config
     from core.tokenizers.tokenizer import load_tokenizer
     from core.training.embeddings import extend_checkpoint
     from tests.indextts_helpers import add_published_inference_files, amharic_tokenizer, build_model_folder, build_speech_folder
@@ -76,8 +76,8 @@ def test_export_folder_names_the_new_files_and_carries_the_published_ones(export
 
 
 def test_a_training_only_folder_exports_and_names_what_the_published_class_would_miss(exported: dict, tmp_path: Path) -> None:
-    from core.families.indextts_export import carry_from_settings
-    from core.families.indextts_gpt import read_indextts_config
+    from core.families.indextts.export import carry_from_settings
+    from core.families.indextts.gpt import read_indextts_config
 
     config = read_indextts_config(exported["base"] / "config.yaml")
     written, missing = carry_from_settings({"model_dir": str(exported["base"])}, config, tmp_path)
@@ -95,7 +95,7 @@ def test_published_tokenizer_in_the_shim_gives_the_training_ids(exported: dict, 
     """The published front end would send Amharic to NeMo's Chinese normaliser; the shim's gives LinguaForge's ids."""
     from indextts.utils.front import TextNormalizer
 
-    from core.families.indextts_gpt import IndexTextNormalizer
+    from core.families.indextts.gpt import IndexTextNormalizer
     from core.tokenizers.tokenizer import load_tokenizer
 
     monkeypatch.setenv("HF_HUB_CACHE", "restored-after-the-test")   # the shim sets these on import

@@ -28,7 +28,7 @@ from core.data.feature_cache import INDEX_NAME, open_cache
 from core.training.trainer import training_length_bounds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.errors import InputError
-from core.families.chatterbox_text import text_ids
+from core.families.chatterbox.text import text_ids
 from core.families.registry import get_model_family
 from core.tokenizers.tokenizer import load_tokenizer
 from core.training.run_config import run_config_from_dict
@@ -101,7 +101,7 @@ def test_batched_features_equal_clip_by_clip_features(ws: Path) -> None:
     """6 clips of different lengths through the S3 tokenizer and VoiceEncoder 4 at a time give the cache
     of 1 at a time: the same fingerprint folder, speech and prompt tokens identical, embeddings within tolerance."""
     from core.data.feature_cache import build_feature_cache
-    from core.families.chatterbox_features import ChatterboxFeatures
+    from core.families.chatterbox.features import ChatterboxFeatures
 
     family = get_model_family("chatterbox")
     files = family.published_files(ws / "models" / "chatterbox")
@@ -152,7 +152,7 @@ def test_training_keeps_base_rows_bit_identical_under_weight_decay(ws: Path, tra
 
 
 def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(ws: Path, trained: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.families.chatterbox import ChatterboxFamily
+    from core.families.chatterbox.family import ChatterboxFamily
     from tests.trainer_helpers import stop_file_at_step
 
     def config(name: str) -> Any:
@@ -221,7 +221,7 @@ def test_resume_grows_the_vocabulary_and_remaps_adam_rows(ws: Path, trained: Any
 def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any) -> None:
     from chatterbox.models.t3 import T3
 
-    from core.families.chatterbox_t3 import ChatterboxConfig, t3_hparams
+    from core.families.chatterbox.t3 import ChatterboxConfig, t3_hparams
 
     family = get_model_family("chatterbox")
     out = ws / "export"
@@ -245,9 +245,9 @@ def test_export_loads_strictly_into_a_fresh_published_t3(ws: Path, trained: Any)
 def test_english_is_unchanged_by_the_extension(ws: Path) -> None:
     from chatterbox.models.t3.modules.cond_enc import T3Cond
 
-    from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
-    from core.families.chatterbox_decode import Sampling, decode_speech
-    from core.families.chatterbox_layout import t3_cond_embeds, wrap_text
+    from core.families.chatterbox.t3 import ChatterboxConfig, build_t3
+    from core.families.chatterbox.decode import Sampling, decode_speech
+    from core.families.chatterbox.layout import t3_cond_embeds, wrap_text
 
     base_tok = load_tokenizer(ws / "models" / "chatterbox" / "grapheme_mtl_merged_expanded_v1.json")
     am_tok = load_tokenizer(ws / "tokenizers" / "am.json")

@@ -21,7 +21,7 @@ from core.checkpoint import load_checkpoint
 from core.config import load_settings
 from core.data.feature_cache import build_feature_cache, load_item, open_cache
 from core.errors import InputError
-from core.families.indextts_features import CACHE_FORMAT
+from core.families.indextts.features import CACHE_FORMAT
 from core.families.registry import get_model_family
 from core.tokenizers.tokenizer import load_tokenizer
 from tests.data_helpers import make_espeak_dataset
@@ -78,7 +78,7 @@ def _run(name: str, folder: Path, tokenizer: str, steps: int, **extra) -> dict: 
 
 
 def test_published_gpt_loads_strictly_with_v_plus_one_rows(folder: Path) -> None:
-    from core.families.indextts_gpt import IndexTTSModelConfig, gpt_kwargs_from_state_dict, load_gpt_state_dict, read_indextts_config
+    from core.families.indextts.gpt import IndexTTSModelConfig, gpt_kwargs_from_state_dict, load_gpt_state_dict, read_indextts_config
 
     family = get_model_family("indextts")
     files = family.published_files(folder)
@@ -99,7 +99,7 @@ def test_published_gpt_loads_strictly_with_v_plus_one_rows(folder: Path) -> None
 
 
 def test_missing_feature_model_names_the_file_and_where_indextts_expects_it(folder: Path, tmp_path: Path) -> None:
-    from core.families.indextts_models import model_paths
+    from core.families.indextts.models import model_paths
 
     paths = model_paths(folder, {"w2v_layer": W2V_LAYERS})
     with pytest.raises(InputError, match=r"campplus_cn_common\.bin.*never does.*families\.indextts\.campplus"):
@@ -154,7 +154,7 @@ def test_doctor_reads_indextts_config_as_a_foreign_config(folder: Path, ws: Path
 
 
 def test_unreadable_indextts_configs_fail_in_one_line_through_the_gate(tmp_path: Path) -> None:
-    from core.families.indextts_gpt import read_indextts_config
+    from core.families.indextts.gpt import read_indextts_config
 
     cases = {
         "binary.yaml": (bytes(range(256)) * 2, "not UTF-8 text"),
@@ -218,7 +218,7 @@ def trained(folder: Path, ws: Path):
 
 def test_features_are_computed_as_indextts2_does_and_cached_by_fingerprint(folder: Path, ws: Path, trained) -> None:
     from core.data.manifest import load_manifest_rows
-    from core.families.indextts_gpt import IndexTextNormalizer
+    from core.families.indextts.gpt import IndexTextNormalizer
     from core.data.pairs import load_pairs
 
     caches = [p.parent for p in (ws / "cache").glob("*/index.json")]
@@ -246,7 +246,7 @@ def test_audio_front_end_is_indextts2s_and_in_the_cache_fingerprint(ws: Path, tr
     speaker, `_load_and_cut_audio(sr=16000)` for the emotion prompt; its version is a fingerprint part."""
     import torchaudio
 
-    from core.families.indextts_audio import FRONT_END_VERSION, emotion_audio, speaker_audio
+    from core.families.indextts.audio import FRONT_END_VERSION, emotion_audio, speaker_audio
     from indextts.infer_v2 import IndexTTS2
 
     for wav in sorted((ws / "datasets" / "am" / "audio").glob("*.wav")):       # 16 kHz espeak clips
@@ -266,9 +266,9 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
     """Clips of different lengths through the feature models 3 at a time give the cache of 1 at a time:
     the same fingerprint folder, text ids and semantic codes identical, conditioning within FLOAT_TOLERANCE."""
     from core.data.manifest import load_manifest_rows
-    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_features import IndexTTSFeatures
-    from core.families.indextts_models import BatchFeaturizer, SemanticFeatures, model_paths
+    from core.families.indextts.gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts.features import IndexTTSFeatures
+    from core.families.indextts.models import BatchFeaturizer, SemanticFeatures, model_paths
 
     config = read_indextts_config(folder / "config.yaml")
     semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": W2V_LAYERS}), config["semantic_codec"], "cpu", W2V_LAYERS)
@@ -326,7 +326,7 @@ def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
               "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.0, "prompts_per_target": 1, "prefetch": 0}}
     straight = train(run_config_from_dict(_run("straight", folder, "tokenizers/am8.model", 4, **config)), None, settings)
     assert straight.state == "finished" and straight.step == 4
-    from core.families.indextts import IndexTTSFamily
+    from core.families.indextts.family import IndexTTSFamily
     from tests.trainer_helpers import stop_file_at_step
 
     stop_file_at_step(monkeypatch, IndexTTSFamily, ws / "runs" / "paused" / "STOP", 2)
@@ -353,7 +353,7 @@ def test_stop_file_stops_at_a_checkpoint_and_resume_equals_an_uninterrupted_run(
 def test_length_bucketing_applies_to_family_samples(ws: Path, trained) -> None:
     """The run's reported padding share is that of length-bucketed batches of the family's samples
     (target text + codes), lower than the same batches in shuffled order."""
-    from core.families.indextts_training import paired_samples
+    from core.families.indextts.training import paired_samples
     from core.training.data import Batcher
 
     result, _ = trained
@@ -467,7 +467,7 @@ def test_vocabulary_growth_resume_moves_the_extra_row_and_remaps_adam(folder: Pa
 
 
 def test_english_codes_unchanged_by_the_extension(folder: Path, ws: Path) -> None:
-    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts.gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
 
     config = read_indextts_config(folder / "config.yaml")
     text = "THE WEATHER IS NICE TODAY, SO WE WALK TO THE PARK."
@@ -492,9 +492,9 @@ def test_linguaforge_decoder_equals_the_published_uncached_path_and_caches_one_p
     `inference_speech` (transformers 5: no cache, training positions; no repetition penalty) on the same weights;
     with its KV cache it runs the prompt once, then one position per code on a growing cache, and gives the same
     codes as without it."""
-    from core.families.indextts_gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
-    from core.families.indextts_decode import decode
-    from core.families.indextts_models import emotion_vectors, speaker_latents
+    from core.families.indextts.gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts.decode import decode
+    from core.families.indextts.models import emotion_vectors, speaker_latents
 
     tok = load_tokenizer(folder / "bpe.model")
     model, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), read_indextts_config(folder / "config.yaml"), tok.size)
@@ -548,7 +548,7 @@ def _community_folder(cache_dir: Path, dest: Path, tokenizer) -> Path:  # noqa: 
 
 def test_import_community_processed_folder_validates_clips_and_refuses_another_tokenizer(ws: Path, trained, tmp_path: Path) -> None:
     from core.cli import main
-    from core.families.indextts_import import import_processed
+    from core.families.indextts.community_import import import_processed
 
     cache = next(p.parent for p in (ws / "cache").glob("*/index.json"))
     am8 = load_tokenizer(ws / "tokenizers" / "am8.model")
@@ -573,7 +573,7 @@ def test_import_community_processed_folder_validates_clips_and_refuses_another_t
 
     # the same folder preprocessed with another tokenizer (an Amharic-only SentencePiece model): refused
     from core.data.sample_text import AMHARIC_SENTENCES
-    from core.families.indextts_gpt import IndexTextNormalizer
+    from core.families.indextts.gpt import IndexTextNormalizer
     from core.tokenizers.train import train_tokenizer
 
     train_tokenizer([line.upper() for line in AMHARIC_SENTENCES], "sentencepiece", 400, tmp_path / "other.model")

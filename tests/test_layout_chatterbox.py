@@ -20,9 +20,9 @@ import torch
 from core.config import load_settings
 from core.data.feature_cache import load_item, open_cache
 from core.data.pairs import load_pairs
-from core.families.chatterbox_t3 import ChatterboxConfig, build_t3
-from core.families.chatterbox_decode import Sampling, decode_speech
-from core.families.chatterbox_layout import LAYOUT, collate, condition_embeds, wrap_text
+from core.families.chatterbox.t3 import ChatterboxConfig, build_t3
+from core.families.chatterbox.decode import Sampling, decode_speech
+from core.families.chatterbox.layout import LAYOUT, collate, condition_embeds, wrap_text
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from core.recipe import prepare_trainer

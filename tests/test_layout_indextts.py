@@ -98,7 +98,7 @@ def _clips(ws: Path, cache: Path) -> list[dict]:
     """Return each target clip of the run's cache with its training prompt: ids, codes, prompt arrays and audio."""
     from core.data.feature_cache import load_item, open_cache
     from core.data.pairs import load_pairs
-    from core.families.indextts_features import CACHE_FORMAT
+    from core.families.indextts.features import CACHE_FORMAT
 
     index = open_cache(cache, (CACHE_FORMAT,)).data
     by_id = {e["id"]: e for e in index["items"]}
@@ -112,7 +112,7 @@ def _clips(ws: Path, cache: Path) -> list[dict]:
 
 
 def _batch(clips: list[dict]) -> dict:
-    from core.families.indextts_training import collate_indextts
+    from core.families.indextts.training import collate_indextts
 
     return collate_indextts([{k: np.asarray(c[k]) for k in ("text_ids", "codes", "condition", "emo_vec")} for c in clips])
 
@@ -120,11 +120,11 @@ def _batch(clips: list[dict]) -> dict:
 def test_overfit_clips_decode_back_with_linguaforge_and_the_published_call(folder: Path, ws: Path, overfit, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from core.families.indextts_gpt import SEQUENCE_LAYOUT, load_unified_voice, read_indextts_config
-    from core.families.indextts_audio import emotion_audio, speaker_audio
-    from core.families.indextts_decode import decode
-    from core.families.indextts_models import SemanticFeatures, model_paths
-    from core.families.indextts_training import indextts_forward
+    from core.families.indextts.gpt import SEQUENCE_LAYOUT, load_unified_voice, read_indextts_config
+    from core.families.indextts.audio import emotion_audio, speaker_audio
+    from core.families.indextts.decode import decode
+    from core.families.indextts.models import SemanticFeatures, model_paths
+    from core.families.indextts.training import indextts_forward
     from core.families.registry import get_model_family
     from indextts.gpt.model_v2 import UnifiedVoice
     from indextts.utils.checkpoint import load_checkpoint as indextts_load_checkpoint
@@ -197,9 +197,9 @@ def test_a_sample_s_loss_is_the_same_alone_and_inside_a_padded_batch(folder: Pat
     equals the loss of IndexTTS2's aligned teacher-forced step (`build_aligned_inputs_and_targets` + `get_logits`)."""
     import torch.nn.functional as F
 
-    from core.families.indextts_gpt import load_unified_voice, read_indextts_config
-    from core.families.indextts_layout import conditioning_prefix
-    from core.families.indextts_training import sample_losses
+    from core.families.indextts.gpt import load_unified_voice, read_indextts_config
+    from core.families.indextts.layout import conditioning_prefix
+    from core.families.indextts.training import sample_losses
 
     result, _, _, cache = overfit
     saved = load_checkpoint(Path(result.last_checkpoint))

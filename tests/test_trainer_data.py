@@ -12,7 +12,7 @@ import torch
 from core.errors import InputError
 from core.training.run_config import OptimConfig
 from core.tokenizers.tokenizer import load_tokenizer
-from core.families.linguaforge_tasks import IGNORE, collate_lm, load_text_corpus
+from core.families.linguaforge.tasks import IGNORE, collate_lm, load_text_corpus
 from core.training.data import Batcher
 from core.training.optim import lr_factor, parameter_groups
 from models.lm import GPTLM, LMConfig

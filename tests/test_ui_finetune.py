@@ -110,7 +110,7 @@ def test_the_trained_run_exported_from_the_export_tab_loads_strictly_into_the_pu
     from chatterbox.models.t3 import T3
     from safetensors.torch import load
 
-    from core.families.chatterbox_t3 import ChatterboxConfig, t3_hparams
+    from core.families.chatterbox.t3 import ChatterboxConfig, t3_hparams
 
     if not (dashboard.workspace / TRAINED).is_file():
         pytest.skip("the guided run did not train (see the test before)")

@@ -38,7 +38,7 @@ def check_files(ctx: DoctorContext) -> CheckResult | None:
 @register_check("chatterbox.cache", order=63)
 def check_cache(ctx: DoctorContext) -> CheckResult | None:
     """Return whether every cached clip fits T3: speech ids < 6561, text ≤ 2048, speech ≤ 4096 tokens."""
-    from core.families.chatterbox_t3 import MAX_SPEECH_TOKENS, MAX_TEXT_TOKENS, SPEECH_CODES
+    from core.families.chatterbox.t3 import MAX_SPEECH_TOKENS, MAX_TEXT_TOKENS, SPEECH_CODES
 
     if ctx.cache_dir is None or not _is_chatterbox(ctx):
         return None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
-from core.families.indextts_gpt import BPE_NAME, CONFIG_NAME, SEMANTIC_CODES, read_indextts_config
+from core.families.indextts.gpt import BPE_NAME, CONFIG_NAME, SEMANTIC_CODES, read_indextts_config
 from core.families.target_config import read_target_config, target_config_mismatch, write_indextts_config
 
 LISTED = 5
@@ -114,7 +114,7 @@ def check_indextts_cache(ctx: DoctorContext) -> CheckResult | None:
     import json
 
     from core.data.feature_cache import INDEX_NAME
-    from core.families.indextts_features import CACHE_FORMAT
+    from core.families.indextts.features import CACHE_FORMAT
 
     path = Path(ctx.cache_dir) / INDEX_NAME if ctx.cache_dir is not None else None
     if path is None or not path.is_file():

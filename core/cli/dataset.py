@@ -66,7 +66,7 @@ def _summary_result(summary: "ImportSummary", strict: bool) -> Result:
 
 
 def _import_indextts_processed(args: argparse.Namespace) -> Result:
-    from core.families.indextts_import import import_processed
+    from core.families.indextts.community_import import import_processed
     from core.tokenizers.tokenizer import load_tokenizer
 
     if not args.tokenizer:

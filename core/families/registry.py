@@ -12,9 +12,9 @@ from core.families.base import ModelFamily
 
 #: family name → "module:Class"
 MODEL_FAMILIES: dict[str, str] = {
-    "linguaforge": "core.families.linguaforge:LinguaForgeFamily",
-    "chatterbox": "core.families.chatterbox:ChatterboxFamily",
-    "indextts": "core.families.indextts:IndexTTSFamily",
+    "linguaforge": "core.families.linguaforge.family:LinguaForgeFamily",
+    "chatterbox": "core.families.chatterbox.family:ChatterboxFamily",
+    "indextts": "core.families.indextts.family:IndexTTSFamily",
 }
 _INSTANCES: dict[str, ModelFamily] = {}
 

@@ -12,10 +12,10 @@ import torch
 from core.data.feature_cache import build_feature_cache, feature_batch_size, open_cache
 from core.data.pairs import build_pairs
 from core.errors import InputError
-from core.families.indextts_gpt import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
-from core.families.indextts_audio import FRONT_END_VERSION
-from core.families.indextts_features import CACHE_FORMAT, IndexTTSFeatures
-from core.families.indextts_models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths
+from core.families.indextts.gpt import CONFIG_NAME, IndexTextNormalizer, load_unified_voice, read_indextts_config
+from core.families.indextts.audio import FRONT_END_VERSION
+from core.families.indextts.features import CACHE_FORMAT, IndexTTSFeatures
+from core.families.indextts.models import BatchFeaturizer, ModelPaths, SemanticFeatures, model_paths
 from core.fsutil import sha256_file
 
 _FINGERPRINTS: dict[tuple[str, float], str] = {}

@@ -31,7 +31,7 @@ ROWS = get_family("indextts")
 START_TEXT, STOP_TEXT = 0, 1
 SEMANTIC_CODES = 8192
 START_MEL, STOP_MEL = 8192, 8193
-#: the sequence layout training and every decoder share (core.families.indextts_layout); in checkpoints and exports
+#: the sequence layout training and every decoder share (core.families.indextts.layout); in checkpoints and exports
 SEQUENCE_LAYOUT = {"family": "indextts", "version": 2}
 SEMANTIC_LAYER = 17
 CONDITIONING_LATENTS = 32

@@ -8,14 +8,14 @@ the export writes:
   the export hard-links them (a copy where the file system cannot link);
 - four models it fetches from the Hugging Face hub by name: `facebook/w2v-bert-2.0`, the MaskGCT
   semantic codec (`amphion/MaskGCT`), CAMPPlus (`funasr/campplus`) and the BigVGAN vocoder
-  (`vocoder.name`). The export lays the model folder's local copies (`indextts_models`) out as a
+  (`vocoder.name`). The export lays the model folder's local copies (`indextts.models`) out as a
   hub cache in `hf_hub/`, so with `HF_HUB_CACHE=EXPORT/hf_hub HF_HUB_OFFLINE=1` the published code
   finds them there and downloads nothing.
 
 Its text front end (`TextNormalizer`) sends text without Latin letters through NeMo's Chinese
 normaliser unless a NeMo language is passed; the training's normalisation is written to
 config.yaml as `linguaforge.text_normalizer` and applied by the shim `speak_indextts2.py` the
-export carries (`published_scripts/speak_indextts2.py`).
+export carries (`speak_indextts2.py`).
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from core.families.indextts_models import ModelPaths
+from core.families.indextts.models import ModelPaths
 from core.fsutil import link_or_copy
 
 HUB_FOLDER = "hf_hub"
 HUB_REVISION = hashlib.sha1(b"linguaforge-export").hexdigest()
 SHIM_NAME = "speak_indextts2.py"
-SHIM_SOURCE = Path(__file__).resolve().parent / "published_scripts" / SHIM_NAME
+SHIM_SOURCE = Path(__file__).resolve().parent / SHIM_NAME
 FOLDER_FILES = ("s2mel_checkpoint", "w2v_stat", "emo_matrix", "spk_matrix", "qwen_emo_path")
 GLOSSARY = "glossary.yaml"
 

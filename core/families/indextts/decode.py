@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from core.errors import InputError
-from core.families.indextts_gpt import STOP_MEL
-from core.families.indextts_layout import (
+from core.families.indextts.gpt import STOP_MEL
+from core.families.indextts.layout import (
     collate_layouts,
     layout_sample,
     sequence_embeddings,

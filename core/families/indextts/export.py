@@ -8,7 +8,7 @@ normalisation, `families.indextts.normalizer_language` or `none`), `<name>.model
 (the tokenizer) and `linguaforge.json`: the metadata record with the checkpoint's sequence `layout`
 and `published_inference`, the published call that decodes on that layout (README, "Fine-tune
 IndexTTS2 for a new language"). With `families.indextts.model_dir` set, the folder also carries
-what the published `IndexTTS2` class reads (`indextts_published`: the model folder's files, a hub
+what the published `IndexTTS2` class reads (`indextts.published`: the model folder's files, a hub
 cache of the models it would download, and `speak_indextts2.py`; README, "Speak an export with the
 published code").
 """
@@ -24,8 +24,8 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
-from core.families.indextts_published import HUB_FOLDER, SHIM_NAME, carry_published_files
-from core.families.indextts_gpt import SEQUENCE_LAYOUT, IndexTTSModelConfig, build_unified_voice, require_rows_for
+from core.families.indextts.published import HUB_FOLDER, SHIM_NAME, carry_published_files
+from core.families.indextts.gpt import SEQUENCE_LAYOUT, IndexTTSModelConfig, build_unified_voice, require_rows_for
 from core.families.target_config import write_indextts_config
 from core.fsutil import atomic_write, atomic_write_text
 
@@ -102,9 +102,9 @@ def export_indextts(checkpoint: Path, output_dir: Path, name: str | None, settin
 
 
 def carry_from_settings(section: dict[str, Any], config: dict[str, Any], output_dir: Path) -> tuple[list[Path], list[str]]:
-    """Link the published files of `families.indextts.model_dir` into the export (`indextts_published`);
+    """Link the published files of `families.indextts.model_dir` into the export (`indextts.published`);
     return (paths written, what the published class would miss)."""
-    from core.families.indextts_models import model_paths
+    from core.families.indextts.models import model_paths
 
     if not section.get("model_dir"):
         return [], ["families.indextts.model_dir is not set: the export carries none of the published IndexTTS-2 "

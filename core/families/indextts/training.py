@@ -1,7 +1,7 @@
 """Training IndexTTS2's GPT: split text rows, prompt-paired samples from the cache, IndexTTS2's loss.
 
 The loss is IndexTTS2's own teacher-forced step on the sequence layout every decoder uses
-(`core.families.indextts_layout`): conditioning = the prompt's 32 speaker latents + its emotion
+(`core.families.indextts.layout`): conditioning = the prompt's 32 speaker latents + its emotion
 vector, then the two duration embeddings (34 positions); text wrapped in start 0 / stop 1, codes
 in start 8192 / stop 8193, each sample's speech right after its own text and padding only after
 its own speech. Loss = text_weight × text CE + mel_weight × code CE, each the mean over the
@@ -19,11 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.families.indextts_gpt import ROWS
+from core.families.indextts.gpt import ROWS
 from core.data.feature_cache import load_item, open_cache
 from core.data.pairs import load_pairs
-from core.families.indextts_features import CACHE_FORMAT
-from core.families.indextts_layout import IGNORE, collate_layouts, layout_hidden, layout_sample
+from core.families.indextts.features import CACHE_FORMAT
+from core.families.indextts.layout import IGNORE, collate_layouts, layout_hidden, layout_sample
 from core.families.contract import SampleSet
 
 

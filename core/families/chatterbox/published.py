@@ -2,7 +2,7 @@
 
 The published class builds `T3(T3Config.multilingual())` (2,454 text rows) and refuses language
 ids outside `SUPPORTED_LANGUAGES`. The export carries `speak_chatterbox.py`
-(`published_scripts/`), the few lines that build the grown T3 and accept the new tags, the
+(beside this module), the few lines that build the grown T3 and accept the new tags, the
 folder's `ve.pt`, `s3gen.pt`, `conds.pt` and `Cangjie5_TC.json` (hard-linked, a copy where the
 file system cannot link) and, in linguaforge.json, `t3_backbone`: the LLAMA_CONFIGS entry and
 position limits of a T3 whose backbone is not the published Llama_520M.
@@ -14,11 +14,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.families.chatterbox_t3 import ChatterboxConfig, t3_hparams
+from core.families.chatterbox.t3 import ChatterboxConfig, t3_hparams
 from core.fsutil import link_or_copy
 
 SHIM_NAME = "speak_chatterbox.py"
-SHIM_SOURCE = Path(__file__).resolve().parent / "published_scripts" / SHIM_NAME
+SHIM_SOURCE = Path(__file__).resolve().parent / SHIM_NAME
 PUBLISHED_LLAMA = "Llama_520M"
 CARRIED = ("ve.pt", "s3gen.pt")
 CARRIED_IF_PRESENT = ("conds.pt", "Cangjie5_TC.json")

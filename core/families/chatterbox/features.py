@@ -1,7 +1,7 @@
 """Chatterbox features in the one feature cache (`core.data.feature_cache`), in the own codec's index format.
 
-Per clip: the S3 speech tokens, prompt tokens and VoiceEncoder embedding of `chatterbox_feature_models`,
-and the text ids after `chatterbox_text.prepare_text`; fingerprinted by the feature models' file hashes
+Per clip: the S3 speech tokens, prompt tokens and VoiceEncoder embedding of `chatterbox.feature_models`,
+and the text ids after `chatterbox.text.prepare_text`; fingerprinted by the feature models' file hashes
 and the text-preparation version.
 """
 
@@ -20,8 +20,8 @@ from core.audio import read_audio
 from core.data.feature_cache import CACHE_FORMAT, Features
 from core.data.manifest import ManifestRow
 from core.errors import InputError
-from core.families.chatterbox_feature_models import S3_SR, FeatureModels, batch_features, load_feature_models
-from core.families.chatterbox_text import TEXT_PREP_VERSION, text_ids
+from core.families.chatterbox.feature_models import S3_SR, FeatureModels, batch_features, load_feature_models
+from core.families.chatterbox.text import TEXT_PREP_VERSION, text_ids
 from core.fsutil import sha256_file
 from core.tokenizers.tokenizer import Tokenizer
 

@@ -66,12 +66,12 @@ class LinguaForgeFamily(ModelFamily):
         """Return the tts preprocessing cache (built now when needed); None for lm."""
         if run.task != "tts":
             return None
-        from core.families.linguaforge_data import prepare_cache
+        from core.families.linguaforge.data import prepare_cache
 
         return prepare_cache(run)
 
     def task_data(self, run: FamilyRun, model_config: Any, cache_dir: Path | None) -> Any:
-        """Return the lm or tts TaskData of `core.families.linguaforge_tasks`."""
-        from core.families.linguaforge_tasks import build_task_data
+        """Return the lm or tts TaskData of `core.families.linguaforge.tasks`."""
+        from core.families.linguaforge.tasks import build_task_data
 
         return build_task_data(run, model_config, cache_dir)

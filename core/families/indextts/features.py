@@ -1,9 +1,9 @@
 """IndexTTS2 training features in the one feature cache (`core.data.feature_cache`, format CACHE_FORMAT).
 
-Per clip, as IndexTTS2 computes them (`indextts_models.BatchFeaturizer`): text ids, MaskGCT semantic
+Per clip, as IndexTTS2 computes them (`indextts.models.BatchFeaturizer`): text ids, MaskGCT semantic
 codes of the clip's w2v-BERT 2.0 features (the targets), and — for when the clip serves as a prompt —
 its speaker latents (32 × model_dim) and emotion vector. Training pairs each target with a different
-clip of the same speaker (`core.data.pairs`). The fingerprint parts are `indextts_data.feature_model_parts`.
+clip of the same speaker (`core.data.pairs`). The fingerprint parts are `indextts.data.feature_model_parts`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from core.data.feature_cache import Features
 from core.data.manifest import ManifestRow
-from core.families.indextts_gpt import SEMANTIC_CODES
+from core.families.indextts.gpt import SEMANTIC_CODES
 
 CACHE_FORMAT = "linguaforge-indextts-cache-1"
 

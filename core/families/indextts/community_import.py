@@ -28,8 +28,8 @@ from core.data.feature_cache import ITEMS_DIR, fingerprint_of, write_index, writ
 from core.data.manifest import Reject
 from core.data.pairs import build_pairs
 from core.errors import InputError
-from core.families.indextts_gpt import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
-from core.families.indextts_features import CACHE_FORMAT, IndexTTSFeatures
+from core.families.indextts.gpt import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
+from core.families.indextts.features import CACHE_FORMAT, IndexTTSFeatures
 from core.fsutil import sha256_file
 
 MANIFESTS = {"train": "train_manifest.jsonl", "val": "val_manifest.jsonl"}

@@ -8,7 +8,7 @@ from `Llama_520M`, so a reduced test model and the published one go through the 
 `text_emb` / `text_head` become `SplitEmbedding` / `SplitHead` (frozen base rows as buffers).
 
 Training loss: shifted labels on the text and the speech segments of each sample laid out by
-`chatterbox_layout` (`[cond | text | speech]`, right-padded and masked; the conditioning and
+`chatterbox.layout` (`[cond | text | speech]`, right-padded and masked; the conditioning and
 prompt positions are never scored), weighted by `loss.text_weight` / `loss.mel_weight`;
 `mel_loss` / `mel_top1` are the speech-token loss and accuracy.
 
@@ -31,8 +31,8 @@ from torch import nn
 from core.errors import InputError
 from core.families import get_family
 from core.families.base import FamilyRun, ModelFamily
-from core.families.chatterbox_layout import LAYOUT, collate
-from core.families.chatterbox_t3 import (
+from core.families.chatterbox.layout import LAYOUT, collate
+from core.families.chatterbox.t3 import (
     ENGLISH_FILES,
     MULTILINGUAL_FILES,
     MULTILINGUAL_ROWS,
@@ -130,7 +130,7 @@ class ChatterboxFamily(ModelFamily):
 
     def feature_fingerprint(self, run: FamilyRun) -> str | None:
         """Return the fingerprint of the voice encoder and S3 tokenizer files (None without a model folder)."""
-        from core.families.chatterbox_features import feature_fingerprint
+        from core.families.chatterbox.features import feature_fingerprint
 
         if run.model_dir is None:
             return None
@@ -146,7 +146,7 @@ class ChatterboxFamily(ModelFamily):
         """
         from core.data.pairs import PAIRS_NAME, build_pairs
         from core.data.feature_cache import build_feature_cache, feature_batch_size
-        from core.families.chatterbox_features import ChatterboxFeatures
+        from core.families.chatterbox.features import ChatterboxFeatures
 
         if run.manifest is None:
             raise InputError(f"{run.source}: family chatterbox needs data.manifest (from `dataset import`).")
@@ -208,14 +208,14 @@ class ChatterboxFamily(ModelFamily):
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
         """Write `t3_<name>.safetensors` (T3's keys, loads strictly into `T3(T3Config(text_tokens_dict_size=V))`),
         the tokenizer JSON `<name>.json`, `linguaforge.json` and what the published `ChatterboxMultilingualTTS`
-        needs (`chatterbox_published`: `speak_chatterbox.py`, the folder's ve.pt, s3gen.pt, conds.pt) into
+        needs (`chatterbox.published`: `speak_chatterbox.py`, the folder's ve.pt, s3gen.pt, conds.pt) into
         `output_dir`; return the paths.
 
         Raises InputError when the checkpoint is not a LinguaForge chatterbox checkpoint or its tokenizer is not found.
         """
         from core.checkpoint import load_checkpoint, save_checkpoint
-        from core.families.chatterbox_published import SHIM_NAME, carry_published_files, t3_backbone
-        from core.families.chatterbox_text import language_tags
+        from core.families.chatterbox.published import SHIM_NAME, carry_published_files, t3_backbone
+        from core.families.chatterbox.text import language_tags
         from core.fsutil import atomic_write, atomic_write_json
         from core.inference import resolve_tokenizer
 
@@ -267,6 +267,6 @@ class ChatterboxFamily(ModelFamily):
     def load_speaker(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
                      device: str = "auto") -> Any:
         """Return a ChatterboxSpeaker: T3 + S3Gen (24 kHz) from the model folder."""
-        from core.families.chatterbox_speech import ChatterboxSpeaker
+        from core.families.chatterbox.speech import ChatterboxSpeaker
 
         return ChatterboxSpeaker(self, checkpoint, tokenizer, model_dir, settings, device)

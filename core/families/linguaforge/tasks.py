@@ -130,7 +130,7 @@ def build_task_data(run: FamilyRun, model_config: Any, cache_dir: Path | None) -
     """
     if run.task == "lm":
         return _lm_data(run, model_config)
-    from core.families.linguaforge_data import tts_samples
+    from core.families.linguaforge.data import tts_samples
 
     splits = tts_samples(run, model_config, cache_dir)
     forward = partial(tts_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)

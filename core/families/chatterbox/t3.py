@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.errors import InputError
-from core.families.chatterbox_layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
+from core.families.chatterbox.layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
 
 SPEECH_CODES = 6561
 MULTILINGUAL_ROWS = 2454

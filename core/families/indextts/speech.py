@@ -1,9 +1,9 @@
 """IndexTTS2 speech from a LinguaForge (or exported) GPT: GPT → s2mel → BigVGAN at 22.05 kHz.
 
 The stages follow `indextts.infer_v2.IndexTTS2.infer_generator` with the models loaded from the
-local folder (`indextts_models`), the reference read by IndexTTS2's front end
-(`indextts_audio`), the GPT decoded by LinguaForge's decoder on the training layout
-(`indextts_decode`: greedy at temperature 0, KV-cached), and each stage's output shape checked:
+local folder (`indextts.models`), the reference read by IndexTTS2's front end
+(`indextts.audio`), the GPT decoded by LinguaForge's decoder on the training layout
+(`indextts.decode`: greedy at temperature 0, KV-cached), and each stage's output shape checked:
 codes [1, N] < 8192, GPT latents [1, N, model_dim], s2mel mel [1, 80, frames], wav [1, samples]. `IndexTTSSpeaker` loads the GPT and every model once and speaks many texts.
 s2mel's `gpt_layer` takes 1280-wide latents (the published GPT's width): a GPT of another width
 is refused when the speaker loads, with the reason.
@@ -20,7 +20,7 @@ import torch
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
 from core.families.base import Speaker
-from core.families.indextts_gpt import (
+from core.families.indextts.gpt import (
     CONFIG_NAME,
     SEMANTIC_CODES,
     STATS_NAME,
@@ -29,9 +29,9 @@ from core.families.indextts_gpt import (
     read_indextts_config,
     require_rows_for,
 )
-from core.families.indextts_audio import emotion_audio, speaker_audio
-from core.families.indextts_decode import Sampling, decode
-from core.families.indextts_models import SemanticFeatures, emotion_vectors, model_paths, speaker_latents
+from core.families.indextts.audio import emotion_audio, speaker_audio
+from core.families.indextts.decode import Sampling, decode
+from core.families.indextts.models import SemanticFeatures, emotion_vectors, model_paths, speaker_latents
 
 SAMPLE_RATE = 22050
 SEMANTIC_CODES_PER_SECOND = 50
@@ -54,7 +54,7 @@ class SpeechModels:
         from indextts.s2mel.modules.campplus.DTDNN import CAMPPlus
         from indextts.s2mel.modules.commons import MyModel
 
-        from core.families.indextts_models import _safe_torch_load
+        from core.families.indextts.models import _safe_torch_load
 
         self.s2mel = MyModel(DefaultMunch.fromDict(config["s2mel"]), use_gpt_latent=True)
         net = _safe_torch_load(paths.path(config.get("s2mel_checkpoint", "s2mel.pth")))["net"]

@@ -3,9 +3,9 @@
 The published `ChatterboxMultilingualTTS.generate` refuses language ids outside
 `SUPPORTED_LANGUAGES` and `from_local` hard-codes `T3Config.multilingual()`; here T3 is built at
 the checkpoint's size, the language tag is checked against the tokenizer, the text goes through
-`chatterbox_text.text_ids` (the same function the features used), the published
+`chatterbox.text.text_ids` (the same function the features used), the published
 `prepare_conditionals` makes the voice (voice encoder, S3 prompt tokens, S3Gen reference), and
-`chatterbox_decode.decode_speech` generates the speech tokens in the training layout at every
+`chatterbox.decode.decode_speech` generates the speech tokens in the training layout at every
 temperature (temperature 0 = argmax).
 
 `ChatterboxSpeaker` loads T3 and its tokenizer at once and the voice models (S3Gen, 264M
@@ -23,9 +23,9 @@ import torch
 
 from core.errors import InputError
 from core.families.base import Speaker
-from core.families.chatterbox_decode import Sampling, decode_speech
-from core.families.chatterbox_layout import t3_cond_embeds, wrap_text
-from core.families.chatterbox_text import language_tags, text_ids
+from core.families.chatterbox.decode import Sampling, decode_speech
+from core.families.chatterbox.layout import t3_cond_embeds, wrap_text
+from core.families.chatterbox.text import language_tags, text_ids
 
 S3GEN_SR = 24_000
 SPEECH_CODES = 6561
@@ -40,7 +40,7 @@ def load_t3_for_inference(family: Any, checkpoint: Any, tokenizer_path: Path | N
     Raises InputError when no tokenizer is known or its size differs from the checkpoint's rows.
     """
     from core.checkpoint import LoadedCheckpoint, load_checkpoint
-    from core.families.chatterbox_t3 import ChatterboxConfig, backbone_shape
+    from core.families.chatterbox.t3 import ChatterboxConfig, backbone_shape
     from core.inference import resolve_tokenizer
     from core.tokenizers.tokenizer import load_tokenizer
 
@@ -66,7 +66,7 @@ def load_s3gen(path: Path) -> Any:
     from chatterbox.models.s3gen import S3Gen
     from transformers.initialization import no_init_weights
 
-    from core.families.chatterbox_feature_models import load_tensors
+    from core.families.chatterbox.feature_models import load_tensors
 
     with no_init_weights():
         s3gen = S3Gen()
@@ -121,7 +121,7 @@ class ChatterboxSpeaker(Speaker):
         if self._tts is None:
             from chatterbox.mtl_tts import ChatterboxMultilingualTTS
 
-            from core.families.chatterbox_feature_models import load_voice_encoder
+            from core.families.chatterbox.feature_models import load_voice_encoder
 
             s3gen = load_s3gen(self.files["s3gen"]).to(self.device)
             voice_encoder = load_voice_encoder(self.files["voice_encoder"]).to(self.device)
@@ -148,7 +148,7 @@ class ChatterboxSpeaker(Speaker):
         """Return the S3 speech tokens (25 per second) of the clip at `path`, as T3 is trained to produce them.
         Raises InputError for unreadable audio."""
         from core.audio import read_audio
-        from core.families.chatterbox_feature_models import S3_SR
+        from core.families.chatterbox.feature_models import S3_SR
 
         wav = read_audio(path, S3_SR)[0]
         with torch.inference_mode():

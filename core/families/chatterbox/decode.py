@@ -1,6 +1,6 @@
 """LinguaForge's T3 decoder: the training layout at every temperature, with or without a KV cache.
 
-The prefix is `chatterbox_layout.sample_embeds(cond, wrapped text, [start-of-speech])`; generated
+The prefix is `chatterbox.layout.sample_embeds(cond, wrapped text, [start-of-speech])`; generated
 token k is embedded at speech position k + 1, exactly where training put it. With a KV cache
 the prefix runs once and each step feeds one token; without one every step re-lays the whole
 sample out — both give the same tokens (a test holds them equal).
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from core.families.chatterbox_layout import START_SPEECH, STOP_SPEECH, sample_embeds, speech_embed, wrap_speech
+from core.families.chatterbox.layout import START_SPEECH, STOP_SPEECH, sample_embeds, speech_embed, wrap_speech
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ def _guided(logits: torch.Tensor, cfg_weight: float) -> torch.Tensor:
 @torch.inference_mode()
 def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
                   sampling: Sampling = Sampling(), use_cache: bool = True) -> Decoded:
-    """Return the speech tokens T3 generates for one wrapped text (`chatterbox_layout.wrap_text`) after
-    conditioning `cond` [len_cond, D] (`chatterbox_layout.t3_cond_embeds`), at most `max_new_tokens`.
+    """Return the speech tokens T3 generates for one wrapped text (`chatterbox.layout.wrap_text`) after
+    conditioning `cond` [len_cond, D] (`chatterbox.layout.t3_cond_embeds`), at most `max_new_tokens`.
 
     Sampling draws from torch's global generator (seed it for repeatable output).
     """

@@ -19,7 +19,7 @@ forward pads each text with stop tokens to the batch's longest text, *before* th
 inference never does). The conditioning is always 34 positions (32 perceiver latents), so no
 prompt is ever cut to fit a batch.
 
-`SEQUENCE_LAYOUT` ({family: indextts, version: 2}, in `core.families.indextts`) names this layout in
+`SEQUENCE_LAYOUT` ({family: indextts, version: 2}, in `core.families.indextts.family`) names this layout in
 checkpoint metadata and in the export's notes.
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.families.indextts_gpt import START_MEL, START_TEXT, STOP_MEL, STOP_TEXT
+from core.families.indextts.gpt import START_MEL, START_TEXT, STOP_MEL, STOP_TEXT
 
 CONDITIONING_POSITIONS = 34
 IGNORE = -100

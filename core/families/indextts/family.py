@@ -1,8 +1,8 @@
 """IndexTTS2's GPT as a LinguaForge model family: the `IndexTTSFamily` class.
 
-It builds on the family's modules — `indextts_gpt` (the leaf: file names, config.yaml, the
-backbone shape, building and loading `UnifiedVoice`, the text normaliser), `indextts_data`
-(features), `indextts_training` (samples, collate, loss), `indextts_export`, `indextts_speech` —
+It builds on the family's modules — `indextts.gpt` (the leaf: file names, config.yaml, the
+backbone shape, building and loading `UnifiedVoice`, the text normaliser), `indextts.data`
+(features), `indextts.training` (samples, collate, loss), `indextts.export`, `indextts.speech` —
 none of which imports this one.
 """
 
@@ -16,7 +16,7 @@ import torch
 from core.errors import InputError
 from core.families.base import ModelFamily
 from core.families.rows import text_rows
-from core.families.indextts_gpt import (
+from core.families.indextts.gpt import (
     BPE_NAME,
     CONFIG_NAME,
     GPT_NAME,
@@ -112,7 +112,7 @@ class IndexTTSFamily(ModelFamily):
 
     def build_model(self, model_config: Any, frozen_rows: int) -> torch.nn.Module:
         """Return a UnifiedVoice whose first `frozen_rows` text rows and the extra row are frozen buffers."""
-        from core.families.indextts_training import split_text_rows
+        from core.families.indextts.training import split_text_rows
 
         return split_text_rows(build_unified_voice(model_config.kwargs), frozen_rows)
 
@@ -122,7 +122,7 @@ class IndexTTSFamily(ModelFamily):
 
     def apply_freeze(self, model: torch.nn.Module, mode: str) -> None:
         """Apply the freeze mode, then freeze the conditioning and emotion encoders (their outputs are cached)."""
-        from core.families.indextts_training import freeze_conditioning
+        from core.families.indextts.training import freeze_conditioning
 
         super().apply_freeze(model, mode)
         freeze_conditioning(model)
@@ -130,7 +130,7 @@ class IndexTTSFamily(ModelFamily):
     # -- data -------------------------------------------------------------------------------
     def prepare_features(self, run: Any) -> Path:
         """Return the IndexTTS2 feature cache of the run's manifest (built or completed now)."""
-        from core.families.indextts_data import prepare_features
+        from core.families.indextts.data import prepare_features
 
         return prepare_features(self, run)
 
@@ -142,7 +142,7 @@ class IndexTTSFamily(ModelFamily):
         """Return the TaskData: prompt-paired cache samples, IndexTTS2's collate and its 0.2/0.8 loss."""
         from functools import partial
 
-        from core.families.indextts_training import collate_indextts, indextts_forward, paired_samples
+        from core.families.indextts.training import collate_indextts, indextts_forward, paired_samples
         from core.families.contract import TaskData
 
         splits = paired_samples(cache_dir, model_config.max_text_tokens, model_config.max_speech_tokens)
@@ -152,7 +152,7 @@ class IndexTTSFamily(ModelFamily):
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
         """Write `gpt_<name>.pth`, the corrected `config.yaml`, `<name>.model` and `linguaforge.json`."""
-        from core.families.indextts_export import export_indextts
+        from core.families.indextts.export import export_indextts
 
         return export_indextts(checkpoint, output_dir, name, settings)
 
@@ -161,14 +161,14 @@ class IndexTTSFamily(ModelFamily):
 
         Raises InputError naming the first missing one, where IndexTTS2 expects it and the override to set.
         """
-        from core.families.indextts_speech import speech_files
+        from core.families.indextts.speech import speech_files
 
         return speech_files(model_dir, settings)
 
     def load_speaker(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
                      device: str = "auto") -> Any:
         """Return an IndexTTSSpeaker: GPT → s2mel → BigVGAN (22.05 kHz) with the folder's models."""
-        from core.families.indextts_speech import IndexTTSSpeaker
+        from core.families.indextts.speech import IndexTTSSpeaker
 
         return IndexTTSSpeaker(checkpoint, tokenizer, model_dir, settings, device)
 

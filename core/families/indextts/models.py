@@ -24,7 +24,7 @@ import torch
 
 from core.data.manifest import ManifestRow
 from core.errors import InputError
-from core.families.indextts_gpt import SEMANTIC_LAYER, STATS_NAME
+from core.families.indextts.gpt import SEMANTIC_LAYER, STATS_NAME
 
 DEFAULT_LOCATIONS = {
     "w2v_bert": ("w2v-bert-2.0", "facebook/w2v-bert-2.0 (a folder with config.json, model.safetensors, preprocessor_config.json)"),
@@ -182,7 +182,7 @@ def equal_length_groups(tensors: list[torch.Tensor]) -> list[list[int]]:
 class BatchFeaturizer:
     """Computes a cache item (`IndexTTSFeatures.dtypes`) for each of a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
 
-    Audio goes through IndexTTS2's front end (`core.families.indextts_audio`): the codes come from
+    Audio goes through IndexTTS2's front end (`core.families.indextts.audio`): the codes come from
     the whole clip read as the speaker front end reads it (22.05 kHz → 16 kHz), the speaker latents
     from the same clip cut at 15 s as a prompt is cut (the same features when the clip is shorter),
     the emotion vector from the clip read at 16 kHz as the emotion front end reads it. w2v-BERT
@@ -209,7 +209,7 @@ class BatchFeaturizer:
     @torch.no_grad()
     def __call__(self, rows: list[ManifestRow]) -> list[dict[str, np.ndarray]]:
         """Return, per row, text ids, semantic codes, speaker latents and emotion vector of its clip."""
-        from core.families.indextts_audio import MAX_PROMPT_SECONDS, SPEAKER_RATE, emotion_audio, speaker_audio
+        from core.families.indextts.audio import MAX_PROMPT_SECONDS, SPEAKER_RATE, emotion_audio, speaker_audio
 
         clips = [speaker_audio(row.path, max_seconds=None) for row in rows]
         features = self.semantic.features_batch([clip.wav_16k[0] for clip in clips])

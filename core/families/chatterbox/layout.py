@@ -7,7 +7,7 @@ positions 0…n_t−1, then the speech with speech positions 0…n_s−1 — exa
 the one it appends itself). Training lays out every sample of a batch with `sample_embeds` and
 right-pads the whole sequence after the sample's own last token, with an attention mask; nothing
 sits between a sample's text and its speech, and each prompt is used whole (cut at
-`speech_cond_prompt_len`, as inference cuts it). The decoders in `chatterbox_decode` lay out the
+`speech_cond_prompt_len`, as inference cuts it). The decoders in `chatterbox.decode` lay out the
 prefix with the same function and place generated token k at speech position k + 1 (0 is the
 start token), with and without a KV cache.
 

@@ -1,0 +1,1 @@
+"""The indextts model family: its family class (`family.py`) and the modules it is built from."""
