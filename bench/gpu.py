@@ -191,8 +191,9 @@ def family_rows(device: torch.device, smoke: bool) -> tuple[list[dict[str, Any]]
     return list(rows(device, smoke)), None
 
 
-def run(smoke: bool, device: torch.device, peak_override: float | None, steps: int | None) -> dict[str, Any]:
-    """Run the benchmark in a fresh workspace and return the report."""
+def run(smoke: bool, device: torch.device, peak_override: float | None, steps: int | None,
+        with_families: bool = True) -> dict[str, Any]:
+    """Run the benchmark in a fresh workspace and return the report (the family rows unless `with_families` is off)."""
     plan = dict(SMOKE if smoke else FULL)
     if steps:
         plan["steps"] = steps
@@ -205,7 +206,7 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
         training = [train_row(name, shape, precision, plan, peak)
                     for name, shape in plan["shapes"].items() for precision in ("bf16", "fp32")]
     generation = generation_rows(device, plan["codes"], smoke)
-    families, note = family_rows(device, smoke)
+    families, note = family_rows(device, smoke) if with_families else ([], "family rows skipped (--skip-families).")
     for row in families:
         if peak and row.get("parameters") and row.get("tokens_per_s") and row.get("mfu") is None:
             row["mfu"] = round(6 * row["parameters"] * row["tokens_per_s"] / (peak * 1e12), 6)
@@ -248,6 +249,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: CUDA when present")
     parser.add_argument("--steps", type=int, default=None, help="timed steps per training row (default 20; smoke 1)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="peak bf16 TFLOP/s for MFU (default: by GPU name)")
+    parser.add_argument("--skip-families", action="store_true", help="leave out bench/families.py's rows")
     parser.add_argument("--output", default=None, help="also write the report as JSON to this file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args()
@@ -260,7 +262,7 @@ def main() -> None:
         sys.exit(f"bench/gpu.py: {exc}")
     if args.smoke:
         torch.set_num_threads(1)
-    report = run(args.smoke, device, args.peak_tflops, args.steps)
+    report = run(args.smoke, device, args.peak_tflops, args.steps, not args.skip_families)
     if args.output:
         atomic_write_text(Path(args.output), json.dumps(report, indent=2) + "\n")
     print(json.dumps(report) if args.json else render(report))
