@@ -191,9 +191,27 @@ def family_rows(device: torch.device, smoke: bool) -> tuple[list[dict[str, Any]]
     return list(rows(device, smoke)), None
 
 
+def refused_or_row(name: str, shape: dict[str, Any], precision: str, plan: dict[str, Any], peak: float | None,
+                   partial: Path | None) -> dict[str, Any]:
+    """Return `train_row`, or, when the doctor's memory plan refuses the batch on this device, the row at half
+    the batch with the refusal noted; written to `partial` (JSON lines) as soon as it is known."""
+    from core.checks.doctor import DoctorRefused
+
+    try:
+        row = train_row(name, shape, precision, plan, peak)
+    except DoctorRefused as exc:
+        half = {**plan, "batch": plan["batch"] // 2}
+        row = {**train_row(name, shape, precision, half, peak), "note": f"batch {plan['batch']} refused: {exc}"}
+    if partial is not None:
+        with partial.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(row) + "\n")
+    return row
+
+
 def run(smoke: bool, device: torch.device, peak_override: float | None, steps: int | None,
-        with_families: bool = True) -> dict[str, Any]:
-    """Run the benchmark in a fresh workspace and return the report (the family rows unless `with_families` is off)."""
+        with_families: bool = True, partial: Path | None = None) -> dict[str, Any]:
+    """Run the benchmark in a fresh workspace and return the report (the family rows unless `with_families` is off);
+    each training row is also appended to `partial` as it finishes."""
     plan = dict(SMOKE if smoke else FULL)
     if steps:
         plan["steps"] = steps
@@ -203,7 +221,7 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
         os.environ["LINGUAFORGE_WORKSPACE"] = tmp
         prepare(Path(tmp), plan["per_language"], plan["codebook"])
         prepared = time.perf_counter() - started
-        training = [train_row(name, shape, precision, plan, peak)
+        training = [refused_or_row(name, shape, precision, plan, peak, partial)
                     for name, shape in plan["shapes"].items() for precision in ("bf16", "fp32")]
     generation = generation_rows(device, plan["codes"], smoke)
     families, note = family_rows(device, smoke) if with_families else ([], "family rows skipped (--skip-families).")
@@ -229,6 +247,8 @@ def render(report: dict[str, Any]) -> str:
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
         lines.append(f"| {r['model']} ({r['shape']}, {r['parameters'] / 1e6:.1f}M) | {r['precision']} | {r['batch']} | "
                      f"{r['compile']} | {r['step_ms']} | {r['tokens_per_s']:,.0f} | {r['peak_memory_gib']} | {mfu} |")
+        if r.get("note"):
+            lines.append(f"| ↳ {r['note']} | | | | | | | |")
     for r in report["families"]:
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
         lines.append(f"| {r.get('model')} | {r.get('precision', '-')} | {r.get('batch', '-')} | {r.get('compile', '-')} | "
@@ -262,7 +282,8 @@ def main() -> None:
         sys.exit(f"bench/gpu.py: {exc}")
     if args.smoke:
         torch.set_num_threads(1)
-    report = run(args.smoke, device, args.peak_tflops, args.steps, not args.skip_families)
+    partial = Path(args.output).with_suffix(".rows.jsonl") if args.output else None
+    report = run(args.smoke, device, args.peak_tflops, args.steps, not args.skip_families, partial)
     if args.output:
         atomic_write_text(Path(args.output), json.dumps(report, indent=2) + "\n")
     print(json.dumps(report) if args.json else render(report))
