@@ -7,6 +7,11 @@ dataset, a preset, a tokenizer file stem) or a folder boundary calls these.
   starting with a letter or digit, no `..`. A *name path* (`sets/am`) is names joined by '/'.
 - A path is *inside* a set of roots when its real location (symlinks followed) is one of them or
   lies below one of them.
+- Every path a user or a file names passes `check_path_text` before it is used: a NUL byte or a
+  character that is not UTF-8 text (a lone surrogate) names no file, and is refused in one line
+  instead of failing deep inside the operating system call. `real_path`, `is_inside`,
+  `Settings.resolve`, the CLI's path options and the manifest reader all go through it;
+  `inside_folder` is the rule for a file that a dataset folder's own metadata names.
 """
 
 from __future__ import annotations
@@ -51,9 +56,57 @@ def check_name_path(value: object, what: str) -> str:
     return text
 
 
+def path_problem(value: object) -> str | None:
+    """Return why `value` cannot name a file (a NUL byte, not UTF-8 text, not a string), or None when it can."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        return f"not a path but {type(value).__name__}"
+    if "\x00" in value:
+        return f"holds a NUL byte at character {value.index(chr(0))}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid UTF-8 text (character {exc.start} is a lone surrogate)"
+    return None
+
+
+def check_path_text(value: object, what: str) -> str:
+    """Return `value` as a string when it can name a file: text without a NUL byte or a lone surrogate.
+
+    Raises InputError naming `what`, the value (escaped) and the fix otherwise.
+    """
+    problem = path_problem(value)
+    if problem is not None:
+        raise InputError(f"{what} {_shown(value)}: {problem}; a file name cannot. Fix the value.")
+    return os.fspath(value)  # type: ignore[arg-type]
+
+
 def real_path(path: str | os.PathLike[str]) -> Path:
-    """Return the absolute location of `path` with every symlink followed (relative: against the cwd)."""
-    return Path(os.path.abspath(os.fspath(path))).resolve()
+    """Return the absolute location of `path` with every symlink followed (relative: against the cwd).
+
+    Raises InputError when `path` cannot name a file (`check_path_text`).
+    """
+    return Path(os.path.abspath(check_path_text(path, "path"))).resolve()
+
+
+def inside_folder(folder: Path, name: object, what: str) -> Path:
+    """Return the real location of `name` (relative: against `folder`) when it lies inside `folder`.
+
+    The rule for a file that a folder's own metadata names (an HF `state.json`'s arrow files, a
+    `dataset_dict.json`'s splits): symlinks are followed, an absolute path or `../` that leaves the folder
+    is refused. Raises InputError naming `what`, the value and the fix.
+    """
+    text = check_path_text(name, what)
+    location = real_path(Path(folder) / text)
+    if not is_inside(location, [folder]):
+        raise InputError(f"{what} {text!r}: leads outside the folder {real_path(folder)} (to {location}). "
+                         "A dataset folder's metadata may only name files inside it; fix or replace the metadata.")
+    return location
+
+
+def _shown(value: object) -> str:
+    return ascii(os.fspath(value) if isinstance(value, os.PathLike) else value)
 
 
 def is_inside(path: str | os.PathLike[str], roots: Iterable[str | os.PathLike[str]]) -> bool:
