@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli.common import Result, add_command, float_in, int_at_least
+from core.cli.common import SEED_ARG, Result, add_command, float_in, int_in, number_type
+from core.numbers import MAX_TEMPERATURE, SPEECH_SECONDS
 from core.cli.infer import add_family_options, run_model_dir, speaker_option
 from core.paths import CLI_PATH
 
@@ -146,22 +147,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model-name", default=None, help="the model id clients send (default: the checkpoint's file stem)")
     parser.add_argument("--language", default=None, help="language code for text normalisation when a request names none")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int_at_least(1), default=8000, help="port to listen on (default 8000)")
+    parser.add_argument("--port", type=int_in(1, 65535), default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--token-file", default=None, type=CLI_PATH,
                         help=f"file holding the bearer token clients must send (default: {TOKEN_ENV}, else no token)")
-    parser.add_argument("--queue-limit", type=int_at_least(1), default=32,
+    parser.add_argument("--queue-limit", type=int_in(1, 10_000), default=32,
                         help="requests that may wait while a batch is spoken; more are answered 429 (default 32)")
-    parser.add_argument("--max-batch", type=int_at_least(1), default=8, help="requests spoken together at most (default 8)")
-    parser.add_argument("--max-input-chars", type=int_at_least(1), default=1000,
+    parser.add_argument("--max-batch", type=int_in(1, 1024), default=8, help="requests spoken together at most (default 8)")
+    parser.add_argument("--max-input-chars", type=int_in(1, 1_000_000), default=1000,
                         help="characters of input per request at most; longer is answered 413 (default 1000; "
                              "at most what one synthesize call speaks)")
-    parser.add_argument("--temperature", type=float_in(0.0), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int_at_least(0), default=50, help="own model: keep the k most likely codes; 0 = off (default 50)")
+    parser.add_argument("--temperature", type=float_in(0.0, MAX_TEMPERATURE), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int_in(0, 1_000_000), default=50, help="own model: keep the k most likely codes; 0 = off (default 50)")
     parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="own model: nucleus sampling threshold")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of each batch (default 0)")
+    parser.add_argument("--seed", type=SEED_ARG, default=0, help="random seed of each batch (default 0)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
                         help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (as synthesize --option)")
-    parser.add_argument("--max-seconds", type=float_in(0.0, low_open=True), default=None,
+    parser.add_argument("--max-seconds", type=number_type(SPEECH_SECONDS), default=None,
                         help="longest speech of one sentence (own model) or one request (Chatterbox, IndexTTS2); "
                              "default: the model's own limit")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
