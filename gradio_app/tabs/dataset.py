@@ -158,14 +158,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def sample(name: str, languages: str, per_language: float):
         name = check_name_path(name, "Dataset name")
         params = {"output": output_param(settings, f"datasets/{name}", "output"), "languages": languages.strip() or None,
-                  "per_language": int(per_language) if per_language else None}
+                  "per_language": per_language}
         yield from finish(runner.submit("dataset.sample", params), name)
 
     @ui_action(labels=LABELS)
     def codec(name: str, codebook: float, iterations: float, output: str):
         manifest = _listed_dataset(ctx, name or "") / "manifest.jsonl"
         job_id = runner.submit("codec.train", {"manifest": str(manifest), "output": output_param(settings, output, "codec"),
-                                               "codebook_size": int(codebook), "iterations": int(iterations)})
+                                               "codebook_size": codebook, "iterations": iterations})
         for job in follow_job(runner, job_id):
             yield job_line(job)
         require_success(job)
