@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from core.cli import build_parser
+from core.cli._guards import check_arguments
 from core.errors import InputError, LinguaForgeError
 from core.paths import PathType, absolute_path_params, path_options
 from jobs.kinds import CommandOutcome
@@ -174,6 +175,7 @@ class CliCatalogue:
         """
         args = build_parser().parse_args(list(argv))
         try:
+            check_arguments(args)  # as `python -m core` does before every handler
             result = args.handler(args)
         except LinguaForgeError as exc:
             data = {"ok": False, "error": str(exc), **({"detail": exc.detail} if exc.detail else {})}

@@ -89,6 +89,11 @@ def add_command(
     return parser
 
 
+def add_force_option(parser: argparse.ArgumentParser, what: str = "the output file") -> None:
+    """Add `--force`: without it, the command refuses (before any work) to replace an existing file it writes."""
+    parser.add_argument("--force", action="store_true", help=f"replace {what} when it exists (default: refuse)")
+
+
 def options_of(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     """Return `{name: args.name}` for the given option names, to pass on as keyword arguments."""
     return {name: getattr(args, name) for name in names}

@@ -4,10 +4,11 @@ from audio datasets, and speaker-aware splits."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, csv_list, float_in, int_in
+from core.cli.common import Result, add_command, add_force_option, add_group, csv_list, float_in, int_in
 from core.numbers import MAX_CLIP_SECONDS, MAX_WORKERS
 from core.data.sample_text import MAX_RECOMBINED
 from core.config import load_settings
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from core.data.importing import ImportSummary
 
 SHOWN_REJECTS = 20
+SPLIT_NAMES = ("train", "val", "eval")
 INDEXTTS_PROCESSED = "indextts-processed"
 
 
@@ -166,7 +168,7 @@ def _split(args: argparse.Namespace) -> Result:
     for row in rows:
         counts[row.speaker] = counts.get(row.speaker, 0) + 1
     of_speaker = split_by_speaker(counts, args.val_ratio, args.eval_ratio)
-    parts = {name: [row for row in rows if of_speaker[row.speaker] == name] for name in ("train", "val", "eval")}
+    parts = {name: [row for row in rows if of_speaker[row.speaker] == name] for name in SPLIT_NAMES}
     speakers = {s: {"split": of_speaker[s], "clips": counts[s]} for s in sorted(counts)}
     data = {"by": "speaker", **{name: len(part) for name, part in parts.items()}, "val_ratio": args.val_ratio,
             "eval_ratio": args.eval_ratio, "speakers": speakers,
@@ -176,11 +178,19 @@ def _split(args: argparse.Namespace) -> Result:
     if data["single_clip_speakers"]:
         lines.append(f"  single-clip speakers: {', '.join(data['single_clip_speakers'])}")
     if args.write:
-        folder = args.manifest.parent if args.manifest.is_file() else args.manifest
-        written = {name: str(write_manifest(folder / f"manifest.{name}.jsonl", part)) for name, part in parts.items() if part}
+        files = _split_files(args)
+        written = {name: str(write_manifest(files[name], part)) for name, part in parts.items() if part}
         data["written"] = written
         lines.extend(f"  wrote {path}" for path in written.values())
     return Result(data, "\n".join(lines))
+
+
+def _split_files(args: argparse.Namespace) -> dict[str, Path]:
+    """Return {train, val, eval: the manifest file `dataset split --write` writes it to}, beside the manifest."""
+    if not (args.write and args.by == "speaker"):
+        return {}
+    folder = args.manifest.parent if not args.manifest.is_dir() else args.manifest
+    return {name: folder / f"manifest.{name}.jsonl" for name in SPLIT_NAMES}
 
 
 def _add_filter_options(command: argparse.ArgumentParser) -> None:
@@ -245,4 +255,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     split.add_argument("--eval-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.0,
                        help="--by speaker: share of clips (whole speakers) in the eval set (default 0)")
     split.add_argument("--write", action="store_true",
-                       help="--by speaker: write manifest.train.jsonl, manifest.val.jsonl, manifest.eval.jsonl beside the manifest")
+                       help="--by speaker: write manifest.train.jsonl, manifest.val.jsonl, manifest.eval.jsonl beside the manifest "
+                            "(never over the manifest itself; over earlier ones only with --force)")
+    add_force_option(split, "earlier manifest.train/val/eval.jsonl")
+    split.set_defaults(writes=lambda args: list(_split_files(args).values()))
