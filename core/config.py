@@ -32,6 +32,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
 WORKSPACE_ENV = "LINGUAFORGE_WORKSPACE"
 SETTINGS_ENV = "LINGUAFORGE_SETTINGS"
+#: the host names that reach this machine only (a server there needs no token)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH
 from core.cli.common import SEED_ARG, Result, add_command, float_in, int_in
-from core.numbers import MAX_NEW_TOKENS, MAX_TEMPERATURE
+from core.numbers import MAX_NEW_TOKENS, MAX_TEMPERATURE, NumberRange
 from core.config import load_settings
 from core.tables import render_mapping
 
 if TYPE_CHECKING:
     from core.checkpoint import LoadedCheckpoint
     from core.config import Settings
+
+
+ANY_NUMBER = NumberRange(-1e9, 1e9)  # what a KEY=NUMBER option may hold before its family's range is known
 
 
 def add_family_options(parser: argparse.ArgumentParser) -> None:
@@ -41,14 +44,15 @@ def run_model_dir(checkpoint: Path, settings: Settings) -> str | None:
 
 
 def speaker_option(text: str) -> tuple[str, float]:
-    """Return (key, number) of a KEY=NUMBER --option; raises argparse.ArgumentTypeError otherwise."""
+    """Return (key, number) of a KEY=NUMBER --option with a finite number; raises argparse.ArgumentTypeError
+    otherwise. Its range is the family's (`ModelFamily.check_speech_options`), checked once the family is known."""
     key, sep, value = text.partition("=")
-    try:
-        if not sep or not key.strip():
-            raise ValueError(text)
-        return key.strip(), float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write KEY=NUMBER, e.g. cfg_weight=0.5") from None
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!a}: write KEY=NUMBER, e.g. cfg_weight=0.5")
+    number, problem = ANY_NUMBER.problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{key.strip()}: {problem}")
+    return key.strip(), float(number)  # type: ignore[arg-type]
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:

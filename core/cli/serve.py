@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from core.serve.voices import VoiceFolder
 
 TOKEN_ENV = "LINGUAFORGE_SERVE_TOKEN"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _read_token(token_file: Path | None) -> str | None:
@@ -55,6 +54,8 @@ def _bind(host: str, port: int) -> socket.socket:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
         raise InputError(f"--host {host}: not an address of this machine ({exc.strerror}). Use 127.0.0.1 or 0.0.0.0.") from None
+    except (UnicodeError, ValueError) as exc:  # a NUL byte, a label too long for IDNA
+        raise InputError(f"--host {host!a}: not a host name ({exc}). Use 127.0.0.1 or 0.0.0.0.") from None
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -70,9 +71,10 @@ def _serve(args: argparse.Namespace) -> Result:
     """Check every option and path (confined to the roots), bind the port, then load and serve.
 
     Raises InputError, before the model loads, for a bad option, a missing checkpoint, a path outside
-    the roots, a voices folder without clips, an unreadable token or a port that cannot be bound.
+    the roots, a voices folder without clips, an unreadable token, a host beyond this machine without a
+    token (unless --without-token) or a port that cannot be bound.
     """
-    from core.config import load_settings
+    from core.config import LOOPBACK_HOSTS, load_settings
     from core.errors import InputError
     from core.inference import MAX_TEXT_CHARS
     from core.serve.voices import check_voice_folder
@@ -90,9 +92,13 @@ def _serve(args: argparse.Namespace) -> Result:
     model_dir, args.tokenizer, args.codec = (settings.check_inside_roots(path, model_folders=True) if path else None
                                              for path in (args.model_dir, args.tokenizer, args.codec))
     token = _read_token(args.token_file)
-    if args.host not in LOOPBACK and token is None:
-        sys.stderr.write(f"warning: serving on {args.host} without a bearer token: anyone who reaches this port "
-                         f"can use the model. Set {TOKEN_ENV} or --token-file.\n")
+    if args.host not in LOOPBACK_HOSTS and token is None:
+        if not args.without_token:
+            raise InputError(f"--host {args.host}: listening beyond this machine needs a bearer token; set {TOKEN_ENV} "
+                             "or --token-file (or pass --without-token to serve anyone who reaches the port; a job "
+                             "never can).")
+        sys.stderr.write(f"warning: serving on {args.host} without a bearer token (--without-token): anyone who reaches "
+                         f"this port can use the model.\n")
     sock = _bind(args.host, args.port)
     try:
         return _run(args, settings, checkpoint, voices, model_dir, token, sock)
@@ -111,7 +117,8 @@ def _run(args: argparse.Namespace, settings: Settings, checkpoint: Path, voices:
     engine = load_engine(checkpoint, settings, speech, model_dir or run_model_dir(checkpoint, settings),
                          args.family, args.tokenizer, args.codec, args.device)
     model_id = args.model_name or checkpoint.stem
-    config = ServerConfig(model_id, voices, args.max_input_chars, args.queue_limit, args.max_batch, token, args.language)
+    config = ServerConfig(model_id, voices, args.max_input_chars, args.queue_limit, args.max_batch, token, args.language,
+                          args.body_timeout)
     app = create_app(engine, config)
     sys.stderr.write(f"serving {model_id} ({engine.family}, {engine.sample_rate} Hz, "
                      f"{'batched' if engine.batched else 'one request at a time'}) on http://{args.host}:{args.port}\n")
@@ -132,8 +139,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(wav or flac), GET /v1/models and GET /health. A voice is a reference clip of the --voices folder,\n"
             "named by its file name without extension. Requests that arrive while one batch is spoken queue up\n"
             "(at most --queue-limit; more get 429) and are spoken together, up to --max-batch at a time.\n"
-            f"Listens on 127.0.0.1 unless --host says otherwise; with --token-file (or {TOKEN_ENV}) every\n"
-            "route but /health wants `Authorization: Bearer <token>`. Stop it with Ctrl-C."
+            f"Listens on 127.0.0.1 unless --host says otherwise (another host needs --token-file or {TOKEN_ENV},\n"
+            "or --without-token); with a token every route but /health wants `Authorization: Bearer <token>`.\n"
+            "A body must arrive within --body-timeout. Stop it with Ctrl-C or SIGTERM: waiting requests get 503."
         ),
     )
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
@@ -150,6 +158,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int_in(1, 65535), default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--token-file", default=None, type=CLI_PATH,
                         help=f"file holding the bearer token clients must send (default: {TOKEN_ENV}, else no token)")
+    parser.add_argument("--without-token", action="store_true",
+                        help="allow a --host beyond this machine without a token (anyone who reaches the port may use "
+                             "the model; a serve job never may)")
+    parser.add_argument("--body-timeout", type=float_in(1.0, 600.0), default=10.0,
+                        help="seconds a request's body may take to arrive; a stalled one is answered 408 (default 10)")
     parser.add_argument("--queue-limit", type=int_in(1, 10_000), default=32,
                         help="requests that may wait while a batch is spoken; more are answered 429 (default 32)")
     parser.add_argument("--max-batch", type=int_in(1, 1024), default=8, help="requests spoken together at most (default 8)")
