@@ -79,18 +79,9 @@ def _serve(args: argparse.Namespace) -> Result:
     from core.inference import MAX_TEXT_CHARS
     from core.serve.voices import check_voice_folder
 
-    if args.port > 65535:
-        raise InputError(f"--port {args.port}: ports go up to 65535. Choose a free port such as 8000.")
     if args.max_input_chars > MAX_TEXT_CHARS:
         raise InputError(f"--max-input-chars {args.max_input_chars}: one request speaks at most {MAX_TEXT_CHARS} "
                          f"characters, as one synthesize call. Use --max-input-chars {MAX_TEXT_CHARS} or less.")
-    settings = load_settings()
-    if not args.checkpoint.is_file():
-        raise InputError(f"--checkpoint {args.checkpoint}: no such file. Give a TTS checkpoint (.pt, .safetensors).")
-    checkpoint = settings.check_inside_roots(args.checkpoint, model_folders=True)
-    voices = check_voice_folder(settings.check_inside_roots(args.voices))
-    model_dir, args.tokenizer, args.codec = (settings.check_inside_roots(path, model_folders=True) if path else None
-                                             for path in (args.model_dir, args.tokenizer, args.codec))
     token = _read_token(args.token_file)
     if args.host not in LOOPBACK_HOSTS and token is None:
         if not args.without_token:
@@ -99,6 +90,13 @@ def _serve(args: argparse.Namespace) -> Result:
                              "never can).")
         sys.stderr.write(f"warning: serving on {args.host} without a bearer token (--without-token): anyone who reaches "
                          f"this port can use the model.\n")
+    settings = load_settings()
+    if not args.checkpoint.is_file():
+        raise InputError(f"--checkpoint {args.checkpoint}: no such file. Give a TTS checkpoint (.pt, .safetensors).")
+    checkpoint = settings.check_inside_roots(args.checkpoint, model_folders=True)
+    voices = check_voice_folder(settings.check_inside_roots(args.voices))
+    model_dir, args.tokenizer, args.codec = (settings.check_inside_roots(path, model_folders=True) if path else None
+                                             for path in (args.model_dir, args.tokenizer, args.codec))
     sock = _bind(args.host, args.port)
     try:
         return _run(args, settings, checkpoint, voices, model_dir, token, sock)
