@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from core.confine import shown
 from core.errors import InputError
 
 #: the largest seed every generator takes (numpy's legacy seeding stops at 2**32 - 1)
@@ -96,11 +97,7 @@ def _number(value: object) -> int | float | None:
 
 
 def _shown(value: object) -> str:
-    """Return `value` for a one-line message: plain when it is short printable ASCII, else escaped and cut."""
-    text = value.strip() if isinstance(value, str) else repr(value)
-    if len(text) <= 40 and text.isascii() and text.isprintable() and text:
-        return text
-    return ascii(text if len(text) <= 40 else text[:40] + "…")
+    return shown(value.strip() if isinstance(value, str) and value.strip() else value, limit=40)
 
 
 SEED = NumberRange(0, SEED_MAX, integer=True)

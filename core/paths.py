@@ -51,7 +51,9 @@ class PathType:
 
     def __call__(self, value: str) -> Path | str:
         """Return `value` resolved against the current directory (what argparse calls); raises
-        argparse.ArgumentTypeError when it cannot name a file."""
+        argparse.ArgumentTypeError when it is empty or cannot name a file."""
+        if not value.strip():
+            raise argparse.ArgumentTypeError("an empty path; give a file or folder")
         try:
             return self.absolute(value, Path.cwd())
         except InputError as exc:

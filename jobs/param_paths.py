@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from core.config import LOOPBACK_HOSTS, Settings
-from core.confine import check_name
+from core.confine import check_name, shown
 from core.errors import InputError
 from core.paths import PathType
 
@@ -48,7 +48,7 @@ def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path
     """
     host = params.get("host")
     if kind == "serve" and host is not None and str(host) not in LOOPBACK_HOSTS and not params.get("token_file"):
-        raise InputError(f"serve: parameter host={host}: a serve job listening beyond this machine needs token_file "
+        raise InputError(f"serve: parameter host={shown(host)}: a serve job listening beyond this machine needs token_file "
                          "(a file in the workspace holding the bearer token clients must send).")
     for key, value in params.items():
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -62,4 +62,4 @@ def check_job_params(settings: Settings, kind: str, params: dict[str, Any], path
                     try:
                         settings.check_inside_roots(part.strip() or ".", model_folders=key in MODEL_FOLDER_PARAMS)
                     except InputError as exc:
-                        raise InputError(f"{kind}: parameter {key}={item}: {exc}") from None
+                        raise InputError(f"{kind}: parameter {key}={shown(item)}: {exc}") from None

@@ -183,6 +183,8 @@ def os_error_message(exc: OSError) -> str | None:
         errno.EROFS: "the file system is read-only; choose a writable path",
         errno.ENOSPC: "free space on that disk or choose another path",
         errno.EEXIST: "remove it or choose another path",
+        errno.ENAMETOOLONG: "shorten the path",
+        errno.ELOOP: "the path's symlinks loop; fix them or choose another path",
     }
     fix = fixes.get(exc.errno or 0)
     if fix is None:

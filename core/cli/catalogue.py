@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 from pathlib import Path
 from typing import Any, Sequence
@@ -81,12 +82,20 @@ def _parse_checked(top: argparse.ArgumentParser, argv: list[str], kind: str) -> 
 
 
 class CliCatalogue:
-    """The `python -m core` commands as job kinds (a `jobs.kinds.JobCatalogue`)."""
+    """The `python -m core` commands as job kinds (a `jobs.kinds.JobCatalogue`).
+
+    The parsers are built once per catalogue (parsing does not change them), so checking a job costs
+    no parser construction.
+    """
+
+    @functools.cached_property
+    def _top(self) -> argparse.ArgumentParser:
+        return build_parser()
 
     def kinds(self) -> list[str]:
         """Return every CLI command that can run as a job, dotted (`tokenizer.train`, `train`)."""
         kinds = []
-        for name, sub in _subparsers(build_parser()).items():
+        for name, sub in _subparsers(self._top).items():
             if name in NOT_JOBS:
                 continue
             commands = _subparsers(sub)
@@ -101,7 +110,7 @@ class CliCatalogue:
 
         Raises InputError naming the available kinds when `kind` is not a CLI command.
         """
-        top = build_parser()
+        top = self._top
         words = kind.split(".")
         parser: argparse.ArgumentParser | None = top
         for word in words:
@@ -173,7 +182,7 @@ class CliCatalogue:
         `{"ok": False, "error": …}` (plus its `detail`, when it has one) as the data, as the
         command's `--json` prints it; other exceptions propagate (they are bugs).
         """
-        args = build_parser().parse_args(list(argv))
+        args = self._top.parse_args(list(argv))
         try:
             check_arguments(args)  # as `python -m core` does before every handler
             result = args.handler(args)
