@@ -275,7 +275,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     (outside / "secret.txt").write_text(SECRET + "\n", encoding="utf-8")
     write_voice(outside / "eve.wav")
     with running_server(workspace, checkpoint, workspace / "voices", root / "serve.log", "--max-input-chars", "40",
-                        "--model-name", "tts") as proc:
+                        "--model-name", "tts", "--body-timeout", "2") as proc:
         yield proc, outside
 
 
@@ -311,7 +311,7 @@ def test_a_hostile_request_field_gets_200_or_a_4xx_line(server: tuple[ServerProc
 def test_hostile_headers_get_a_json_answer(server: tuple[ServerProcess, Path], header: str, value: str) -> None:
     proc, _ = server
     raw = value.encode("utf-8", "backslashreplace").replace(b"\r", b"").replace(b"\n", b"").replace(b"\x00", b"")
-    headers = {"content-type": "application/json", header: raw.decode("latin-1")}
+    headers = {b"content-type": b"application/json", header.encode(): raw.strip()}
     body = _json_body({"model": "tts", "input": "hi", "voice": "anna"})
     try:
         answer = httpx.post(f"{proc.url}/v1/audio/speech", content=body, headers=headers, timeout=60)
@@ -326,3 +326,86 @@ def test_the_hostile_values_are_hostile() -> None:
     assert "\x00" in PIECES and "\udcff" in PIECES and "\ud800" in PIECES
     assert {"nan", "inf", "99999999999999999999999", "-1"} <= set(NUMBERS)
     assert any(p.startswith("../") for p in PATHS) and any(p.startswith("/") for p in PATHS)
+
+
+# ------------------------------------------------------------------ the server's shape for each failure, its stop
+
+
+@pytest.mark.slow
+def test_a_lone_surrogate_is_a_400_line_and_the_server_serves_on(server: tuple[ServerProcess, Path]) -> None:
+    """The audit's case: `"hello \\udcff"` was a 500 in plain text with a traceback in the log."""
+    proc, _ = server
+    for field in ("input", "voice", "model", "language"):
+        body = {"model": "tts", "input": "hello", "voice": "anna", field: "hello \udcff"}
+        answer = httpx.post(f"{proc.url}/v1/audio/speech", content=_json_body(body),
+                            headers={"content-type": "application/json"})
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["message"].startswith(f"{field}: not valid UTF-8 text")
+    good = httpx.post(f"{proc.url}/v1/audio/speech", json={"model": "tts", "input": "The cat sleeps.", "voice": "anna"},
+                      timeout=60)
+    assert good.status_code == 200 and "Traceback" not in proc.log_text()
+
+
+@pytest.mark.slow
+def test_a_stalled_body_is_answered_408_within_the_body_timeout(server: tuple[ServerProcess, Path]) -> None:
+    """A client that sends its headers and part of its body, then nothing: 408 in the error shape after
+    --body-timeout (2 s here), and its connection closed; the server serves on."""
+    import socket
+    import time
+
+    proc, _ = server
+    host, port = proc.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"model\": ")
+        start = time.monotonic()
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        waited = time.monotonic() - start
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer
+    assert json.loads(body)["error"]["code"] == "body_timeout" and 1.5 < waited < 15, (body, waited)
+    good = httpx.post(f"{proc.url}/v1/audio/speech", json={"model": "tts", "input": "The cat sleeps.", "voice": "anna"},
+                      timeout=60)
+    assert good.status_code == 200
+
+
+@pytest.mark.slow
+def test_waiting_requests_get_503_once_the_server_is_told_to_stop(tmp_path: Path) -> None:
+    """SIGTERM while one request is spoken and another waits: the spoken one is answered 200, the waiting one
+    503 (`shutting_down`) at once, as documented, and the server exits 0."""
+    import signal
+    import threading
+    import time
+
+    from tests.test_inference import _tts_checkpoint
+
+    workspace = tmp_path / "workspace"
+    checkpoint = _tts_checkpoint(workspace, 200)
+    write_voice(workspace / "voices" / "anna.wav")
+    answers: dict[str, httpx.Response] = {}
+
+    def ask(name: str, url: str, sentences: int) -> None:
+        body = {"model": "tts", "input": " ".join(["The cat sleeps."] * sentences), "voice": "anna"}
+        answers[name] = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=300)
+
+    with running_server(workspace, checkpoint, workspace / "voices", tmp_path / "serve.log", "--max-batch", "1",
+                        "--max-input-chars", "1000", "--model-name", "tts") as proc:
+        spoken = threading.Thread(target=ask, args=("spoken", proc.url, 40))
+        spoken.start()
+        while httpx.get(f"{proc.url}/health").json()["batches"] < 1:  # the long request is being spoken
+            time.sleep(0.05)
+        waiting = threading.Thread(target=ask, args=("waiting", proc.url, 1))
+        waiting.start()
+        while httpx.get(f"{proc.url}/health").json()["waiting"] < 1:
+            time.sleep(0.05)
+        assert "spoken" not in answers, "the long request ended before the stop; make it longer"
+        proc.proc.send_signal(signal.SIGTERM)
+        waiting.join(60)
+        assert answers["waiting"].status_code == 503, answers["waiting"].text
+        assert answers["waiting"].json()["error"]["code"] == "shutting_down"
+        assert "spoken" not in answers  # refused while the batch was still spoken
+        spoken.join(300)
+        assert answers["spoken"].status_code == 200 and answers["spoken"].content[:4] == b"RIFF"
+        assert proc.proc.wait(60) == 0 and "Traceback" not in proc.log_text()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import signal
 import socket
 import threading
 from contextlib import asynccontextmanager
@@ -254,6 +255,10 @@ def run_app(app: FastAPI, sock: socket.socket) -> None:
             super().handle_exit(sig, frame)
 
     server = ClosingServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn raises the signal it stopped on again once it has stopped: taken here, SIGTERM ends the
+        # command as Ctrl-C does, with its summary and exit 0, instead of killing the process
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; the server has stopped cleanly
