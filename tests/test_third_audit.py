@@ -187,3 +187,25 @@ def test_an_hf_state_naming_its_arrow_inside_the_folder_imports(tmp_path: Path) 
     with pytest.raises(InputError, match=r"_data_files\[0\]\.filename './shards/part.arrow': leads outside the folder"):
         import_dataset("hf", folder, tmp_path / "out3", 16000)
     assert not (tmp_path / "out3").exists()
+
+
+# ------------------------------------------------------------------ one damaged file never stops an import
+
+
+def test_a_damaged_recording_rejects_its_subtitles_and_the_other_pairs_import(tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    from core.data.importers import ImportOptions
+    from core.data.importing import import_dataset
+
+    folder = tmp_path / "talks"
+    folder.mkdir()
+    t = np.arange(32000) / 16000
+    sf.write(str(folder / "good.wav"), (0.3 * np.sin(2 * np.pi * 220 * t)).astype("float32"), 16000)
+    (folder / "bad.wav").write_bytes(np.random.default_rng(0).bytes(600))
+    for stem in ("good", "bad"):
+        (folder / f"{stem}.srt").write_text("1\n00:00:00,000 --> 00:00:01,200\nhello there\n", encoding="utf-8")
+    summary = import_dataset("srt", folder, tmp_path / "out", 16000, ImportOptions(language="en"), duration_range=(0.5, 5))
+    assert summary.kept == 1 and [r.source for r in summary.rejects] == [str(folder / "bad.srt")]
+    assert summary.rejects[0].reason.startswith(f"recording {folder / 'bad.wav'}: unreadable audio")
