@@ -40,9 +40,12 @@ class NumberRange:
     integer: bool = False
     low_open: bool = False
     high_open: bool = False
+    words: str | None = None  # the range for people when its bounds are only a guard (`a whole number`)
 
     def span(self) -> str:
         """Return the range for people: `a whole number from 1 to 10000` or `a number in (0, 1]`."""
+        if self.words:
+            return self.words
         if self.integer:
             return f"a whole number from {int(self.low)} to {int(self.high)}"
         return f"a number in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from core.config import Settings
 
 
-ANY_NUMBER = NumberRange(-1e9, 1e9)  # what a KEY=NUMBER option may hold before its family's range is known
+ANY_NUMBER = NumberRange(-1e9, 1e9, words="a finite number")  # what a KEY=NUMBER option may hold before its family's range is known
 
 
 def add_family_options(parser: argparse.ArgumentParser) -> None:
