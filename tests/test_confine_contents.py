@@ -394,5 +394,5 @@ def test_indextts_processed_paths_stay_inside_the_input_folder(tmp_path: Path, o
     assert result.clips == 1
     reasons = {r.line: r.reason for r in result.rejects}
     assert sorted(reasons) == [2, 3, 4]
-    assert all(reason.startswith("codes_path ") and "leads outside the input folder" in reason for reason in reasons.values())
+    assert all(reason.startswith("codes_path ") and "leads outside the folder" in reason for reason in reasons.values())
     assert str((outside / "linked-codes.npy").resolve()) in reasons[4]
