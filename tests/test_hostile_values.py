@@ -101,9 +101,10 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
 
 
 def _state(outside: Path) -> dict[str, Any]:
-    """The outside folder and its surroundings as they are: every entry with its size and content."""
-    found = {str(p.relative_to(outside.parent)): (p.read_bytes() if p.is_file() else "dir")
-             for p in outside.parent.rglob("*") if not p.is_relative_to(outside.parent / "workspace")}
+    """What lies outside the workspace as it is: the entries beside it, and every file of the outside folder
+    with its content."""
+    found: dict[str, Any] = {entry.name: "entry" for entry in outside.parent.iterdir()}
+    found.update({str(p.relative_to(outside.parent)): (p.read_bytes() if p.is_file() else "dir") for p in outside.rglob("*")})
     return found
 
 
