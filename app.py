@@ -5,6 +5,8 @@
 Binds to 127.0.0.1 unless --host says otherwise. Auth comes from --auth, else the
 LINGUAFORGE_UI_AUTH environment variable, else `ui.auth` in the config; with it, every route
 (the TensorBoard proxy included) needs the login. Prints the address once the server is up.
+A damaged workspace file never stops the start: a dataset whose manifest has unreadable lines is
+named on stderr (and in the Dataset tab) and listed with its readable rows.
 SIGTERM and SIGINT stop it cleanly at any point (worker, TensorBoard and uploads folder included);
 a TensorBoard left by an app that was killed is stopped at the next start (`logs/tensorboard/`).
 """
@@ -26,9 +28,11 @@ from pathlib import Path
 import uvicorn
 
 from core.cli.catalogue import cli_catalogue
+from core.cli.common import int_in
 from core.config import WORKSPACE_ENV, load_settings
 from core.errors import InputError, LinguaForgeError
 from core.tensorboard_proc import TensorBoardProcess
+from core.workspace_files import damaged_datasets
 from gradio_app.common import UIContext
 from gradio_app.runner import JobRunner
 from gradio_app.server import TENSORBOARD_PREFIX, build_server, parse_auth
@@ -43,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of app.py."""
     parser = argparse.ArgumentParser(prog="app.py", description="Start the LinguaForge dashboard.")
     parser.add_argument("--host", default=None, help="address to bind (default: ui.host, 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None, help="port to bind (default: ui.port, 7860)")
+    parser.add_argument("--port", type=int_in(1, 65535), default=None, help="port to bind (default: ui.port, 7860)")
     parser.add_argument("--auth", default=None, help=f"require login `user:password` (or set {AUTH_ENV})")
     parser.add_argument("--workspace", default=None, help=f"workspace folder (default: config or {WORKSPACE_ENV})")
     parser.add_argument("--config", default=None,
@@ -78,6 +82,8 @@ def serve(args: argparse.Namespace) -> int:
     port = int(args.port or settings.get("ui.port", 7860) or 7860)
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
     _check_port_free(host, port)
+    for name, damage in damaged_datasets(settings).items():  # listed all the same: their readable rows are shown
+        sys.stderr.write(f"warning: dataset {name}: {damage}; those lines are skipped. Re-import the dataset to mend it.\n")
 
     runner = JobRunner(settings, cli_catalogue())  # first: a damaged jobs.sqlite stops the start here
     private_uploads = _use_private_upload_folder()

@@ -31,6 +31,18 @@ WRAPPER_KEYS = ("model", "state_dict", "model_state_dict", "module")
 DROPPED_KEYS = ("gpt.wte.weight",)
 DROPPED_PREFIXES = ("inference_model.",)
 _PLAIN_TYPES = (str, int, float, bool, type(None), torch.Tensor, torch.Size)
+_NUMBER = (int, float)
+# the type each CheckpointMeta field holds when it is set (None is always allowed)
+META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "family": str, "task": str, "tokenizer_fingerprint": str, "tokenizer_size": int, "rows": int, "base_size": int,
+    "init": str, "init_rows": dict, "parent": str, "codec_fingerprint": str, "model_config": dict, "step": int,
+    "layout": dict, "adapter": dict, "length_bounds": list,
+}
+# the keys an adapter record (`core.training.adapter`) always holds, with their types
+ADAPTER_TYPES: dict[str, type | tuple[type, ...]] = {
+    "kind": str, "rank": int, "alpha": _NUMBER, "dropout": _NUMBER, "targets": list, "modules": dict,
+    "base_checkpoint": str, "base_sha256": str, "frozen_rows": int,
+}
 
 
 @dataclass
@@ -65,6 +77,38 @@ class CheckpointMeta:
         """Return a CheckpointMeta from a mapping; keys that are not fields are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def check_meta(path: str | os.PathLike[str], meta: Any) -> dict[str, Any] | None:
+    """Return a checkpoint's `linguaforge` record when it has the shape LinguaForge writes, None when absent.
+
+    The record comes from the file, so it is checked before anything reads it: an object whose known
+    fields hold their types (`META_TYPES`) and whose adapter record, when set, holds every key of
+    `ADAPTER_TYPES` with its type. Raises InputError naming the file and the field otherwise.
+    """
+    if meta is None:
+        return None
+    fix = "the file was not written by LinguaForge or was altered; use the checkpoint LinguaForge wrote."
+    if not isinstance(meta, Mapping):
+        raise InputError(f"{path}: its `{META_KEY}` metadata is a {type(meta).__name__}, not a record; {fix}")
+    _check_types(path, meta, META_TYPES, META_KEY, fix)
+    adapter = meta.get("adapter")
+    if adapter is not None:
+        missing = [key for key in ADAPTER_TYPES if key not in adapter]
+        if missing:
+            raise InputError(f"{path}: its adapter record lacks {', '.join(missing)}; {fix}")
+        _check_types(path, adapter, ADAPTER_TYPES, f"{META_KEY}.adapter", fix)
+        if not all(isinstance(key, str) and kind in ("linear", "conv1d") for key, kind in adapter["modules"].items()):
+            raise InputError(f"{path}: its adapter record's modules are not {{module: linear | conv1d}}; {fix}")
+    return dict(meta)
+
+
+def _check_types(path: str | os.PathLike[str], record: Mapping[str, Any], types: Mapping[str, Any], where: str,
+                 fix: str) -> None:
+    for key, kind in types.items():
+        value = record.get(key)
+        if value is not None and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)):
+            raise InputError(f"{path}: its `{where}.{key}` is {type(value).__name__} {value!r:.60}; {fix}")
 
 
 def adapter_checkpoint_error(path: str | os.PathLike[str]) -> InputError:
@@ -313,8 +357,8 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     """Return the checkpoint at `path` with its state dict, metadata, extras and sha256.
 
     Recognises safetensors by content; everything else loads with torch.load(weights_only=True).
-    Raises InputError when the file is missing, truncated, not a checkpoint, or needs code
-    execution to load (the payload is never run).
+    Raises InputError when the file is missing, truncated, not a checkpoint, needs code execution to
+    load (the payload is never run), or carries a `linguaforge` record of the wrong shape (`check_meta`).
     """
     path = Path(path)
     if not path.is_file():
@@ -329,4 +373,4 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     state_dict, dropped = _clean_keys(raw)
     if not state_dict:
         raise InputError(f"{path}: the checkpoint holds no tensors.")
-    return LoadedCheckpoint(state_dict, meta, extra, path, sha256_file(path), dropped)
+    return LoadedCheckpoint(state_dict, check_meta(path, meta), extra, path, sha256_file(path), dropped)

@@ -25,13 +25,15 @@ from typing import Any
 
 import yaml
 
-from core.confine import is_inside
+from core.confine import check_path_text, is_inside
 from core.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
 WORKSPACE_ENV = "LINGUAFORGE_WORKSPACE"
 SETTINGS_ENV = "LINGUAFORGE_SETTINGS"
+#: the host names that reach this machine only (a server there needs no token)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -79,8 +81,11 @@ class Settings:
     source: Path | None = None
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
-        """Return `path` as an absolute path; relative paths resolve against the workspace."""
-        candidate = Path(os.path.expanduser(str(path)))
+        """Return `path` as an absolute path; relative paths resolve against the workspace.
+
+        Raises InputError when `path` cannot name a file (a NUL byte, not UTF-8 text: `check_path_text`).
+        """
+        candidate = Path(os.path.expanduser(check_path_text(path if isinstance(path, os.PathLike) else str(path), "path")))
         if not candidate.is_absolute():
             candidate = self.workspace / candidate
         return candidate.resolve()
@@ -90,7 +95,7 @@ class Settings:
         """Folders the application may read and write: the workspace and configured data roots."""
         roots = [self.workspace]
         for root in self.data.get("data_roots") or []:
-            roots.append(Path(os.path.expanduser(str(root))).resolve())
+            roots.append(Path(os.path.expanduser(check_path_text(str(root), "settings data_roots entry"))).resolve())
         return roots
 
     @property

@@ -7,6 +7,11 @@ dataset, a preset, a tokenizer file stem) or a folder boundary calls these.
   starting with a letter or digit, no `..`. A *name path* (`sets/am`) is names joined by '/'.
 - A path is *inside* a set of roots when its real location (symlinks followed) is one of them or
   lies below one of them.
+- Every path a user or a file names passes `check_path_text` before it is used: a NUL byte, a
+  character that is not UTF-8 text (a lone surrogate) or a name longer than a file system takes
+  names no file, and is refused in one line instead of failing deep inside the operating system call. `real_path`, `is_inside`,
+  `Settings.resolve`, the CLI's path options and the manifest reader all go through it;
+  `inside_folder` is the rule for a file that a dataset folder's own metadata names.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Iterable
 from core.errors import InputError
 
 NAME_MAX = 64
+PART_BYTES_MAX = 255  # the longest file name the file systems take (NAME_MAX of Linux, in bytes)
+PATH_BYTES_MAX = 4095  # the longest path (PATH_MAX less its NUL)
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}$")
 NAME_RULE = (f"letters, digits, '.', '_' or '-' (at most {NAME_MAX}, starting with a letter or digit, "
              "no '/' or '..')")
@@ -51,9 +58,79 @@ def check_name_path(value: object, what: str) -> str:
     return text
 
 
+def path_problem(value: object) -> str | None:
+    """Return why `value` cannot name a file (a NUL byte, not UTF-8 text, a name or path longer than the file
+    systems take, not a string), or None when it can."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        return f"not a path but {type(value).__name__}"
+    if "\x00" in value:
+        return f"holds a NUL byte at character {value.index(chr(0))}"
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid UTF-8 text (character {exc.start} is a lone surrogate)"
+    if len(encoded) > PATH_BYTES_MAX:
+        return f"{len(encoded)} bytes long; a path holds at most {PATH_BYTES_MAX}"
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > PART_BYTES_MAX:
+        return f"a part of it is {longest} bytes long; a file or folder name holds at most {PART_BYTES_MAX}"
+    return None
+
+
+def check_path_text(value: object, what: str) -> str:
+    """Return `value` as a string when it can name a file: text without a NUL byte or a lone surrogate.
+
+    Raises InputError naming `what`, the value (escaped) and the fix otherwise.
+    """
+    problem = path_problem(value)
+    if problem is not None:
+        raise InputError(f"{what} {_shown(value)}: {problem}; a file name cannot. Fix the value.")
+    return os.fspath(value)  # type: ignore[arg-type]
+
+
 def real_path(path: str | os.PathLike[str]) -> Path:
-    """Return the absolute location of `path` with every symlink followed (relative: against the cwd)."""
-    return Path(os.path.abspath(os.fspath(path))).resolve()
+    """Return the absolute location of `path` with every symlink followed (relative: against the cwd).
+
+    Raises InputError when `path` cannot name a file (`check_path_text`).
+    """
+    return Path(os.path.abspath(check_path_text(path, "path"))).resolve()
+
+
+def inside_folder(folder: Path, name: object, what: str) -> Path:
+    """Return the real location of `name` (relative: against `folder`) when it lies inside `folder`.
+
+    The rule for a file that a folder's own metadata names (an HF `state.json`'s arrow files, a
+    `dataset_dict.json`'s splits): symlinks are followed, an absolute path or `../` that leaves the folder
+    is refused. Raises InputError naming `what`, the value and the fix.
+    """
+    text = check_path_text(name, what)
+    location = real_path(Path(folder) / text)
+    if not is_inside(location, [folder]):
+        raise InputError(f"{what} {text!r}: leads outside the folder {real_path(folder)} (to {location}). "
+                         "A dataset folder's metadata may only name files inside it; fix or replace the metadata.")
+    return location
+
+
+def _shown(value: object) -> str:
+    return ascii(os.fspath(value) if isinstance(value, os.PathLike) else value)
+
+
+def shown(value: object, limit: int = 200) -> str:
+    """Return `value` for a one-line message: as it is when it is printable text, else escaped (`ascii`), cut at `limit`."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return text if text and text.isprintable() and _encodable(text) else ascii(text)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def is_inside(path: str | os.PathLike[str], roots: Iterable[str | os.PathLike[str]]) -> bool:

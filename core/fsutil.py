@@ -109,21 +109,39 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Return the JSON objects of a JSON-lines file, skipping lines that are not (yet) complete JSON."""
+def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Return (the JSON objects of a JSON-lines file, why each other non-blank line was skipped as "line N: …").
+
+    A line that is not UTF-8, not JSON (or not yet complete) or not an object is skipped, never an error; a
+    missing or unreadable file holds nothing.
+    """
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        raw = Path(path).read_bytes()
     except OSError:
-        return []
-    rows = []
-    for line in lines:
+        return [], []
+    rows, skipped = [], []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
         try:
-            item = json.loads(line)
+            item = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            skipped.append(f"line {number}: not UTF-8")
+            continue
         except ValueError:
+            skipped.append(f"line {number}: not JSON")
             continue
         if isinstance(item, dict):
             rows.append(item)
-    return rows
+        else:
+            skipped.append(f"line {number}: not a JSON object")
+    return rows, skipped
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Return the JSON objects of a JSON-lines file, skipping lines that are not UTF-8 or not (yet) complete
+    JSON objects (`scan_jsonl` says which)."""
+    return scan_jsonl(path)[0]
 
 
 def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | None:

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from core.confine import check_path_text
+from core.errors import InputError
+
 
 @dataclass(frozen=True)
 class PathType:
@@ -37,15 +40,24 @@ class PathType:
         return not self.suffixes or value.endswith(self.suffixes)
 
     def absolute(self, value: str, base: Path) -> Path | str:
-        """Return `value` as an absolute path against `base` (`~` expanded), or unchanged when not a path."""
+        """Return `value` as an absolute path against `base` (`~` expanded), or unchanged when not a path.
+
+        Raises InputError when `value` cannot name a file (a NUL byte, not UTF-8 text: `check_path_text`).
+        """
         if not self.is_path(value):
             return value
-        path = Path(os.path.expanduser(value))
+        path = Path(os.path.expanduser(check_path_text(value, "path")))
         return (path if path.is_absolute() else Path(base) / path).resolve()
 
     def __call__(self, value: str) -> Path | str:
-        """Return `value` resolved against the current directory (what argparse calls)."""
-        return self.absolute(value, Path.cwd())
+        """Return `value` resolved against the current directory (what argparse calls); raises
+        argparse.ArgumentTypeError when it is empty or cannot name a file."""
+        if not value.strip():
+            raise argparse.ArgumentTypeError("an empty path; give a file or folder")
+        try:
+            return self.absolute(value, Path.cwd())
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 CLI_PATH = PathType()

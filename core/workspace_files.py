@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from core.config import Settings
-from core.confine import is_inside
+from core.confine import is_inside, path_problem
+from core.fsutil import scan_jsonl
 from core.runs import RUNS_DIR
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -104,6 +105,25 @@ def dataset_names(settings: Settings) -> list[str]:
     """Return the datasets: each folder below `datasets/` holding a manifest.jsonl, as its path under `datasets/`."""
     names = (str(PurePosixPath(path).parent.relative_to(DATASETS_DIR)) for path in find_files(settings, MANIFESTS))
     return sorted(name for name in names if name != ".")
+
+
+def manifest_damage(manifest: Path) -> str | None:
+    """Return what is damaged in a dataset's manifest.jsonl ("2 damaged lines in manifest.jsonl, first line 3: not UTF-8"), or
+    None when every line is a JSON object whose audio can name a file. Readers skip such lines and rows; this
+    names them."""
+    rows, skipped = scan_jsonl(manifest)
+    skipped += [f"row {row.get('id')!a}: audio {problem}" for row in rows
+                if isinstance(row.get("audio"), str) and (problem := path_problem(row["audio"]))]
+    if not skipped:
+        return None
+    return f"{len(skipped)} damaged line{'s' if len(skipped) > 1 else ''} in {MANIFEST_NAME}, first {skipped[0]}"
+
+
+def damaged_datasets(settings: Settings) -> dict[str, str]:
+    """Return {dataset name: what is damaged} for the workspace's datasets whose manifest has unreadable lines."""
+    found = {name: manifest_damage(settings.workspace / DATASETS_DIR / name / MANIFEST_NAME)
+             for name in dataset_names(settings)}
+    return {name: damage for name, damage in found.items() if damage}
 
 
 

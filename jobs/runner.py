@@ -94,10 +94,11 @@ class JobRunner:
         return params, self.catalogue.build_argv(kind, params)
 
     def _run_dir(self, kind: str, params: dict[str, Any]) -> Path | None:
-        """Return the folder a `train` job's trainer writes (from its loaded run config), else None."""
+        """Return the folder a `train` job's trainer writes (from its run config, loaded and checked against
+        this runner's settings, the ones the job records and runs with), else None."""
         if kind != "train" or params.get("config") is None:
             return None
-        config = load_run_config(self.settings.resolve(str(params["config"])))
+        config = load_run_config(self.settings.resolve(str(params["config"])), self.settings)
         return run_folder_of_config(self.settings, config).path
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:

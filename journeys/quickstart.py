@@ -245,7 +245,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         val_start = stages.run("validate.start", "validate", {"config": ft_cfg})["val"]
         fine = stages.run("train.finetune", "train", {"config": ft_cfg})
         final = ckpt_dir / "am.safetensors"
-        stages.run("prune", "prune", {"checkpoint": fine["last_checkpoint"], "output": str(final)})
+        stages.run("prune", "prune", {"checkpoint": fine["last_checkpoint"], "output": str(final), "force": True})
         audio = _speak(stages, spec, final, run_dir, data_dir / "sample" / "audio", held_en, held_am)
         evaluation = None
         if int(spec["eval"]["sentences"]) >= 2:

@@ -68,6 +68,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     rows = [{"id": f"c{i}", "audio": str(folder / "tone.wav"), "text": "hello there", "speaker": "s", "language": "en"}
             for i in range(3)]
     (folder / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    _third_audit_inputs(folder, root)
+    shutil.copyfile(folder / "nul.yaml", workspace / "nul.yaml")  # a job's config must lie in the workspace
     previous = os.environ.get("LINGUAFORGE_WORKSPACE")
     os.environ["LINGUAFORGE_WORKSPACE"] = str(workspace)
     try:
@@ -77,6 +79,73 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop("LINGUAFORGE_WORKSPACE", None)
         else:
             os.environ["LINGUAFORGE_WORKSPACE"] = previous
+
+
+def _wav_bytes() -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    t = np.arange(16000) / 16000
+    sf.write(buffer, (0.3 * np.sin(2 * np.pi * 220 * t)).astype("float32"), 16000, format="WAV")
+    return buffer.getvalue()
+
+
+def _rewrite_json(path: Path, change) -> None:
+    path.write_text(json.dumps(change(json.loads(path.read_text(encoding="utf-8")))), encoding="utf-8")
+
+
+def _third_audit_inputs(folder: Path, root: Path) -> None:
+    """The third audit's hostile files: HF folders whose metadata leads out or is malformed, NUL bytes in the
+    paths rows name, a run config with a NUL path, forged adapter records, a split manifest, an existing output."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import torch
+    from datasets import Dataset
+
+    saved = Dataset.from_dict({"audio": [{"bytes": _wav_bytes(), "path": "secret.wav"}], "text": ["secret words"]})
+    saved.save_to_disk(str(root / "outside-hf"))  # beside the inputs: an arrow table no import may read
+    arrow = root / "outside-hf" / "data-00000-of-00001.arrow"
+    for name, filename in (("hf-absolute", str(arrow)), ("hf-climb", "../../outside-hf/data-00000-of-00001.arrow")):
+        target = folder / name
+        target.mkdir()
+        shutil.copyfile(root / "outside-hf" / "dataset_info.json", target / "dataset_info.json")
+        (target / "state.json").write_text(json.dumps({"_data_files": [{"filename": filename}]}), encoding="utf-8")
+    for name, state in (("hf-state-brace", "{"), ("hf-state-empty", "{}"), ("hf-state-list", "[1, 2]")):
+        shutil.copytree(root / "outside-hf", folder / name)
+        (folder / name / "state.json").write_text(state, encoding="utf-8")
+    shutil.copytree(root / "outside-hf", folder / "hf-no-info")
+    (folder / "hf-no-info" / "dataset_info.json").unlink()
+    shutil.copytree(root / "outside-hf", folder / "hf-unknown-feature")
+    _rewrite_json(folder / "hf-unknown-feature" / "dataset_info.json",
+                  lambda info: {**info, "features": {**info["features"], "text": {"_type": "NoSuchFeature"}}})
+    for name, listing in (("hf-dict-bad", '{"splits": '), ("hf-dict-missing-split", '{"splits": ["train", "test"]}'),
+                          ("hf-dict-outside-split", '{"splits": ["../../outside-hf"]}')):
+        (folder / name).mkdir()
+        shutil.copytree(root / "outside-hf", folder / name / "train")
+        (folder / name / "dataset_dict.json").write_text(listing, encoding="utf-8")
+    for name, value in (("bytes-str", "not bytes"), ("bytes-int", 7)):
+        pq.write_table(pa.table({"audio": [{"bytes": value, "path": "a.wav"}], "text": ["hello there"]}), folder / f"{name}.parquet")
+    pq.write_table(pa.table({"audio": ["a\x00.wav"], "text": ["hello there"]}), folder / "nul-path.parquet")
+    # NUL bytes in the paths rows name
+    row = {"id": "n", "audio": "tone\x00.wav", "text": "hello there", "speaker": "s", "language": "en"}
+    (folder / "nul.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (folder / "cv-nul" / "clips").mkdir(parents=True)
+    (folder / "cv-nul" / "validated.tsv").write_text("client_id\tpath\tsentence\nc1\tx\x00.mp3\thello there\n", encoding="utf-8")
+    (folder / "lj-nul" / "wavs").mkdir(parents=True)
+    (folder / "lj-nul" / "metadata.csv").write_text("a\x00b|hello there\n", encoding="utf-8")
+    (folder / "nul.yaml").write_text('name: nul\ntask: lm\ntokenizer: "tok\\0.model"\n', encoding="utf-8")
+    # forged adapter records in checkpoint metadata
+    meta = {"family": "linguaforge", "task": "lm", "model_config": {}}
+    for name, adapter in (("adapter-text", "x"), ("adapter-list", [1, 2]), ("adapter-no-base", {"kind": "lora", "rank": 4}),
+                          ("adapter-nul-base", {"kind": "lora", "rank": 4, "alpha": 8, "dropout": 0.0, "targets": ["q"],
+                                                "modules": {"q": "linear"}, "base_checkpoint": "base\x00.pt",
+                                                "base_sha256": "0" * 64, "frozen_rows": 0})):
+        torch.save({"model": {"w": torch.zeros(2)}, "linguaforge": {**meta, "adapter": adapter}}, folder / f"{name}.pt")
+    (folder / "split").mkdir()
+    rows = [{"id": f"c{i}", "audio": str(folder / "tone.wav"), "text": "hello there", "speaker": f"s{i % 4}",
+             "language": "en"} for i in range(12)]
+    (folder / "split" / "manifest.train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "existing.safetensors").write_bytes(b"the user's file")
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
@@ -282,6 +351,95 @@ CASES: list[tuple[str, list[str], str]] = [
     ("worker-workers-0", ["worker", "--workers", "0"], "--workers: 0 is too small"),
     ("worker-settings-missing", ["worker", "--settings", "{in}/nope.yaml"], "nope.yaml"),
     ("quickstart-name", ["quickstart", "lm", "--name", "../escape"], "not a name"),
+    # the third audit. 1: a dataset folder's own metadata names a file outside it
+    ("hf-state-absolute-arrow", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-absolute", "--output", "{in}/ds",
+                                 "--confine-to-roots"], "_data_files[0].filename"),
+    ("hf-state-climbing-arrow", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-climb", "--output", "{in}/ds"],
+     "leads outside the folder"),
+    ("hf-dict-outside-split", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-dict-outside-split", "--output",
+                               "{in}/ds"], "split '../../outside-hf': leads outside the folder"),
+    # 2: a NUL byte in a path a row, a config or a record names
+    ("nul-manifest-row", ["dataset", "import", "--format", "manifest", "--input", "{in}/nul.jsonl", "--output", "{in}/ds"],
+     "holds a NUL byte"),
+    ("nul-commonvoice-row", ["dataset", "import", "--format", "commonvoice", "--input", "{in}/cv-nul", "--output", "{in}/ds"],
+     "holds a NUL byte"),
+    ("nul-ljspeech-name", ["dataset", "import", "--format", "ljspeech", "--input", "{in}/lj-nul", "--output", "{in}/ds"],
+     "holds a NUL byte"),
+    ("nul-hf-path", ["dataset", "import", "--format", "hf", "--input", "{in}/nul-path.parquet", "--output", "{in}/ds"],
+     "holds a NUL byte"),
+    ("nul-config-train", ["train", "--config", "{in}/nul.yaml"], "nul.yaml.tokenizer: path 'tok\\x00.model': holds a NUL byte"),
+    ("nul-config-validate", ["validate", "--config", "{in}/nul.yaml"], "holds a NUL byte"),
+    ("nul-config-doctor", ["doctor", "--config", "{in}/nul.yaml"], "holds a NUL byte"),
+    ("nul-config-job", ["jobs", "submit", "train", "--config", "{in}/../workspace/nul.yaml"], "holds a NUL byte"),
+    ("nul-adapter-base", ["export", "--checkpoint", "{in}/adapter-nul-base.pt", "--output", "{in}/exported", "--merge"],
+     "holds a NUL byte"),
+    ("nul-cli-path", ["checkpoint", "inspect", "{in}/x\x00.pt"], "holds a NUL byte"),
+    # 4: malformed HF folders and parquet cells
+    ("hf-state-brace", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-state-brace", "--output", "{in}/ds"],
+     "state.json: not valid JSON"),
+    ("hf-state-empty", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-state-empty", "--output", "{in}/ds"],
+     "state.json: no `_data_files` list"),
+    ("hf-state-list", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-state-list", "--output", "{in}/ds"],
+     "state.json: expected a JSON object, found list"),
+    ("hf-no-dataset-info", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-no-info", "--output", "{in}/ds"],
+     "dataset_info.json: missing"),
+    ("hf-unknown-feature", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-unknown-feature", "--output",
+                            "{in}/ds"], "not a readable datasets.save_to_disk folder"),
+    ("hf-dict-bad", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-dict-bad", "--output", "{in}/ds"],
+     "dataset_dict.json: not valid JSON"),
+    ("hf-dict-missing-split", ["dataset", "import", "--format", "hf", "--input", "{in}/hf-dict-missing-split", "--output",
+                               "{in}/ds"], "test/state.json: missing"),
+    ("hf-bytes-string", ["dataset", "import", "--format", "hf", "--input", "{in}/bytes-str.parquet", "--output", "{in}/ds"],
+     "its `bytes` is str"),
+    ("hf-bytes-int", ["dataset", "import", "--format", "hf", "--input", "{in}/bytes-int.parquet", "--output", "{in}/ds"],
+     "its `bytes` is int"),
+    # 5: every count a request can set is bounded
+    ("sample-recombined-huge", ["dataset", "sample", "--output", "{in}/s", "--recombined", "100000000"],
+     "--recombined: 100000000 is too large"),
+    ("job-sample-recombined-huge", ["jobs", "submit", "dataset.sample", "--param", "output=datasets/s",
+                                    "--param", "recombined=100000000"], "--recombined: 100000000 is too large"),
+    ("codec-max-frames-huge", ["codec", "train", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/c.pt",
+                               "--max-frames", "1e12"], "--max-frames: 1e12 is too large"),
+    # 6: NaN and infinity are no numbers; options have ranges
+    ("filter-min-snr-nan", ["dataset", "filter", "--manifest", "{in}/manifest.jsonl", "--output", "{in}/ds",
+                            "--min-snr", "nan"], "--min-snr: nan is not a finite number"),
+    ("synth-option-nan", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                          "--option", "cfg_weight=nan"], "cfg_weight: nan is not a finite number"),
+    ("synth-option-inf", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                          "--option", "exaggeration=inf"], "exaggeration: inf is not a finite number"),
+    ("synth-temperature-inf", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                               "--temperature", "inf"], "--temperature: inf is not a finite number"),
+    ("job-param-nan", ["jobs", "submit", "synthesize", "--param", "checkpoint=x.pt", "--param", "text=hi",
+                       "--param", "output=o.wav", "--param", "top_p=nan"], "--top-p: nan is not a finite number"),
+    ("job-param-not-whole", ["jobs", "submit", "dataset.sample", "--param", "output=datasets/s",
+                             "--param", "per_language=2.5"], "--per-language: 2.5 is not a whole number"),
+    # 7: an output never coincides with an input, never replaces a file without --force
+    ("split-write-over-input", ["dataset", "split", "--manifest", "{in}/split/manifest.train.jsonl", "--by", "speaker",
+                                "--write"], "would overwrite the input --manifest"),
+    ("prune-existing-output", ["prune", "--checkpoint", "{in}/random.pt", "--output", "{in}/existing.safetensors"],
+     "the file exists already. Pass --force"),
+    # 8: refused before any work
+    ("sample-languages-twice", ["dataset", "sample", "--output", "{in}/s", "--languages", "en,en"],
+     "--languages en,en: name each language once"),
+    # 9: huge seeds, forged adapter records
+    ("synth-seed-huge", ["synthesize", "--checkpoint", "{in}/short.pt", "--text", "hi", "--output", "{in}/o.wav",
+                         "--seed", "99999999999999999999999"], "--seed: 99999999999999999999999 is too large"),
+    ("eval-seed-huge", ["eval", "tts", "--checkpoint", "{in}/short.pt", "--sentences", "{in}/corpus.txt",
+                        "--seed", "99999999999999999999999"], "--seed: 99999999999999999999999 is too large"),
+    ("serve-seed-huge", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips", "--seed", "-1"],
+     "--seed: -1 is too small"),
+    ("adapter-record-text", ["export", "--checkpoint", "{in}/adapter-text.pt", "--output", "{in}/exported", "--merge"],
+     "`linguaforge.adapter` is str"),
+    ("adapter-record-list", ["export", "--checkpoint", "{in}/adapter-list.pt", "--output", "{in}/exported", "--merge"],
+     "`linguaforge.adapter` is list"),
+    ("adapter-record-no-base", ["export", "--checkpoint", "{in}/adapter-no-base.pt", "--output", "{in}/exported"],
+     "adapter record lacks alpha, dropout, targets, modules, base_checkpoint, base_sha256, frozen_rows"),
+    # 10: serve beyond this machine without a token
+    ("serve-public-no-token", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips", "--host", "0.0.0.0"],
+     "--host 0.0.0.0: listening beyond this machine needs a bearer token"),
+    ("job-serve-public-no-token", ["jobs", "submit", "serve", "--param", "checkpoint=x.pt", "--param", "voices=voices",
+                                   "--param", "host=0.0.0.0", "--param", "without_token=true"],
+     "serve: parameter host=0.0.0.0: a serve job listening beyond this machine needs token_file"),
 ]
 
 

@@ -330,6 +330,39 @@ def test_a_dataset_import_job_always_confines_its_audio(jobs_env, outside: Path)
     assert sorted(p.name for p in (dataset / "audio").iterdir()) == ["inside.wav"]
 
 
+def test_a_dataset_import_job_refuses_an_hf_folder_whose_state_names_an_outside_arrow(jobs_env, outside: Path) -> None:
+    """The third audit's finding 1: an HF save_to_disk folder in the workspace whose state.json names its arrow
+    file outside (absolute, or `../`) is refused by the real worker's job in one line; nothing of the outside
+    table lands in the workspace."""
+    import io
+
+    from datasets import Dataset
+
+    audio = io.BytesIO()
+    _tone(outside / "clip.wav")
+    audio.write((outside / "clip.wav").read_bytes())
+    Dataset.from_dict({"audio": [{"bytes": audio.getvalue(), "path": "secret.wav"}], "text": [SECRET]}).save_to_disk(
+        str(outside / "hf"))
+    workspace = jobs_env.workspace
+    runner = jobs_env.runner
+    jobs = []
+    for name, filename in (("absolute", str(outside / "hf" / "data-00000-of-00001.arrow")),
+                           ("climbing", "../../../outside/hf/data-00000-of-00001.arrow")):
+        folder = workspace / "incoming" / name
+        folder.mkdir(parents=True)
+        (folder / "dataset_info.json").write_bytes((outside / "hf" / "dataset_info.json").read_bytes())
+        (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": filename}]}), encoding="utf-8")
+        jobs.append(runner.submit("dataset.import", {"format": "hf", "input": f"incoming/{name}",
+                                                     "output": f"datasets/{name}"}))
+    jobs_env.start_worker()
+    for job_id in jobs:
+        job = runner.wait(job_id, 300)
+        assert job["status"] == "failed" and "_data_files[0].filename" in job["error"], job
+        assert "leads outside the folder" in job["error"] and "\n" not in job["error"].strip()
+    assert not (workspace / "datasets").exists()
+    assert SECRET not in "".join(p.read_text(errors="ignore") for p in workspace.rglob("*") if p.is_file())
+
+
 def test_indextts_processed_paths_stay_inside_the_input_folder(tmp_path: Path, outside: Path, indextts_bpe: Path) -> None:
     """A community manifest whose feature paths climb out (`../`, absolute, a symlink) has those clips rejected
     with the reason; only the clip inside is imported."""
@@ -361,5 +394,5 @@ def test_indextts_processed_paths_stay_inside_the_input_folder(tmp_path: Path, o
     assert result.clips == 1
     reasons = {r.line: r.reason for r in result.rejects}
     assert sorted(reasons) == [2, 3, 4]
-    assert all(reason.startswith("codes_path ") and "leads outside the input folder" in reason for reason in reasons.values())
+    assert all(reason.startswith("codes_path ") and "leads outside the folder" in reason for reason in reasons.values())
     assert str((outside / "linked-codes.npy").resolve()) in reasons[4]

@@ -30,7 +30,7 @@ def test_form_round_trips_a_preset_and_lays_values_over_the_base(workspace: Path
 
 def test_config_from_form_names_the_field_at_fault(workspace: Path, tmp_path: Path) -> None:
     settings = load_settings()
-    with pytest.raises(InputError, match=r"batch.size: 2.5 must be a whole number"):
+    with pytest.raises(InputError, match=r"batch.size: 2.5 is not a whole number"):
         config_from_form({}, _form(batch_size=2.5), settings)
     with pytest.raises(InputError, match="could not convert string to float"):
         config_from_form({}, _form(lr="fast"), settings)
@@ -66,5 +66,5 @@ def test_the_form_sets_a_lora_adapter_and_names_a_bad_rank(workspace: Path) -> N
     assert config_from_form({}, _form(), settings).adapter.kind == "none"  # the default trains every weight
     with pytest.raises(InputError, match=r"adapter.rank: 0 must be a positive integer"):
         config_from_form({}, _form(adapter_kind="lora", adapter_rank=0), settings)
-    with pytest.raises(InputError, match=r"adapter.rank: 2.5 must be a whole number"):
+    with pytest.raises(InputError, match=r"adapter.rank: 2.5 is not a whole number"):
         config_from_form({}, _form(adapter_kind="lora", adapter_rank=2.5), settings)

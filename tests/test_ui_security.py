@@ -40,8 +40,21 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
     (workspace / "runs" / SECRET_RUN).mkdir(parents=True)
     (workspace / "runs" / SECRET_RUN / "config.yaml").write_text(f"name: {SECRET_RUN}\n", encoding="utf-8")
     (root / "outside.txt").write_text("server secret\n", encoding="utf-8")
+    _damaged_datasets(workspace)
     with running_app(workspace, root / "app.log", auth=f"{USER}:{PASSWORD}") as proc:
         yield proc
+
+
+def _damaged_datasets(workspace: Path) -> None:
+    """Two datasets the third audit found took the dashboard down: a manifest with a line that is not UTF-8
+    (beside a good row), and one whose only row names its audio with a NUL byte."""
+    good = {"id": "a", "audio": "audio/a.wav", "text": "hello", "speaker": "s", "language": "en", "duration": 1.0}
+    (workspace / "datasets" / "latin").mkdir(parents=True)
+    (workspace / "datasets" / "latin" / "manifest.jsonl").write_bytes(
+        json.dumps(good).encode() + b"\n" + b'{"id": "caf\xe9"}\n')
+    (workspace / "datasets" / "nul").mkdir()
+    (workspace / "datasets" / "nul" / "manifest.jsonl").write_text(json.dumps({**good, "audio": "a\x00.wav"}) + "\n",
+                                                                   encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -277,6 +290,40 @@ def test_imported_manifest_and_folder_symlink_are_confined(app: AppProcess, sess
     rejected = [json.loads(line) for line in (dataset / "rejects.jsonl").read_text().splitlines()]
     assert kept == ["a"]
     assert [r["id"] for r in rejected] == ["b"] and "outside the allowed folders" in rejected[0]["reason"]
+
+
+def test_the_app_starts_with_damaged_datasets_and_names_them(app: AppProcess, session: httpx.Client) -> None:
+    """app.py started (the fixture) with both damaged datasets present: its log names each and what is damaged,
+    and the Dataset tab lists them with their readable rows and the damage."""
+    log = app.log_text()
+    assert "warning: dataset latin: 1 damaged line in manifest.jsonl, first line 2: not UTF-8" in log, log
+    assert "warning: dataset nul: 1 damaged line in manifest.jsonl, first row 'a': audio holds a NUL byte" in log, log
+    assert "Traceback" not in log
+    config = json.dumps(session.get("/config").json(), ensure_ascii=False)
+    assert "latin \u2014 1 clips, 0.000 h (damaged: 1 damaged line in manifest.jsonl, first line 2: not UTF-8)" in config
+    assert "nul \u2014 1 clips" in config
+
+
+def test_an_uploaded_hf_state_naming_an_outside_arrow_is_refused(app: AppProcess, session: httpx.Client) -> None:
+    """The third audit's finding 1 through the Dataset tab: uploading only state.json (naming the arrow file of a
+    save_to_disk folder outside the roots by its absolute path) and dataset_info.json; the import is refused
+    in one line and nothing of the outside table is imported."""
+    import io
+
+    from datasets import Dataset
+
+    outside = app.workspace.parent / "outside-hf"
+    clip = io.BytesIO()
+    _write_tone(app.workspace.parent / "outside-clip.wav")
+    clip.write((app.workspace.parent / "outside-clip.wav").read_bytes())
+    Dataset.from_dict({"audio": [{"bytes": clip.getvalue(), "path": "s.wav"}], "text": ["server secret"]}).save_to_disk(
+        str(outside))
+    state = json.dumps({"_data_files": [{"filename": str(outside / "data-00000-of-00001.arrow")}]}).encode()
+    files = [file_data(upload(session, "state.json", state)),
+             file_data(upload(session, "dataset_info.json", (outside / "dataset_info.json").read_bytes()))]
+    answer = _run_event(session, "import_dataset", ["hf", "", files, "hf-upload", "", "", "", "", "", "", False])
+    assert "leads outside the folder" in answer and "_data_files[0].filename" in answer, answer
+    assert not (app.workspace / "datasets" / "hf-upload").exists()
 
 
 def test_cli_import_reports_rows_pointing_outside(tmp_path: Path) -> None:

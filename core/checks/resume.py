@@ -1,7 +1,7 @@
 """Doctor check `resume.tokenizer`: may this run resume from its checkpoint with its tokenizer?
 
-Same tokenizer → pass; a prefix extension → pass, rows will be extended and the Adam state
-remapped row by row; anything else → fail naming the first differing id.
+A checkpoint of another family or task → fail; same tokenizer → pass; a prefix extension → pass, rows
+will be extended and the Adam state remapped row by row; anything else → fail naming the first differing id.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ def check_resume(ctx: DoctorContext) -> CheckResult | None:
     tokenizer = ctx.tokenizer_or_none()
     if tokenizer is None:
         return None
-    from core.training.state import resume_plan
+    from core.training.state import check_resume_source, resume_plan
 
     loaded = ctx.resume()
-    task = (loaded.meta or {}).get("task")
-    if ctx.run_config is not None and task != ctx.run_config.task:
-        return CheckResult("resume.tokenizer", "fail", f"{loaded.path} is a {task} checkpoint; this run is {ctx.run_config.task}.",
-                           "Resume from a checkpoint of this run's task.")
+    if ctx.run_config is not None:
+        try:
+            check_resume_source(loaded, ctx.run_config.family, ctx.run_config.task)
+        except InputError as exc:
+            return CheckResult("resume.tokenizer", "fail", str(exc), "Resume from a checkpoint of this run's family and task.")
     try:
         plan = resume_plan(loaded, tokenizer, ctx.get_settings())
     except InputError as exc:

@@ -40,16 +40,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _printable(text: str) -> str:
+    """Return `text` with what UTF-8 cannot hold (a lone surrogate from a hostile value) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _one_line(text: str) -> str:
+    """Return `text` as one printable line: control characters (a newline, a terminal escape) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in _printable(text))
+
+
 def _emit(result: Result, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(result.data, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(_printable(json.dumps(result.data, ensure_ascii=False, default=str)) + "\n")
     elif result.text:
-        sys.stdout.write(result.text.rstrip("\n") + "\n")
+        sys.stdout.write(_printable(result.text.rstrip("\n")) + "\n")
     sys.stdout.flush()
 
 
 def _fail(message: str, code: int, as_json: bool, detail: str = "") -> int:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(_one_line(f"error: {message}") + "\n")
     if as_json:
         _emit(Result({"ok": False, "error": message, **({"detail": detail} if detail else {})}), True)
     return code
@@ -57,8 +67,12 @@ def _fail(message: str, code: int, as_json: bool, detail: str = "") -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one CLI command and return its exit code (0 ok, 1 internal error, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return run_parsed(build_parser().parse_args(argv))
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """Run the command of parsed arguments: the argument guards, then its handler; print its result or
+    its error in one line; return the exit code (0 ok, 1 internal error, 2 bad input)."""
     as_json = bool(getattr(args, "json", False))
     try:
         check_arguments(args)

@@ -2,7 +2,9 @@
 
 - Text arguments must be valid UTF-8 (the shell hands undecodable bytes over as surrogates).
 - No command may write over one of its own inputs: an output path (or the sidecar files written
-  beside it) that is the same file as any other path argument is refused.
+  beside it, or the files its `writes` default names: `dataset split --write`'s manifests) that is
+  the same file as any other path argument is refused.
+- A command with a `--force` flag never replaces an existing file it would write without it.
 - An operating-system error about a user's path (missing, a folder where a file was expected, not
   writable) becomes one line naming the path and the fix, exit 2.
 """
@@ -21,7 +23,9 @@ from core.fsutil import nearest_existing
 
 OUTPUT_DESTS = ("output",)
 SIDECAR_SUFFIXES = (".vocab", ".report.json")
-INTERNAL_DESTS = ("handler", "json", "group", "command")
+WRITES_DEST = "writes"  # set_defaults(writes=f): f(args) -> the files the command writes besides --output
+FORCE_DEST = "force"
+INTERNAL_DESTS = ("handler", "json", "group", "command", WRITES_DEST)
 FOLDER_OUTPUTS = {("dataset", "import"), ("dataset", "filter"), ("dataset", "sample"), ("preprocess", None), ("export", None)}
 
 
@@ -57,9 +61,23 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def written_files(args: argparse.Namespace) -> list[Path]:
+    """Return the files a command will write: its `--output` (not a folder output's contents) and whatever
+    its `writes` default names (not the sidecars written beside `--output`)."""
+    files: list[Path] = []
+    output = getattr(args, "output", None)
+    if isinstance(output, (str, Path)) and str(output).strip():
+        files.append(Path(str(output)).expanduser())
+    writes = getattr(args, WRITES_DEST, None)
+    if callable(writes):
+        files += [Path(path) for path in writes(args)]
+    return files
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse non-UTF-8 text, an `--output` of the wrong kind (folder/file) or in an unwritable
-    folder, and outputs that would overwrite one of the command's inputs.
+    folder, outputs that would overwrite one of the command's inputs, and — for a command with
+    `--force` — an existing file it would replace without `--force`.
 
     Raises InputError naming the option and the value.
     """
@@ -68,23 +86,33 @@ def check_arguments(args: argparse.Namespace) -> None:
         for item in _values(value):
             _check_text(dest, item)
     _check_output_location(args)
-    for out_dest in OUTPUT_DESTS:
-        if not isinstance(items.get(out_dest), (str, Path)):
+    files = written_files(args)
+    output = items.get("output")
+    sidecars = [Path(str(output)).expanduser().with_suffix(suffix) for suffix in SIDECAR_SUFFIXES] if output else []
+    targets = files + sidecars
+    for dest, value in items.items():
+        if dest in OUTPUT_DESTS:
             continue
-        output = Path(str(items[out_dest])).expanduser()
-        targets = [output, *(output.with_suffix(suffix) for suffix in SIDECAR_SUFFIXES)]
-        for dest, value in items.items():
-            if dest == out_dest:
+        for item in _values(value):
+            if not isinstance(item, (str, Path)) or not str(item).strip():
                 continue
-            for item in _values(value):
-                if not isinstance(item, (str, Path)) or not str(item).strip():
-                    continue
-                source = Path(str(item)).expanduser()
-                if any(_same_file(target, source) for target in targets):
+            source = Path(str(item)).expanduser()
+            for target in targets:
+                if _same_file(target, source):
                     raise InputError(
-                        f"{_flag(out_dest)} {output}: it would overwrite the input {_flag(dest)} {source}. "
-                        f"Choose another {_flag(out_dest)}; a command never writes over its own input."
+                        f"{_target_flag(args, target)} {target}: it would overwrite the input {_flag(dest)} {source}. "
+                        f"Choose another output; a command never writes over its own input."
                     )
+    if hasattr(args, FORCE_DEST) and not getattr(args, FORCE_DEST):
+        for target in files:
+            if target.is_file():
+                raise InputError(f"{_target_flag(args, target)} {target}: the file exists already. Pass --force to "
+                                 "replace it, or choose another output.")
+
+
+def _target_flag(args: argparse.Namespace, target: Path) -> str:
+    output = getattr(args, "output", None)
+    return "--output" if output is not None and Path(str(output)).expanduser() == target else "output"
 
 
 def _check_output_location(args: argparse.Namespace) -> None:
@@ -155,6 +183,8 @@ def os_error_message(exc: OSError) -> str | None:
         errno.EROFS: "the file system is read-only; choose a writable path",
         errno.ENOSPC: "free space on that disk or choose another path",
         errno.EEXIST: "remove it or choose another path",
+        errno.ENAMETOOLONG: "shorten the path",
+        errno.ELOOP: "the path's symlinks loop; fix them or choose another path",
     }
     fix = fixes.get(exc.errno or 0)
     if fix is None:

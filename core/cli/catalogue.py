@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 from pathlib import Path
 from typing import Any, Sequence
 
 from core.cli import build_parser
+from core.cli._guards import check_arguments
 from core.errors import InputError, LinguaForgeError
 from core.paths import PathType, absolute_path_params, path_options
 from jobs.kinds import CommandOutcome
@@ -80,12 +82,20 @@ def _parse_checked(top: argparse.ArgumentParser, argv: list[str], kind: str) -> 
 
 
 class CliCatalogue:
-    """The `python -m core` commands as job kinds (a `jobs.kinds.JobCatalogue`)."""
+    """The `python -m core` commands as job kinds (a `jobs.kinds.JobCatalogue`).
+
+    The parsers are built once per catalogue (parsing does not change them), so checking a job costs
+    no parser construction.
+    """
+
+    @functools.cached_property
+    def _top(self) -> argparse.ArgumentParser:
+        return build_parser()
 
     def kinds(self) -> list[str]:
         """Return every CLI command that can run as a job, dotted (`tokenizer.train`, `train`)."""
         kinds = []
-        for name, sub in _subparsers(build_parser()).items():
+        for name, sub in _subparsers(self._top).items():
             if name in NOT_JOBS:
                 continue
             commands = _subparsers(sub)
@@ -100,7 +110,7 @@ class CliCatalogue:
 
         Raises InputError naming the available kinds when `kind` is not a CLI command.
         """
-        top = build_parser()
+        top = self._top
         words = kind.split(".")
         parser: argparse.ArgumentParser | None = top
         for word in words:
@@ -172,8 +182,9 @@ class CliCatalogue:
         `{"ok": False, "error": …}` (plus its `detail`, when it has one) as the data, as the
         command's `--json` prints it; other exceptions propagate (they are bugs).
         """
-        args = build_parser().parse_args(list(argv))
+        args = self._top.parse_args(list(argv))
         try:
+            check_arguments(args)  # as `python -m core` does before every handler
             result = args.handler(args)
         except LinguaForgeError as exc:
             data = {"ok": False, "error": str(exc), **({"detail": exc.detail} if exc.detail else {})}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, device_arg, float_in, int_at_least, options_of
+from core.cli.common import SEED_ARG, Result, add_command, add_group, device_arg, float_in, int_in, options_of
 from core.config import load_settings
 from core.errors import InputError
 from core.tables import render_mapping
@@ -85,21 +85,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = add_group(subparsers, "codec", "the embedded speech codec (log-mel codebook + Griffin-Lim)")
     train = add_command(group, "train", _train)
     train.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
-    train.add_argument("--codebook-size", type=int_at_least(2), default=1024, help="number of codes K (default 1024)")
+    train.add_argument("--codebook-size", type=int_in(2, 65536), default=1024, help="number of codes K (default 1024)")
     train.add_argument("--output", required=True, type=CLI_PATH, help="codec file to write (.pt)")
-    train.add_argument("--hop-length", type=int_at_least(1), default=256, help="samples per frame (default 256: 62.5 frames/s at 16 kHz)")
-    train.add_argument("--n-mels", type=int_at_least(1), default=80, help="mel bins (default 80)")
+    train.add_argument("--hop-length", type=int_in(1, 65536), default=256, help="samples per frame (default 256: 62.5 frames/s at 16 kHz)")
+    train.add_argument("--n-mels", type=int_in(1, 1024), default=80, help="mel bins (default 80)")
     train.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips held out (default 0.05)")
-    train.add_argument("--iterations", type=int_at_least(1), default=100, help="k-means mini-batch steps of 4096 frames (default 100)")
-    train.add_argument("--max-frames", type=int_at_least(1), default=500_000, help="frames sampled for k-means (default 500000)")
-    train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    train.add_argument("--iterations", type=int_in(1, 1_000_000), default=100, help="k-means mini-batch steps of 4096 frames (default 100)")
+    train.add_argument("--max-frames", type=int_in(1, 100_000_000), default=500_000, help="frames sampled for k-means (default 500000)")
+    train.add_argument("--seed", type=SEED_ARG, default=0, help="random seed (default 0)")
     train.add_argument("--device", type=device_arg, help="cpu or cuda (default: cuda when present)")
-    train.add_argument("--eval-clips", type=int_at_least(0), default=0, help="also evaluate on this many val clips (default 0)")
+    train.add_argument("--eval-clips", type=int_in(0, 100_000), default=0, help="also evaluate on this many val clips (default 0)")
     ev = add_command(group, "eval", _eval)
     ev.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")
     ev.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     ev.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="val share, as in training (default 0.05)")
-    ev.add_argument("--max-clips", type=int_at_least(1), default=20, help="clips evaluated (default 20)")
+    ev.add_argument("--max-clips", type=int_in(1, 100_000), default=20, help="clips evaluated (default 20)")
     ev.add_argument("--no-vocoder", action="store_true", help="skip the Griffin-Lim round trip (codebook error only)")
     enc = add_command(group, "encode", _encode)
     enc.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt")

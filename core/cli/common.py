@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
+
+from core.numbers import SEED, NumberRange
 
 
 @dataclass
@@ -31,39 +32,33 @@ class CliParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """Return an argparse type accepting integers ≥ `low`; its errors name the value and the bound."""
+def number_type(spec: NumberRange) -> Callable[[str], int | float]:
+    """Return an argparse type for the numbers of `spec` (`core.numbers`): finite, in its range, whole when it says so.
 
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not an integer; give a whole number ≥ {low}") from None
-        if number < low:
-            raise argparse.ArgumentTypeError(f"{number} is too small; give a whole number ≥ {low}")
-        return number
+    Its errors name the value and the range; the job catalogue and the dashboard get the same ones.
+    """
 
-    parse.__name__ = f"integer ≥ {low}"
+    def parse(value: str) -> int | float:
+        number, problem = spec.problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return number if spec.integer else float(number)  # type: ignore[arg-type]
+
+    parse.__name__ = spec.span()
     return parse
 
 
-def float_in(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False) -> Callable[[str], float]:
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """Return an argparse type accepting whole numbers from `low` to `high` (a count a request may set is bounded)."""
+    return number_type(NumberRange(low, high, integer=True))  # type: ignore[return-value]
+
+
+def float_in(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Callable[[str], float]:
     """Return an argparse type accepting finite numbers within [low, high] (ends open when asked)."""
-    span = f"{'(' if low_open else '['}{low:g}, {'∞' if high is None else f'{high:g}'}{')' if high_open or high is None else ']'}"
+    return number_type(NumberRange(low, high, low_open=low_open, high_open=high_open))  # type: ignore[return-value]
 
-    def parse(value: str) -> float:
-        try:
-            number = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number; give one in {span}") from None
-        too_low = number <= low if low_open else number < low
-        too_high = high is not None and (number >= high if high_open else number > high)
-        if math.isnan(number) or math.isinf(number) or too_low or too_high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; give a number in {span}")
-        return number
 
-    parse.__name__ = f"number in {span}"
-    return parse
+SEED_ARG = number_type(SEED)
 
 
 def add_command(
@@ -94,6 +89,11 @@ def add_command(
     return parser
 
 
+def add_force_option(parser: argparse.ArgumentParser, what: str = "the output file") -> None:
+    """Add `--force`: without it, the command refuses (before any work) to replace an existing file it writes."""
+    parser.add_argument("--force", action="store_true", help=f"replace {what} when it exists (default: refuse)")
+
+
 def options_of(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     """Return `{name: args.name}` for the given option names, to pass on as keyword arguments."""
     return {name: getattr(args, name) for name in names}
@@ -110,20 +110,25 @@ def csv_list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def int_list(value: str) -> list[int]:
-    """Parse a comma-separated list of integers such as `1000,2000,4000`.
+def int_list(low: int, high: int, most: int) -> Callable[[str], list[int]]:
+    """Return an argparse type for a comma-separated list of at most `most` whole numbers from `low` to `high`
+    such as `1000,2000,4000`; its errors name the bad item."""
+    spec = NumberRange(low, high, integer=True)
 
-    Raises argparse.ArgumentTypeError naming the bad item.
-    """
-    items = []
-    for item in csv_list(value):
-        try:
-            items.append(int(item))
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{item!r} is not an integer") from exc
-        if items[-1] < 1:
-            raise argparse.ArgumentTypeError(f"{item} is too small; every size must be ≥ 1")
-    return items
+    def parse(value: str) -> list[int]:
+        items = csv_list(value)
+        if not items or len(items) > most:
+            raise argparse.ArgumentTypeError(f"give 1 to {most} comma-separated whole numbers, not {len(items)}")
+        numbers = []
+        for item in items:
+            number, problem = spec.problem(item)
+            if problem is not None:
+                raise argparse.ArgumentTypeError(problem)
+            numbers.append(int(number))  # type: ignore[arg-type]
+        return numbers
+
+    parse.__name__ = f"list of {spec.span()}s"
+    return parse
 
 
 def device_arg(value: str) -> str:

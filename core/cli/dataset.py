@@ -4,10 +4,13 @@ from audio datasets, and speaker-aware splits."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, csv_list, float_in, int_at_least
+from core.cli.common import Result, add_command, add_force_option, add_group, csv_list, float_in, int_in
+from core.numbers import MAX_CLIP_SECONDS, MAX_WORKERS
+from core.data.sample_text import MAX_RECOMBINED
 from core.config import load_settings
 from core.errors import InputError
 from core.data.importers import FORMAT_NAMES, ImportOptions
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from core.data.importing import ImportSummary
 
 SHOWN_REJECTS = 20
+SPLIT_NAMES = ("train", "val", "eval")
 INDEXTTS_PROCESSED = "indextts-processed"
 
 
@@ -164,7 +168,7 @@ def _split(args: argparse.Namespace) -> Result:
     for row in rows:
         counts[row.speaker] = counts.get(row.speaker, 0) + 1
     of_speaker = split_by_speaker(counts, args.val_ratio, args.eval_ratio)
-    parts = {name: [row for row in rows if of_speaker[row.speaker] == name] for name in ("train", "val", "eval")}
+    parts = {name: [row for row in rows if of_speaker[row.speaker] == name] for name in SPLIT_NAMES}
     speakers = {s: {"split": of_speaker[s], "clips": counts[s]} for s in sorted(counts)}
     data = {"by": "speaker", **{name: len(part) for name, part in parts.items()}, "val_ratio": args.val_ratio,
             "eval_ratio": args.eval_ratio, "speakers": speakers,
@@ -174,23 +178,31 @@ def _split(args: argparse.Namespace) -> Result:
     if data["single_clip_speakers"]:
         lines.append(f"  single-clip speakers: {', '.join(data['single_clip_speakers'])}")
     if args.write:
-        folder = args.manifest.parent if args.manifest.is_file() else args.manifest
-        written = {name: str(write_manifest(folder / f"manifest.{name}.jsonl", part)) for name, part in parts.items() if part}
+        files = _split_files(args)
+        written = {name: str(write_manifest(files[name], part)) for name, part in parts.items() if part}
         data["written"] = written
         lines.extend(f"  wrote {path}" for path in written.values())
     return Result(data, "\n".join(lines))
+
+
+def _split_files(args: argparse.Namespace) -> dict[str, Path]:
+    """Return {train, val, eval: the manifest file `dataset split --write` writes it to}, beside the manifest."""
+    if not (args.write and args.by == "speaker"):
+        return {}
+    folder = args.manifest.parent if not args.manifest.is_dir() else args.manifest
+    return {name: folder / f"manifest.{name}.jsonl" for name in SPLIT_NAMES}
 
 
 def _add_filter_options(command: argparse.ArgumentParser) -> None:
     """Add the filter threshold options shared by `dataset import --filter` and `dataset filter`."""
     command.add_argument("--skip-filter", type=csv_list, default=[], metavar="NAMES",
                          help=f"comma-separated filters to switch off: {', '.join(FILTERS)}")
-    command.add_argument("--filter-min-duration", type=float_in(0.0), default=0.5, help="shortest clip after trimming, s (default 0.5)")
-    command.add_argument("--filter-max-duration", type=float_in(0.0, low_open=True), default=20.0, help="longest clip after trimming, s (default 20)")
+    command.add_argument("--filter-min-duration", type=float_in(0.0, MAX_CLIP_SECONDS), default=0.5, help="shortest clip after trimming, s (default 0.5)")
+    command.add_argument("--filter-max-duration", type=float_in(0.0, MAX_CLIP_SECONDS, low_open=True), default=20.0, help="longest clip after trimming, s (default 20)")
     command.add_argument("--max-clipping", type=float_in(0.0, 1.0), default=0.001, help="largest share of clipped samples (default 0.001)")
-    command.add_argument("--min-snr", type=float, default=15.0, help="lowest estimated SNR in dB (default 15)")
-    command.add_argument("--keep-silence", type=float_in(0.0), default=0.3, help="leading/trailing silence kept after VAD trimming, s (default 0.3)")
-    command.add_argument("--rate-factor", type=float_in(1.0, low_open=True), default=2.5,
+    command.add_argument("--min-snr", type=float_in(-100.0, 200.0), default=15.0, help="lowest estimated SNR in dB (default 15)")
+    command.add_argument("--keep-silence", type=float_in(0.0, 60.0), default=0.3, help="leading/trailing silence kept after VAD trimming, s (default 0.3)")
+    command.add_argument("--rate-factor", type=float_in(1.0, 100.0, low_open=True), default=2.5,
                          help="chars/s of speech outside median/F…median×F is an outlier (default 2.5)")
     command.add_argument("--near-duplicate", type=float_in(0.0, 0.5), default=0.2,
                          help="largest fingerprint bit error of a near-duplicate (default 0.2; 0 = exact only)")
@@ -207,14 +219,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--speaker", help="speaker name (default: per format)")
     imp.add_argument("--tokenizer", type=CLI_PATH, help="reject text with characters this tokenizer cannot encode")
     imp.add_argument("--uppercase", action="store_true", help="upper-case text (for tokenizers trained upper-case)")
-    imp.add_argument("--min-duration", type=float_in(0.0), help="shortest clip kept in seconds (default 1 for srt, else 0.3)")
-    imp.add_argument("--max-duration", type=float_in(0.0, low_open=True), help="longest clip kept in seconds (default 15 for srt, else 30)")
-    imp.add_argument("--padding", type=float_in(0.0), default=0.1, help="srt: seconds added on each side of a subtitle (default 0.1)")
+    imp.add_argument("--min-duration", type=float_in(0.0, MAX_CLIP_SECONDS), help="shortest clip kept in seconds (default 1 for srt, else 0.3)")
+    imp.add_argument("--max-duration", type=float_in(0.0, MAX_CLIP_SECONDS, low_open=True), help="longest clip kept in seconds (default 15 for srt, else 30)")
+    imp.add_argument("--padding", type=float_in(0.0, 60.0), default=0.1, help="srt: seconds added on each side of a subtitle (default 0.1)")
     imp.add_argument("--strict", action="store_true", help="exit 2 when any row is rejected")
     imp.add_argument("--confine-to-roots", action="store_true",
                      help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
                           "the workspace and data_roots (the dashboard and every dataset.import job always set it)")
-    imp.add_argument("--workers", type=int_at_least(1), default=2, help="audio conversion threads (default 2)")
+    imp.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="audio conversion threads (default 2)")
     imp.add_argument("--tsv", default="validated.tsv", help="commonvoice: the table to import (default validated.tsv)")
     imp.add_argument("--audio-column", default="audio", help="hf: the audio column (default audio)")
     imp.add_argument("--text-column", default="text", help="hf: the text column (default text)")
@@ -224,17 +236,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     flt = add_command(group, "filter", _filter)
     flt.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl to filter")
     flt.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
-    flt.add_argument("--workers", type=int_at_least(1), default=2, help="threads (default 2)")
+    flt.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="threads (default 2)")
     flt.add_argument("--confine-to-roots", action="store_true", help="reject rows whose audio lies outside the allowed roots")
     _add_filter_options(flt)
     sample = add_command(group, "sample", _sample)
     sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
-    sample.add_argument("--per-language", type=int_at_least(1), default=24, help="clips per language (default 24)")
-    sample.add_argument("--recombined", type=int_at_least(0), default=0,
+    sample.add_argument("--per-language", type=int_in(1, 10_000), default=24, help="clips per language (default 24)")
+    sample.add_argument("--recombined", type=int_in(0, MAX_RECOMBINED), default=0,
                         help="extra clips per language whose sentences reshuffle the words of the --per-language "
                              "sentences, for text variety (default 0)")
-    sample.add_argument("--workers", type=int_at_least(1), default=2, help="parallel espeak-ng processes (default 2)")
+    sample.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="parallel espeak-ng processes (default 2)")
     split = add_command(group, "split", _split)
     split.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl")
     split.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in val (default 0.05)")
@@ -243,4 +255,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     split.add_argument("--eval-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.0,
                        help="--by speaker: share of clips (whole speakers) in the eval set (default 0)")
     split.add_argument("--write", action="store_true",
-                       help="--by speaker: write manifest.train.jsonl, manifest.val.jsonl, manifest.eval.jsonl beside the manifest")
+                       help="--by speaker: write manifest.train.jsonl, manifest.val.jsonl, manifest.eval.jsonl beside the manifest "
+                            "(never over the manifest itself; over earlier ones only with --force)")
+    add_force_option(split, "earlier manifest.train/val/eval.jsonl")
+    split.set_defaults(writes=lambda args: list(_split_files(args).values()))

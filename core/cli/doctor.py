@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, int_at_least
+from core.cli.common import Result, add_command, int_in
+from core.numbers import MAX_VOCAB
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
 from core.errors import InputError
@@ -63,6 +64,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", type=CLI_PATH, help="checkpoint .safetensors / .pt / .pth")
     parser.add_argument("--cache", type=CLI_PATH, help="preprocessing cache folder (cache/<fingerprint>) to check against the tokenizer")
     parser.add_argument("--family", choices=list(FAMILIES), help="checkpoint family (default: metadata or keys)")
-    parser.add_argument("--freeze-until", type=int_at_least(0), help="first trainable text row (rows below stay frozen)")
-    parser.add_argument("--declared-vocab", type=int_at_least(1),
+    parser.add_argument("--freeze-until", type=int_in(0, MAX_VOCAB), help="first trainable text row (rows below stay frozen)")
+    parser.add_argument("--declared-vocab", type=int_in(1, MAX_VOCAB),
                         help="a vocab size some other trainer's config declares (fails when it disagrees)")

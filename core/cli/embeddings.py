@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, options_of
+from core.cli.common import SEED_ARG, Result, add_command, add_group, options_of
 from core.errors import InputError
 from core.families import FAMILIES
 from core.tokenizers.vocab import INIT_METHODS
@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--family", default="auto", choices=["auto", *FAMILIES], help="checkpoint family (default: detect)")
     parser.add_argument("--init", default="fvt", choices=INIT_METHODS, help="how new rows start (default: fvt)")
     parser.add_argument("--allow-truncate", action="store_true", help="allow the result to have fewer rows")
-    parser.add_argument("--seed", type=int, default=0, help="random seed for --init normal")
+    parser.add_argument("--seed", type=SEED_ARG, default=0, help="random seed for --init normal")
     parser.add_argument("--target-config", type=CLI_PATH, help="a foreign trainer's config (IndexTTS2 config.yaml, Chatterbox/T3 "
                         "config) whose vocab size must follow the new tokenizer")
     parser.add_argument("--write-config", type=CLI_PATH, help="write the --target-config copy with the vocab size corrected "

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from core.paths import CLI_PATH, PathType
-from core.cli.common import Result, add_command, add_group, float_in
+from core.cli.common import SEED_ARG, Result, add_command, add_group, float_in
+from core.numbers import MAX_TEMPERATURE
 from core.cli.infer import add_family_options, run_model_dir
 from core.runs import eval_file_beside
 from core.tables import render_table
@@ -79,8 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="ASR hook for CER: pocketsphinx, or a hook the settings file declares under eval.asr_hooks "
                              "(python:<module>:<function> or command:'<program … {wav} …>')")
     parser.add_argument("--no-mos", action="store_true", help="skip the DNSMOS naturalness estimate")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed for synthesis")
-    parser.add_argument("--temperature", type=float_in(0.0), default=None,
+    parser.add_argument("--seed", type=SEED_ARG, default=0, help="sampling seed for synthesis")
+    parser.add_argument("--temperature", type=float_in(0.0, MAX_TEMPERATURE), default=None,
                         help="sampling temperature of synthesis; 0 = greedy (default: the model's own, 0.8 for "
                              "LinguaForge's model)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],

@@ -7,13 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, float_in, int_at_least
+from core.cli.common import SEED_ARG, Result, add_command, float_in, int_in
+from core.numbers import MAX_NEW_TOKENS, MAX_TEMPERATURE, NumberRange
 from core.config import load_settings
 from core.tables import render_mapping
 
 if TYPE_CHECKING:
     from core.checkpoint import LoadedCheckpoint
     from core.config import Settings
+
+
+ANY_NUMBER = NumberRange(-1e9, 1e9, words="a finite number")  # what a KEY=NUMBER option may hold before its family's range is known
 
 
 def add_family_options(parser: argparse.ArgumentParser) -> None:
@@ -40,21 +44,22 @@ def run_model_dir(checkpoint: Path, settings: Settings) -> str | None:
 
 
 def speaker_option(text: str) -> tuple[str, float]:
-    """Return (key, number) of a KEY=NUMBER --option; raises argparse.ArgumentTypeError otherwise."""
+    """Return (key, number) of a KEY=NUMBER --option with a finite number; raises argparse.ArgumentTypeError
+    otherwise. Its range is the family's (`ModelFamily.check_speech_options`), checked once the family is known."""
     key, sep, value = text.partition("=")
-    try:
-        if not sep or not key.strip():
-            raise ValueError(text)
-        return key.strip(), float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write KEY=NUMBER, e.g. cfg_weight=0.5") from None
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!a}: write KEY=NUMBER, e.g. cfg_weight=0.5")
+    number, problem = ANY_NUMBER.problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{key.strip()}: {problem}")
+    return key.strip(), float(number)  # type: ignore[arg-type]
 
 
 def _sampling(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--temperature", type=float_in(0.0), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int_at_least(0), default=50, help="keep the k most likely ids; 0 = off (default 50)")
+    parser.add_argument("--temperature", type=float_in(0.0, MAX_TEMPERATURE), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int_in(0, 1_000_000), default=50, help="keep the k most likely ids; 0 = off (default 50)")
     parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="nucleus sampling threshold in (0, 1]")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=SEED_ARG, default=0, help="random seed (default 0)")
     parser.add_argument("--tokenizer", default=None, type=CLI_PATH, help="tokenizer file; must match the checkpoint's fingerprint")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where the model runs: auto = CUDA when present (default), cpu, or cuda")
@@ -170,7 +175,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     add_family_options(parser)
-    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=None, metavar="N",
+    parser.add_argument("--max-new-tokens", type=int_in(1, MAX_NEW_TOKENS), default=None, metavar="N",
                         help="most speech tokens of a Chatterbox or IndexTTS2 checkpoint (Chatterbox makes 25 a second); "
                              "default: the family's own cap")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
@@ -181,5 +186,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "generate", _generate)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")
     parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=64, help="most tokens to generate (default 64)")
+    parser.add_argument("--max-new-tokens", type=int_in(1, MAX_NEW_TOKENS), default=64, help="most tokens to generate (default 64)")
     _sampling(parser)

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from core.cli.catalogue import cli_catalogue
-from core.cli.common import Result, add_command, add_group, int_at_least
+from core.cli.common import Result, add_command, add_group, int_in
+from core.numbers import MAX_WORKERS
 from core.config import Settings, load_settings
 from core.errors import InputError
 from core.runs import progress_view
@@ -160,12 +161,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kind", help="the command to run, dotted: tokenizer.train, train, dataset.import …")
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
-    p.add_argument("--nproc", type=int_at_least(1), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
+    p.add_argument("--nproc", type=int_in(1, 64), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
     _add_settings(p, "; recorded with the job, whose process loads it")
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")
     p.add_argument("--status", choices=STATES)
-    p.add_argument("--limit", type=int_at_least(1), default=None)
+    p.add_argument("--limit", type=int_in(1, 100_000), default=None)
     _add_settings(p)
 
     p = add_command(group, "show", cmd_show, "show one job: status, progress, artifacts, error")
@@ -174,7 +175,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = add_command(group, "logs", cmd_logs, "print a job's log")
     p.add_argument("id")
-    p.add_argument("--tail", type=int_at_least(0), default=None, metavar="N", help="only the last N lines")
+    p.add_argument("--tail", type=int_in(0, 1_000_000), default=None, metavar="N", help="only the last N lines")
     p.add_argument("--follow", action="store_true", help="keep printing until the job finishes")
     _add_settings(p)
 
@@ -187,5 +188,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         _add_settings(p)
 
     p = add_command(subparsers, "worker", cmd_worker, "run a job consumer (thread workers) until stopped")
-    p.add_argument("--workers", type=int_at_least(1), default=None, help="worker threads (default queue.workers)")
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, help="worker threads (default queue.workers)")
     _add_settings(p, "; also loaded by the jobs submitted without one")

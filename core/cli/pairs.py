@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group, int_at_least
+from core.cli.common import SEED_ARG, Result, add_command, add_group, int_in
 
 
 def _build(args: argparse.Namespace) -> Result:
@@ -29,5 +29,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = add_group(subparsers, "pairs", "prompt pairs for TTS training")
     build = add_command(group, "build", _build)
     build.add_argument("--cache", required=True, type=CLI_PATH, help="cache folder (cache/<fingerprint>) made by `preprocess`")
-    build.add_argument("--per-target", type=int_at_least(1), default=1, help="prompt clips per target (default 1)")
-    build.add_argument("--seed", type=int, default=0, help="random seed for the choice (default 0)")
+    build.add_argument("--per-target", type=int_in(1, 1000), default=1, help="prompt clips per target (default 1)")
+    build.add_argument("--seed", type=SEED_ARG, default=0, help="random seed for the choice (default 0)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, float_in, int_at_least
+from core.cli.common import Result, add_command, float_in, int_in
+from core.numbers import MAX_WORKERS
 from core.config import load_settings
 from core.tables import render_mapping
 
@@ -43,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tokenizer", required=True, type=CLI_PATH, help="tokenizer .model or .json")
     parser.add_argument("--codec", required=True, type=CLI_PATH, help="codec .pt made by `codec train`")
     parser.add_argument("--output", type=CLI_PATH, help="cache root (default: the workspace's cache/)")
-    parser.add_argument("--workers", type=int_at_least(1), help="worker processes (default: CPU cores)")
+    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), help="worker processes (default: CPU cores)")
     parser.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05, help="share of clips in the val split (default 0.05)")
     case = parser.add_mutually_exclusive_group()
     case.add_argument("--uppercase", dest="uppercase", action="store_true", default=None, help="upper-case text before tokenising")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command
+from core.cli.common import Result, add_command, add_force_option
 from core.config import load_settings
 from core.tables import render_mapping
 
@@ -15,6 +15,7 @@ def _prune(args: argparse.Namespace) -> Result:
 
     Drops optimiser, scheduler and RNG state. Copies the tokenizer (and codec) beside the output as
     <stem>.tokenizer.<ext> and <stem>.codec.pt unless --no-copy; inference finds them by fingerprint.
+    An existing output is replaced only with --force.
     """
     from core.training.prune import prune_checkpoint
 
@@ -30,3 +31,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt)")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output .safetensors")
     parser.add_argument("--no-copy", action="store_true", help="do not copy the tokenizer and codec beside the output")
+    add_force_option(parser)

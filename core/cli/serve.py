@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli.common import Result, add_command, float_in, int_at_least
+from core.cli.common import SEED_ARG, Result, add_command, float_in, int_in, number_type
+from core.numbers import MAX_TEMPERATURE, SPEECH_SECONDS
 from core.cli.infer import add_family_options, run_model_dir, speaker_option
 from core.paths import CLI_PATH
 
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from core.serve.voices import VoiceFolder
 
 TOKEN_ENV = "LINGUAFORGE_SERVE_TOKEN"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _read_token(token_file: Path | None) -> str | None:
@@ -54,6 +54,8 @@ def _bind(host: str, port: int) -> socket.socket:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
         raise InputError(f"--host {host}: not an address of this machine ({exc.strerror}). Use 127.0.0.1 or 0.0.0.0.") from None
+    except (UnicodeError, ValueError) as exc:  # a NUL byte, a label too long for IDNA
+        raise InputError(f"--host {host!a}: not a host name ({exc}). Use 127.0.0.1 or 0.0.0.0.") from None
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -69,18 +71,25 @@ def _serve(args: argparse.Namespace) -> Result:
     """Check every option and path (confined to the roots), bind the port, then load and serve.
 
     Raises InputError, before the model loads, for a bad option, a missing checkpoint, a path outside
-    the roots, a voices folder without clips, an unreadable token or a port that cannot be bound.
+    the roots, a voices folder without clips, an unreadable token, a host beyond this machine without a
+    token (unless --without-token) or a port that cannot be bound.
     """
-    from core.config import load_settings
+    from core.config import LOOPBACK_HOSTS, load_settings
     from core.errors import InputError
     from core.inference import MAX_TEXT_CHARS
     from core.serve.voices import check_voice_folder
 
-    if args.port > 65535:
-        raise InputError(f"--port {args.port}: ports go up to 65535. Choose a free port such as 8000.")
     if args.max_input_chars > MAX_TEXT_CHARS:
         raise InputError(f"--max-input-chars {args.max_input_chars}: one request speaks at most {MAX_TEXT_CHARS} "
                          f"characters, as one synthesize call. Use --max-input-chars {MAX_TEXT_CHARS} or less.")
+    token = _read_token(args.token_file)
+    if args.host not in LOOPBACK_HOSTS and token is None:
+        if not args.without_token:
+            raise InputError(f"--host {args.host}: listening beyond this machine needs a bearer token; set {TOKEN_ENV} "
+                             "or --token-file (or pass --without-token to serve anyone who reaches the port; a job "
+                             "never can).")
+        sys.stderr.write(f"warning: serving on {args.host} without a bearer token (--without-token): anyone who reaches "
+                         f"this port can use the model.\n")
     settings = load_settings()
     if not args.checkpoint.is_file():
         raise InputError(f"--checkpoint {args.checkpoint}: no such file. Give a TTS checkpoint (.pt, .safetensors).")
@@ -88,10 +97,6 @@ def _serve(args: argparse.Namespace) -> Result:
     voices = check_voice_folder(settings.check_inside_roots(args.voices))
     model_dir, args.tokenizer, args.codec = (settings.check_inside_roots(path, model_folders=True) if path else None
                                              for path in (args.model_dir, args.tokenizer, args.codec))
-    token = _read_token(args.token_file)
-    if args.host not in LOOPBACK and token is None:
-        sys.stderr.write(f"warning: serving on {args.host} without a bearer token: anyone who reaches this port "
-                         f"can use the model. Set {TOKEN_ENV} or --token-file.\n")
     sock = _bind(args.host, args.port)
     try:
         return _run(args, settings, checkpoint, voices, model_dir, token, sock)
@@ -110,7 +115,8 @@ def _run(args: argparse.Namespace, settings: Settings, checkpoint: Path, voices:
     engine = load_engine(checkpoint, settings, speech, model_dir or run_model_dir(checkpoint, settings),
                          args.family, args.tokenizer, args.codec, args.device)
     model_id = args.model_name or checkpoint.stem
-    config = ServerConfig(model_id, voices, args.max_input_chars, args.queue_limit, args.max_batch, token, args.language)
+    config = ServerConfig(model_id, voices, args.max_input_chars, args.queue_limit, args.max_batch, token, args.language,
+                          args.body_timeout)
     app = create_app(engine, config)
     sys.stderr.write(f"serving {model_id} ({engine.family}, {engine.sample_rate} Hz, "
                      f"{'batched' if engine.batched else 'one request at a time'}) on http://{args.host}:{args.port}\n")
@@ -131,8 +137,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(wav or flac), GET /v1/models and GET /health. A voice is a reference clip of the --voices folder,\n"
             "named by its file name without extension. Requests that arrive while one batch is spoken queue up\n"
             "(at most --queue-limit; more get 429) and are spoken together, up to --max-batch at a time.\n"
-            f"Listens on 127.0.0.1 unless --host says otherwise; with --token-file (or {TOKEN_ENV}) every\n"
-            "route but /health wants `Authorization: Bearer <token>`. Stop it with Ctrl-C."
+            f"Listens on 127.0.0.1 unless --host says otherwise (another host needs --token-file or {TOKEN_ENV},\n"
+            "or --without-token); with a token every route but /health wants `Authorization: Bearer <token>`.\n"
+            "A body must arrive within --body-timeout. Stop it with Ctrl-C or SIGTERM: waiting requests get 503."
         ),
     )
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH,
@@ -146,22 +153,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model-name", default=None, help="the model id clients send (default: the checkpoint's file stem)")
     parser.add_argument("--language", default=None, help="language code for text normalisation when a request names none")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int_at_least(1), default=8000, help="port to listen on (default 8000)")
+    parser.add_argument("--port", type=int_in(1, 65535), default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--token-file", default=None, type=CLI_PATH,
                         help=f"file holding the bearer token clients must send (default: {TOKEN_ENV}, else no token)")
-    parser.add_argument("--queue-limit", type=int_at_least(1), default=32,
+    parser.add_argument("--without-token", action="store_true",
+                        help="allow a --host beyond this machine without a token (anyone who reaches the port may use "
+                             "the model; a serve job never may)")
+    parser.add_argument("--body-timeout", type=float_in(1.0, 600.0), default=10.0,
+                        help="seconds a request's body may take to arrive; a stalled one is answered 408 (default 10)")
+    parser.add_argument("--queue-limit", type=int_in(1, 10_000), default=32,
                         help="requests that may wait while a batch is spoken; more are answered 429 (default 32)")
-    parser.add_argument("--max-batch", type=int_at_least(1), default=8, help="requests spoken together at most (default 8)")
-    parser.add_argument("--max-input-chars", type=int_at_least(1), default=1000,
+    parser.add_argument("--max-batch", type=int_in(1, 1024), default=8, help="requests spoken together at most (default 8)")
+    parser.add_argument("--max-input-chars", type=int_in(1, 1_000_000), default=1000,
                         help="characters of input per request at most; longer is answered 413 (default 1000; "
                              "at most what one synthesize call speaks)")
-    parser.add_argument("--temperature", type=float_in(0.0), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int_at_least(0), default=50, help="own model: keep the k most likely codes; 0 = off (default 50)")
+    parser.add_argument("--temperature", type=float_in(0.0, MAX_TEMPERATURE), default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int_in(0, 1_000_000), default=50, help="own model: keep the k most likely codes; 0 = off (default 50)")
     parser.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=None, help="own model: nucleus sampling threshold")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of each batch (default 0)")
+    parser.add_argument("--seed", type=SEED_ARG, default=0, help="random seed of each batch (default 0)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=NUMBER", type=speaker_option,
                         help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (as synthesize --option)")
-    parser.add_argument("--max-seconds", type=float_in(0.0, low_open=True), default=None,
+    parser.add_argument("--max-seconds", type=number_type(SPEECH_SECONDS), default=None,
                         help="longest speech of one sentence (own model) or one request (Chatterbox, IndexTTS2); "
                              "default: the model's own limit")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],

@@ -8,7 +8,8 @@ from typing import Any
 
 from core.paths import CLI_PATH
 from core.cli._guards import check_output_file
-from core.cli.common import Result, add_command, add_group, csv_list, int_at_least, int_list
+from core.cli.common import Result, add_command, add_group, csv_list, float_in, int_in, int_list
+from core.numbers import MAX_VOCAB
 from core.tokenizers.corpus import read_corpus_lines
 from core.errors import InputError
 from core.tokenizers.hf_merge import merge_hf_tokenizer
@@ -21,15 +22,8 @@ from core.tokenizers.sweep import sweep_vocabulary_sizes
 from core.tokenizers.train import KINDS, MODEL_TYPES, SENTENCEPIECE_KIND, SentencePieceOptions, train_tokenizer
 from core.tables import render_mapping, render_table
 
-
-def _coverage(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
-    if not 0.9 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value} must lie between 0.9 and 1.0")
-    return number
+MAX_SWEEP_SIZES = 32
+COVERAGE = float_in(0.9, 1.0)
 
 
 def _percent(value: float | None) -> str:
@@ -190,11 +184,11 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "train", _train)
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE", help="UTF-8 text files")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
-    parser.add_argument("--vocab-size", type=int_at_least(1), required=True, metavar="N")
+    parser.add_argument("--vocab-size", type=int_in(1, MAX_VOCAB), required=True, metavar="N")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="PATH",
                         help="NAME.model (sentencepiece) or NAME.json (hf-bpe)")
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe", help="SentencePiece model type")
-    parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
+    parser.add_argument("--character-coverage", type=COVERAGE, default=1.0, metavar="F")
     parser.add_argument("--user-defined-symbols", type=csv_list, default=[], metavar="A,B,…",
                         help='pieces kept whole, e.g. "፡,።,፣"')
 
@@ -218,9 +212,9 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "extend", _extend)
     parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.model")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
-    parser.add_argument("--target-size", type=int_at_least(1), required=True, metavar="N")
+    parser.add_argument("--target-size", type=int_in(1, MAX_VOCAB), required=True, metavar="N")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.model")
-    parser.add_argument("--character-coverage", type=_coverage, default=1.0, metavar="F")
+    parser.add_argument("--character-coverage", type=COVERAGE, default=1.0, metavar="F")
     _add_vocabulary_guards(parser)
 
 
@@ -230,7 +224,7 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--add", type=CLI_PATH, metavar="NEW.json", help="tokenizer.json to merge in")
     source.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE", help="train the addition on these")
-    parser.add_argument("--vocab-size", type=int_at_least(1), metavar="N", help="size of the addition trained on --corpus")
+    parser.add_argument("--vocab-size", type=int_in(1, MAX_VOCAB), metavar="N", help="size of the addition trained on --corpus")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="OUT.json")
     parser.add_argument("--language-tag", metavar="TAG",
                         help="2 or 3 lower-case letters, e.g. am, added as the special token [am]")
@@ -241,13 +235,13 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "inspect", _inspect)
     parser.add_argument("--tokenizer", type=CLI_PATH, required=True, metavar="PATH")
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE")
-    parser.add_argument("--base-size", type=int_at_least(0), metavar="N", help="count tokens with ids at or above N")
+    parser.add_argument("--base-size", type=int_in(0, MAX_VOCAB), metavar="N", help="count tokens with ids at or above N")
 
 
 def _add_sweep(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "sweep", _sweep)
     parser.add_argument("--corpus", nargs="+", type=CLI_PATH, required=True, metavar="FILE")
-    parser.add_argument("--sizes", type=int_list, required=True, metavar="N,N,…")
+    parser.add_argument("--sizes", type=int_list(1, MAX_VOCAB, MAX_SWEEP_SIZES), required=True, metavar="N,N,…")
     parser.add_argument("--kind", choices=KINDS, default=SENTENCEPIECE_KIND)
     parser.add_argument("--model-type", choices=MODEL_TYPES, default="bpe")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, int_at_least
+from core.cli.common import Result, add_command, int_in
+from core.numbers import MAX_STEPS
 from core.config import load_settings
 from core.paths import CLI_PATH, PathType
 from core.training.run_config import load_run_config
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--resume", default=None, type=PathType(keywords=("auto",)), help="`auto` (newest checkpoint of the run, if any) or a checkpoint path")
     start.add_argument("--fresh", action="store_true",
                        help="start over: move a run already in runs/<name>/ aside to runs/<name>.old-<time>, then train from step 0")
-    parser.add_argument("--max-steps", type=int_at_least(1), default=None,
+    parser.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=None,
                         help="stop at this step (the lr schedule still follows schedule.max_steps)")
     parser.add_argument("--reset-optimizer", action="store_true",
                         help="when resuming, start a fresh AdamW state on purpose (never done silently)")

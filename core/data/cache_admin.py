@@ -46,7 +46,8 @@ def stale_reasons(cache_dir: Path) -> list[str]:
             return ""
 
     reasons = []
-    if _changed(data["manifest"]["path"], data["manifest"]["sha256"], sha256_file):
+    manifest = data.get("manifest")  # a cache imported from processed features has none
+    if manifest is not None and _changed(manifest["path"], manifest["sha256"], sha256_file):
         reasons.append("manifest missing or changed")
     if _changed(data["tokenizer"]["path"], data["tokenizer"]["fingerprint"], sha256_file):
         reasons.append("tokenizer missing or changed")
@@ -75,7 +76,7 @@ def list_caches(root: str | Path) -> list[dict[str, Any]]:
             record.update(
                 items=len(data["items"]),
                 created=data["created"],
-                manifest=data["manifest"]["path"],
+                manifest=(data.get("manifest") or {}).get("path"),
                 tokenizer=data["tokenizer"]["fingerprint"][:16],
                 codec=data["codec"]["fingerprint"][:16],
                 max_text_id=data["max_text_id"],

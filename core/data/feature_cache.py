@@ -167,7 +167,8 @@ def load_item(cache_dir: str | os.PathLike[str], entry: Mapping[str, Any]) -> di
 def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CACHE_FORMAT,)) -> CacheIndex:
     """Return the CacheIndex of a built cache folder whose index format is one of `formats`.
 
-    Raises InputError when index.json is missing, unreadable or of another format.
+    Raises InputError when index.json is missing, unreadable, of another format, or lacks a field its
+    readers rely on (a damaged or hand-made index).
     """
     path = Path(cache_dir).resolve()
     index_path = path / INDEX_NAME
@@ -179,7 +180,31 @@ def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CA
         raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from exc
     if not isinstance(data, dict) or data.get("format") not in formats:
         raise InputError(f"{index_path}: not a {' or '.join(formats)} index. Build the cache again.")
+    problem = _index_problem(data)
+    if problem is not None:
+        raise InputError(f"{index_path}: damaged cache index ({problem}). Delete the folder and build it again.")
     return CacheIndex(path, data)
+
+
+# the fields every index holds ({field: type}, and {field: {key: type}} for its records); `manifest` when built from one
+_INDEX_FIELDS: dict[str, Any] = {"created": str, "max_text_id": int, "items": list,
+                                 "tokenizer": {"path": str, "fingerprint": str}, "codec": {"fingerprint": str}}
+_MANIFEST_FIELDS = {"path": str, "sha256": str}
+
+
+def _index_problem(data: dict[str, Any]) -> str | None:
+    """Return what is missing or mistyped in a parsed index.json (the fields readers rely on), or None."""
+    wanted = dict(_INDEX_FIELDS, **({"manifest": _MANIFEST_FIELDS} if "manifest" in data else {}))
+    for name, kind in wanted.items():
+        value = data.get(name)
+        if isinstance(kind, dict):
+            if not isinstance(value, dict) or any(not isinstance(value.get(k), t) for k, t in kind.items()):
+                return f"`{name}` lacks {', '.join(kind)}"
+        elif not isinstance(value, kind) or isinstance(value, bool):
+            return f"`{name}` missing or not {kind.__name__}"
+    if not all(isinstance(item, dict) for item in data["items"]):
+        return "an entry of `items` is not an object"
+    return None
 
 
 def histogram(values: list[int]) -> dict[str, Any]:

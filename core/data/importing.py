@@ -244,13 +244,19 @@ def _split_outside(
     """Return (candidates kept, rejects, rows kept although they point outside `roots`).
 
     Symlinks are followed. With `confine`, rows whose audio lies outside `roots` become rejects;
-    without, they are kept and listed so the report can name them.
+    without, they are kept and listed so the report can name them. A row whose audio path cannot name a
+    file (a NUL byte: `core.confine.check_path_text`) is always a reject.
     """
     kept: list[Candidate] = []
     rejects: list[Reject] = []
     outside: list[dict[str, Any]] = []
     for candidate in candidates:
-        if is_inside(candidate.audio, roots):
+        try:
+            inside = is_inside(candidate.audio, roots)
+        except InputError as exc:  # a NUL byte or a lone surrogate in the path a row names
+            rejects.append(_reject(candidate, str(exc)))
+            continue
+        if inside:
             kept.append(candidate)
             continue
         where = str(real_path(candidate.audio))

@@ -9,11 +9,13 @@ bad line: every line it cannot use becomes a `Reject` with its line number and r
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from core.confine import check_path_text
 from core.errors import InputError
 from core.fsutil import atomic_write_text
 
@@ -73,8 +75,11 @@ class Reject:
 
 
 def resolve_audio(audio: str, base_dir: Path) -> Path:
-    """Return the absolute path of a manifest `audio` value relative to `base_dir`."""
-    candidate = Path(os.path.expanduser(audio))
+    """Return the absolute path of a manifest `audio` value relative to `base_dir`.
+
+    Raises InputError when the value cannot name a file (`core.confine.check_path_text`).
+    """
+    candidate = Path(os.path.expanduser(check_path_text(audio, "audio")))
     return candidate if candidate.is_absolute() else (base_dir / candidate).resolve()
 
 
@@ -87,6 +92,10 @@ def parse_row(
     """
     if not isinstance(obj, dict):
         return Reject(str(source), line, f"expected a JSON object, found {type(obj).__name__}")
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return Reject(str(source), line, f"holds text that is not valid UTF-8 (a lone surrogate {exc.object[exc.start]!a})")
     data = dict(defaults or {})
     data.update({k: v for k, v in obj.items() if v is not None})
     clip_id = data.get("id")
@@ -101,8 +110,13 @@ def parse_row(
     if not data["text"].strip():
         return Reject(str(source), line, "empty text", data["id"])
     duration = data.get("duration")
-    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
+    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
+                                 or not math.isfinite(duration)):
         return Reject(str(source), line, "field 'duration' must be a number of seconds", data["id"])
+    try:
+        path = resolve_audio(data["audio"], source.parent)
+    except InputError as exc:
+        return Reject(str(source), line, f"field {exc}", data["id"])
     return ManifestRow(
         id=data["id"],
         audio=data["audio"],
@@ -110,7 +124,7 @@ def parse_row(
         speaker=data["speaker"],
         language=data["language"],
         duration=None if duration is None else float(duration),
-        path=resolve_audio(data["audio"], source.parent),
+        path=path,
         line=line,
         meta={k: v for k, v in obj.items() if k not in ROW_FIELDS},
     )

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from core.data.importing import ImportSummary, import_dataset
 from core.errors import InputError
-from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, MAX_RECOMBINED
 
 SENTENCES: dict[str, tuple[str, ...]] = {"en": ENGLISH_SENTENCES, "am": AMHARIC_SENTENCES}
 VOICES: dict[str, tuple[str, ...]] = {"en": ("en-us+m3", "en-us+f3"), "am": ("am+m3", "am+f3")}
@@ -75,8 +75,14 @@ def plan_clips(languages: list[str], per_language: int, recombined: int = 0) -> 
     Clip i of a language speaks sentence i (cycling with the other voice after the last
     sentence). Then `recombined` clips per language (ids `<language>_r<n>`) speak
     `recombined_sentences` of the sentences spoken so far, the voices alternating. Raises InputError
-    for an unknown language or more clips than sentences × voices.
+    for an unknown or repeated language, more clips than sentences × voices, or more than
+    MAX_RECOMBINED recombined clips.
     """
+    repeated = sorted({language for language in languages if languages.count(language) > 1})
+    if not languages or repeated:
+        raise InputError(f"--languages {','.join(languages)}: name each language once ({', '.join(SENTENCES)}).")
+    if not 0 <= recombined <= MAX_RECOMBINED:
+        raise InputError(f"--recombined {recombined}: choose 0 to {MAX_RECOMBINED} clips per language.")
     clips = []
     for language in languages:
         if language not in SENTENCES:

@@ -6,6 +6,9 @@ exercise every stage without downloading text. All sentences were written for Li
 
 from __future__ import annotations
 
+#: the most reshuffled clips per language a sample dataset may ask for (`dataset sample --recombined`)
+MAX_RECOMBINED = 10_000
+
 ENGLISH_SENTENCES: tuple[str, ...] = (
     "The morning train was late again, so we walked to the office.",
     "She planted tomatoes and basil along the south wall of the garden.",

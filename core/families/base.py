@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from core.errors import InputError
 from core.families import Family, rows_for
+from core.numbers import MAX_TEMPERATURE, NumberRange
 
 if TYPE_CHECKING:  # torch is imported where a model is built, so the CLI's parser stays light
     import torch
@@ -114,6 +115,10 @@ class Speaker(ABC):
         """
 
 
+#: the sampling temperature every family's speaker takes (0 = greedy)
+TEMPERATURE = NumberRange(0.0, MAX_TEMPERATURE)
+
+
 class ModelFamily(ABC):
     """Base class of a model family; subclasses must implement the abstract methods and override what differs. Every method raises
     InputError (one line naming the file/value and the fix) on bad input."""
@@ -124,8 +129,8 @@ class ModelFamily(ABC):
     sequence_layout: dict[str, Any] | None = None
     #: the `task` values this family trains
     tasks: tuple[str, ...] = ("tts",)
-    #: the numeric options its speaker takes (`synthesize --option`, `eval.synthesis`)
-    speech_options: tuple[str, ...] = ()
+    #: the numeric options its speaker takes (`synthesize --option`, `eval.synthesis`), each with its range
+    speech_options: Mapping[str, NumberRange] = {}
     #: the role in `published_files` of the checkpoint a run starts from when it names none
     start_role: str | None = None
     #: the role in `published_files` of the base tokenizer its published checkpoint was trained with
@@ -155,17 +160,20 @@ class ModelFamily(ABC):
                 "config's model: section."
             )
 
-    def check_speech_options(self, options: Mapping[str, float]) -> dict[str, float]:
-        """Return `options` (`--option KEY=NUMBER` pairs) when its speaker takes each (temperature has its own flag).
+    def check_speech_options(self, options: Mapping[str, Any], where: str = "--option",
+                             temperature: bool = False) -> dict[str, float]:
+        """Return `options` (`--option KEY=NUMBER` pairs) as numbers when its speaker takes each and each lies in
+        its range (`speech_options`: finite, bounded, whole where it must be). `temperature` is among them only
+        with `temperature` (a run config's `eval.synthesis`; on the command line it has its own flag).
 
-        Raises InputError naming the first option it does not take and the ones it does.
+        Raises InputError naming `where`, the first option it does not take or the value out of range, and the fix.
         """
-        known = [k for k in self.speech_options if k != "temperature"]
-        unknown = sorted(k for k in options if k not in known)
+        known = [k for k in self.speech_options if temperature or k != "temperature"]
+        unknown = sorted(str(k) for k in options if k not in known)
         if unknown:
-            raise InputError(f"--option {unknown[0]}: not an option of a {self.name} speaker; it takes "
+            raise InputError(f"{where} {unknown[0]}: not an option of a {self.name} speaker; it takes "
                              f"{', '.join(known) or 'none'} (and --temperature).")
-        return dict(options)
+        return {key: self.speech_options[key].check(value, f"{where} {key}") for key, value in options.items()}
 
     # -- files and detection -----------------------------------------------------------------
     def published_names(self, model_dir: Path) -> dict[str, str]:

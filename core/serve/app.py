@@ -6,8 +6,10 @@
 - `GET /health` → {status: ok, model, family, sample_rate, batched, waiting, batches, largest_batch}
   (503 while shutting down): `batches` counts the batches spoken, `largest_batch` the most requests in one.
 Every refusal is a JSON body {"error": {"message": one line, "type", "code"}} with a 4xx status
-(400 bad field, 401 token, 404 model, 411 no Content-Length, 413 input or body too long, 429 queue
-full) or 503 (shutting down); a failure inside the model answers 500 for that request only.
+(400 bad field or text that is not UTF-8, 401 token, 404 model, 408 body not sent within the body
+timeout, 411 no Content-Length, 413 input or body too long, 429 queue full) or 503 (shutting down:
+from the signal on, waiting and new requests get it, the batch being spoken finishes); any failure
+inside the server answers 500 in the same shape, for that request only.
 With a token, every route but `/health` wants `Authorization: Bearer <token>`.
 """
 
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import signal
 import socket
+import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Literal
@@ -26,6 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.errors import InputError
 from core.serve.batching import BatchQueue, QueueFull, Unavailable
@@ -47,6 +52,7 @@ class ServerConfig:
     max_batch: int
     token: str | None = None
     language: str | None = None
+    body_timeout_s: float = 10.0
 
 
 class SpeechBody(BaseModel):
@@ -71,8 +77,47 @@ class ApiError(Exception):
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> JSONResponse:
-    line = " ".join(message.split())
+    line = " ".join(message.split()).encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate, escaped
     return JSONResponse({"error": {"message": line, "type": kind, "code": code}}, status_code=status)
+
+
+class BodyDeadline:
+    """ASGI middleware: a POST body must arrive whole within `seconds` of the request, else 408 (a stalled
+    upload never holds its connection). The body, read here, is handed on to the app unchanged."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await asyncio.wait_for(_read_body(receive), self.seconds)
+        except asyncio.TimeoutError:
+            response = _error(408, f"the request body did not arrive within {self.seconds:g} s; send it whole with the "
+                                   "request.", code="body_timeout")
+            await response(scope, receive, send)
+            return
+        handed = False
+
+        async def replay() -> Message:
+            nonlocal handed
+            if handed:
+                return await receive()  # after the body: the client's disconnect
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -86,6 +131,13 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def _check_body(body: SpeechBody, config: ServerConfig) -> None:
+    for name in ("model", "input", "voice", "response_format", "language"):
+        value = getattr(body, name)
+        try:
+            (value or "").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ApiError(400, f"{name}: not valid UTF-8 text (character {exc.start} is a lone surrogate); "
+                                "send UTF-8 text.") from None
     if body.model != config.model_id:
         raise ApiError(404, f"model {body.model!r}: this server speaks only {config.model_id!r} (GET /v1/models).",
                        code="model_not_found")
@@ -112,6 +164,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
 
     app = FastAPI(title="LinguaForge speech server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.batches = batches
+    app.add_middleware(BodyDeadline, seconds=config.body_timeout_s)  # added first: inside `guard`, after its checks
     body_limit = 4 * config.max_input_chars + 4096  # UTF-8 text at 4 bytes a character plus the other fields
 
     @app.middleware("http")
@@ -135,6 +188,10 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def bad_body(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(400, _validation_message(exc))
+
+    @app.exception_handler(Exception)
+    async def internal_error(_request: Request, exc: Exception) -> JSONResponse:  # the server's edge: its shape, always
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}", "server_error")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -184,10 +241,24 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
 
 
 def run_app(app: FastAPI, sock: socket.socket) -> None:
-    """Serve `app` with uvicorn on the bound socket `sock` until Ctrl-C or SIGTERM; return once it has stopped."""
+    """Serve `app` with uvicorn on the bound socket `sock` until Ctrl-C or SIGTERM; return once it has stopped.
+
+    From the signal on the app's batch queue is closed: requests waiting for a batch and new ones get 503,
+    the batch being spoken finishes; uvicorn then stops listening and ends once the open requests are answered.
+    """
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    class ClosingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # a thread: the signal may interrupt the event loop while it holds the queue's lock
+            threading.Thread(target=app.state.batches.close, args=(0,), daemon=True).start()
+            super().handle_exit(sig, frame)
+
+    server = ClosingServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn raises the signal it stopped on again once it has stopped: taken here, SIGTERM ends the
+        # command as Ctrl-C does, with its summary and exit 0, instead of killing the process
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on; the server has stopped cleanly

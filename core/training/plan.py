@@ -23,6 +23,7 @@ from core.config import Settings
 from core.errors import InputError
 from core.families.base import FamilyRun, ModelFamily
 from core.families.registry import get_model_family
+from core.numbers import SPEECH_SECONDS
 from core.tokenizers.tokenizer import Tokenizer
 from core.training.run_config import RunConfig
 
@@ -138,10 +139,15 @@ def plan_run(config: RunConfig, settings: Settings, config_path: str | os.PathLi
 
     Nothing is loaded. Raises InputError for an unknown family (or one whose package is missing), a
     `model:` key the family does not take (`ModelFamily.check_model_keys`, the check its model config
-    makes) and a model folder that is not a folder.
+    makes), an `eval.synthesis` option its speaker does not take or out of its range
+    (`ModelFamily.check_speech_options`) and a model folder that is not a folder.
     """
     family = get_model_family(config.family)
     family.check_model_keys(config.model, config.source or "run config")
+    synthesis = {key: value for key, value in config.eval.synthesis.items() if key != "max_seconds"}
+    family.check_speech_options(synthesis, f"{config.source or 'run config'}.eval.synthesis", temperature=True)
+    if "max_seconds" in config.eval.synthesis:
+        SPEECH_SECONDS.check(config.eval.synthesis["max_seconds"], f"{config.source or 'run config'}.eval.synthesis.max_seconds")
     model_dir = resolve_model_dir(config, settings, family.name)
     base = settings.resolve(config.base_checkpoint) if config.base_checkpoint else family.default_checkpoint(model_dir)
     return RunPlan(

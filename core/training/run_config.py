@@ -26,6 +26,7 @@ from core.config import REPO_ROOT, Settings, load_settings, merge_dicts, read_ya
 from core.confine import check_name, is_name
 from core.errors import InputError
 from core.fsutil import atomic_write_text
+from core.numbers import SEED, NumberRange
 
 PRESETS_DIR = REPO_ROOT / "config" / "presets"
 TASKS = ("tts", "lm")
@@ -40,6 +41,9 @@ BEST_AUTO = "auto"  # the default: `quality` where periodic evaluation runs, els
 EVAL_REFERENCES = ("dataset", "espeak")
 ADAPTER_KINDS = ("none", "lora")
 SPLIT_RULES = ("clip", "speaker")
+# every number of a run config is finite and bounded (core.numbers); the keys with a narrower range check it below
+CONFIG_FLOAT = NumberRange(-1e12, 1e12, words="a finite number of at most 1e12")
+CONFIG_INT = NumberRange(-(2**53), 2**53, integer=True, words="a whole number of at most 2**53")
 
 
 @dataclass
@@ -230,9 +234,9 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
             raise InputError(f"{where}: expected a mapping, got {value!r}.")
         return _build(annotation, value, where)
     if annotation is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return CONFIG_FLOAT.check(value, where)  # finite: a NaN learning rate is no number
     if annotation is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return CONFIG_INT.check(value, where)
     if annotation is str and isinstance(value, str):
         return value
     if annotation is bool and isinstance(value, bool):
@@ -290,6 +294,7 @@ def _validate(config: RunConfig, where: str) -> None:
     for key, value in positives.items():
         if value <= 0:
             raise InputError(f"{where}.{key}: {value} must be a positive integer.")
+    SEED.check(config.seed, f"{where}.seed")
     if config.optim.lr <= 0:
         raise InputError(f"{where}.optim.lr: {config.optim.lr} must be positive.")
     if config.schedule.eval_every < 0:

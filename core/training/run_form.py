@@ -14,6 +14,7 @@ from core.config import Settings, merge_dicts
 from core.confine import check_name
 from core.errors import InputError
 from core.families.registry import get_model_family
+from core.numbers import NumberRange
 from core.training.run_config import RunConfig, check_config_paths, run_config_from_dict
 
 FORM_KEYS = (
@@ -23,6 +24,7 @@ FORM_KEYS = (
 )
 
 
+WHOLE = NumberRange(-(2**53), 2**53, integer=True, words="a whole number")  # a count of the form; its run config key holds the narrower range
 OWN_FAMILY = "linguaforge"  # the family whose shape the form's model preset and codec set
 
 
@@ -53,9 +55,7 @@ def _opt(value: str | None) -> str | None:
 
 
 def _int(value: Any, where: str) -> int:
-    if value is None or float(value) != int(float(value)):
-        raise InputError(f"{where}: {value!r} must be a whole number.")
-    return int(float(value))
+    return int(WHOLE.check(value, where))
 
 
 def _until(value: Any) -> int | str:
@@ -64,11 +64,8 @@ def _until(value: Any) -> int | str:
     text = str(value if value is not None else "").strip()
     if text in ("", "auto"):
         return "auto"
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return int(number) if number == int(number) else text
+    number, problem = WHOLE.problem(text)
+    return text if problem is not None else int(number)
 
 
 def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:

@@ -102,6 +102,20 @@ def restore_rng(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def check_resume_source(loaded: LoadedCheckpoint, family: str, task: str) -> None:
+    """Return None when the checkpoint `loaded` was written by a run of this `family` and `task` (its metadata
+    record says so); a checkpoint without a record names neither and is judged by `resume_plan`.
+
+    Raises InputError naming the checkpoint, what it records and what this run is.
+    """
+    meta = loaded.meta or {}
+    recorded = {"family": meta.get("family"), "task": meta.get("task")}
+    for key, value in (("family", family), ("task", task)):
+        if recorded[key] is not None and recorded[key] != value:
+            raise InputError(f"{loaded.path} is a checkpoint of a {key} {recorded[key]} run; this run's {key} is {value}. "
+                             f"Resume from a checkpoint of this run (or of a {key} {value} run), or start --fresh.")
+
+
 @dataclass
 class ResumePlan:
     """How a checkpoint relates to the run's tokenizer: `same`, or `extension` with the old tokenizer."""

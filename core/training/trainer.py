@@ -57,6 +57,7 @@ from core.training.log import RunLog
 from core.training.plan import Preflight, RunPlan, plan_run
 from core.training.optim import RowWarmup, build_optimizer, build_scheduler
 from core.training.state import (
+    check_resume_source,
     link_as_best,
     remap_optimizer_state,
     resolve_resume,
@@ -279,6 +280,7 @@ class Trainer:
         self.init_rows = base_meta.get("init_rows") if self.base else None
         resume_loaded = loaded.load_resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
+            check_resume_source(resume_loaded, self.family.name, config.task)
             self.frozen_rows = int(resume_loaded.extra.get("frozen_rows", self.frozen_rows))
             self.base_size = resume_loaded.extra.get("base_size", self.base_size)
         self.model = self.family.build_model(self.model_cfg, self.frozen_rows).to(self.device)

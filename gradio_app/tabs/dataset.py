@@ -4,6 +4,7 @@ summary with a duration histogram, players for kept and filtered-out clips, and 
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
@@ -14,7 +15,7 @@ import pandas as pd
 from core.confine import check_name_path
 from core.errors import InputError
 from core.fsutil import read_json, read_jsonl
-from core.workspace_files import DATASETS_DIR, dataset_names
+from core.workspace_files import DATASETS_DIR, MANIFEST_NAME, dataset_names, manifest_damage
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -34,22 +35,34 @@ LABELS = {"input": "Input folder or file", "output": "Dataset name", "language":
 
 
 def dataset_size(folder: Path) -> tuple[int, float]:
-    """Return (clips, hours) of the dataset in `folder`: from its summary.json, else counted in its manifest."""
+    """Return (clips, hours) of the dataset in `folder`: from its summary.json, else counted in its manifest
+    (its readable lines)."""
     summary = read_json(folder / "summary.json") or {}
-    if isinstance(summary.get("kept"), int) and summary.get("hours") is not None:
+    if _count(summary.get("kept")) and _number(summary.get("hours")):
         return summary["kept"], float(summary["hours"])
     rows = read_jsonl(folder / "manifest.jsonl")
-    seconds = sum(float(r["duration"]) for r in rows if isinstance(r.get("duration"), (int, float)))
+    seconds = sum(float(r["duration"]) for r in rows if _number(r.get("duration")))
     return len(rows), seconds / 3600.0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def dataset_choices(ctx: UIContext) -> list[tuple[str, str]]:
     """Return the datasets in the workspace as (label, name) pairs: every folder under datasets/, at any
-    depth, that holds a manifest.jsonl (`core.workspace_files.dataset_names`); the label adds clips and hours."""
+    depth, that holds a manifest.jsonl (`core.workspace_files.dataset_names`); the label adds clips and hours,
+    and what is damaged in a manifest with unreadable lines (`core.workspace_files.manifest_damage`)."""
     choices = []
     for name in dataset_names(ctx.settings):
-        clips, hours = dataset_size(ctx.settings.workspace / DATASETS_DIR / name)
-        choices.append((f"{name} — {clips} clips, {hours:.3f} h", name))
+        folder = ctx.settings.workspace / DATASETS_DIR / name
+        clips, hours = dataset_size(folder)
+        damage = manifest_damage(folder / MANIFEST_NAME)
+        choices.append((f"{name} — {clips} clips, {hours:.3f} h" + (f" (damaged: {damage})" if damage else ""), name))
     return choices
 
 
@@ -158,14 +171,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def sample(name: str, languages: str, per_language: float):
         name = check_name_path(name, "Dataset name")
         params = {"output": output_param(settings, f"datasets/{name}", "output"), "languages": languages.strip() or None,
-                  "per_language": int(per_language) if per_language else None}
+                  "per_language": per_language}
         yield from finish(runner.submit("dataset.sample", params), name)
 
     @ui_action(labels=LABELS)
     def codec(name: str, codebook: float, iterations: float, output: str):
         manifest = _listed_dataset(ctx, name or "") / "manifest.jsonl"
         job_id = runner.submit("codec.train", {"manifest": str(manifest), "output": output_param(settings, output, "codec"),
-                                               "codebook_size": int(codebook), "iterations": int(iterations)})
+                                               "codebook_size": codebook, "iterations": iterations})
         for job in follow_job(runner, job_id):
             yield job_line(job)
         require_success(job)

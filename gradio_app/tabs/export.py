@@ -32,10 +32,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     settings, runner = ctx.settings, ctx.runner
 
     @ui_action(outputs=2)
-    def run(checkpoint: str, mode: str, output: str) -> Iterator[tuple[Any, Any]]:
+    def run(checkpoint: str, mode: str, output: str, replace: bool) -> Iterator[tuple[Any, Any]]:
         kind = "prune" if mode == PRUNE else "export"
-        job_id = runner.submit(kind, {"checkpoint": str(inside_workspace(settings, checkpoint, "Checkpoint")),
-                                      "output": output_param(settings, output, "Output")})
+        params = {"checkpoint": str(inside_workspace(settings, checkpoint, "Checkpoint")),
+                  "output": output_param(settings, output, "Output")}
+        if kind == "prune":  # a pruned file replaces an existing one only when asked (`prune --force`)
+            params["force"] = bool(replace)
+        job_id = runner.submit(kind, params)
         for job in follow_job(runner, job_id, poll=0.5):
             yield job_line(job), gr.update()
         files = written_files(require_success(job), settings.allowed_roots)
@@ -50,10 +53,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             mode = gr.Radio([PRUNE, EXPORT], value=PRUNE, label="What to write", elem_id="export-mode", scale=3)
             output = gr.Textbox(OUTPUT_HINT[PRUNE], label="Output (.safetensors to prune, a folder to export)",
                                 elem_id="export-output", scale=2)
+        replace = gr.Checkbox(False, label="Replace the output file when it exists (prune)", elem_id="export-force")
         button = gr.Button("Write", variant="primary", elem_id="export-btn")
         status = gr.Markdown(elem_id="export-status")
         files = gr.File(label="Written files", file_count="multiple", interactive=False, elem_id="export-files")
 
-    button.click(run, [checkpoint, mode, output], [status, files])
+    button.click(run, [checkpoint, mode, output, replace], [status, files])
     mode.change(lambda chosen: OUTPUT_HINT[chosen], mode, output, show_progress="hidden")
     tab.select(lambda: gr.update(choices=find_files(settings, CHECKPOINTS)), None, checkpoint, show_progress="hidden")

@@ -21,6 +21,7 @@ from core.confine import check_name
 from core.errors import InputError
 from core.families.folders import check_model_folder, find_model_folders
 from core.families.registry import get_model_family
+from core.numbers import MAX_NEW_TOKENS, MAX_STEPS, MAX_VOCAB, NumberRange
 from core.runs import run_folder
 from core.tokenizers.vocab import INIT_METHODS
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
@@ -79,10 +80,8 @@ def english_kept(report: dict[str, Any]) -> str:
     return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
 
 
-def _whole(value: float | None, what: str, least: int = 1) -> int:
-    if value is None or float(value) != int(float(value)) or int(float(value)) < least:
-        raise InputError(f"{what}: {value!r} must be a whole number of at least {least}.")
-    return int(float(value))
+def _whole(value: float | None, what: str, most: int) -> int:
+    return int(NumberRange(1, most, integer=True).check(value, what))
 
 
 def _step_action(label: str, step: str, primary: bool = False) -> tuple[gr.Button, gr.Markdown]:
@@ -136,7 +135,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
         name = check_name(name.strip(), "Name of the new model")
         base_path = inside_workspace(settings, require_text(base, "Check the model folder first (step 1)."), "Base tokenizer")
-        added = _whole(pieces, "New pieces")
+        added = _whole(pieces, "New pieces", MAX_VOCAB)
         texts = paths_param(settings, corpus, "Text of the new language")
         if base_path.suffix == ".json":  # Chatterbox: a Hugging Face tokenizer, merged with one trained on the text
             kind, output = "tokenizer.merge", f"tokenizers/{name}/{name}.json"
@@ -169,7 +168,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             name, FAMILIES[family_label], folder, require_text(tokenizer, "Make or choose the new tokenizer first (step 2)."),
             require_text(grown, "Grow the embeddings first (step 3)."),
             require_text(manifest, "Choose the training data (a manifest of clips in the new language)."),
-            _whole(steps, "Training steps"))
+            _whole(steps, "Training steps", MAX_STEPS))
         rel = run_config_path(name)
         config = run_config_from_dict(data, rel)
         check_config_paths(config, settings)
@@ -198,7 +197,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                   "model_dir": str(inside_workspace(settings, require_text(folder, "Choose a model folder first."),
                                                     "Model folder")),
                   "reference": str(inside_workspace(settings, voice, "Voice")) if voice else None,
-                  "max_new_tokens": _whole(max_tokens, "Longest sample")}
+                  "max_new_tokens": _whole(max_tokens, "Longest sample", MAX_NEW_TOKENS)}
         for job in follow("synthesize", params):
             yield job_line(job), gr.update()
         yield f"{job_line(job)} → `{relative(settings, output)}`", str(output)

@@ -76,7 +76,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         path = inside_workspace(settings, checkpoint, "checkpoint")
         params: dict[str, Any] = {
             "checkpoint": str(path), "text": text,
-            "output": str(out), "temperature": temperature, "top_k": int(top_k), "top_p": top_p, "seed": int(seed),
+            "output": str(out), "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed,
             "language": language.strip() or None,
         }
         family = (load_checkpoint(path).meta or {}).get("family") or "linguaforge"
@@ -97,7 +97,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def generate(checkpoint: str, prompt: str, max_tokens: float, temperature: float, top_k: float, seed: float):
         checkpoint_path = inside_workspace(settings, require_text(checkpoint, "Choose a checkpoint first."), "Checkpoint")
         params = {"checkpoint": str(checkpoint_path), "prompt": require_text(prompt, "Enter a prompt to continue."),
-                  "max_new_tokens": int(max_tokens), "temperature": temperature, "top_k": int(top_k), "seed": int(seed)}
+                  "max_new_tokens": max_tokens, "temperature": temperature, "top_k": top_k, "seed": seed}
         for job in run("generate", params):
             yield job_line(job), ""
         yield job_line(job), prompt + str((job.get("artifacts") or {}).get("text", ""))

@@ -7,6 +7,7 @@ from typing import Any, Iterator
 import gradio as gr
 import pandas as pd
 
+from core.numbers import MAX_VOCAB, NumberRange
 from core.tokenizers.corpus import read_corpus_lines
 from core.tokenizers.report import inspect_tokenizer
 from core.workspace_files import HF_TOKENIZERS, SENTENCEPIECE_TOKENIZERS, TOKENIZERS, find_files
@@ -24,6 +25,7 @@ from gradio_app.common import (
 LABELS = {"corpus": "Corpus files", "vocab_size": "Vocabulary size", "output": "Output", "base": "Base tokenizer",
           "target_size": "Target size", "protect_corpus": "Protect corpus", "sizes": "Sizes",
           "character_coverage": "Character coverage", "add": "tokenizer.json to add", "language_tag": "Language tag"}
+BASE_SIZE = NumberRange(0, MAX_VOCAB, integer=True)
 SWEEP_HEADERS = ["size", "chars/token", "bytes/token", "unused share", "note"]
 
 
@@ -74,14 +76,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     @ui_action(outputs=2, labels=LABELS)
     def train(corpus: str, kind: str, vocab_size: float, model_type: str, coverage: float, output: str):
         yield from run("tokenizer.train", {
-            "corpus": paths_param(settings, corpus, "corpus"), "kind": kind, "vocab_size": int(vocab_size or 0),
+            "corpus": paths_param(settings, corpus, "corpus"), "kind": kind, "vocab_size": vocab_size,
             "model_type": model_type, "character_coverage": coverage, "output": output_param(settings, output, "output")})
 
     @ui_action(outputs=2, labels=LABELS)
     def extend(base: str, corpus: str, target: float, protect: str, coverage: float, output: str):
         yield from run("tokenizer.extend", {
             "base": str(inside_workspace(settings, base, "base tokenizer")),
-            "corpus": paths_param(settings, corpus, "corpus"), "target_size": int(target or 0),
+            "corpus": paths_param(settings, corpus, "corpus"), "target_size": target,
             "protect_corpus": paths_param(settings, protect, "protect corpus") if protect.strip() else None,
             "character_coverage": coverage, "output": output_param(settings, output, "output")})
 
@@ -91,7 +93,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             "base": str(inside_workspace(settings, base, "base tokenizer")),
             "add": str(inside_workspace(settings, add, "tokenizer to add")) if add.strip() else None,
             "corpus": paths_param(settings, corpus, "corpus") if corpus.strip() else None,
-            "vocab_size": int(vocab_size) if vocab_size else None, "language_tag": tag.strip() or None,
+            "vocab_size": vocab_size, "language_tag": tag.strip() or None,
             "output": output_param(settings, output, "output")})
 
     @ui_action(outputs=2, labels=LABELS)
@@ -110,7 +112,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def inspect(tokenizer: str, corpus: str, base_size: float | None):
         path = inside_workspace(settings, tokenizer, "Tokenizer")
         lines = read_corpus_lines(paths_param(settings, corpus, "Corpus"), check_variety=False) if corpus.strip() else None
-        return ("", *report_tables(inspect_tokenizer(path, lines, int(base_size) if base_size else None)))
+        return ("", *report_tables(inspect_tokenizer(path, lines, None if base_size is None else BASE_SIZE.check(base_size, "Base size"))))
 
     kinds = ["sentencepiece", "hf-bpe"]
     with gr.Tab("Tokenizer", id="tokenizer") as tab:

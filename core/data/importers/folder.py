@@ -42,6 +42,9 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
         except UnicodeDecodeError as exc:
             rejects.append(Reject(str(transcript), None, f"transcript not UTF-8 ({exc.reason})", clip_id))
             continue
+        except OSError as exc:  # one unreadable transcript rejects its clip; the others import
+            rejects.append(Reject(str(transcript), None, f"transcript unreadable ({exc.strerror or exc})", clip_id))
+            continue
         speaker = options.speaker or (path.parent.name if path.parent != source else "speaker")
         candidates.append(
             Candidate(

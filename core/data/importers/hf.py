@@ -8,9 +8,11 @@ Other scalar columns are kept as manifest metadata.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from core.confine import inside_folder
 from core.errors import InputError
 from core.data.importers import Candidate, ImportOptions
 from core.data.manifest import Reject
@@ -36,17 +38,71 @@ def _read_table(path: Path) -> Any:
         raise InputError(f"{path}: not a readable {path.suffix[1:]} table ({exc}).") from exc
 
 
+def _json_object(path: Path) -> dict[str, Any]:
+    """Return the JSON object in `path`; raises InputError when it is missing, not JSON or not an object."""
+    if not path.is_file():
+        raise InputError(f"{path}: missing. A datasets.save_to_disk folder holds state.json and dataset_info.json "
+                         "beside its arrow files; save it again with save_to_disk.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc}). Save the dataset again with save_to_disk.") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}. "
+                         "Save the dataset again with save_to_disk.")
+    return data
+
+
+def _check_saved_folder(folder: Path) -> None:
+    """Check what one save_to_disk folder's metadata names before anything of it is read: `state.json`'s
+    arrow files must be files inside the folder (`core.confine.inside_folder`), `dataset_info.json` an object.
+
+    Raises InputError naming the file, the entry and the fix.
+    """
+    state_path = folder / "state.json"
+    files = _json_object(state_path).get("_data_files")
+    if not isinstance(files, list) or not files or not all(isinstance(entry, dict) for entry in files):
+        raise InputError(f"{state_path}: no `_data_files` list naming the arrow files. "
+                         "Save the dataset again with save_to_disk.")
+    for index, entry in enumerate(files):
+        table = inside_folder(folder, entry.get("filename"), f"{state_path}: _data_files[{index}].filename")
+        if not table.is_file():
+            raise InputError(f"{state_path}: _data_files[{index}].filename names {table}, which does not exist. "
+                             "Copy the folder whole, or save the dataset again with save_to_disk.")
+    _json_object(folder / "dataset_info.json")
+
+
+def _saved_folders(source: Path) -> list[tuple[str | None, Path]]:
+    """Return (split or None, folder) of each save_to_disk folder of `source`, each one's metadata checked."""
+    listing = source / "dataset_dict.json"
+    if not listing.is_file():
+        _check_saved_folder(source)
+        return [(None, source)]
+    splits = _json_object(listing).get("splits")
+    if not isinstance(splits, list) or not splits:
+        raise InputError(f"{listing}: no `splits` list. Save the DatasetDict again with save_to_disk.")
+    folders = [(split, inside_folder(source, split, f"{listing}: split")) for split in splits]
+    for _split, folder in folders:
+        _check_saved_folder(folder)
+    return folders
+
+
 def _saved_tables(source: Path) -> list[tuple[Path, Any]]:
-    from datasets import DatasetDict, load_from_disk
+    from datasets import Dataset
 
     def table_of(dataset: Any) -> Any:
         flat = dataset.flatten_indices(keep_in_memory=True) if dataset._indices is not None else dataset
         return flat.data.table
 
-    loaded = load_from_disk(str(source))
-    if isinstance(loaded, DatasetDict):
-        return [(source / split, table_of(loaded[split])) for split in loaded]
-    return [(source, table_of(loaded))]
+    tables = []
+    for split, folder in _saved_folders(source):
+        try:
+            loaded = Dataset.load_from_disk(str(folder))
+        except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+            raise InputError(f"{folder}: not a readable datasets.save_to_disk folder ({type(exc).__name__}: {exc}). "
+                             "Save the dataset again with save_to_disk, or pass its parquet/arrow files.") from None
+        tables.append((source / split if split is not None else source, table_of(loaded)))
+    return tables
 
 
 def _tables(source: Path) -> list[tuple[Path, Any]]:
@@ -66,6 +122,19 @@ def _check_columns(where: Path, names: list[str], options: ImportOptions) -> Non
     for option, column in wanted.items():
         if column is not None and column not in names:
             raise InputError(f"{where}: no column {column!r} ({option}); the columns are {', '.join(names)}.")
+
+
+def _audio_problem(value: Any) -> str | None:
+    """Return what is wrong with one audio cell (the `datasets.Audio` struct or a path), or None."""
+    if isinstance(value, dict):
+        if value.get("bytes") is not None and not isinstance(value["bytes"], bytes):
+            return f"its `bytes` is {type(value['bytes']).__name__}, not encoded audio bytes"
+        if value.get("path") is not None and not isinstance(value["path"], str):
+            return f"its `path` is {type(value['path']).__name__}, not a file name"
+        return None
+    if value is not None and not isinstance(value, str):
+        return f"it holds {type(value).__name__}, neither the datasets.Audio struct nor a file path"
+    return None
 
 
 def _audio_of(value: Any, base: Path, table_file: Path) -> tuple[Path, str | None, bool]:
@@ -107,6 +176,10 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
         for index, record in enumerate(records):
             number = index + 1
             value = audio_values[index].as_py()
+            problem = _audio_problem(value)
+            if problem is not None:
+                rejects.append(Reject(str(where), number, f"column {options.audio_column!r}: {problem}"))
+                continue
             if isinstance(value, dict):
                 value = {"path": value.get("path"), "bytes": bool(value.get("bytes"))}
             audio, name, stored = _audio_of(value, base, where)

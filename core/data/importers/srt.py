@@ -81,7 +81,8 @@ def parse_srt(srt: Path, recording: Path, options: ImportOptions) -> tuple[list[
 def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list[Reject]]:
     """Return candidates from an `.srt` file (recording beside it) or a folder of such pairs.
 
-    Raises InputError when no .srt file is found or a recording is unreadable.
+    An unreadable recording rejects its subtitle file (the reason in the rejects). Raises InputError when
+    no .srt file is found.
     """
     srts = [source] if source.is_file() else sorted(source.glob("*.srt")) if source.is_dir() else []
     if not srts:
@@ -93,7 +94,11 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
         if recording is None:
             rejects.append(Reject(str(srt), None, "no recording with the same stem (.wav, .flac, .ogg or .mp3)"))
             continue
-        found, bad = parse_srt(srt, recording, options)
+        try:
+            found, bad = parse_srt(srt, recording, options)
+        except InputError as exc:  # one damaged recording rejects its subtitles; the other pairs import
+            rejects.append(Reject(str(srt), None, f"recording {exc}"))
+            continue
         candidates.extend(found)
         rejects.extend(bad)
     return candidates, rejects

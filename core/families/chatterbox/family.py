@@ -29,8 +29,9 @@ import torch
 from torch import nn
 
 from core.errors import InputError
+from core.numbers import NumberRange
 from core.families import get_family
-from core.families.base import FamilyRun, ModelFamily
+from core.families.base import TEMPERATURE, FamilyRun, ModelFamily
 from core.families.chatterbox.layout import LAYOUT, collate
 from core.families.chatterbox.t3 import (
     ENGLISH_FILES,
@@ -62,7 +63,11 @@ class ChatterboxFamily(ModelFamily):
     sequence_layout = LAYOUT
     tasks = ("tts",)
     model_keys = ("preset", "text_tokens_dict_size")
-    speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
+    speech_options = {
+        "temperature": TEMPERATURE, "cfg_weight": NumberRange(0.0, 10.0), "repetition_penalty": NumberRange(0.0, 10.0, low_open=True),
+        "min_p": NumberRange(0.0, 1.0), "top_p": NumberRange(0.0, 1.0, low_open=True), "exaggeration": NumberRange(0.0, 2.0),
+        "cfm_steps": NumberRange(1, 100, integer=True),
+    }
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from core.confine import is_inside, real_path
+from core.confine import inside_folder
 from core.data.feature_cache import ITEMS_DIR, fingerprint_of, write_index, write_item
 from core.data.manifest import Reject
 from core.data.pairs import build_pairs
@@ -61,11 +61,14 @@ def _clip(folder: Path, record: dict[str, Any], width: int | None) -> dict[str, 
     missing = [k for k in ("id", "text", *PATH_KEYS) if not record.get(k)]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
+    if not isinstance(record["text"], str):
+        raise ValueError(f"text must be a string, not {type(record['text']).__name__}")
     arrays = {}
     for key in PATH_KEYS:
-        path = folder / record[key]
-        if not is_inside(path, [folder]):
-            raise ValueError(f"{key} {record[key]} leads outside the input folder (to {real_path(path)})")
+        try:
+            path = inside_folder(folder, record[key], key)  # the one check of a path a folder's metadata names
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
         if not path.is_file():
             raise ValueError(f"{key} {path} does not exist")
         arrays[key[: -len("_path")]] = _load_npy(path)
@@ -101,13 +104,13 @@ def import_processed(
     width: int | None = None
     mismatched: list[str] = []
     for split, manifest in found.items():
-        for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
+        for number, raw in enumerate(manifest.read_bytes().splitlines(), start=1):
+            if not raw.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(raw.decode("utf-8"))
                 arrays = _clip(folder, record, width)
-            except (json.JSONDecodeError, ValueError, AttributeError) as exc:
+            except (ValueError, AttributeError, TypeError) as exc:  # not UTF-8 or JSON, a field of the wrong type
                 rejects.append(Reject(str(manifest), number, str(exc), None))
                 continue
             width = arrays["condition"].shape[1]

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from core.errors import InputError
-from core.families.base import ModelFamily
+from core.numbers import NumberRange
+from core.families.base import TEMPERATURE, ModelFamily
 from core.families.rows import text_rows
 from core.families.indextts.gpt import (
     BPE_NAME,
@@ -38,7 +39,8 @@ class IndexTTSFamily(ModelFamily):
     tokenizer_role = "bpe"  # the published SentencePiece model (config `dataset.bpe_model`, normally bpe.model)
     marker_names = (GPT_NAME,)
     sequence_layout = SEQUENCE_LAYOUT
-    speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
+    speech_options = {"temperature": TEMPERATURE, "max_mel_tokens": NumberRange(1, 10_000, integer=True),
+                      "diffusion_steps": NumberRange(1, 200, integer=True)}
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
     model_keys = ("preset", "number_text_tokens")  # the declared size the doctor checks against the tokenizer
