@@ -654,7 +654,8 @@ class Trainer:
         if self.rank != 0 or self.config.task != "tts":
             return None
         from core.eval.tts import update_eval_json
-        from core.training.periodic_eval import entry_with_sections, eval_metrics, is_better, metric_value
+        from core.eval.sections import entry_with_sections
+        from core.training.periodic_eval import eval_metrics, is_better, metric_value
 
         saved_rng = rng_state()
         try:
