@@ -35,7 +35,7 @@ _PLAIN_TYPES = (str, int, float, bool, type(None), torch.Tensor, torch.Size)
 
 @dataclass
 class CheckpointMeta:
-    """The `linguaforge` record every checkpoint LinguaForge writes carries (README, "Vocabulary contract")."""
+    """The `linguaforge` record every checkpoint LinguaForge writes carries (docs/concepts/vocabulary.md)."""
 
     family: str | None = None
     task: str | None = None

@@ -1,4 +1,4 @@
-"""The quickstart report: `report.json` (the README's "Quickstart" contract) and a readable `report.md` beside it."""
+"""The quickstart report: `report.json` (the contract of docs/guides/quickstart.md and shared/DESIGN.md) and a readable `report.md` beside it."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ def test_eval_tts_cli_writes_eval_json_tensorboard_and_the_three_rows(cli, works
     assert rows["codec"]["mcd_db"] > 0 and rows["model"]["mcd_db"] > rows["codec"]["mcd_db"]
     assert rows["model"]["dtw_identification"] <= 0.5
     assert rows["model"]["wer"] is None
-    quality = result["quality"]  # the quality report rides in --json (fields documented in the README)
+    quality = result["quality"]  # the quality report rides in --json (fields documented in docs/concepts/quality.md)
     assert set(quality["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
     assert quality["flags_raised"] == [name for name, flag in quality["flags"].items() if flag["flagged"]]
     assert [row["tokens"] <= 48 for row in quality["per_sentence"]] == [True] * 5

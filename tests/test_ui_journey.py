@@ -4,7 +4,7 @@ by the page that pressed Run and by a second page opened mid-run, then every tab
 The real app.py (worker, TensorBoard, Gradio) in Debian chromium through Playwright. What the pages
 showed is recorded in the page itself (a MutationObserver installed before the page loads) and
 asserted after the run, so no assertion depends on catching an intermediate value. Screenshots of
-every tab go to $LINGUAFORGE_SCREENSHOT_DIR (the README's pictures in docs/images/ come from it),
+every tab go to $LINGUAFORGE_SCREENSHOT_DIR (the documentation's pictures in docs/images/ come from it),
 else to a temporary folder.
 """
 

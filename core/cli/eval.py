@@ -19,7 +19,7 @@ the references unless --references says otherwise). --references DIR holds <n>.w
 Rows: model = synthesized speech; codec = references through the codec (the ceiling; own models
 only); references = the references themselves (the judges' own accuracy). Chance is 1/N.
 The quality report (failure flags, speaker similarity, MOS estimate, CER from --asr) is described
-in the README's "Quality report" section.
+in docs/concepts/quality.md.
 A Chatterbox or IndexTTS2 checkpoint speaks through its family's speech models: --model-dir,
 else the run's model_dir:, else settings families.<family>.model_dir. The family comes from the
 checkpoint's metadata; --family (and --tokenizer) are needed only for a file without it (a
