@@ -131,6 +131,9 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
                                                      "text_ignored"}
         assert all(Path(clip).is_file() for clip in measured["audio"])
     assert all(Path(clip).parent.name == "en" for clip in after["audio"])  # beside, not over, the Amharic clips
+    # English is judged by the length range of English speech: the base model's training data, the references after
+    assert (before["quality"]["length_bounds_source"], after["quality"]["length_bounds_source"]) == (
+        "training data", "evaluation references")
     assert english["val_samples"] >= 2
     assert english["val_base_loss_start"] > 0 and english["val_base_loss_end"] > 0
     assert english["val_base_loss_change"] == round(

@@ -240,6 +240,7 @@ def evaluate_checkpoint(
     length_bounds: tuple[float, float] | None = None,
     audio_dir: str | os.PathLike[str] | None = None,
     record: bool = True,
+    recorded_bounds: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
@@ -255,7 +256,9 @@ def evaluate_checkpoint(
     rows not computed), `audio` (synthesized clip paths), `quality` (the quality report of
     `core.eval.quality.report`: failure flags, speaker similarity, MOS estimate (`mos`), CER from the
     `asr` hook; `length_bounds` is the training data's tokens-per-character range, default the one the
-    checkpoint records) and `seconds`. The clips go
+    checkpoint records — unless `recorded_bounds` is False: the sentences are in another language than the
+    checkpoint's last training data, the base language after a fine-tune, and the evaluation references'
+    own range judges them) and `seconds`. The clips go
     to `audio_dir` (default `eval_audio/<checkpoint stem>/` beside it); with `record` the entry is also
     written to `eval.json` beside the checkpoint and to TensorBoard (periodic evaluation records its
     base-language set inside the new language's entry instead).
@@ -312,7 +315,7 @@ def evaluate_checkpoint(
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
     quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
-                       length_bounds or voice.length_bounds, mos, transcriber)
+                       length_bounds or (voice.length_bounds if recorded_bounds else None), mos, transcriber)
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),
@@ -362,7 +365,8 @@ def evaluate_with_base_language(
     the base language (the one it spoke before the fine-tune), with the same measures; return the one
     eval.json entry recorded for it: the new language's result at the top and `sections` per language, as
     periodic evaluation records them (`core.eval.sections`). The base language's clips go to
-    `eval_audio/<checkpoint stem>/<base_language>/`. `options` are `evaluate_checkpoint`'s.
+    `eval_audio/<checkpoint stem>/<base_language>/`, and their length detector judges by the base references'
+    own range (the checkpoint records the new language's). `options` are `evaluate_checkpoint`'s.
     Raises InputError as `evaluate_checkpoint` does, for either set, before any synthesis where it can
     (fewer than 2 base sentences, a base references folder without a clip per sentence).
     """
@@ -375,7 +379,7 @@ def evaluate_with_base_language(
         folder_references(settings.resolve(base_references), len(base_sentences))
     new = evaluate_checkpoint(checkpoint, sentences, references, language, settings, record=False, **options)
     base = evaluate_checkpoint(checkpoint, base_sentences, base_references, base_language, settings, record=False,
-                               audio_dir=eval_audio_beside(checkpoint) / base_language, **options)
+                               audio_dir=eval_audio_beside(checkpoint) / base_language, recorded_bounds=False, **options)
     eval_set = {"source": "eval tts", "sections": [_section(NEW_LANGUAGE, language, sentences),
                                                    _section(BASE_LANGUAGE, base_language, base_sentences)]}
     entry = entry_with_sections(new, base, eval_set)
