@@ -120,7 +120,7 @@ def english_kept(report: dict[str, Any]) -> str:
     """Return the box on what English kept through the fine-tune (report.json's `base_language` summary), or ""
     for a report without it (an LM journey, a report written before it)."""
     summary = (report.get("base_language") or {}).get("summary")
-    return f"**What English kept.** {html.escape(summary)}" if summary else ""
+    return f"**What English kept.** {html.escape(summary, quote=False)}" if summary else ""
 
 
 def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any, Any]:
