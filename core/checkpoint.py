@@ -47,7 +47,7 @@ ADAPTER_TYPES: dict[str, type | tuple[type, ...]] = {
 
 @dataclass
 class CheckpointMeta:
-    """The `linguaforge` record every checkpoint LinguaForge writes carries (README, "Vocabulary contract")."""
+    """The `linguaforge` record every checkpoint LinguaForge writes carries (docs/concepts/vocabulary.md)."""
 
     family: str | None = None
     task: str | None = None

@@ -52,7 +52,7 @@ def resolve_device(name: str | None = "auto") -> torch.device:
     return torch.device("cuda" if name != "cpu" and torch.cuda.is_available() else "cpu")
 
 
-MAX_TEXT_CHARS = 5000  # per synthesize call; README documents it
+MAX_TEXT_CHARS = 5000  # per synthesize call; docs/guides/own-model.md documents it
 
 
 @dataclass

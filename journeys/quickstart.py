@@ -5,7 +5,9 @@ the espeak sample and a codec; an English SentencePiece tokenizer and a base mod
 English clips (the stand-in for a pretrained IndexTTS/Chatterbox base); `tokenizer extend` with
 Amharic (English protected); `embeddings extend --init fvt`; `validate` of the fine-tune's starting
 model; the Amharic fine-tune with frozen base rows; `prune`, `synthesize` of held-out Amharic and
-English sentences, and `eval tts`. It writes `runs/<name>/report.json` and `report.md`.
+English sentences, and `eval tts`. What English kept is measured too: `validate` on the English clips'
+validation split for the fine-tune's starting and final models, and `eval tts` on held-out English
+sentences for the English base checkpoint and the final one. It writes `runs/<name>/report.json` and `report.md`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from core.errors import InputError
 from core.fsutil import atomic_write_text
 from core.runs import RunFolder, run_folder
 from jobs.kinds import JobCatalogue
-from journeys.report import write_report
+from journeys.report import base_language_summary, write_report
 from journeys.stages import StageRunner
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 
@@ -185,6 +187,35 @@ def _tts_figures(base_tok: dict[str, Any], base: dict[str, Any], extended: dict[
     }
 
 
+def _eval_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """Return an `eval tts` result (or its base-language section) as the report keeps it: without per-sentence rows."""
+    return {"checkpoint": result.get("checkpoint"), "step": result.get("step"),
+            "sentences": result.get("sentences", result.get("used")), "chance": result["chance"],
+            "rows": {row: {k: v for k, v in values.items() if k != "per_sentence"} for row, values in result["rows"].items()},
+            "audio": result.get("audio"),
+            "quality": {k: v for k, v in (result.get("quality") or {}).items() if k != "per_sentence"}}
+
+
+def _base_language(val_start: dict[str, Any], val_end: dict[str, Any], before: dict[str, Any] | None,
+                   final: dict[str, Any] | None) -> dict[str, Any]:
+    """Return the report's `base_language` section: what English kept through the Amharic fine-tune — its
+    validation losses on the fine-tune's starting and final models, and `eval tts` on held-out English
+    sentences for the English base checkpoint (`before`) and the final Amharic one (`after`)."""
+    start, end = val_start["val"], val_end["val"]
+    loss_start, loss_end = start.get("loss"), end.get("loss")
+    change = None if loss_start is None or loss_end is None else round((loss_end - loss_start) / loss_start, 4)
+    after = (final or {}).get("sections", {}).get("base_language")
+    return {
+        "language": "en", "val_samples": val_start.get("val_samples"),
+        "val_base_loss_start": loss_start, "val_base_loss_end": loss_end, "val_base_loss_change": change,
+        "val_base_mel_loss_start": start.get("mel_loss"), "val_base_mel_loss_end": end.get("mel_loss"),
+        "val_base_text_loss_start": start.get("text_loss"), "val_base_text_loss_end": end.get("text_loss"),
+        "before": None if before is None else _eval_summary(before),
+        "after": None if after is None else {**_eval_summary(after), "checkpoint": final["checkpoint"],
+                                             "step": final["step"]},
+    }
+
+
 def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings: Settings | None = None,
                        mode: str = "queue", embedded_worker: bool = True, *, catalogue: JobCatalogue) -> dict[str, Any]:
     """Run the TTS journey with `preset`; return the report (also written to runs/<name>/report.json).
@@ -205,7 +236,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     10 + 2 * synth_n + (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue, journey=name) as stages:
+                     12 + 2 * synth_n + 2 * (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue, journey=name) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"],
             "recombined": spec["sample"].get("recombined", 0)})
@@ -220,6 +251,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         en_txt = write_lines(text / "en.txt", list(ENGLISH_SENTENCES))
         am_txt = write_lines(text / "am.txt", list(AMHARIC_SENTENCES))
         heldout_am = write_lines(text / "heldout_am.txt", held_am[synth_n:])
+        heldout_en = write_lines(text / "heldout_en.txt", held_en[synth_n:])
         base_tok = stages.run("tokenizer.base", "tokenizer.train", {
             "corpus": [en_txt], "vocab_size": spec["tokenizer"]["base_size"], "output": str(tok_dir / "en.model")})
         base_cfg = write_run_config(run_dir / "configs" / "en-base.yaml", run_config_data(
@@ -243,16 +275,31 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
             "manifest": manifests["am"], "tokenizer": str(tok_dir / "en_am.model"), "codec": codec_path,
             "val_ratio": spec["val_ratio"]})
         val_start = stages.run("validate.start", "validate", {"config": ft_cfg})["val"]
+
+        def english_val(stage: str, checkpoint: Path) -> dict[str, Any]:
+            """Validate `checkpoint` on the English clips' validation split (the base language kept or lost)."""
+            config = write_run_config(run_dir / "configs" / f"{stage.replace('.', '-')}.yaml", {
+                **run_config_data(f"{name}-en-val", "tts", spec["finetune"], spec, {"manifest": manifests["en"]},
+                                  tokenizer=str(tok_dir / "en_am.model"), codec=codec_path, base_checkpoint=str(checkpoint)),
+                "loss": spec["finetune"].get("loss", {"text_weight": 0.4, "mel_weight": 0.6})})
+            return stages.run(stage, "validate", {"config": config})
+
+        en_val_start = english_val("validate.en.start", init_path)
         fine = stages.run("train.finetune", "train", {"config": ft_cfg})
         final = ckpt_dir / "am.safetensors"
         stages.run("prune", "prune", {"checkpoint": fine["last_checkpoint"], "output": str(final), "force": True})
+        en_val_end = english_val("validate.en.end", final)
         audio = _speak(stages, spec, final, run_dir, data_dir / "sample" / "audio", held_en, held_am)
-        evaluation = None
+        evaluation = en_before = None
         if int(spec["eval"]["sentences"]) >= 2:
             sampling = {"temperature": spec["eval"]["temperature"]} if "temperature" in spec["eval"] else {}
+            en_before = stages.run("eval.en.base", "eval.tts", {
+                "checkpoint": base["last_checkpoint"], "sentences": heldout_en, "references": "espeak", "language": "en",
+                "no_wer": True, **sampling})
             evaluation = stages.run("eval.tts", "eval.tts", {
                 "checkpoint": str(final), "sentences": heldout_am, "references": "espeak", "language": "am",
-                "no_wer": True, **sampling})
+                "base_sentences": heldout_en, "base_references": "espeak", "base_language": "en", "no_wer": True,
+                **sampling})
     report = {
         "name": name, "journey": "tts", "preset": spec["preset"], "mode": mode, "run_dir": str(run_dir),
         "command": f"python -m core quickstart tts --preset {spec['preset']}",
@@ -266,11 +313,9 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         **_tts_figures(base_tok, base, extended, val_start, fine, final),
         "checkpoint": str(final),
         "audio": audio,
-        "eval": None if evaluation is None else {
-            "sentences": evaluation["sentences"], "chance": evaluation["chance"], "rows": {
-                row: {k: v for k, v in values.items() if k != "per_sentence"} for row, values in evaluation["rows"].items()},
-            "audio": evaluation.get("audio"),
-            "quality": {k: v for k, v in (evaluation.get("quality") or {}).items() if k != "per_sentence"}},
+        "eval": None if evaluation is None else _eval_summary(evaluation),
+        "base_language": _base_language(en_val_start, en_val_end, en_before, evaluation),
     }
+    report["base_language"]["summary"] = base_language_summary(report["base_language"])
     write_report(run_dir, report)
     return report

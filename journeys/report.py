@@ -1,4 +1,4 @@
-"""The quickstart report: `report.json` (the README's "Quickstart" contract) and a readable `report.md` beside it."""
+"""The quickstart report: `report.json` (the contract of docs/guides/quickstart.md and shared/DESIGN.md) and a readable `report.md` beside it."""
 
 from __future__ import annotations
 
@@ -71,10 +71,59 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
                                                       for name, flag in quality["flags"].items()) + ".", ""]
     elif codec_eval:
         lines += ["## Codec", "", *_table(list(codec_eval), [list(codec_eval.values())])]
+    lines += _base_language_markdown(report.get("base_language"))
     lines += ["## Audio (sentences not in training)", "",
               *_table(["language", "text", "file", "real-time factor"],
                       [[a["language"], a["text"], f"[{Path(a['path']).name}]({_link(run_dir, a['path'])})", a["rtf"]]
                        for a in report["audio"]])]
+    return lines
+
+
+def _flags_words(evaluation: dict[str, Any]) -> str:
+    raised = (evaluation.get("quality") or {}).get("flags_raised")
+    return "none" if not raised else ", ".join(raised)
+
+
+def base_language_summary(section: dict[str, Any]) -> str:
+    """Return one sentence in plain words of what English kept through the fine-tune (the report's `base_language`):
+    DTW identification against the codec's ceiling and MCD before → after, flags after, and the validation loss change."""
+    before, after = section.get("before") or {}, section.get("after") or {}
+    parts = []
+    if before and after:
+        model_b, model_a = before["rows"]["model"], after["rows"]["model"]
+        ceiling = (after["rows"].get("codec") or {}).get("dtw_identification")
+        parts.append(f"held-out English sentences identified {_fmt(model_b['dtw_identification'])} → "
+                     f"{_fmt(model_a['dtw_identification'])} (the codec's ceiling {_fmt(ceiling)}, chance {_fmt(after['chance'])}), "
+                     f"MCD {_fmt(model_b['mcd_db'], 3)} → {_fmt(model_a['mcd_db'], 3)} dB, "
+                     f"failure flags {_flags_words(before)} → {_flags_words(after)}")
+    change = section.get("val_base_loss_change")
+    if change is not None:
+        parts.append(f"English validation loss {_fmt(section['val_base_loss_start'])} → {_fmt(section['val_base_loss_end'])} "
+                     f"({change:+.0%})")
+    return "English after the Amharic fine-tune: " + "; ".join(parts) + "." if parts else ""
+
+
+def _base_language_markdown(section: dict[str, Any] | None) -> list[str]:
+    """Return the report.md section on the base language: the summary line, then both checkpoints' numbers."""
+    if not section:
+        return []
+    lines = ["## English kept (the base language)", "", section.get("summary") or base_language_summary(section), "",
+             *_table(["", "val loss", "val mel_loss", "val text_loss"], [
+                 ["start of the fine-tune", section["val_base_loss_start"], section["val_base_mel_loss_start"],
+                  section["val_base_text_loss_start"]],
+                 ["end of the fine-tune", section["val_base_loss_end"], section["val_base_mel_loss_end"],
+                  section["val_base_text_loss_end"]]])]
+    rows = []
+    for label, evaluation in (("English base model", section.get("before")), ("final Amharic model", section.get("after"))):
+        if evaluation:
+            model, codec = evaluation["rows"]["model"], evaluation["rows"].get("codec") or {}
+            rows.append([label, evaluation["step"], model.get("dtw_identification"), codec.get("dtw_identification"),
+                         model.get("sphinx_identification"), model.get("mcd_db"), _flags_words(evaluation)])
+    if rows:
+        sentences = (section.get("after") or section["before"])["sentences"]
+        lines += [f"Held-out English sentences ({sentences}, never in training), the same measures as Amharic:", "",
+                  *_table(["checkpoint", "step", "DTW identification", "codec ceiling", "PocketSphinx identification",
+                           "MCD dB", "flags raised"], rows)]
     return lines
 
 

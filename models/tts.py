@@ -1,7 +1,7 @@
 """A compact GPT text-to-speech model (family `linguaforge`, task `tts`), laid out as IndexTTS.
 
 Each sequence is
-    [conditioning latents] [start_text, text ids…, stop_text] [start_speech, codes…, stop_speech]
+    `[conditioning latents] [start_text, text ids…, stop_text] [start_speech, codes…, stop_speech]`
 The conditioning latents come from a small encoder over the reference clip's mel frames.
 Text positions and speech positions have their own tables (`max_text_tokens + 2` and
 `max_speech_tokens + 2` rows). With `progress_alignment` each text and speech position also

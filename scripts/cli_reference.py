@@ -1,7 +1,7 @@
-"""Write docs/cli.md, the CLI reference, from the real parsers' `--help` text.
+"""The CLI reference, from the real parsers' `--help` text: the documentation site's `cli.md` page, made at
+every build by `scripts/docs_hooks.py` (no copy is kept in the repository).
 
-    .venv/bin/python scripts/cli_reference.py            # rewrite docs/cli.md
-    .venv/bin/python scripts/cli_reference.py --check    # exit 1 when docs/cli.md is out of date
+    .venv/bin/python scripts/cli_reference.py            # print the page
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-OUTPUT = REPO_ROOT / "docs" / "cli.md"
 WIDTH = "100"
 
 
@@ -32,31 +31,20 @@ def _sections(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
 
 
 def render() -> str:
-    """Return docs/cli.md's text: every command's `--help`, groups before their commands."""
+    """Return the CLI reference page: every command's `--help`, groups before their commands."""
     os.environ["COLUMNS"] = WIDTH
     sys.path.insert(0, str(REPO_ROOT))
     from core.cli import build_parser
 
     header = ["# CLI reference", "",
-              "Generated from the parsers by `scripts/cli_reference.py`; do not edit by hand. Every command also",
+              "Generated from the parsers at every build of this site (`scripts/cli_reference.py`). Every command also",
               "takes `--json` (one JSON object on stdout). Exit codes: 0 success, 2 bad input, 1 internal error.", ""]
     return "\n".join(header + _sections(build_parser(), [])).rstrip() + "\n"
 
 
 def main() -> int:
-    """Write (or with --check compare) docs/cli.md; return the exit code."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when docs/cli.md differs")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.is_file() else ""
-        if current != text:
-            print(f"{OUTPUT} is out of date; run scripts/cli_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT}")
+    """Print the CLI reference page; return the exit code."""
+    sys.stdout.write(render())
     return 0
 
 

@@ -2,7 +2,7 @@
 traceback, and every input file byte-identical afterwards (nothing written beside them).
 
 Each case runs `core.cli.main` in-process (argparse errors included), so the table stays fast.
-The exit-code contract it checks is the one README.md states.
+The exit-code contract it checks is the one docs/getting-started.md states.
 """
 
 from __future__ import annotations

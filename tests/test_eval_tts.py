@@ -62,7 +62,7 @@ def test_eval_tts_cli_writes_eval_json_tensorboard_and_the_three_rows(cli, works
     assert rows["codec"]["mcd_db"] > 0 and rows["model"]["mcd_db"] > rows["codec"]["mcd_db"]
     assert rows["model"]["dtw_identification"] <= 0.5
     assert rows["model"]["wer"] is None
-    quality = result["quality"]  # the quality report rides in --json (fields documented in the README)
+    quality = result["quality"]  # the quality report rides in --json (fields documented in docs/concepts/quality.md)
     assert set(quality["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
     assert quality["flags_raised"] == [name for name, flag in quality["flags"].items() if flag["flagged"]]
     assert [row["tokens"] <= 48 for row in quality["per_sentence"]] == [True] * 5
@@ -115,6 +115,39 @@ def test_a_checkpoint_with_malformed_length_bounds_is_refused_in_one_line(cli, w
               "--no-mos", "--json")
     assert run.code == 2 and "bad_bounds.pt: metadata length_bounds ['wide', 3]" in run.json()["error"]
     assert not (bad.parent / "eval_audio" / "bad_bounds").exists()  # refused before any synthesis
+
+
+def test_base_sentences_measure_the_base_language_in_a_section_of_the_same_entry(cli, workspace, tiny_checkpoint):
+    """`--base-sentences`: the same rows and quality report on a second held-out set, its clips in a folder of its
+    language, and one eval.json entry whose `sections` hold both languages (as periodic evaluation writes them)."""
+    new, base = workspace / "new.txt", workspace / "base.txt"
+    new.write_text("\n".join(SENTENCES[:2]) + "\n", encoding="utf-8")
+    base.write_text("\n".join(SENTENCES[2:5]) + "\n", encoding="utf-8")
+    one = workspace / "one.txt"
+    one.write_text(SENTENCES[0] + "\n", encoding="utf-8")
+    refused = cli("eval", "tts", "--checkpoint", tiny_checkpoint, "--sentences", new, "--base-sentences", one,
+                  "--no-wer", "--no-mos", "--json")
+    assert refused.code == 2 and "one.txt" in refused.json()["error"]
+    refused = cli("eval", "tts", "--checkpoint", tiny_checkpoint, "--sentences", new, "--base-references", "espeak", "--json")
+    assert refused.code == 2 and "pass --base-sentences too" in refused.json()["error"]
+    assert not (tiny_checkpoint.parent / "eval_audio").exists()  # refused before any synthesis
+
+    run = cli("eval", "tts", "--checkpoint", tiny_checkpoint, "--sentences", new, "--references", "espeak",
+              "--base-sentences", base, "--base-language", "en", "--no-wer", "--no-mos")
+    assert run.code == 0, run.stderr
+    assert "en: 2 sentences, chance 0.5" in run.stdout and "en: 3 sentences, chance 0.3333" in run.stdout
+    entry = json.loads((tiny_checkpoint.parent / "eval.json").read_text())["checkpoints"]["step_7.pt"]
+    assert (entry["sentences"], entry["chance"]) == (2, 0.5)  # the new language stays at the top
+    section = entry["sections"]["base_language"]
+    assert (section["language"], section["used"], section["chance"]) == ("en", 3, round(1 / 3, 4))
+    assert set(section["rows"]) == {"model", "codec", "references"}
+    assert section["rows"]["codec"]["dtw_identification"] >= section["chance"]
+    assert section["dtw_identification"] == section["rows"]["model"]["dtw_identification"]
+    assert set(section["quality"]["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored"}
+    assert section["flags_raised"] == section["quality"]["flags_raised"]
+    base_audio = [Path(p) for p in section["audio"]]
+    assert len(base_audio) == 3 and all(p.is_file() and p.parent.name == "en" for p in base_audio)
+    assert all(Path(p).parent.name == "step_7" for p in entry["audio"])
 
 
 def _entry(step: int, mcd: float, audio: list[str]) -> dict:

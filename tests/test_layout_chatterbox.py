@@ -3,7 +3,7 @@
 A reduced random-initialised published T3 (one Llama layer) is overfit by LinguaForge's trainer on
 four Amharic espeak clips of different text lengths (two voices, each clip prompted by its
 speaker's other clip) in padded batches of four, then decoded greedily by LinguaForge's decoder
-with and without the KV cache, by the published `T3.inference` called as the README documents, and
+with and without the KV cache, by the published `T3.inference` called as docs/guides/chatterbox.md documents, and
 by `synthesize` through the full published S3Gen. Each must give the clips' speech tokens back.
 A second test shows padding cannot leak: per-sample losses alone equal those inside a padded batch.
 """
@@ -135,7 +135,7 @@ def test_an_overfit_t3_decodes_its_clips_back_with_every_decoder(ws: Path, overf
               f"{_reproduced(cached.tokens, codes):.3f}, generated {len(cached.tokens)}, stopped {cached.stopped}")
         assert _reproduced(cached.tokens, codes) >= 0.95 and cached.stopped and abs(len(cached.tokens) - len(codes)) <= 1, \
             (clip["id"], _reproduced(cached.tokens, codes), len(cached.tokens), len(codes))
-        # The published call that matches the layout (README, export notes): no initial speech tokens,
+        # The published call that matches the layout (docs/guides/chatterbox.md, export notes): no initial speech tokens,
         # the text twice (its CFG batch), argmax by a vanishing temperature, no penalty or filtering.
         t3_cond = T3Cond(speaker_emb=clip["speaker_emb"][None], cond_prompt_speech_tokens=clip["prompt"][None],
                          emotion_adv=0.5 * torch.ones(1, 1, 1))

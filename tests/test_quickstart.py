@@ -116,8 +116,39 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert set(report["eval"]["rows"]) == {"model", "codec", "references"}
     assert report["eval"]["rows"]["codec"]["mcd_db"] > 0
 
+    # what English kept: the same measures on held-out English sentences before (the English base checkpoint)
+    # and after (the final Amharic one), and the English validation loss at the start and end of the fine-tune
+    english = report["base_language"]
+    before, after = english["before"], english["after"]
+    assert before["checkpoint"].endswith("step_0000030.pt") and after["checkpoint"] == report["checkpoint"]
+    assert (before["step"], after["step"], before["sentences"], after["sentences"]) == (30, 20, 2, 2)
+    for measured in (before, after):
+        assert set(measured["rows"]) == {"model", "codec", "references"}
+        assert measured["rows"]["codec"]["dtw_identification"] >= measured["chance"] == 0.5
+        assert measured["rows"]["model"]["mcd_db"] > measured["rows"]["codec"]["mcd_db"] > 0
+        assert measured["rows"]["references"]["sphinx_identification"] is not None  # English: PocketSphinx judges too
+        assert set(measured["quality"]["flags"]) == {"no_stop", "length_out_of_range", "loops", "prompt_copying",
+                                                     "text_ignored"}
+        assert all(Path(clip).is_file() for clip in measured["audio"])
+    assert all(Path(clip).parent.name == "en" for clip in after["audio"])  # beside, not over, the Amharic clips
+    # English is judged by the length range of English speech: the base model's training data, the references after
+    assert (before["quality"]["length_bounds_source"], after["quality"]["length_bounds_source"]) == (
+        "training data", "evaluation references")
+    assert english["val_samples"] >= 2
+    assert english["val_base_loss_start"] > 0 and english["val_base_loss_end"] > 0
+    assert english["val_base_loss_change"] == round(
+        (english["val_base_loss_end"] - english["val_base_loss_start"]) / english["val_base_loss_start"], 4)
+    assert english["val_base_mel_loss_start"] == english["val_base_loss_start"]  # mel-only loss in this preset
+    eval_json = json.loads((Path(report["checkpoint"]).parent / "eval.json").read_text())["checkpoints"]
+    assert eval_json["am.safetensors"]["language"] == "am"  # Amharic at the top, English in its section
+    assert eval_json["am.safetensors"]["sections"]["base_language"]["rows"]["model"]["mcd_db"] == \
+        after["rows"]["model"]["mcd_db"]
+    assert english["summary"].startswith("English after the Amharic fine-tune: held-out English sentences identified ")
+
     markdown = (workspace / "runs" / "qs" / "report.md").read_text()
     assert "**unchanged**" in markdown and f"{training['val_mel_loss_start']:.4g}" in markdown
+    assert "## English kept (the base language)" in markdown and english["summary"] in markdown
+    assert f"{english['val_base_loss_start']:.4g}" in markdown and f"{english['val_base_loss_end']:.4g}" in markdown
     assert "](audio/am_1.wav)" in markdown
 
 

@@ -212,6 +212,8 @@ def test_best_by_quality_and_base_language_retention_warning(tts_ws: Path, monke
             assert [p["sentence"] for p in sections["base_language"]["rows"]["model"]["per_sentence"]] == base["sentences"]
             assert all(Path(a).parent.name == "en" and Path(a).is_file() for a in sections["base_language"]["audio"])
             assert set(sections["base_language"]["quality"]["flags"]) == set(entry["quality"]["flags"])
+            # English is judged by its own references' length range, not by the Amharic training data's
+            assert sections["base_language"]["quality"]["length_bounds_source"] == "evaluation references"
         else:
             assert sections["base_language"]["note"].startswith("skipped:")
     assert all(("base_dtw_identification" in m) == (len(base["sentences"]) >= 2) for m in evals)

@@ -4,7 +4,7 @@ by the page that pressed Run and by a second page opened mid-run, then every tab
 The real app.py (worker, TensorBoard, Gradio) in Debian chromium through Playwright. What the pages
 showed is recorded in the page itself (a MutationObserver installed before the page loads) and
 asserted after the run, so no assertion depends on catching an intermediate value. Screenshots of
-every tab go to $LINGUAFORGE_SCREENSHOT_DIR (the README's pictures in docs/images/ come from it),
+every tab go to $LINGUAFORGE_SCREENSHOT_DIR (the documentation's pictures in docs/images/ come from it),
 else to a temporary folder.
 """
 
@@ -145,6 +145,10 @@ def test_quickstart_is_followed_by_every_open_page(dashboard: AppProcess, browse
         page.locator("#qs-am audio, #qs-am button").first.wait_for(state="attached")
         page.locator("#qs-en audio, #qs-en button").first.wait_for(state="attached")
         expect(page.locator("#qs-report")).to_contain_text("Frozen base rows")
+        expect(page.locator("#qs-report")).to_contain_text("English kept (the base language)")
+        # what English kept, before and after the fine-tune, in words above the report
+        expect(page.locator("#qs-english")).to_contain_text(re.compile(
+            r"What English kept\. English after the Amharic fine-tune: held-out English sentences identified [\d.]+ → [\d.]+"))
         expect(page.locator("#qs-tts")).to_be_enabled()
 
     jobs = quickstart_jobs(dashboard.workspace)

@@ -19,7 +19,7 @@ def _export(args: argparse.Namespace) -> Result:
     gpt.number_text_tokens and the tokenizer path corrected, <name>.model and linguaforge.json.
     With families.<family>.model_dir set, the folder also carries the published model folder's other files
     (hard links) and speak_indextts2.py / speak_chatterbox.py: the published inference classes speak from it
-    (README, "Speak an export with the published code").
+    (docs/guides/published-export.md).
     LinguaForge's own checkpoints: use `prune`.
     --merge (adapter checkpoints of `adapter: {kind: lora}` runs, every family): merged.safetensors + peft_adapter/.
     """

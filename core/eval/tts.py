@@ -17,7 +17,9 @@ decoding word error rate. Chance for identification is 1/N.
 
 Results go to `eval.json` beside the checkpoint (one entry per checkpoint file, so a folder of
 checkpoints can be compared), the synthesized clips to `eval_audio/<checkpoint stem>/`, and
-TensorBoard scalars `eval/…` at the checkpoint's step to the run's `tb/` folder.
+TensorBoard scalars `eval/…` at the checkpoint's step to the run's `tb/` folder. With held-out sentences
+of the base language too (`evaluate_with_base_language`), the same measures are taken on them and the
+entry gets a `sections` record per language, as periodic evaluation writes it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from core.eval.metrics import (
     log_f0_ratio,
     mcd_dtw,
 )
+from core.eval.sections import BASE_LANGUAGE, NEW_LANGUAGE, entry_with_sections
 from core.fsutil import atomic_write_json
 from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside, read_evaluations
 from core.progress import Progress
@@ -237,6 +240,7 @@ def evaluate_checkpoint(
     length_bounds: tuple[float, float] | None = None,
     audio_dir: str | os.PathLike[str] | None = None,
     record: bool = True,
+    recorded_bounds: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
@@ -252,7 +256,9 @@ def evaluate_checkpoint(
     rows not computed), `audio` (synthesized clip paths), `quality` (the quality report of
     `core.eval.quality.report`: failure flags, speaker similarity, MOS estimate (`mos`), CER from the
     `asr` hook; `length_bounds` is the training data's tokens-per-character range, default the one the
-    checkpoint records) and `seconds`. The clips go
+    checkpoint records — unless `recorded_bounds` is False: the sentences are in another language than the
+    checkpoint's last training data, the base language after a fine-tune, and the evaluation references'
+    own range judges them) and `seconds`. The clips go
     to `audio_dir` (default `eval_audio/<checkpoint stem>/` beside it); with `record` the entry is also
     written to `eval.json` beside the checkpoint and to TensorBoard (periodic evaluation records its
     base-language set inside the new language's entry instead).
@@ -309,7 +315,7 @@ def evaluate_checkpoint(
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
     quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
-                       length_bounds or voice.length_bounds, mos, transcriber)
+                       length_bounds or (voice.length_bounds if recorded_bounds else None), mos, transcriber)
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),
@@ -327,10 +333,59 @@ def evaluate_checkpoint(
         "seconds": round(time.perf_counter() - start, 2),
     }
     if record:
-        update_eval_json(eval_file_beside(checkpoint), checkpoint.name, result)
-        write_tensorboard(tensorboard_dir(checkpoint), step, {name: {k: v for k, v in row.items() if k != "per_sentence"}
-                                                              for name, row in rows.items()})
+        record_evaluation(checkpoint, result)
     return result
+
+
+def record_evaluation(checkpoint: Path, entry: dict[str, Any]) -> None:
+    """Write `entry` (an `eval tts` result) to the eval.json beside `checkpoint`, under its file name, and its
+    rows' numbers as TensorBoard scalars at its step."""
+    update_eval_json(eval_file_beside(checkpoint), checkpoint.name, entry)
+    write_tensorboard(tensorboard_dir(checkpoint), int(entry.get("step") or 0),
+                      {name: {k: v for k, v in row.items() if k != "per_sentence"} for name, row in entry["rows"].items()})
+
+
+def _section(role: str, language: str, sentences: Sequence[str]) -> dict[str, Any]:
+    return {"role": role, "language": language, "asked": len(sentences), "used": len(sentences), "speakers": [],
+            "note": None}
+
+
+def evaluate_with_base_language(
+    checkpoint_path: str | os.PathLike[str],
+    sentences: Sequence[str],
+    references: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    language: str,
+    base_sentences: Sequence[str],
+    base_references: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = ESPEAK,
+    base_language: str = "en",
+    settings: Settings | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Evaluate a checkpoint on the new language's held-out `sentences` and on held-out `base_sentences` of
+    the base language (the one it spoke before the fine-tune), with the same measures; return the one
+    eval.json entry recorded for it: the new language's result at the top and `sections` per language, as
+    periodic evaluation records them (`core.eval.sections`). The base language's clips go to
+    `eval_audio/<checkpoint stem>/<base_language>/`, and their length detector judges by the base references'
+    own range (the checkpoint records the new language's). `options` are `evaluate_checkpoint`'s.
+    Raises InputError as `evaluate_checkpoint` does, for either set, before any synthesis where it can
+    (fewer than 2 base sentences, a base references folder without a clip per sentence).
+    """
+    settings = settings or load_settings()
+    checkpoint = settings.resolve(checkpoint_path)
+    base_sentences = list(base_sentences)
+    if len(base_sentences) < 2:
+        raise InputError(f"{len(base_sentences)} base-language sentence(s); evaluation needs at least 2 to identify among.")
+    if isinstance(base_references, (str, os.PathLike)) and str(base_references) != ESPEAK:
+        folder_references(settings.resolve(base_references), len(base_sentences))
+    new = evaluate_checkpoint(checkpoint, sentences, references, language, settings, record=False, **options)
+    base = evaluate_checkpoint(checkpoint, base_sentences, base_references, base_language, settings, record=False,
+                               audio_dir=eval_audio_beside(checkpoint) / base_language, recorded_bounds=False, **options)
+    eval_set = {"source": "eval tts", "sections": [_section(NEW_LANGUAGE, language, sentences),
+                                                   _section(BASE_LANGUAGE, base_language, base_sentences)]}
+    entry = entry_with_sections(new, base, eval_set)
+    entry["seconds"] = round(new["seconds"] + base["seconds"], 2)
+    record_evaluation(checkpoint, entry)
+    return entry
 
 
 def _eval_files(folder: Path) -> list[Path]:

@@ -1,7 +1,6 @@
 """The one model-family interface the trainer, the doctor, the jobs and the dashboard talk to.
 
-A `ModelFamily` provides (README, "Bringing an IndexTTS2 or Chatterbox checkpoint" and "Vocabulary
-contract"): its text-row `layout`, the published files it expects in a model folder, strict
+A `ModelFamily` provides (docs/concepts/vocabulary.md): its text-row `layout`, the published files it expects in a model folder, strict
 loading of its published checkpoint, the model config sized from the tokenizer (backbone shape
 read from the checkpoint's tensors), the model with its text rows split frozen/trainable, the
 freezing rules and base-rows checksum, feature extraction into a fingerprinted cache, the

@@ -27,12 +27,11 @@ from typing import Any
 
 from core.config import Settings
 from core.errors import InputError
+from core.eval.sections import BASE_LANGUAGE, NEW_LANGUAGE
 from core.fsutil import atomic_write_json, read_json
 from core.runs import RunFolder
 from core.training.run_config import RunConfig
 
-NEW_LANGUAGE = "new_language"
-BASE_LANGUAGE = "base_language"
 EVAL_SET_VERSION = 1
 MIN_SENTENCES = 2  # DTW identification needs at least two sentences to choose among
 

@@ -2,8 +2,8 @@
 (or by the quality score, the default where evaluation runs: see core.eval.quality.report).
 
 Each evaluation speaks the run's fixed evaluation set (core.training.eval_set), one `eval tts` per
-language section; `entry_with_sections` joins them into one eval.json entry (the new language's
-result at the top, `sections` per language). `eval_metrics(entry)` flattens an entry into the
+language section; `core.eval.sections.entry_with_sections` joins them into one eval.json entry (the new
+language's result at the top, `sections` per language). `eval_metrics(entry)` flattens an entry into the
 numbers logged as a `split: eval` line of metrics.jsonl; `metric_value` reads the
 `schedule.best_metric` from them.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.eval.sections import SECTION_ROW_KEYS
 from core.runs import read_evaluations
 from core.training.run_config import BEST_METRICS
 
@@ -20,35 +21,6 @@ from core.training.run_config import BEST_METRICS
 METRIC_KEYS = {"eval_mcd": "mcd_db", "eval_dtw_accuracy": "dtw_identification",
                "eval_sphinx_accuracy": "sphinx_identification"}
 LOGGED = ("mcd_db", "log_f0_ratio", "duration_ratio", "dtw_identification", "sphinx_identification", "wer")
-# what a section summary keeps of an `eval tts` result's model row and quality section
-SECTION_ROW_KEYS = ("mcd_db", "dtw_identification", "wer")
-SECTION_QUALITY_KEYS = ("flags_raised", "speaker_similarity", "mos_estimate", "cer")
-
-
-def section_summary(result: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
-    """Return one language's numbers of an `eval tts` `result`: `section` (the eval set's summary of it:
-    role, language, asked, used, speakers, note), `chance`, the model row's MCD, DTW identification and
-    WER, and the quality section's flags raised, speaker similarity, MOS estimate and CER."""
-    model = (result.get("rows") or {}).get("model") or {}
-    quality = result.get("quality") or {}
-    return {**section, "chance": result.get("chance"), **{k: model.get(k) for k in SECTION_ROW_KEYS},
-            **{k: quality.get(k) for k in SECTION_QUALITY_KEYS}}
-
-
-def entry_with_sections(new: dict[str, Any], base: dict[str, Any] | None, eval_set: dict[str, Any]) -> dict[str, Any]:
-    """Return the eval.json entry of one periodic evaluation: the new-language `eval tts` result `new`
-    (its rows, quality and audio stay at the top, where every reader finds them) with `eval_set` (the
-    set's summary) and `sections` — `new_language` and, when evaluated, `base_language` (its summary
-    plus the base result's `rows`, `quality` and `audio`); a base section the set skipped appears with
-    its note only."""
-    by_role = {s["role"]: s for s in eval_set["sections"]}
-    sections = {"new_language": section_summary(new, by_role["new_language"])}
-    if base is not None:
-        sections["base_language"] = {**section_summary(base, by_role["base_language"]),
-                                     **{k: base.get(k) for k in ("rows", "quality", "audio")}}
-    elif "base_language" in by_role:
-        sections["base_language"] = by_role["base_language"]
-    return {**new, "eval_set": eval_set, "sections": sections}
 
 
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:

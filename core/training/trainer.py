@@ -656,7 +656,8 @@ class Trainer:
         if self.rank != 0 or self.config.task != "tts":
             return None
         from core.eval.tts import update_eval_json
-        from core.training.periodic_eval import entry_with_sections, eval_metrics, is_better, metric_value
+        from core.eval.sections import entry_with_sections
+        from core.training.periodic_eval import eval_metrics, is_better, metric_value
 
         saved_rng = rng_state()
         try:
@@ -713,7 +714,8 @@ class Trainer:
 
     def _speak_section(self, checkpoint: Path, section: Any, record: bool) -> dict[str, Any]:
         """Return `eval tts` of `checkpoint` on one language section of the evaluation set; a section other than
-        the new language's speaks into `eval_audio/<checkpoint stem>/<language>/` and is not recorded alone."""
+        the new language's speaks into `eval_audio/<checkpoint stem>/<language>/`, is not recorded alone, and is
+        judged by its own references' length range (the checkpoint records the run's training data's)."""
         from core.eval.tts import evaluate_checkpoint
         from core.runs import eval_audio_beside
 
@@ -721,7 +723,7 @@ class Trainer:
         return evaluate_checkpoint(checkpoint, section.sentences, section.references, section.language, self.settings,
                                    wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir,
                                    options=self.config.eval.synthesis, asr=self.config.eval.asr, mos=self.config.eval.mos,
-                                   audio_dir=audio_dir, record=record)
+                                   audio_dir=audio_dir, record=record, recorded_bounds=record)
 
     def _choose_best_by_quality(self, checkpoint: Path, entry: dict[str, Any]) -> None:
         """Link `best.pt` to `checkpoint` when its quality score (flags, intelligibility, val loss) beats the

@@ -116,21 +116,28 @@ def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
     return MARKDOWN_LINK.sub(link, markdown)
 
 
-def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any]:
-    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart HTML) for a
-    finished quickstart job."""
+def english_kept(report: dict[str, Any]) -> str:
+    """Return the box on what English kept through the fine-tune (report.json's `base_language` summary), or ""
+    for a report without it (an LM journey, a report written before it)."""
+    summary = (report.get("base_language") or {}).get("summary")
+    return f"**What English kept.** {html.escape(summary, quote=False)}" if summary else ""
+
+
+def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart HTML, what English
+    kept) for a finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
     if not paths or not markdown_path.is_file():
-        return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE)
+        return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE), ""
     saved = read_json(Path(paths.get("json", ""))) or {}  # the report file, as written, like the Markdown below
     curve = chart_html((saved.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, VAL_CURVE_TITLE,
                        split="val")
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
-    return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]], curve
+    return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]], curve, english_kept(saved)
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -165,11 +172,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         job = latest()
         if job is None:
             idle = gr.update(interactive=True)
-            return ("No quickstart has run in this workspace yet.", "", *(gr.update(),) * 5, idle, idle, shown)
+            return ("No quickstart has run in this workspace yet.", "", *(gr.update(),) * 6, idle, idle, shown)
         view = journeys.view(job, current_stage(runner, job))
         buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
         key = f"{job['id']}:{job['status'] in job_states.FINAL}"
-        report = (gr.update(),) * 5 if key == shown else report_view(job, settings)
+        report = (gr.update(),) * 6 if key == shown else report_view(job, settings)
         return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
@@ -191,12 +198,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             am_clip = gr.Audio(label="Amharic (held-out sentence)", type="filepath", interactive=False, elem_id="qs-am")
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
+        english = gr.Markdown(elem_id="qs-english")
         val_plot = metric_plot(VAL_CURVE_METRICS, VAL_CURVE_TITLE, "qs-val-plot")
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
         timer = gr.Timer(FOLLOW_S)
 
-    outputs = [status, progress, report, am_clip, en_clip, files, val_plot, tts_btn, lm_btn, shown]
+    outputs = [status, progress, report, am_clip, en_clip, files, val_plot, english, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
     timer.tick(follow, shown, outputs, show_progress="hidden")

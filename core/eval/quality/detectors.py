@@ -1,8 +1,8 @@
 """Failure detectors: pure functions over generated speech tokens, texts and DTW distances.
 
 Each returns a `Flag` — the measured number, the threshold it is compared with, whether it fired,
-and one sentence in words. The thresholds are module constants (documented in the README's quality
-report section); callers may pass others.
+and one sentence in words. The thresholds are module constants (documented in docs/concepts/quality.md);
+callers may pass others.
 """
 
 from __future__ import annotations

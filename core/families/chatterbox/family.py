@@ -44,7 +44,7 @@ from core.families.chatterbox.t3 import (
     t3_forward,
 )
 
-#: the call of the published `T3.inference` that decodes in the trained layout (export notes, README)
+#: the call of the published `T3.inference` that decodes in the trained layout (export notes, docs/guides/chatterbox.md)
 PUBLISHED_INFERENCE = (
     "T3.inference(t3_cond=cond, text_tokens=torch.stack([text, text]), initial_speech_tokens=torch.zeros(2, 0, "
     "dtype=torch.long), max_new_tokens=N, temperature=T, cfg_weight=W): `text` wrapped 255…0; the empty "

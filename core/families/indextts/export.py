@@ -6,11 +6,9 @@ Writes `gpt_<name>.pth` (a plain state dict: IndexTTS2's `load_checkpoint` loads
 the foreign-config gate the doctor uses; `linguaforge.text_normalizer` added: the training's text
 normalisation, `families.indextts.normalizer_language` or `none`), `<name>.model`
 (the tokenizer) and `linguaforge.json`: the metadata record with the checkpoint's sequence `layout`
-and `published_inference`, the published call that decodes on that layout (README, "Fine-tune
-IndexTTS2 for a new language"). With `families.indextts.model_dir` set, the folder also carries
+and `published_inference`, the published call that decodes on that layout (docs/guides/indextts2.md). With `families.indextts.model_dir` set, the folder also carries
 what the published `IndexTTS2` class reads (`indextts.published`: the model folder's files, a hub
-cache of the models it would download, and `speak_indextts2.py`; README, "Speak an export with the
-published code").
+cache of the models it would download, and `speak_indextts2.py`; docs/guides/published-export.md).
 """
 
 from __future__ import annotations
