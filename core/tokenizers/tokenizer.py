@@ -2,7 +2,10 @@
 
 `load_tokenizer(path)` recognises the format by content and returns a `Tokenizer` with
 `size`, `encode`, `decode`, `piece`, special ids, `kind` and `fingerprint` (sha256 of the
-file bytes). Any file that is neither format, truncated or empty raises InputError.
+file bytes). Any file that is neither format, truncated or empty raises InputError. A folder
+that `AutoTokenizer` loads (Chatterbox-Turbo's GPT-2 `vocab.json` + `merges.txt`, or a
+`tokenizer.json`) is an HF tokenizer too, fingerprinted by the tokenizer.json it amounts to
+(`core.tokenizers.hf_folder`).
 """
 
 from __future__ import annotations
@@ -177,13 +180,18 @@ def detect_kind(data: bytes) -> str | None:
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Return the tokenizer stored at `path` (SentencePiece model or HF tokenizer JSON).
+    """Return the tokenizer stored at `path` (SentencePiece model, HF tokenizer JSON, or an HF tokenizer folder).
 
     Raises InputError when the file is missing, empty, truncated or of another format.
     """
+    from core.tokenizers.hf_folder import folder_tokenizer_json, is_tokenizer_folder
+
     path = Path(path)
+    if is_tokenizer_folder(path):
+        return HFTokenizer(path, folder_tokenizer_json(path).encode("utf-8"))
     if not path.is_file():
-        raise InputError(f"{path}: tokenizer file not found. Pass the path to a .model or tokenizer .json file.")
+        raise InputError(f"{path}: tokenizer file not found. Pass the path to a .model or tokenizer .json file "
+                         "(or a folder AutoTokenizer loads: tokenizer.json, or vocab.json + merges.txt).")
     data = path.read_bytes()
     if not data:
         raise InputError(f"{path}: the tokenizer file is empty. Re-copy or re-train it.")
