@@ -2,9 +2,9 @@
 
 Chatterbox-Turbo's release ships GPT-2's tokenizer as a folder (`vocab.json`, `merges.txt`,
 `added_tokens.json`, `tokenizer_config.json`, no `tokenizer.json`); its `from_local` loads it with
-`AutoTokenizer`. `folder_tokenizer_json` returns the `tokenizer.json` text transformers builds from
-such a folder (or the folder's own `tokenizer.json`), so the rest of LinguaForge reads a folder
-like any tokenizer file. `write_tokenizer_folder` writes a merged tokenizer as a folder that
+`AutoTokenizer`. `folder_tokenizer_json` returns the folder's own `tokenizer.json`, else the one
+transformers builds from GPT-2's files, so the rest of LinguaForge reads a folder like any
+tokenizer file. `write_tokenizer_folder` writes a merged tokenizer as a folder that
 `AutoTokenizer` loads with the new length: `tokenizer.json` plus a `tokenizer_config.json` naming
 the special tokens the published loaders use (GPT-2's `<|endoftext|>` as bos/eos/unk).
 """
@@ -54,11 +54,15 @@ def _converted(folder: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
 
 
 def folder_tokenizer_json(folder: str | os.PathLike[str]) -> str:
-    """Return the `tokenizer.json` text of the tokenizer `AutoTokenizer.from_pretrained(folder)` loads
-    (converted once per folder state). Raises InputError when the folder holds no loadable HF tokenizer."""
+    """Return the `tokenizer.json` text of the tokenizer `AutoTokenizer.from_pretrained(folder)` loads: the
+    folder's tokenizer.json as it is, else the one transformers builds from vocab.json + merges.txt
+    (+ added_tokens.json), converted once per folder state. Raises InputError when the folder holds no
+    loadable HF tokenizer."""
     folder = Path(folder)
     if not is_tokenizer_folder(folder):
         raise InputError(f"{folder}: not a tokenizer folder; it must hold tokenizer.json or vocab.json + merges.txt.")
+    if (folder / TOKENIZER_JSON).is_file():
+        return (folder / TOKENIZER_JSON).read_text(encoding="utf-8")
     return _converted(str(folder.resolve()), _stamp(folder))
 
 
@@ -74,12 +78,14 @@ def _special_tokens(spec: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def write_tokenizer_folder(spec: dict[str, Any], folder: str | os.PathLike[str]) -> Path:
-    """Write the tokenizer.json mapping `spec` as an `AutoTokenizer` folder (tokenizer.json, tokenizer_config.json)
-    into `folder`; return the folder. Byte-level tokenizers keep `add_prefix_space` from their pre-tokenizer."""
+def write_tokenizer_folder(tokenizer_json: str, folder: str | os.PathLike[str]) -> Path:
+    """Write the tokenizer.json text `tokenizer_json` (kept byte for byte, so its fingerprint stays) as an
+    `AutoTokenizer` folder (tokenizer.json, tokenizer_config.json) into `folder`; return the folder.
+    Byte-level tokenizers keep `add_prefix_space` from their pre-tokenizer."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / TOKENIZER_JSON, json.dumps(spec, ensure_ascii=False) + "\n")
+    spec = json.loads(tokenizer_json)
+    atomic_write_text(folder / TOKENIZER_JSON, tokenizer_json)
     config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", **_special_tokens(spec)}
     byte_level = byte_level_node(spec)
     if byte_level is not None:

@@ -405,8 +405,9 @@ def merge_hf_tokenizer(
         drift["added_tokens"] = {"tokens": len(added), "lines_checked": len(tagged),
                                  "lines_changed": measure_drift(base, merged, tagged).lines_changed}
         drift["heldout"] = heldout_drift(base, merged, unseen, unseen_source)
-    atomic_write_text(output, json.dumps(spec, ensure_ascii=False, indent=2) + "\n")
-    folder = write_tokenizer_folder(spec, output.with_suffix("")) if is_tokenizer_folder(base_path) else None
+    text = json.dumps(spec, ensure_ascii=False, indent=2) + "\n"
+    atomic_write_text(output, text)
+    folder = write_tokenizer_folder(text, output.with_suffix("")) if is_tokenizer_folder(base_path) else None
     progress.update(1)
     report = {
         "base": str(base_path),
