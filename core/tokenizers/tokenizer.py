@@ -54,6 +54,10 @@ class Tokenizer(ABC):
         """Return every piece in id order."""
         return [self.piece(i) for i in range(self.size)]
 
+    def spell_piece(self, piece: str) -> list[int]:
+        """Return the ids this tokenizer splits the text of a vocabulary piece into (its encoding)."""
+        return self.encode(piece)
+
     def special_ids(self) -> dict[str, int | None]:
         """Return the bos/eos/unk/pad ids (None where the tokenizer defines none)."""
         return {"bos": self.bos_id, "eos": self.eos_id, "unk": self.unk_id, "pad": self.pad_id}
@@ -144,6 +148,19 @@ class HFTokenizer(Tokenizer):
     def piece(self, token_id: int) -> str:
         self._check_id(token_id)
         return self._id_to_token.get(int(token_id), "")
+
+    @property
+    def byte_level(self) -> bool:
+        """True when the tokenizer pre-tokenises to bytes (GPT-2's ByteLevel): its pieces are byte strings."""
+        pre = self.raw.pre_tokenizer
+        return pre is not None and b'"ByteLevel"' in pre.__getstate__()
+
+    def spell_piece(self, piece: str) -> list[int]:
+        """Return the ids this tokenizer splits a vocabulary piece into: for a byte-level tokenizer its BPE over the
+        piece's bytes (the piece is already in the byte alphabet), else the encoding of the piece's text."""
+        if self.byte_level:
+            return [token.id for token in self.raw.model.tokenize(piece)]
+        return super().spell_piece(piece)
 
 
 def _unk_names(raw: object) -> tuple[str, ...]:
