@@ -23,8 +23,6 @@ from safetensors.torch import load_file
 from core.checkpoint import load_checkpoint
 from core.checks.doctor import doctor_context_from_run_config, run_doctor
 from core.config import load_settings
-from core.data.feature_cache import load_item, open_cache
-from core.data.pairs import load_pairs
 from core.families import detect_family, explain_family
 from core.families.chatterbox.layout import t3_cond_embeds
 from core.families.chatterbox_turbo.decode import TurboSampling, decode_speech
@@ -37,6 +35,7 @@ from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from tests.adapter_helpers import LORA, assert_adapter_only
 from tests.data_helpers import make_espeak_dataset
+from tests.test_layout_chatterbox import _clips, _reproduced
 from tests.turbo_helpers import BASE_ROWS, REDUCED, extend_turbo_to_amharic, make_turbo_folder
 
 torch.set_num_threads(2)
@@ -78,24 +77,6 @@ def overfit(ws: Path) -> Any:
     trainer.run()
     (cache,) = [p.parent for p in (ws / "cache").glob("*/index.json")]
     return trainer, cache
-
-
-def _clips(cache_dir: Path) -> list[dict[str, Any]]:
-    """Return each training target with its text ids, codes and its prompt clip's prompt and speaker embedding."""
-    index = open_cache(cache_dir)
-    entries = {e["id"]: e for e in index.items}
-    clips = []
-    for target_id, prompts in sorted(load_pairs(cache_dir).items()):
-        target, prompt = load_item(index.path, entries[target_id]), load_item(index.path, entries[prompts[0]])
-        clips.append({"id": target_id, "text_ids": torch.from_numpy(target["text_ids"].astype("int64")),
-                      "codes": torch.from_numpy(target["codes"].astype("int64")),
-                      "prompt": torch.from_numpy(prompt["prompt"].astype("int64")),
-                      "speaker_emb": torch.from_numpy(prompt["speaker_emb"].astype("float32"))})
-    return clips
-
-
-def _reproduced(generated: list[int], codes: list[int]) -> float:
-    return sum(a == b for a, b in zip(generated, codes)) / len(codes)
 
 
 def _published_t3(state: dict[str, torch.Tensor], rows: int) -> torch.nn.Module:

@@ -22,16 +22,14 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.errors import InputError
-from core.families.chatterbox.layout import IGNORE, gather_positions, next_token_targets
-from core.families.chatterbox_turbo.layout import lay_out_batch, text_targets
+from core.families.chatterbox.t3 import layout_losses
+from core.families.chatterbox_turbo.layout import PROMPT_TOKENS, lay_out_batch, text_targets
 
 PUBLISHED_TEXT_ROWS = 50276  # GPT-2's 50,257 ids + 19 tags: what `from_local` hard-codes
 SPEECH_ROWS = 6563           # 6,561 S3 codes, start 6561, stop 6562
-PROMPT_TOKENS = 375
 MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
 HEAD_DIM = 64
 NANO_WIDTH = 768             # GPT-2 small's width: a Nano checkpoint
@@ -68,8 +66,10 @@ class TurboConfig:
 
 
 def backbone_shape(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
-    """Return {n_layers, hidden_size, n_positions, wte_rows, max_speech_tokens} read from a Turbo/Nano T3
-    state dict (GPT-2 layers `tfmr.h.N.*`, position table `tfmr.wpe.weight`).
+    """Return {n_layers, hidden_size, n_positions, wte_rows, max_text_tokens, max_speech_tokens} read from a
+    Turbo/Nano T3 state dict (GPT-2 layers `tfmr.h.N.*`, position table `tfmr.wpe.weight`): the published
+    8,196 positions hold 2,048 text and 4,096 speech tokens after the 375-token prompt; fewer positions
+    (a reduced model) hold a third of what is left as text, the rest as speech.
 
     Raises InputError when the GPT-2 T3 tensors are absent (a multilingual T3 is named as such).
     """
@@ -81,10 +81,11 @@ def backbone_shape(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[
                          f"point at t3_turbo_v1.safetensors or t3_nano_v1.safetensors.{hint}")
     positions = int(state_dict["tfmr.wpe.weight"].shape[0])
     wte = state_dict.get("tfmr.wte.weight")
-    overhead = 1 + PROMPT_TOKENS + MAX_TEXT_TOKENS + 1  # speaker, prompt, text, start of speech
+    room = max(2, positions - 1 - PROMPT_TOKENS - 1)  # GPT-2's positions left after speaker, prompt and start of speech
+    max_text = min(MAX_TEXT_TOKENS, room // 3)
     return {"n_layers": len(layers), "hidden_size": int(state_dict["text_emb.weight"].shape[1]), "n_positions": positions,
             "wte_rows": int(wte.shape[0]) if wte is not None else PUBLISHED_TEXT_ROWS,
-            "max_speech_tokens": max(1, min(MAX_SPEECH_TOKENS, positions - overhead))}
+            "max_text_tokens": max_text, "max_speech_tokens": min(MAX_SPEECH_TOKENS, room - max_text)}
 
 
 def gpt2_config_name(config: TurboConfig) -> str:
@@ -139,21 +140,12 @@ def _trainable_class() -> type:
             return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from the layout's `collate`."""
+            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from the layout's `collate`:
+            each text id scored from the position before it, each speech token and the stop token from theirs."""
             layout = lay_out_batch(self, batch)
-            hidden = self.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
-                               return_dict=True).last_hidden_state
-            text, speech = batch["text_ids"], batch["codes"]
-            text_logits = self.text_head(gather_positions(hidden, layout.text_start - 1, text.size(1)))
-            speech_logits = self.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
-            text_target = text_targets(text, batch["text_lengths"])
-            speech_target = next_token_targets(speech, batch["code_lengths"])
-            text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_target, ignore_index=IGNORE)
-            mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_target, ignore_index=IGNORE)
-            scored = speech_target != IGNORE
-            top1 = (speech_logits.argmax(-1) == speech_target)[scored].float().mean()
-            tokens = scored.sum() + (text_target != IGNORE).sum()
-            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
+            text = batch["text_ids"]
+            return layout_losses(self, layout, batch, (layout.text_start - 1, text.size(1)),
+                                 text_targets(text, batch["text_lengths"]))
 
     return LinguaForgeTurboT3
 
