@@ -1,7 +1,7 @@
 """A Chatterbox-Turbo export speaks through the published `ChatterboxTurboTTS.generate`, and LinguaForge's
 speaker speaks the same checkpoint through the one-step meanflow S3Gen.
 
-The folder is the reduced Turbo folder (tests/turbo_helpers.py: GPT-2 T3 2 × 64, GPT-2's real tokenizer) with
+The folder is the reduced Turbo folder (tests/turbo_helpers.py: GPT-2 T3 2 × 256, GPT-2's real tokenizer) with
 a random full `S3Gen(meanflow=True)`; its T3 is extended to Amharic (50,276 rows + the merge's), which the
 published `from_local` cannot load. The published `generate` samples up to 1,000 tokens unless T3 emits its
 stop token, and a random T3 does not; the test therefore sets the extended T3's speech embeddings and speech

@@ -1,4 +1,4 @@
-"""Chatterbox-Turbo as a model family, on a random-initialised REAL Turbo T3 at reduced size (GPT-2, 2 × 64).
+"""Chatterbox-Turbo as a model family, on a random-initialised REAL Turbo T3 at reduced size (GPT-2, 2 × 256).
 
 One module workspace: the reduced Turbo folder in the published layout with GPT-2's real tokenizer folder
 (tests/turbo_helpers.py), four Amharic espeak clips of different lengths (two voices), the tokenizer merged
@@ -41,7 +41,7 @@ from tests.turbo_helpers import BASE_ROWS, REDUCED, extend_turbo_to_amharic, mak
 torch.set_num_threads(2)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 GREEDY = TurboSampling(temperature=0.0)
-STEPS = 80
+STEPS = 100
 
 
 @pytest.fixture(scope="module")

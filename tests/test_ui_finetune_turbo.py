@@ -1,5 +1,5 @@
 """The guided fine-tune of Chatterbox-Turbo, driven in Debian chromium: the real app.py (worker, jobs) with the
-reduced random-initialised Turbo folder (tests/turbo_helpers.py: GPT-2 T3 2 × 64, GPT-2's real tokenizer folder,
+reduced random-initialised Turbo folder (tests/turbo_helpers.py: GPT-2 T3 2 × 256, GPT-2's real tokenizer folder,
 full random meanflow S3Gen) inside its workspace, from the folder to a spoken 24 kHz sample played from the
 server, each step one click whose result the next step has chosen.
 """

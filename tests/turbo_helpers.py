@@ -7,10 +7,11 @@ The tokenizer is Turbo's: GPT-2's 50,257 ids (recovered from the real ranks in
 `special_tokens_map.json`, `tokenizer_config.json` (`add_prefix_space: false`), no `tokenizer.json`.
 Which tag sits at which of those ids is not known offline; the order here is the community's list.
 
-T3 is the published class built the Turbo way with a GPT-2 backbone of 2 layers × 64 (the published
-one is 24 × 1024; GPT-2's position and token tables keep their published row counts), 50,276 text
-rows. `ve.safetensors` is the full VoiceEncoder; `s3gen_meanflow.safetensors` holds only the S3
-tokenizer's `tokenizer.*` tensors at width 128 with one block (features need no more). The folder is
+T3 is the published class built the Turbo way with a GPT-2 backbone of 2 layers × 256 and 1,024
+positions (the published one is 24 × 1024 with 8,196; GPT-2's unread token table keeps its 50,276
+rows), 50,276 text rows: narrower backbones memorise the clips' few, often repeated S3 codes too
+slowly for the decode-back proof. `ve.safetensors` is the full VoiceEncoder; `s3gen_meanflow.safetensors`
+holds only the S3 tokenizer's `tokenizer.*` tensors at width 128 with one block (features need no more). The folder is
 built once per session and copied to each caller. `make_turbo_speech_folder` adds a random full
 `S3Gen(meanflow=True)` in the published layout (floating tensors in bf16: `load_state_dict` copies
 them into its fp32 weights, strictly) for the tests that speak.
@@ -35,7 +36,7 @@ TAGS = ("[angry]", "[fear]", "[surprised]", "[whispering]", "[advertisement]", "
         "[happy]", "[sarcastic]", "[clear throat]", "[sigh]", "[shush]", "[cough]", "[groan]", "[sniff]", "[gasp]",
         "[chuckle]", "[laugh]")
 BASE_ROWS = 50276
-REDUCED = {"n_layers": 2, "hidden_size": 64}
+REDUCED = {"n_layers": 2, "hidden_size": 256, "n_positions": 1024}
 
 
 def gpt2_spec() -> dict[str, Any]:
