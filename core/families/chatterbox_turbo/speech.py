@@ -3,8 +3,8 @@
 The published `ChatterboxTurboTTS.from_local` builds T3 with 50,276 text rows; here T3 is built at
 the checkpoint's size (`chatterbox.speech.load_t3_for_inference` through this family's config), the
 text goes through `chatterbox_turbo.text.text_ids` (the function the features used), the published
-`prepare_conditionals` makes the voice (loudness, 375 prompt tokens, the VoiceEncoder, S3Gen's
-reference), and `chatterbox_turbo.decode.decode_speech` generates the tokens in the training layout.
+`prepare_conditionals`'s steps make the voice (loudness, 375 prompt tokens, the VoiceEncoder, S3Gen's
+reference; without its 5-second minimum), and `chatterbox_turbo.decode.decode_speech` generates the tokens in the training layout.
 `vocode` — a separate step, so speech can be vocoded in chunks — is what `generate` does with the
 tokens: codes ≥ 6561 dropped, three silence tokens appended, `S3Gen(meanflow=True).inference` with 2 steps.
 
@@ -32,7 +32,6 @@ from core.families.chatterbox_turbo.text import BASE_LANGUAGE, text_ids, tokeniz
 
 SILENCE_TOKENS = 3      # `generate` appends three S3GEN_SIL tokens before vocoding
 MEANFLOW_STEPS = 2      # `generate`'s n_cfm_timesteps
-MIN_REFERENCE_S = 5.0   # `prepare_conditionals` asserts a longer reference
 
 
 class TurboSpeaker(Speaker):
@@ -78,23 +77,35 @@ class TurboSpeaker(Speaker):
         return self._tts
 
     def conditionals(self, reference: Path | None) -> Any:
-        """Return the published `Conditionals` of `reference` (`prepare_conditionals`), else `conds.pt`'s.
+        """Return the published `Conditionals` of `reference`, else `conds.pt`'s. Raises InputError without a voice.
 
-        Raises InputError for a reference of 5 s or less (the published call asserts) or no voice at all.
+        The steps are `ChatterboxTurboTTS.prepare_conditionals`'s with its own functions (the reference at
+        −27 LUFS, S3Gen's reference from its first 10 s, 375 prompt tokens from its first 15 s at 16 kHz, the
+        VoiceEncoder's embedding), except its assert that the reference is longer than 5 s: evaluation and the
+        dashboard speak in the voice of training clips, which are often shorter. (The published `generate`
+        of an export still needs a longer reference.)
         """
-        from core.audio import read_audio
+        from chatterbox.models.t3.modules.cond_enc import T3Cond
+        from chatterbox.tts_turbo import S3_SR, S3GEN_SR, Conditionals, load_audio
+        from torchaudio.functional import resample
 
         tts = self.voice_models()
         if reference is None:
             if self._default_conds is None:
                 raise InputError(f"no voice: pass --reference WAV or put conds.pt into {self.model_dir}.")
             return self._default_conds
-        wav, rate = read_audio(reference)
-        if wav.shape[-1] / rate <= MIN_REFERENCE_S:
-            raise InputError(f"{reference}: {wav.shape[-1] / rate:.1f} s; ChatterboxTurboTTS.prepare_conditionals needs a "
-                             f"reference longer than {MIN_REFERENCE_S:.0f} s. Pass a longer clip.")
-        tts.prepare_conditionals(str(reference))
-        return tts.conds
+        wav, rate = load_audio(str(reference))
+        if rate != S3GEN_SR:
+            wav = resample(wav, orig_freq=rate, new_freq=S3GEN_SR)
+        wav24 = tts.norm_loudness(wav.squeeze(0).numpy(), S3GEN_SR)
+        wav16 = resample(torch.from_numpy(wav24).unsqueeze(0), orig_freq=S3GEN_SR, new_freq=S3_SR).squeeze(0).numpy()
+        with torch.inference_mode():
+            gen = tts.s3gen.embed_ref(wav24[: tts.DEC_COND_LEN], S3GEN_SR, device=self.device)
+            prompt, _ = tts.s3gen.tokenizer.forward([wav16[: tts.ENC_COND_LEN]], max_len=self.t3.hp.speech_cond_prompt_len)
+            speaker = torch.from_numpy(tts.ve.embeds_from_wavs([wav16], sample_rate=S3_SR)).mean(axis=0, keepdim=True)
+        t3_cond = T3Cond(speaker_emb=speaker.to(self.device), cond_prompt_speech_tokens=torch.atleast_2d(prompt).to(self.device),
+                         emotion_adv=0.5 * torch.ones(1, 1, 1)).to(device=self.device)
+        return Conditionals(t3_cond, gen)
 
     def speaker_embedding(self, wav_16k: Any) -> Any:
         """Return the model folder's VoiceEncoder speaker embedding [256] of a 16 kHz clip (numpy)."""
