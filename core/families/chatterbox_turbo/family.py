@@ -160,13 +160,6 @@ class ChatterboxTurboFamily(ChatterboxFamily):
         note_path = atomic_write_json(output_dir / "linguaforge.json", note)
         return [t3_path, folder / "tokenizer.json", folder / "tokenizer_config.json", note_path, *carried]
 
-    def speech_files(self, model_dir: Path, settings: Any) -> dict[str, Path]:
-        """Return the published files synthesis reads (the meanflow S3Gen and the VoiceEncoder; conds.pt when present).
-
-        Raises InputError naming the first missing file.
-        """
-        return self.published_files(model_dir)
-
     def load_speaker(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
                      device: str = "auto") -> Any:
         """Return a TurboSpeaker: T3 + the one-step meanflow S3Gen (24 kHz) from the model folder."""
