@@ -1,5 +1,6 @@
-"""Chatterbox doctor checks: the published files of the model folder, and a feature cache T3 can train on
-(speech tokens < 6561, text ≤ 2048 and speech ≤ 4096 tokens — or the run model's position tables)."""
+"""Chatterbox doctor checks (the multilingual T3 and Chatterbox-Turbo/Nano): the published files of the model
+folder, and a feature cache T3 can train on (speech tokens < 6561, text ≤ 2048 and speech ≤ 4096 tokens — or
+the run model's limits)."""
 
 from __future__ import annotations
 
@@ -10,28 +11,36 @@ from core.errors import InputError
 LISTED_IDS = 10
 
 
-def _is_chatterbox(ctx: DoctorContext) -> bool:
-    return ctx.family == "chatterbox" or (ctx.run_config is not None and ctx.run_config.family == "chatterbox")
+FAMILIES = ("chatterbox", "chatterbox-turbo")
+
+
+def _family(ctx: DoctorContext) -> str | None:
+    """Return the Chatterbox family the doctor checks (None for other families)."""
+    for name in (ctx.family, ctx.run_config.family if ctx.run_config is not None else None):
+        if name in FAMILIES:
+            return name
+    return None
 
 
 @register_check("chatterbox.files", order=15)
 def check_files(ctx: DoctorContext) -> CheckResult | None:
     """Return whether the run's Chatterbox model folder holds the published files (None for other families)."""
-    if not _is_chatterbox(ctx) or ctx.run_config is None:
+    if _family(ctx) is None or ctx.run_config is None:
         return None
     from core.families.registry import get_model_family
     from core.training.plan import resolve_model_dir
 
-    family = get_model_family("chatterbox")
+    family = get_model_family(_family(ctx))
     try:
         model_dir = resolve_model_dir(ctx.run_config, ctx.get_settings(), family.name)
         if model_dir is None:
-            return CheckResult("chatterbox.files", "fail", "no Chatterbox model folder: the run names no model_dir and "
-                               "settings families.chatterbox.model_dir is unset.",
-                               "Set model_dir: to your local folder with ve.pt, t3_mtl23ls_v2.safetensors, s3gen.pt and the tokenizer JSON.")
+            return CheckResult("chatterbox.files", "fail", f"no {family.name} model folder: the run names no model_dir and "
+                               f"settings families.{family.name}.model_dir is unset.",
+                               f"Set model_dir: to your local folder with the published files ({', '.join(family.marker_names)}, "
+                               "the voice encoder, S3Gen and the tokenizer).")
         files = family.published_files(model_dir)
     except InputError as exc:
-        return CheckResult("chatterbox.files", "fail", str(exc), "Copy the published Chatterbox files into the folder.")
+        return CheckResult("chatterbox.files", "fail", str(exc), f"Copy the published {family.name} files into the folder.")
     return CheckResult("chatterbox.files", "pass", f"{model_dir}: {', '.join(sorted(p.name for p in files.values()))}.")
 
 
@@ -40,7 +49,7 @@ def check_cache(ctx: DoctorContext) -> CheckResult | None:
     """Return whether every cached clip fits T3: speech ids < 6561, text ≤ 2048, speech ≤ 4096 tokens."""
     from core.families.chatterbox.t3 import MAX_SPEECH_TOKENS, MAX_TEXT_TOKENS, SPEECH_CODES
 
-    if ctx.cache_dir is None or not _is_chatterbox(ctx):
+    if ctx.cache_dir is None or _family(ctx) is None:
         return None
     index = open_cache(ctx.cache_dir)
     limits = ctx.extras.get("model_config") or {}
@@ -58,7 +67,7 @@ def check_cache(ctx: DoctorContext) -> CheckResult | None:
         problems.append(f"{len(long_speech)} clip(s) have more than {max_speech} speech tokens: {', '.join(long_speech[:LISTED_IDS])}")
     if problems:
         return CheckResult("chatterbox.cache", "fail", f"cache {index.path}: " + "; ".join(problems) + ".",
-                           "Rebuild the cache with Chatterbox's own S3 tokenizer (model_dir's s3gen.pt), and split clips "
+                           "Rebuild the cache with Chatterbox's own S3 tokenizer (model_dir's S3Gen file), and split clips "
                            "longer than 160 s or texts longer than 2048 tokens.")
     return CheckResult("chatterbox.cache", "pass", f"{len(index.items)} clips fit T3 (speech ids < {SPEECH_CODES}, "
                        f"text ≤ {max_text}, speech ≤ {max_speech}).")

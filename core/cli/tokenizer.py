@@ -113,9 +113,10 @@ def _extend(args: argparse.Namespace) -> Result:
 def _merge(args: argparse.Namespace) -> Result:
     """Merge a new language into an HF BPE tokenizer.json.
 
-    Merge new-language tokens into an HF tokenizer. Base ids are unchanged; new ids sit
-    above every existing id; the language tag becomes one special token. Protection and
-    drift measurement work as for `tokenizer extend`.
+    Merge new-language tokens into an HF tokenizer (a byte-level BPE such as GPT-2's included). Base
+    ids, merges and added tokens are unchanged; new ids sit above every existing id; the language
+    tag becomes one special token. Protection and drift measurement work as for `tokenizer extend`,
+    the drift lines also carrying the base's added tokens.
     """
     check_output_file(args.output, args.output.with_suffix(".report.json"))
     lines = read_corpus_lines(args.corpus) if args.corpus else None
@@ -125,6 +126,11 @@ def _merge(args: argparse.Namespace) -> Result:
     text = _grow_text(report, "added") + f"\nmerges added  {report['merges_added']}"
     if report["language_tag"]:
         text += f"\nlanguage tag  {report['language_tag']} = id {report['language_tag_id']}"
+    if report["tokens_per_character"]:
+        per = report["tokens_per_character"]
+        text += f"\ntokens/char   {per['base']} -> {per['merged']} (the corpus, base -> merged)"
+    if report["tokenizer_folder"]:
+        text += f"\nAutoTokenizer folder  {report['tokenizer_folder']}"
     return Result(report, text)
 
 
@@ -220,7 +226,9 @@ def _add_extend(commands: argparse._SubParsersAction) -> None:
 
 def _add_merge(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "merge", _merge)
-    parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.json")
+    parser.add_argument("--base", type=CLI_PATH, required=True, metavar="BASE.json",
+                        help="the base tokenizer.json, or a folder AutoTokenizer loads (Chatterbox-Turbo's GPT-2 files); "
+                             "a folder base is also written as an AutoTokenizer folder: OUT without .json")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--add", type=CLI_PATH, metavar="NEW.json", help="tokenizer.json to merge in")
     source.add_argument("--corpus", nargs="+", type=CLI_PATH, metavar="FILE", help="train the addition on these")

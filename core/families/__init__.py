@@ -2,7 +2,9 @@
 
 A `Family` names the embedding, head weight and head bias keys of a state dict and the number of
 rows beyond the tokenizer size (`row_offset`; those extra rows sit at the end and are never
-indexed). Adding a family is one entry in `FAMILIES`.
+indexed). Adding a family is one entry in `FAMILIES`. A family whose text keys another family
+shares (Chatterbox-Turbo's GPT-2 T3 and the multilingual Llama T3 both have `text_emb.weight`)
+is told apart by its marker keys: with `markers_required` it is a candidate only when they are present.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Family:
     row_offset: int = 0
     task: str | None = None
     marker_prefixes: tuple[str, ...] = field(default_factory=tuple)
+    markers_required: bool = False
     description: str = ""
 
     @property
@@ -61,6 +64,15 @@ FAMILIES: dict[str, Family] = {
             head_bias_key=None,
             task="tts",
             description="Chatterbox T3: rows = tokenizer size, head without bias",
+        ),
+        Family(
+            name="chatterbox-turbo",
+            embedding_key="text_emb.weight",
+            head_bias_key=None,
+            task="tts",
+            marker_prefixes=("tfmr.h.", "tfmr.wpe."),
+            markers_required=True,
+            description="Chatterbox-Turbo / Nano T3 (GPT-2 backbone): rows = tokenizer size, head without bias",
         ),
     )
 }
@@ -125,7 +137,7 @@ def explain_family(
     if metadata and metadata.get("family"):
         return FamilyDecision(get_family(str(metadata["family"])), "recorded in the checkpoint's LinguaForge metadata")
     keys = set(state_dict)
-    candidates = [f for f in FAMILIES.values() if f.matches_keys(keys)]
+    candidates = [f for f in FAMILIES.values() if f.matches_keys(keys) and (not f.markers_required or f.has_markers(keys))]
     if not candidates:
         seen = embedding_like_keys(keys) or sorted(keys)[:20]
         expected = "; ".join(f"{f.name}: {', '.join(f.text_keys)}" for f in FAMILIES.values())

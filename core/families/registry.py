@@ -15,6 +15,7 @@ MODEL_FAMILIES: dict[str, str] = {
     "linguaforge": "core.families.linguaforge.family:LinguaForgeFamily",
     "chatterbox": "core.families.chatterbox.family:ChatterboxFamily",
     "indextts": "core.families.indextts.family:IndexTTSFamily",
+    "chatterbox-turbo": "core.families.chatterbox_turbo.family:ChatterboxTurboFamily",
 }
 _INSTANCES: dict[str, ModelFamily] = {}
 

@@ -1,10 +1,16 @@
-"""Merging a new language into an HF `tokenizers` BPE tokenizer (the Chatterbox "2454 + 81" step).
+"""Merging a new language into an HF `tokenizers` BPE tokenizer (the Chatterbox "2454 + 81" step, Turbo's GPT-2).
 
-`merge_hf_tokenizer` keeps every base id, normalizer and pre-tokenizer; gives new vocabulary
-entries ids above every existing id (`added_tokens` included); appends a new merge only when
-both parts and their join are in the vocabulary; and makes the language tag an added special
-token. With a protect corpus, new entries that change how the base encodes those lines are
-pruned until none do.
+`merge_hf_tokenizer` keeps every base id, merge, normalizer and pre-tokenizer and every added
+token (tags, `<|endoftext|>`) at its id: the base's added tokens are pinned in the model vocabulary
+at their ids, because `tokenizers` gives an added token that is not in the model vocabulary the
+id after the vocabulary's last entry, and appending vocabulary entries would move it. New
+entries get ids above every existing id; a new merge is appended only when both parts and their
+join are in the vocabulary; the language tag becomes an added special token. A byte-level BPE
+(GPT-2's `ByteLevel` pre-tokenizer) learns its merges over the base's byte alphabet, and the
+script characters it adds are the byte sequences of each character with the merges that build
+them. With a protect corpus, new entries that change how the base encodes those lines — plain
+and with each of the base's added tokens — are pruned until none do. A base given as a folder
+(`AutoTokenizer`'s, such as Turbo's) is also written as such a folder of the new length.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 from core.errors import InputError
 from core.fsutil import atomic_write_json, atomic_write_text
 from core.progress import Progress
+from core.tokenizers.hf_folder import byte_level_node, is_tokenizer_folder, write_tokenizer_folder
 from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
 from core.tokenizers.tokenizer import HF, HFTokenizer, load_tokenizer
 from core.tokenizers.protect import DEFAULT_LANGUAGE, DEFAULT_LEXICON_SIZE, heldout_lines, protection
@@ -50,7 +57,7 @@ def _load_hf(path: Path, option: str) -> tuple[HFTokenizer, dict[str, Any]]:
             f"{path}: {option} is a SentencePiece model, but `tokenizer merge` works on HF tokenizer.json "
             "files. Pass a tokenizer.json, or use `tokenizer extend` for .model files."
         )
-    spec = json.loads(path.read_text(encoding="utf-8"))
+    spec = json.loads(path.read_text(encoding="utf-8") if path.is_file() else tokenizer.raw.to_str())
     if spec["model"].get("type") != "BPE":
         raise InputError(
             f"{path}: {option} holds a {spec['model'].get('type')} model; merge supports BPE tokenizers only."
@@ -131,11 +138,14 @@ def build_merged_spec(
 ) -> tuple[dict[str, Any], int, int | None]:
     """Return (merged tokenizer.json mapping, merges appended, language tag id or None).
 
-    Base ids, merges, normalizer and pre-tokenizer are kept; `tokens` get ids from one past
-    the highest existing id; a merge is appended when both parts and their join are present.
+    Base ids, merges, normalizer and pre-tokenizer are kept, and every added token stays at its id
+    (pinned in the model vocabulary); `tokens` get ids from one past the highest existing id; a
+    merge is appended when both parts and their join are present.
     """
     spec = copy.deepcopy(base)
     vocab: dict[str, int] = spec["model"]["vocab"]
+    for added in spec.get("added_tokens") or []:
+        vocab.setdefault(added["content"], added["id"])
     next_id = hf_vocab_size(base)
     for token in tokens:
         vocab[token] = next_id
@@ -159,8 +169,7 @@ def build_merged_spec(
         else:
             tag_id = next_id
             added.append(_tag_entry(base, content, tag_id))
-            if any(t["content"] in base["model"]["vocab"] for t in base.get("added_tokens") or []):
-                vocab[content] = tag_id
+            vocab[content] = tag_id
     return spec, appended, tag_id
 
 
@@ -185,6 +194,35 @@ def reachable_additions(base: dict[str, Any], additions: Additions) -> Additions
         tokens, merges = kept, usable
 
 
+def _byte_form(text: str) -> str:
+    """Return `text` in the byte alphabet of a byte-level BPE (GPT-2's: each UTF-8 byte one character)."""
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    return "".join(piece for piece, _ in ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(text))
+
+
+def surface_forms(spec: dict[str, Any], base: HFTokenizer, lines: Sequence[str]) -> list[str]:
+    """Return each line as the base's BPE sees its text: normalised, and for a byte-level tokenizer in its
+    byte alphabet (where its vocabulary entries and merges live)."""
+    normalizer = base.raw.normalizer
+    forms = [normalizer.normalize_str(line) for line in lines] if normalizer is not None else list(lines)
+    return [_byte_form(form) for form in forms] if byte_level_node(spec) is not None else forms
+
+
+def added_token_contents(spec: dict[str, Any]) -> list[str]:
+    """Return the contents of a tokenizer.json mapping's added tokens (tags, special tokens), in id order."""
+    return [t["content"] for t in sorted(spec.get("added_tokens") or [], key=lambda t: t["id"])]
+
+
+def with_added_tokens(lines: Sequence[str], added: Sequence[str]) -> list[str]:
+    """Return each line again between two of the base's added tokens (`[laugh] line [sigh]`, the tokens taken
+    in turn so every one occurs), then each added token alone: the drift check's lines for the added tokens."""
+    if not added:
+        return []
+    count = len(added)
+    return [f"{added[i % count]} {line} {added[(i + 1) % count]}" for i, line in enumerate(lines)] + list(added)
+
+
 def _protect_loop(
     base_spec: dict[str, Any], base: HFTokenizer, additions: Additions, language_tag: str | None,
     protect: list[str], output: Path, progress: Progress,
@@ -196,10 +234,10 @@ def _protect_loop(
     tokens no remaining merge builds.
     """
     current = reachable_additions(base_spec, additions)
-    normalizer = base.raw.normalizer
-    forms = [normalizer.normalize_str(line) for line in protect] if normalizer is not None else None
     texts = [_bare(base_spec, t) for t in current.tokens + [_join(base_spec, a, b) for a, b in current.merges]]
-    protect = lines_containing(protect, texts + ([_tag_content(language_tag)] if language_tag else []), forms)
+    forms = surface_forms(base_spec, base, protect)
+    kept = set(lines_containing(protect, texts + ([_tag_content(language_tag)] if language_tag else []), forms))
+    protect, forms = [line for line in protect if line in kept], [form for line, form in zip(protect, forms) if line in kept]
     base_ids = encode_many(base, protect)
     pruned = 0
     rounds = 0
@@ -208,17 +246,17 @@ def _protect_loop(
         spec, _, _ = build_merged_spec(base_spec, current.tokens, current.merges, language_tag)
         merged = _as_tokenizer(spec, output)
         changed = [
-            (line, old, ids) for line, old, ids in zip(protect, base_ids, encode_many(merged, protect)) if old != ids
+            (form, old, ids) for form, old, ids in zip(forms, base_ids, encode_many(merged, protect)) if old != ids
         ]
         progress.update(0, drifting_lines=len(changed), pruned=pruned)
         if not changed:
             return current, pruned, rounds
         joins = {_join(base_spec, a, b): (a, b) for a, b in current.merges}
         culprits: set[tuple[str, str]] = set()
-        for line, old, ids in changed:
+        for form, old, ids in changed:
             appeared = {merged.piece(i) for i in ids} - {merged.piece(i) for i in old}
             found = {joins[t] for t in appeared if t in joins}
-            culprits |= found or {pair for join, pair in joins.items() if join in line}
+            culprits |= found or {pair for join, pair in joins.items() if join in form}
         if not culprits:
             raise InputError(
                 f"the protect corpus still drifts in {len(changed)} line(s) with no added merge to blame "
@@ -230,18 +268,54 @@ def _protect_loop(
         )
 
 
+def _character_entries(spec: dict[str, Any], char: str, taken: set[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Return (vocabulary entries, merges) that make `char` one token: the character itself, or for a byte-level
+    BPE its byte sequence with the merges that join the bytes left to right (entries already `taken` skipped)."""
+    if byte_level_node(spec) is None:
+        return ([char] if char not in taken else []), []
+    form = _byte_form(char)
+    if form in taken or len(form) < 2:
+        return [], []
+    tokens = [form[:k] for k in range(2, len(form) + 1) if form[:k] not in taken]
+    return tokens, [(form[: k - 1], form[k - 1]) for k in range(2, len(form) + 1)]
+
+
+def _single_characters(spec: dict[str, Any], tokens: Sequence[str]) -> int:
+    """Return how many of `tokens` stand for exactly one character (for a byte-level BPE: whose bytes decode to one)."""
+    if byte_level_node(spec) is None:
+        return sum(1 for t in tokens if len(t) == 1)
+    from tokenizers.decoders import ByteLevel
+
+    decoder = ByteLevel()
+    return sum(1 for t in tokens if len(text := decoder.decode([t])) == 1 and text != "\ufffd")
+
+
+def _tokens_per_character(base: HFTokenizer, merged: HFTokenizer, lines: Sequence[str]) -> dict[str, float]:
+    """Return the tokens per character of `lines` with the base and with the merged tokenizer."""
+    characters = sum(len(line) for line in lines) or 1
+    return {name: round(sum(len(ids) for ids in encode_many(tok, lines)) / characters, 4)
+            for name, tok in (("base", base), ("merged", merged))}
+
+
 def _with_scripts(
     base_spec: dict[str, Any], additions: Additions, choice: str | None, lines: Sequence[str]
 ) -> tuple[Additions, dict[str, int]]:
-    """Return the additions with every missing character of the chosen scripts appended, and the count per script."""
+    """Return the additions with every missing character of the chosen scripts appended (for a byte-level BPE,
+    its byte sequence and the merges that build it), and the number of characters added per script."""
     added: dict[str, int] = {}
-    tokens = list(additions.tokens)
+    tokens, merges = list(additions.tokens), list(additions.merges)
+    taken = _taken(base_spec) | set(tokens)
     for script in resolve_scripts(choice, lines):
-        taken = _taken(base_spec) | set(tokens)
-        extra = [c for c in script_characters(script) if c not in taken]
-        tokens += extra
-        added[script] = len(extra)
-    return Additions(tokens, additions.merges), added
+        count = 0
+        for char in script_characters(script):
+            extra, joins = _character_entries(base_spec, char, taken)
+            if extra or joins:
+                tokens += extra
+                merges += joins
+                taken.update(extra)
+                count += 1
+        added[script] = count
+    return Additions(tokens, merges), added
 
 
 def _new_spec(
@@ -287,7 +361,11 @@ def merge_hf_tokenizer(
     added_pieces_used, base_drift (None when nothing is protected or held out: every line of the
     protect corpus plus the built-in lexicon of `protect_language` encode as with the base;
     `heldout` is the drift on unprotected lines: `heldout`, else the lexicon's held-out slice),
-    scripts_added. `add_script`
+    scripts_added, tokens_per_character (corpus mode: base and merged on the corpus), added_tokens_moved
+    (the base's added tokens whose id changed: none) and ids_without_token (none). The drift
+    lines include each protected line between two of the base's added tokens (`added_tokens` in
+    base_drift). A base given as a tokenizer folder is also written as an `AutoTokenizer` folder
+    (`tokenizer_folder`: OUTPUT without its suffix). `add_script`
     (`auto`: the dominant script of the corpus or of the addition's vocabulary; `none`;
     `ethiopic`) adds every assigned character of that script as a vocabulary entry. Raises InputError for a base
     or addition that is not an HF BPE tokenizer, a bad option combination, or a vocabulary
@@ -312,8 +390,10 @@ def merge_hf_tokenizer(
     kept = reachable_additions(base_spec, additions)
     pruned = rounds = 0
     protect = lines_without_unk(base, wanted)
+    added = added_token_contents(base_spec)
+    tagged = with_added_tokens(protect, added)
     if wanted:
-        kept, pruned, rounds = _protect_loop(base_spec, base, additions, language_tag, protect, output, progress)
+        kept, pruned, rounds = _protect_loop(base_spec, base, additions, language_tag, protect + tagged, output, progress)
     if wanted or unseen:
         drift = {"lines_checked": len(protect), "lines_skipped_unk": len(wanted) - len(protect),
                  "rounds": rounds, "protected": protection_summary}
@@ -322,8 +402,12 @@ def merge_hf_tokenizer(
     stats = corpus_statistics(merged, corpus_lines, base_size) if corpus_lines else None
     if drift is not None:
         drift["lines_changed"] = measure_drift(base, merged, protect).lines_changed
+        drift["added_tokens"] = {"tokens": len(added), "lines_checked": len(tagged),
+                                 "lines_changed": measure_drift(base, merged, tagged).lines_changed}
         drift["heldout"] = heldout_drift(base, merged, unseen, unseen_source)
-    atomic_write_text(output, json.dumps(spec, ensure_ascii=False, indent=2) + "\n")
+    text = json.dumps(spec, ensure_ascii=False, indent=2) + "\n"
+    atomic_write_text(output, text)
+    folder = write_tokenizer_folder(text, output.with_suffix("")) if is_tokenizer_folder(base_path) else None
     progress.update(1)
     report = {
         "base": str(base_path),
@@ -334,7 +418,7 @@ def merge_hf_tokenizer(
         "merges_added": merges_added,
         "language_tag": _tag_content(language_tag) if language_tag else None,
         "language_tag_id": tag_id,
-        "characters_forced": sum(1 for t in kept.tokens if len(t) == 1),
+        "characters_forced": _single_characters(base_spec, kept.tokens),
         "candidates_available": len(additions.tokens),
         "candidates_pruned": len(additions.tokens) - len(kept.tokens),
         "merges_pruned": pruned,
@@ -343,6 +427,10 @@ def merge_hf_tokenizer(
         "corpus": stats,
         "base_drift": drift,
         "scripts_added": scripts_added,
+        "tokens_per_character": _tokens_per_character(base, merged, corpus_lines) if corpus_lines else None,
+        "added_tokens_moved": [c for c in added if merged.raw.token_to_id(c) != base.raw.token_to_id(c)],
+        "ids_without_token": sum(1 for i in range(merged.size) if not merged.piece(i)),
+        "tokenizer_folder": str(folder) if folder else None,
     }
     report_path = output.with_suffix(".report.json")
     atomic_write_json(report_path, report)

@@ -2,7 +2,10 @@
 
 `load_tokenizer(path)` recognises the format by content and returns a `Tokenizer` with
 `size`, `encode`, `decode`, `piece`, special ids, `kind` and `fingerprint` (sha256 of the
-file bytes). Any file that is neither format, truncated or empty raises InputError.
+file bytes). Any file that is neither format, truncated or empty raises InputError. A folder
+that `AutoTokenizer` loads (Chatterbox-Turbo's GPT-2 `vocab.json` + `merges.txt`, or a
+`tokenizer.json`) is an HF tokenizer too, fingerprinted by the tokenizer.json it amounts to
+(`core.tokenizers.hf_folder`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ class Tokenizer(ABC):
     def pieces(self) -> list[str]:
         """Return every piece in id order."""
         return [self.piece(i) for i in range(self.size)]
+
+    def spell_piece(self, piece: str) -> list[int]:
+        """Return the ids this tokenizer splits the text of a vocabulary piece into (its encoding)."""
+        return self.encode(piece)
 
     def special_ids(self) -> dict[str, int | None]:
         """Return the bos/eos/unk/pad ids (None where the tokenizer defines none)."""
@@ -142,6 +149,19 @@ class HFTokenizer(Tokenizer):
         self._check_id(token_id)
         return self._id_to_token.get(int(token_id), "")
 
+    @property
+    def byte_level(self) -> bool:
+        """True when the tokenizer pre-tokenises to bytes (GPT-2's ByteLevel): its pieces are byte strings."""
+        pre = self.raw.pre_tokenizer
+        return pre is not None and b'"ByteLevel"' in pre.__getstate__()
+
+    def spell_piece(self, piece: str) -> list[int]:
+        """Return the ids this tokenizer splits a vocabulary piece into: for a byte-level tokenizer its BPE over the
+        piece's bytes (the piece is already in the byte alphabet), else the encoding of the piece's text."""
+        if self.byte_level:
+            return [token.id for token in self.raw.model.tokenize(piece)]
+        return super().spell_piece(piece)
+
 
 def _unk_names(raw: object) -> tuple[str, ...]:
     model_unk = getattr(getattr(raw, "model", None), "unk_token", None)
@@ -177,13 +197,18 @@ def detect_kind(data: bytes) -> str | None:
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Return the tokenizer stored at `path` (SentencePiece model or HF tokenizer JSON).
+    """Return the tokenizer stored at `path` (SentencePiece model, HF tokenizer JSON, or an HF tokenizer folder).
 
     Raises InputError when the file is missing, empty, truncated or of another format.
     """
+    from core.tokenizers.hf_folder import folder_tokenizer_json, is_tokenizer_folder
+
     path = Path(path)
+    if is_tokenizer_folder(path):
+        return HFTokenizer(path, folder_tokenizer_json(path).encode("utf-8"))
     if not path.is_file():
-        raise InputError(f"{path}: tokenizer file not found. Pass the path to a .model or tokenizer .json file.")
+        raise InputError(f"{path}: tokenizer file not found. Pass the path to a .model or tokenizer .json file "
+                         "(or a folder AutoTokenizer loads: tokenizer.json, or vocab.json + merges.txt).")
     data = path.read_bytes()
     if not data:
         raise InputError(f"{path}: the tokenizer file is empty. Re-copy or re-train it.")

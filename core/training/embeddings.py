@@ -61,7 +61,7 @@ class RowPlan:
 
 
 def _spelling(base: Tokenizer, text: str, skip: set[int | None]) -> list[int]:
-    ids = base.encode(text)
+    ids = base.spell_piece(text)
     if base.unk_id is not None and base.unk_id in ids:
         return []
     ignored = skip if text.strip() else {base.unk_id}

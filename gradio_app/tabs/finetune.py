@@ -1,9 +1,10 @@
-"""Fine-tune a published model tab: a guided path from a Chatterbox or IndexTTS2 model folder to a first
-spoken sample in a new language, one click a step, each result chosen for the next step.
+"""Fine-tune a published model tab: a guided path from a Chatterbox, Chatterbox-Turbo/Nano or IndexTTS2 model
+folder to a first spoken sample in a new language, one click a step, each result chosen for the next step.
 
 1. the model folder (listed from the configured roots, checked for the family's published files);
-2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, `tokenizer.merge`) or
-   extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text, English protected;
+2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 tokenizer folder:
+   `tokenizer.merge`) or extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text,
+   English (and Turbo's tags) protected;
 3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job);
 5. a sample spoken by the trained checkpoint (`synthesize`), played in the page.
 Every step is a job of the runner, the same kinds the Tokenizer, Embeddings, Training and Inference tabs submit.
@@ -39,7 +40,7 @@ from gradio_app.common import (
     ui_action,
 )
 
-FAMILIES = {"Chatterbox": "chatterbox", "IndexTTS2": "indextts"}
+FAMILIES = {"Chatterbox": "chatterbox", "Chatterbox-Turbo / Nano": "chatterbox-turbo", "IndexTTS2": "indextts"}
 LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "target_size": "New pieces",
           "language_tag": "Language tag", "base": "Base tokenizer", "tokenizer": "New tokenizer",
           "checkpoint": "Checkpoint", "text": "Text to speak", "language": "Language tag", "reference": "Voice",
@@ -137,7 +138,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         base_path = inside_workspace(settings, require_text(base, "Check the model folder first (step 1)."), "Base tokenizer")
         added = _whole(pieces, "New pieces", MAX_VOCAB)
         texts = paths_param(settings, corpus, "Text of the new language")
-        if base_path.suffix == ".json":  # Chatterbox: a Hugging Face tokenizer, merged with one trained on the text
+        if base_path.suffix == ".json" or base_path.is_dir():  # Chatterbox's JSON, Turbo's folder: merged with one trained on the text
             kind, output = "tokenizer.merge", f"tokenizers/{name}/{name}.json"
             params = {"base": str(base_path), "corpus": texts, "vocab_size": added,
                       "language_tag": tag.strip() or None}
@@ -210,8 +211,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     except InputError:  # an unusable manifest: its error shows once it is chosen
         voices = []
     with gr.Tab("Fine-tune a published model", id="finetune") as tab:
-        gr.Markdown("Teach a published Chatterbox or IndexTTS2 model a new language, one step at a time. Each "
-                    "step runs as a job (Jobs tab); its result is chosen in the next step.")
+        gr.Markdown("Teach a published Chatterbox, Chatterbox-Turbo / Nano or IndexTTS2 model a new language, one step "
+                    "at a time. Each step runs as a job (Jobs tab); its result is chosen in the next step. "
+                    "(Turbo takes a voice clip longer than 5 seconds.)")
         with gr.Row():
             name = gr.Textbox("am", label="Name of the new model (names its tokenizer, checkpoints and run)",
                               elem_id="ft-name")
@@ -251,7 +253,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
                                    precision=0, elem_id="ft-max-tokens")
         speak_btn, speak_status = _step_action("Speak", "speak", primary=True)
-        audio = gr.Audio(label="Sample (24 kHz for Chatterbox)", type="filepath", interactive=False, elem_id="ft-audio",
+        audio = gr.Audio(label="Sample (24 kHz for Chatterbox and Turbo)", type="filepath", interactive=False, elem_id="ft-audio",
                          buttons=["download"])
 
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])

@@ -272,7 +272,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 family = gr.Dropdown(list(model_family_names()), value="linguaforge", label="Model family",
                                      elem_id="train-family")
                 model_dir = beside("model_dir", lambda: gr.Textbox(
-                    label="Published model folder (chatterbox, indextts)", elem_id="train-model-dir",
+                    label="Published model folder (chatterbox, chatterbox-turbo, indextts)", elem_id="train-model-dir",
                     placeholder="the settings' model folder of the family when empty"))
             with gr.Row():
                 tokenizer = beside("tokenizer", lambda: gr.Dropdown(

@@ -72,6 +72,9 @@ class ChatterboxFamily(ModelFamily):
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
     marker_names = (MULTILINGUAL_FILES["t3"], ENGLISH_FILES["t3"])
+    #: the model config and the builder of the trainable T3
+    config_class: type = ChatterboxConfig
+    build_t3 = staticmethod(build_t3)
 
     # -- files ------------------------------------------------------------------------------
     def published_names(self, model_dir: Path) -> dict[str, str]:
@@ -104,8 +107,9 @@ class ChatterboxFamily(ModelFamily):
         return int(recorded) if recorded is not None else int(base.state_dict[self.layout.embedding_key].shape[0])
 
     # -- model ------------------------------------------------------------------------------
-    def model_config(self, run: FamilyRun) -> ChatterboxConfig:
-        """Return the ChatterboxConfig: V from the tokenizer, backbone from the base checkpoint.
+    def model_config(self, run: FamilyRun) -> Any:
+        """Return the family's config (`config_class`): V from the tokenizer, backbone from the base checkpoint
+        (`read_backbone`).
 
         Raises InputError without a base checkpoint, for `model:` keys other than `model_keys`, and when
         `text_tokens_dict_size` disagrees with the tokenizer.
@@ -118,20 +122,35 @@ class ChatterboxFamily(ModelFamily):
                 f"{run.tokenizer.path} ({run.tokenizer.size} ids). T3 is sized from the tokenizer; remove the number or set it to {run.tokenizer.size}."
             )
         if run.base is None:
-            raise InputError(f"{run.source}: family chatterbox starts from a T3 checkpoint: set model_dir (its "
-                             f"{MULTILINGUAL_FILES['t3']}) or base_checkpoint (from `embeddings extend --family chatterbox`).")
-        shape = backbone_shape(run.base.state_dict, str(run.base.path))
-        return ChatterboxConfig(text_tokens_dict_size=run.tokenizer.size, **shape)
+            raise InputError(f"{run.source}: family {self.name} starts from a T3 checkpoint: set model_dir (its "
+                             f"{self.marker_names[0]}) or base_checkpoint (from `embeddings extend --family {self.name}`).")
+        shape = self.read_backbone(run.base.state_dict, str(run.base.path))
+        return self.config_class(text_tokens_dict_size=run.tokenizer.size, **shape)
+
+    @staticmethod
+    def read_backbone(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
+        """Return the backbone shape of a T3 state dict (`chatterbox.t3.backbone_shape`)."""
+        return backbone_shape(state_dict, source)
 
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
         """Return the T3 at the tokenizer's size with `frozen_rows` frozen text rows."""
         if isinstance(model_config, Mapping):
-            model_config = ChatterboxConfig.from_dict(model_config)
-        return build_t3(model_config, frozen_rows)
+            model_config = self.config_class.from_dict(model_config)
+        return self.build_t3(model_config, frozen_rows)
 
     def text_row_modules(self, model: nn.Module) -> list[Any]:
         """Return [text_emb, text_head]."""
         return [model.text_emb, model.text_head]
+
+    def features_source(self, run: FamilyRun, device: torch.device) -> Any:
+        """Return the feature-cache source of the run (`chatterbox.features.ChatterboxFeatures`; Turbo's subclasses it)."""
+        from core.families.chatterbox.features import ChatterboxFeatures
+
+        return ChatterboxFeatures(run.tokenizer, self.published_files(run.model_dir), device)
+
+    def training_functions(self, run: FamilyRun) -> tuple[Any, Any]:
+        """Return (collate, forward) of the family's one sequence layout, the loss weighted by the run's weights."""
+        return collate, partial(t3_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
 
     def feature_fingerprint(self, run: FamilyRun) -> str | None:
         """Return the fingerprint of the voice encoder and S3 tokenizer files (None without a model folder)."""
@@ -140,7 +159,8 @@ class ChatterboxFamily(ModelFamily):
         if run.model_dir is None:
             return None
         if "feature_fingerprint" not in run.extra:
-            run.extra["feature_fingerprint"] = feature_fingerprint(self.published_files(run.model_dir))
+            source = self.features_source(run, torch.device("cpu"))
+            run.extra["feature_fingerprint"] = feature_fingerprint(source.files, source.feature_format)
         return run.extra["feature_fingerprint"]
 
     # -- data -------------------------------------------------------------------------------
@@ -151,16 +171,15 @@ class ChatterboxFamily(ModelFamily):
         """
         from core.data.pairs import PAIRS_NAME, build_pairs
         from core.data.feature_cache import build_feature_cache, feature_batch_size
-        from core.families.chatterbox.features import ChatterboxFeatures
 
         if run.manifest is None:
-            raise InputError(f"{run.source}: family chatterbox needs data.manifest (from `dataset import`).")
+            raise InputError(f"{run.source}: family {self.name} needs data.manifest (from `dataset import`).")
         if run.model_dir is None:
-            raise InputError(f"{run.source}: family chatterbox needs model_dir (or settings families.chatterbox.model_dir): "
-                             "the folder with ve.pt and s3gen.pt, whose models make the features.")
+            raise InputError(f"{run.source}: family {self.name} needs model_dir (or settings families.{self.name}.model_dir): "
+                             "the folder with the voice encoder and S3Gen, whose models make the features.")
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        batch_size = feature_batch_size(run.options, device, "chatterbox")
-        source = ChatterboxFeatures(run.tokenizer, self.published_files(run.model_dir), device)
+        batch_size = feature_batch_size(run.options, device, self.name)
+        source = self.features_source(run, device)
         cache_dir = build_feature_cache(source, run.manifest, run.tokenizer, run.cache_root, run.val_ratio, batch_size,
                                         split_by=run.split_by).path
         if not (cache_dir / PAIRS_NAME).is_file():
@@ -206,8 +225,7 @@ class ChatterboxFamily(ModelFamily):
         if not splits[TRAIN]:
             raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
                              f"speech ≤ {model_config.max_speech_tokens} tokens).")
-        forward = partial(t3_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
-        return TaskData(splits[TRAIN], splits[VAL], collate, forward)
+        return TaskData(splits[TRAIN], splits[VAL], *self.training_functions(run))
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:

@@ -107,18 +107,23 @@ def load_feature_models(files: dict[str, Path]) -> FeatureModels:
 
 
 @torch.no_grad()
-def batch_features(models: FeatureModels, wavs16: list[torch.Tensor]) -> list[dict[str, np.ndarray]]:
-    """Return, per 16 kHz clip, {speech (int), prompt (int, ≤150), speaker_emb (float32 [256])}.
+def batch_features(models: FeatureModels, wavs16: list[torch.Tensor], prompt_seconds: int = PROMPT_SECONDS,
+                   prompt_tokens: int = PROMPT_TOKENS, voices16: list[np.ndarray] | None = None) -> list[dict[str, np.ndarray]]:
+    """Return, per 16 kHz clip, {speech (int), prompt (int, ≤ prompt_tokens), speaker_emb (float32 [256])}.
 
+    The prompt is the first `prompt_seconds` tokenised with `max_len=prompt_tokens` (the multilingual
+    release: 6 s, 150; Turbo: 15 s, 375). `voices16` (default: the clips) is the audio the prompt and
+    the speaker embedding come from, as the published `prepare_conditionals` prepares its reference.
     The clips go through the models together: the S3 tokenizer pads their mels and masks the
     padding in every convolution, FSMN memory and attention (`make_non_pad_mask` on the lengths),
     so each clip's tokens are those it gets alone; the VoiceEncoder embeds each clip's own
     fixed-length partials (no padding), averaged per clip.
     """
     audios = [w.numpy().astype(np.float32) for w in wavs16]
+    voices = audios if voices16 is None else [np.asarray(v, dtype=np.float32) for v in voices16]
     speech, lengths = models.s3_tokenizer.forward(audios)
-    prompt, prompt_lengths = models.s3_tokenizer.forward([a[: PROMPT_SECONDS * S3_SR] for a in audios], max_len=PROMPT_TOKENS)
-    embeds = np.asarray(models.voice_encoder.embeds_from_wavs(audios, sample_rate=S3_SR), dtype=np.float32)
+    prompt, prompt_lengths = models.s3_tokenizer.forward([a[: prompt_seconds * S3_SR] for a in voices], max_len=prompt_tokens)
+    embeds = np.asarray(models.voice_encoder.embeds_from_wavs(voices, sample_rate=S3_SR), dtype=np.float32)
     return [
         {
             "speech": speech[i, : int(lengths[i])].cpu().numpy(),

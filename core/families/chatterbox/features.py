@@ -20,7 +20,9 @@ from core.audio import read_audio
 from core.data.feature_cache import CACHE_FORMAT, Features
 from core.data.manifest import ManifestRow
 from core.errors import InputError
-from core.families.chatterbox.feature_models import S3_SR, FeatureModels, batch_features, load_feature_models
+from core.families.chatterbox.feature_models import (
+    PROMPT_SECONDS, PROMPT_TOKENS, S3_SR, FeatureModels, batch_features, load_feature_models,
+)
 from core.families.chatterbox.text import TEXT_PREP_VERSION, text_ids
 from core.fsutil import sha256_file
 from core.tokenizers.tokenizer import Tokenizer
@@ -29,9 +31,9 @@ SPEECH_CODES = 6561
 FEATURE_FORMAT = "chatterbox-features-1"
 
 
-def feature_fingerprint(files: dict[str, Path]) -> str:
+def feature_fingerprint(files: dict[str, Path], feature_format: str = FEATURE_FORMAT) -> str:
     """Return the sha256 over the feature models' file hashes (voice encoder, s3gen) and the format."""
-    digest = hashlib.sha256(FEATURE_FORMAT.encode())
+    digest = hashlib.sha256(feature_format.encode())
     for role in ("voice_encoder", "s3gen"):
         digest.update(sha256_file(files[role]).encode())
     return digest.hexdigest()
@@ -42,6 +44,8 @@ class ChatterboxFeatures:
     """The feature-cache source of Chatterbox: `text_ids`, `codes` (S3 speech tokens), `prompt`, `speaker_emb`.
 
     The feature models load on the first clip that needs computing (a complete cache loads none).
+    A family with the same feature models and another prompt or text preparation (Chatterbox-Turbo)
+    subclasses it, overriding the class attributes and `clip_text_ids` / `voices`.
     """
 
     tokenizer: Tokenizer
@@ -50,23 +54,35 @@ class ChatterboxFeatures:
     models: FeatureModels | None = None
     format = CACHE_FORMAT
     label = "chatterbox features"
+    family = "chatterbox"
+    feature_format = FEATURE_FORMAT
+    text_preparation = TEXT_PREP_VERSION
+    prompt_seconds, prompt_tokens = PROMPT_SECONDS, PROMPT_TOKENS
     dtypes = {"text_ids": np.int32, "codes": np.int32, "prompt": np.int32, "speaker_emb": np.float32}
 
     @cached_property
     def features(self) -> str:
         """The feature models' fingerprint (`feature_fingerprint`, hashed once)."""
-        return feature_fingerprint(self.files)
+        return feature_fingerprint(self.files, self.feature_format)
 
     def fingerprint_parts(self) -> dict[str, str]:
         """Return the feature models' fingerprint and the text-preparation version."""
-        return {"features": self.features, "text_preparation": TEXT_PREP_VERSION}
+        return {"features": self.features, "text_preparation": self.text_preparation}
+
+    def clip_text_ids(self, row: ManifestRow) -> list[int]:
+        """Return the row's text ids (`chatterbox.text.text_ids`)."""
+        return text_ids(self.tokenizer, row.text, row.language)
+
+    def voices(self, wavs16: list[torch.Tensor]) -> list[np.ndarray] | None:
+        """Return the audio the prompt and speaker embedding come from (None: the clips themselves)."""
+        return None
 
     def featurise(self, rows: list[ManifestRow]) -> list[Features]:
         """Return each row's arrays (`batch_features`), or why its audio is unreadable.
 
         Raises InputError when a text's language has no tag in the tokenizer.
         """
-        ids = [text_ids(self.tokenizer, row.text, row.language) for row in rows]
+        ids = [self.clip_text_ids(row) for row in rows]
         wavs: dict[int, torch.Tensor] = {}
         results: list[Features] = []
         for i, row in enumerate(rows):
@@ -77,14 +93,16 @@ class ChatterboxFeatures:
                 results.append(str(exc))
         if wavs:
             self.models = self.models or load_feature_models(self.files).to(self.device)
-            for i, clip in zip(wavs, batch_features(self.models, list(wavs.values()))):
+            clips = list(wavs.values())
+            for i, clip in zip(wavs, batch_features(self.models, clips, self.prompt_seconds, self.prompt_tokens,
+                                                    self.voices(clips))):
                 results[i] = {"text_ids": np.asarray(ids[i]), "codes": clip["speech"], "prompt": clip["prompt"],
                               "speaker_emb": clip["speaker_emb"]}
         return results
 
     def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Return the family, the feature models as `codec` and the text-preparation version."""
-        return {"family": "chatterbox", "text_preparation": TEXT_PREP_VERSION,
+        return {"family": self.family, "text_preparation": self.text_preparation,
                 "codec": {"fingerprint": self.features, "files": {k: str(v) for k, v in self.files.items()},
                           "codebook_size": SPEECH_CODES, "frame_rate": 25}}
 

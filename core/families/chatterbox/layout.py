@@ -49,12 +49,13 @@ def cut_prompt(prompt: torch.Tensor, length: int = PROMPT_TOKENS) -> torch.Tenso
     return prompt.reshape(-1)[:length].long()
 
 
-def condition_embeds(t3: Any, speaker_emb: torch.Tensor, prompts: Sequence[torch.Tensor],
-                     emotion_adv: torch.Tensor | float = EMOTION_ADV) -> torch.Tensor:
-    """Return [B, len_cond, D]: each sample's conditioning from its speaker embedding and its whole prompt.
+def condition_rows(t3: Any, speaker_emb: torch.Tensor, prompts: Sequence[torch.Tensor],
+                   emotion_adv: torch.Tensor | float = EMOTION_ADV) -> list[torch.Tensor]:
+    """Return each sample's conditioning [len_cond_i, D] from its speaker embedding and its whole prompt.
 
     Samples whose prompts have the same length go through the published `prepare_conditioning`
-    together; no prompt is padded or cut to another's length.
+    together; no prompt is padded or cut to another's length. (Chatterbox-Turbo has no perceiver:
+    its conditioning is as long as the prompt plus one, so lengths differ between samples.)
     """
     from chatterbox.models.t3.modules.cond_enc import T3Cond
 
@@ -71,7 +72,14 @@ def condition_embeds(t3: Any, speaker_emb: torch.Tensor, prompts: Sequence[torch
         cond = T3Cond(speaker_emb=speaker_emb[index], cond_prompt_speech_tokens=tokens, emotion_adv=emotion[index])
         for row, embeds in zip(rows, t3.prepare_conditioning(cond)):
             out[row] = embeds
-    return torch.stack(out)  # type: ignore[arg-type]
+    return out  # type: ignore[return-value]
+
+
+def condition_embeds(t3: Any, speaker_emb: torch.Tensor, prompts: Sequence[torch.Tensor],
+                     emotion_adv: torch.Tensor | float = EMOTION_ADV) -> torch.Tensor:
+    """Return [B, len_cond, D]: `condition_rows` stacked (the multilingual T3's perceiver makes every
+    conditioning the same length)."""
+    return torch.stack(condition_rows(t3, speaker_emb, prompts, emotion_adv))
 
 
 def t3_cond_embeds(t3: Any, cond: Any) -> torch.Tensor:
@@ -84,7 +92,7 @@ def t3_cond_embeds(t3: Any, cond: Any) -> torch.Tensor:
     prompts = [cut_prompt(prompt[0], t3.hp.speech_cond_prompt_len)] if prompt is not None else [torch.zeros(0, dtype=torch.long)]
     emotion = cond.emotion_adv if cond.emotion_adv is not None else EMOTION_ADV
     speaker = cond.speaker_emb.reshape(1, -1).to(t3.device)
-    return condition_embeds(t3, speaker, prompts, torch.as_tensor(emotion).reshape(-1)[:1].to(t3.device))[0]
+    return condition_rows(t3, speaker, prompts, torch.as_tensor(emotion).reshape(-1)[:1].to(t3.device))[0]
 
 
 def speech_embed(t3: Any, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:

@@ -38,19 +38,23 @@ def t3_backbone(config: ChatterboxConfig) -> dict[str, Any] | None:
             "max_text_tokens": hp.max_text_tokens, "max_speech_tokens": hp.max_speech_tokens}
 
 
-def carry_published_files(model_dir: Path | None, output_dir: Path) -> tuple[list[Path], list[str]]:
-    """Link the published model folder's VoiceEncoder, S3Gen (and conds.pt, Cangjie5_TC.json when present)
-    and copy `speak_chatterbox.py` into `output_dir`; return (paths written, lines naming what is missing)."""
+def carry_published_files(model_dir: Path | None, output_dir: Path, carried: tuple[str, ...] = CARRIED,
+                          optional: tuple[str, ...] = CARRIED_IF_PRESENT, shim: Path = SHIM_SOURCE,
+                          setting: str = "families.chatterbox.model_dir") -> tuple[list[Path], list[str]]:
+    """Link the published model folder's `carried` files (the VoiceEncoder and S3Gen; `optional` ones such as
+    conds.pt when present) and copy the `shim` script into `output_dir`; return (paths written, lines naming
+    what is missing). Defaults: the multilingual release's ve.pt, s3gen.pt (conds.pt, Cangjie5_TC.json) and
+    `speak_chatterbox.py`."""
     written: list[Path] = []
     missing: list[str] = []
     if model_dir is None:
-        missing.append("families.chatterbox.model_dir is not set: the export carries none of ve.pt, s3gen.pt, conds.pt")
+        missing.append(f"{setting} is not set: the export carries none of {', '.join(carried + optional)}")
     else:
-        for name in CARRIED + CARRIED_IF_PRESENT:
+        for name in carried + optional:
             if (model_dir / name).is_file():
                 written.append(link_or_copy(model_dir / name, output_dir / name))
-            elif name in CARRIED:
-                missing.append(f"{name}: {model_dir / name} (from the published Chatterbox multilingual folder)")
-    shutil.copyfile(SHIM_SOURCE, output_dir / SHIM_NAME)  # a copy: editing the export's shim leaves LinguaForge's alone
-    written.append(output_dir / SHIM_NAME)
+            elif name in carried:
+                missing.append(f"{name}: {model_dir / name} (from the published folder)")
+    shutil.copyfile(shim, output_dir / shim.name)  # a copy: editing the export's shim leaves LinguaForge's alone
+    written.append(output_dir / shim.name)
     return written, missing

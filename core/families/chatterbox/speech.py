@@ -34,13 +34,12 @@ MAX_NEW_TOKENS = 1000
 
 
 def load_t3_for_inference(family: Any, checkpoint: Any, tokenizer_path: Path | None, settings: Any) -> tuple[Any, Any]:
-    """Return (T3 loaded strictly at the checkpoint's size in eval mode, its tokenizer); `checkpoint` is a
-    path or a LoadedCheckpoint.
+    """Return (the family's T3 loaded strictly at the checkpoint's size in eval mode, its tokenizer); `checkpoint`
+    is a path or a LoadedCheckpoint.
 
     Raises InputError when no tokenizer is known or its size differs from the checkpoint's rows.
     """
     from core.checkpoint import LoadedCheckpoint, load_checkpoint
-    from core.families.chatterbox.t3 import ChatterboxConfig, backbone_shape
     from core.inference import resolve_tokenizer
     from core.tokenizers.tokenizer import load_tokenizer
 
@@ -51,14 +50,15 @@ def load_t3_for_inference(family: Any, checkpoint: Any, tokenizer_path: Path | N
         tokenizer = load_tokenizer(tokenizer_path)
     else:
         raise InputError(f"{loaded.path}: no LinguaForge metadata names its tokenizer; pass --tokenizer.")
-    config = ChatterboxConfig(text_tokens_dict_size=tokenizer.size, **backbone_shape(loaded.state_dict, str(loaded.path)))
+    config = family.config_class(text_tokens_dict_size=tokenizer.size, **family.read_backbone(loaded.state_dict, str(loaded.path)))
     model = family.build_model(config, 0)
     family.load_weights(model, loaded.state_dict, str(loaded.path), tokenizer)
     return model.eval(), tokenizer
 
 
-def load_s3gen(path: Path) -> Any:
-    """Return the published `S3Gen` (eval mode) loaded from `path`; tensors saved in bf16/fp16 load into its fp32 weights.
+def load_s3gen(path: Path, meanflow: bool = False) -> Any:
+    """Return the published `S3Gen` (eval mode; `S3Gen(meanflow=True)`, Turbo's one-step decoder, with `meanflow`)
+    loaded from `path`; tensors saved in bf16/fp16 load into its fp32 weights.
 
     The class is built without its random initialisation (every weight is overwritten by the load;
     a missing one is refused). Raises InputError when the file is not Chatterbox's S3Gen.
@@ -69,7 +69,7 @@ def load_s3gen(path: Path) -> Any:
     from core.families.chatterbox.feature_models import load_tensors
 
     with no_init_weights():
-        s3gen = S3Gen()
+        s3gen = S3Gen(meanflow=meanflow)
     try:
         missing, unexpected = s3gen.load_state_dict(load_tensors(path), strict=False)
     except RuntimeError as exc:

@@ -119,21 +119,31 @@ def _trainable_t3_class() -> type:
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from `collate`."""
             layout = lay_out_batch(self, batch)
-            hidden = self.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
-                               return_dict=True).last_hidden_state
-            text, speech = batch["text_ids"], batch["codes"]
-            text_logits = self.text_head(gather_positions(hidden, layout.text_start, text.size(1) - 1))
-            speech_logits = self.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
-            text_targets = next_token_targets(text, batch["text_lengths"])
-            speech_targets = next_token_targets(speech, batch["code_lengths"])
-            text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
-            mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
-            scored = speech_targets != IGNORE
-            top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
-            tokens = scored.sum() + (text_targets != IGNORE).sum()
-            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
+            text = batch["text_ids"]
+            return layout_losses(self, layout, batch, (layout.text_start, text.size(1) - 1),
+                                 next_token_targets(text, batch["text_lengths"]))
 
     return LinguaForgeT3
+
+
+def layout_losses(t3: Any, layout: Any, batch: dict[str, torch.Tensor], text_positions: tuple[torch.Tensor, int],
+                  text_targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Return text_loss, mel_loss, mel_top1 and tokens of a laid-out batch (`BatchLayout`): the backbone over
+    the embeddings with the mask, the text head at `text_positions` (each row's first scored position, the
+    count) against `text_targets`, the speech head from each start-of-speech token against the next speech
+    tokens. Shared by every T3 layout (the multilingual one and Turbo's)."""
+    hidden = t3.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
+                     return_dict=True).last_hidden_state
+    speech = batch["codes"]
+    text_logits = t3.text_head(gather_positions(hidden, *text_positions))
+    speech_logits = t3.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
+    speech_targets = next_token_targets(speech, batch["code_lengths"])
+    text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
+    mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
+    scored = speech_targets != IGNORE
+    top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
+    tokens = scored.sum() + (text_targets != IGNORE).sum()
+    return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
 
 
 _LINGUAFORGE_T3: type | None = None
