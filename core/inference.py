@@ -283,41 +283,48 @@ class CodecVocoder:
 
 
 class _TextAudio:
-    """One text's audio in order: each sentence's chunks as its chunker makes them, SILENCE_S between sentences
-    that have codes (as the whole text has them)."""
+    """One text's audio in order: the current sentence's chunks as its chunker makes them (a later sentence's
+    codes wait until it is current, so the first audio waits for no other sentence's vocoding), SILENCE_S
+    before each sentence with codes but the first (as the whole text has them)."""
 
     def __init__(self, chunkers: list[Any], gap: torch.Tensor) -> None:
         self.chunkers, self.gap = chunkers, gap
-        self.pending: list[list[torch.Tensor]] = [[] for _ in chunkers]
+        self.waiting: list[list[int]] = [[] for _ in chunkers]
         self.ended = [False] * len(chunkers)
-        self.begun = [False] * len(chunkers)
         self.current = 0
         self.spoken = False
+        self.ready: list[torch.Tensor] = []
 
     def add(self, sentence: int, code: int) -> None:
-        self.pending[sentence] += self.chunkers[sentence].add(code)
+        """Take the next code of `sentence`."""
+        if sentence == self.current:
+            self._feed(code)
+        else:
+            self.waiting[sentence].append(code)
 
     def end(self, sentence: int) -> None:
-        if not self.ended[sentence]:
-            self.pending[sentence] += self.chunkers[sentence].finish()
-            self.ended[sentence] = True
-
-    def ready(self) -> list[torch.Tensor]:
-        """Return the chunks that can be played now, in order."""
-        out: list[torch.Tensor] = []
-        while self.current < len(self.chunkers):
-            s = self.current
-            if self.chunkers[s].tokens and not self.begun[s]:
-                self.begun[s] = True
-                if self.spoken:
-                    out.append(self.gap)
-                self.spoken = True
-            out += [chunk for chunk in self.pending[s] if chunk.numel()]
-            self.pending[s] = []
-            if not self.ended[s]:
-                break
+        """Mark `sentence` generated; finish every sentence from the current one on that is."""
+        self.ended[sentence] = True
+        while self.current < len(self.chunkers) and self.ended[self.current]:
+            self.ready += [chunk for chunk in self.chunkers[self.current].finish() if chunk.numel()]
             self.current += 1
-        return out
+            if self.current < len(self.chunkers):
+                for code in self.waiting[self.current]:
+                    self._feed(code)
+                self.waiting[self.current] = []
+
+    def take(self) -> list[torch.Tensor]:
+        """Return the chunks ready to be played, in order."""
+        ready, self.ready = self.ready, []
+        return ready
+
+    def _feed(self, code: int) -> None:
+        chunker = self.chunkers[self.current]
+        if not chunker.tokens:
+            if self.spoken:
+                self.ready.append(self.gap)
+            self.spoken = True
+        self.ready += [chunk for chunk in chunker.add(code) if chunk.numel()]
 
 
 class SpokenTexts:
@@ -381,7 +388,7 @@ class SpokenTexts:
     def _ready(self, audio: list[_TextAudio]) -> Iterator[tuple[int, torch.Tensor]]:
         for t, text_audio in enumerate(audio):
             if t not in self.stopped:
-                for chunk in text_audio.ready():
+                for chunk in text_audio.take():
                     yield t, chunk
 
     def _check_stop(self, group: list[tuple[int, int]], dropped: set[int]) -> None:

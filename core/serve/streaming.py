@@ -28,9 +28,6 @@ from fastapi.responses import Response, StreamingResponse
 from core.audio_formats import MEDIA_TYPES, AudioEncoder
 from core.serve.engine import SpeechJob, StreamEnd
 
-DISCONNECT_POLL_S = 0.25
-
-
 @dataclass(frozen=True)
 class _End:
     """The job's Future once it is done: its StreamEnd, or the exception that stopped it."""
@@ -72,16 +69,28 @@ def _raise_end(end: _End) -> StreamEnd | None:
     return end.future.result()
 
 
+async def _gone(request: Request) -> None:
+    """Return once the client has disconnected (the request's body is read: all that can come is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _first(request: Request, channel: ChunkChannel) -> torch.Tensor | _End | None:
-    """Return the stream's first item, or None when the client went away before it came."""
-    waiting = asyncio.ensure_future(channel.get())
-    while True:
-        done, _ = await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_S)
-        if done:
-            return waiting.result()
-        if await request.is_disconnected():
-            waiting.cancel()
-            return None
+    """Return the stream's first item, or None when the client went away before it came.
+
+    The disconnect is awaited on `request.receive()` itself: `Request.is_disconnected()` cannot see it through
+    a `BaseHTTPMiddleware` (its receive never returns inside an already cancelled scope)."""
+    item = asyncio.ensure_future(channel.get())
+    gone = asyncio.ensure_future(_gone(request))
+    await asyncio.wait({item, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if item.done():
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)  # no receive left pending when the response listens
+        return item.result()
+    if gone.exception() is not None:  # the receive failed: the client's state is unknown, so wait for the audio
+        return await item
+    item.cancel()
+    return None
 
 
 def _event(payload: dict[str, Any]) -> bytes:
