@@ -331,8 +331,9 @@ class SpokenTexts:
     """Several prepared texts spoken together in one voice (`ref_mel`): iterate it for (text index, audio
     chunk at the codec's rate) in each text's order, as the chunks are vocoded.
 
-    The sentences of every text are generated together, SENTENCE_BATCH at a time, with progress
-    (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`). Each
+    The sentences of every text are generated together, SENTENCE_BATCH at a time (every text's first
+    sentence first, then every second one, …, so each text's first audio comes from the first batch), with
+    progress (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`). Each
     text's codes are vocoded by `plans[i]` (`core.speech.stream.ChunkPlan`: in chunks while they are
     generated; None: each sentence whole once generated) at `speeds[i]`. `stop(i)`, checked after each
     step, ends text i's generation. `codes` holds each text's sentences' codes; one text with plan
@@ -359,7 +360,7 @@ class SpokenTexts:
         gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
         audio = [_TextAudio([ChunkedVocoder(CodecVocoder(codec, speed), plan, codec.frame_rate) for _ in text.ids], gap)
                  for text, plan, speed in zip(self.texts, self.plans, self.speeds)]
-        rows = [(t, s) for t, text in enumerate(self.texts) for s in range(len(text.ids))]
+        rows = sorted(((t, s) for t, text in enumerate(self.texts) for s in range(len(text.ids))), key=lambda row: row[::-1])
         generator = torch.Generator().manual_seed(self.seed)
         progress = Progress("synthesize", total=len(rows))
         for first in range(0, len(rows), SENTENCE_BATCH):
