@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import OrderedDict
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,26 @@ class SynthesisRequest:
     device: str = "auto"
     stream: bool = False
     speed: float = 1.0
+
+
+class VoiceCache:
+    """What a speaker made of its last `size` reference clips (its voice conditioning), by the clip's real path,
+    size and modification time, so a server's repeated voice is prepared once and a clip replaced on disk again."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._voices: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def get(self, clip: Path, make: Callable[[], Any], *extra: Any) -> Any:
+        """Return the voice of `clip` (with `extra` in the key), made by `make` when it is not kept."""
+        stat = Path(clip).stat()
+        key = (str(Path(clip).resolve()), stat.st_size, stat.st_mtime_ns, *extra)
+        if key not in self._voices:
+            self._voices[key] = make()
+            while len(self._voices) > self.size:
+                self._voices.popitem(last=False)
+        self._voices.move_to_end(key)
+        return self._voices[key]
 
 
 class Utterance(ABC):

@@ -11,7 +11,7 @@ they are generated when the speaker streams (`Speaker.speak_stream`), else all a
 
 `ChatterboxSpeaker` loads T3 and its tokenizer at once and the voice models (S3Gen, 264M
 parameters; the VoiceEncoder; `conds.pt`) on the first `speak`, after the text and language
-are checked, then keeps them for every later call.
+are checked, then keeps them (and the last 8 reference voices' conditionals) for every later call.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from core.errors import InputError
-from core.families.base import Speaker, Utterance
+from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.chatterbox.decode import Sampling, decode_steps
 from core.families.chatterbox.layout import t3_cond_embeds, wrap_text
 from core.families.chatterbox.text import language_tags, text_ids
@@ -115,6 +115,7 @@ class ChatterboxSpeaker(Speaker):
         self.tags = language_tags(self.tokenizer)
         self._tts: Any = None
         self._default_conds: Any = None
+        self._voices = VoiceCache()
 
     def _voice_models(self) -> Any:
         """Return the published `ChatterboxMultilingualTTS` holding T3, S3Gen and the VoiceEncoder (loaded once)."""
@@ -136,8 +137,12 @@ class ChatterboxSpeaker(Speaker):
             if self._default_conds is None:
                 raise InputError(f"no voice: pass --reference WAV or put conds.pt into {self.model_dir}.")
             return self._default_conds
-        tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
-        return tts.conds
+
+        def prepare() -> Any:
+            tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
+            return tts.conds
+
+        return self._voices.get(reference, prepare, exaggeration)
 
     def speaker_embedding(self, wav_16k: Any) -> Any:
         """Return the model folder's VoiceEncoder (`ve.pt`) speaker embedding [256] of a 16 kHz clip (numpy)."""

@@ -7,7 +7,7 @@ local folder (`indextts.models`), the reference read by IndexTTS2's front end
 shape checked: codes [1, N] < 8192, GPT latents [1, D] per code, s2mel mel [1, 80, frames], wav
 [1, samples]. `S2MelVocoder` vocodes the codes — in chunks while they are generated when the speaker
 streams (`Speaker.speak_stream`), else all at once. `IndexTTSSpeaker` loads the GPT and every model
-once and speaks many texts.
+once (and the last 8 reference voices) and speaks many texts.
 s2mel's `gpt_layer` takes 1280-wide latents (the published GPT's width): a GPT of another width
 is refused when the speaker loads, with the reason.
 """
@@ -21,7 +21,7 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
-from core.families.base import Speaker, Utterance
+from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.indextts.gpt import (
     CONFIG_NAME,
     SEMANTIC_CODES,
@@ -155,6 +155,7 @@ class IndexTTSSpeaker(Speaker):
                 f"{self.gpt.model_dim} wide; use the s2mel.pth published with this GPT."
             )
         self.normalizer = IndexTextNormalizer(self.section.get("normalizer_language"))
+        self._voices = VoiceCache()
 
     @torch.no_grad()
     def speaker_embedding(self, wav_16k: Any) -> Any:
@@ -190,6 +191,16 @@ class IndexTTSSpeaker(Speaker):
         if not ids:
             raise InputError("--text is empty after IndexTTS2's normalisation.")
         sampling = Sampling(temperature=float(options.get("temperature", 0.8)))
+        conditioning, prompt, ref_mel, style = self._voices.get(reference, lambda: self._voice(reference))
+        steps = int(options.get("diffusion_steps") or DIFFUSION_STEPS)
+        vocoder = S2MelVocoder(self, prompt, ref_mel, style, steps, seed, speed)
+        max_codes = int(max_new_tokens or options.get("max_mel_tokens") or 1500)
+        return IndexTTSUtterance(self.gpt, conditioning, ids, max_codes, sampling, seed, vocoder)
+
+
+    def _voice(self, reference: Path) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return what a reference clip gives every utterance in its voice: the GPT's conditioning (speaker
+        latents, emotion vector), s2mel's prompt, the reference's mel and CAMPPlus style."""
         speech, semantic, device = self.speech, self.semantic, self.device
         clip = speaker_audio(reference)
         spk = semantic.features(clip.wav_16k[0])
@@ -197,12 +208,9 @@ class IndexTTSSpeaker(Speaker):
         _, quantized = semantic.codec.quantize(spk)
         ref_mel = speech.mel(clip.wav_22k.to(device))
         style = speech.style(clip.wav_16k.to(device))
-        prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device), n_quantizers=3, f0=None)[0]
-        steps = int(options.get("diffusion_steps") or DIFFUSION_STEPS)
-        vocoder = S2MelVocoder(self, prompt, ref_mel, style, steps, seed, speed)
-        conditioning = (speaker_latents(self.gpt, spk), emotion_vectors(self.gpt, emo))
-        max_codes = int(max_new_tokens or options.get("max_mel_tokens") or 1500)
-        return IndexTTSUtterance(self.gpt, conditioning, ids, max_codes, sampling, seed, vocoder)
+        prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device),
+                                                         n_quantizers=3, f0=None)[0]
+        return (speaker_latents(self.gpt, spk), emotion_vectors(self.gpt, emo)), prompt, ref_mel, style
 
 
 class IndexTTSUtterance(Utterance):
