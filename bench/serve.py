@@ -32,6 +32,7 @@ import io
 import json
 import math
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -192,7 +193,7 @@ def _whole_once(client: httpx.Client, url: str, body: dict[str, Any]) -> dict[st
     answer = client.post(f"{url}/v1/audio/speech", json=body)
     total = time.perf_counter() - start
     seconds = sf.info(io.BytesIO(answer.content)).duration if answer.status_code == 200 else None
-    return {"status": answer.status_code, "total_s": total, "audio_s": seconds}
+    return {"status": answer.status_code, "total_s": total, "audio_s": seconds, "data": answer.content}
 
 
 def _stream_once(client: httpx.Client, url: str, body: dict[str, Any], leave_after_first: bool = False) -> dict[str, Any]:
@@ -211,7 +212,8 @@ def _stream_once(client: httpx.Client, url: str, body: dict[str, Any], leave_aft
     except httpx.HTTPError:
         status = 0
     seconds = sf.info(io.BytesIO(bytes(data))).duration if status == 200 and not leave_after_first else None
-    return {"status": status, "first_audio_s": first, "total_s": time.perf_counter() - start, "audio_s": seconds}
+    return {"status": status, "first_audio_s": first, "total_s": time.perf_counter() - start, "audio_s": seconds,
+            "data": bytes(data)}
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -227,11 +229,58 @@ def family_latency(url: str, model: str, body: dict[str, Any], repeats: int) -> 
         streamed = [_stream_once(client, url, {"model": model, **body}) for _ in range(repeats)]
     audio = whole[0]["audio_s"] or 0.0
     whole_s = statistics.median(w["total_s"] for w in whole)
-    return {"audio_s": round(audio, 2), "whole_s": round(whole_s, 3),
+    return {"audio_s": round(audio, 2), "whole_s": round(whole_s, 3), **_same_tokens(whole[0]["data"], streamed[0]["data"]),
             "first_audio_s": round(statistics.median(r["first_audio_s"] for r in streamed), 3),
             "streamed_total_s": round(statistics.median(r["total_s"] for r in streamed), 3),
             "streamed_audio_s": round(streamed[0]["audio_s"] or 0.0, 2),
             "rtf_whole": round(whole_s / audio, 3) if audio else None}
+
+
+def _same_tokens(whole: bytes, streamed: bytes) -> dict[str, Any]:
+    """Return how the streamed answer differs from the whole one of the same tokens (one seed, or greedy):
+    MCD-DTW at 16 kHz and whether the lengths are equal."""
+    import torchaudio
+
+    from core.eval.metrics import mcd_dtw
+
+    (a, rate), (b, _) = sf.read(io.BytesIO(whole), dtype="float32"), sf.read(io.BytesIO(streamed), dtype="float32")
+    at_16k = [torchaudio.functional.resample(torch.from_numpy(x), rate, 16000) for x in (b, a)]
+    return {"same_length": len(a) == len(b), "mcd_streamed_vs_whole_db": round(mcd_dtw(*at_16k), 3)}
+
+
+def codec_on_speech() -> list[dict[str, Any]]:
+    """Return, per hop (256, 512), the own codec's streamed-vs-whole difference on the codes of real speech:
+    a 256-code codec fit on 30 espeak clips, the codes of 6 others vocoded in chunks as they come (the default
+    plan) against whole — MCD-DTW (mean, max), equal lengths — beside the codec's own round trip (whole
+    decode against the recording). Needs espeak-ng."""
+    from core.audio import read_audio
+    from core.eval.metrics import mcd_dtw
+    from core.inference import CodecVocoder
+    from core.speech.codec import fit_codec
+    from core.speech.stream import ChunkedVocoder, ChunkPlan
+    from tests.data_helpers import make_espeak_dataset
+
+    with tempfile.TemporaryDirectory(prefix="bench-codec-") as folder:
+        manifest = make_espeak_dataset(Path(folder) / "espeak", per_language=20)
+        clips = sorted((manifest.parent / "audio").glob("*.wav"))
+        rows = []
+        for hop in (256, 512):
+            codec = fit_codec(clips[:30], codebook_size=256, hop_length=hop, iterations=30)
+            streamed_db, trip_db, equal = [], [], True
+            for clip in clips[30:36]:
+                recording = read_audio(clip, 16000)[0]
+                codes = codec.encode(recording).tolist()
+                whole = codec.decode(torch.tensor(codes))
+                chunker = ChunkedVocoder(CodecVocoder(codec), ChunkPlan(), codec.frame_rate)
+                streamed = torch.cat([c for code in codes for c in chunker.add(code)] + chunker.finish())
+                equal &= streamed.numel() == whole.numel()
+                streamed_db.append(mcd_dtw(streamed, whole))
+                trip_db.append(mcd_dtw(whole, recording[: whole.numel()]))
+            rows.append({"hop": hop, "codes_per_s": codec.frame_rate, "clips": len(streamed_db), "same_length": equal,
+                         "mcd_streamed_vs_whole_mean_db": round(statistics.mean(streamed_db), 3),
+                         "mcd_streamed_vs_whole_max_db": round(max(streamed_db), 3),
+                         "mcd_whole_vs_recording_mean_db": round(statistics.mean(trip_db), 3)})
+    return rows
 
 
 def _family_server(family: str, workspace: Path, args: argparse.Namespace, seconds: float) -> tuple[Any, str, dict[str, Any]]:
@@ -262,6 +311,10 @@ def _family_server(family: str, workspace: Path, args: argparse.Namespace, secon
 
     folder = build_model_folder(workspace / "models" / "IndexTTS-2")
     speech = build_speech_folder(folder, workspace / "models" / "IndexTTS-2-speech")
+    generator = speech / "bigvgan" / "bigvgan_generator.pt"  # a random BigVGAN clips every sample at ±1: scaled down
+    weights = torch.load(generator, weights_only=True)
+    weights["generator"]["conv_post.weight_g"] *= 1e-3
+    torch.save(weights, generator)
     settings = workspace / "settings.yaml"
     settings.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
     options = [*common, "--family", "indextts", "--tokenizer", str(speech / "bpe.model"), "--temperature", "0",
@@ -331,17 +384,26 @@ def run_streaming(args: argparse.Namespace, workspace: Path) -> dict[str, Any]:
                 rounds.append({"round": number, "requests": args.requests, "clients": args.clients, **figures,
                                "rss_before_mib": round(rss[-2]), "rss_after_mib": round(rss[-1])})
             disconnects = _disconnect_round(server.url, model, args.disconnects, math.ceil(args.seconds * QUICK_CODES_PER_SECOND))
+    codec = codec_on_speech() if "linguaforge" in args.families and shutil.which("espeak-ng") else []
     return {**_provenance(args), "seconds": args.seconds, "steps": args.steps, "latency": latency, "rounds": rounds,
-            "disconnects": disconnects}
+            "disconnects": disconnects, "codec_on_speech": codec}
 
 
 def streaming_markdown(result: dict[str, Any]) -> str:
     """Return the streaming result as the markdown tables of docs/benchmarks.md."""
-    lines = ["| family | audio s | whole request s | streamed: first audio s | streamed: total s | RTF (whole) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| family | audio s | whole request s | streamed: first audio s | streamed: total s | RTF (whole) | "
+             "streamed vs whole: same length, MCD-DTW dB |", "|---|---|---|---|---|---|---|"]
     for row in result["latency"]:
         lines.append(f"| {row['family']} | {row['audio_s']} | {row['whole_s']} | {row['first_audio_s']} | "
-                     f"{row['streamed_total_s']} | {row['rtf_whole']} |")
+                     f"{row['streamed_total_s']} | {row['rtf_whole']} | {row['same_length']}, "
+                     f"{row['mcd_streamed_vs_whole_db']} |")
+    if result.get("codec_on_speech"):
+        lines += ["", "| own codec on espeak speech: hop | codes/s | clips | same length | streamed vs whole MCD-DTW dB "
+                      "mean (max) | whole vs recording MCD-DTW dB |", "|---|---|---|---|---|---|"]
+        for row in result["codec_on_speech"]:
+            lines.append(f"| {row['hop']} | {row['codes_per_s']} | {row['clips']} | {row['same_length']} | "
+                         f"{row['mcd_streamed_vs_whole_mean_db']} ({row['mcd_streamed_vs_whole_max_db']}) | "
+                         f"{row['mcd_whole_vs_recording_mean_db']} |")
     if result["rounds"]:
         lines += ["", "| round | requests | clients | dropped | first audio p50 s | p95 s | total p50 s | p95 s | "
                       "RSS before → after MiB |", "|---|---|---|---|---|---|---|---|---|"]
