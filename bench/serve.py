@@ -284,43 +284,23 @@ def codec_on_speech() -> list[dict[str, Any]]:
 
 
 def _family_server(family: str, workspace: Path, args: argparse.Namespace, seconds: float) -> tuple[Any, str, dict[str, Any]]:
-    """Return (the running server's context, its model id, the request body) of `family` speaking `seconds`."""
+    """Return (the running server's context, its model id, the request body) of `family` speaking `seconds`
+    (the families' reduced folders of the tests, random weights; greedy)."""
     from core.data.sample_text import AMHARIC_SENTENCES
+    from tests.serve_helpers import chatterbox_server, indextts_server
 
-    voices = write_voice(workspace / "voices" / "anna.wav").parent
     common = ["--device", args.device, "--max-input-chars", "1000", "--queue-limit", str(max(args.requests, 64)),
               "--max-batch", "8"]
-    steps = [] if args.steps is None else ["--option", f"{'cfm_steps' if family == 'chatterbox' else 'diffusion_steps'}={args.steps}"]
-    log = workspace / f"serve-{family}.log"
     if family == "linguaforge":
+        voices = write_voice(workspace / "voices" / "anna.wav").parent
         checkpoint, _codes = streaming_checkpoint(workspace, seconds)
-        return running_server(workspace, checkpoint, voices, log, *common), checkpoint.stem, {"input": TEXT, "voice": "anna"}
+        server = running_server(workspace, checkpoint, voices, workspace / "serve.log", *common)
+        return server, checkpoint.stem, {"input": TEXT, "voice": "anna"}
     if family == "chatterbox":
-        from tests.chatterbox_helpers import extend_to_amharic, make_chatterbox_speech_folder
-
-        model_dir = make_chatterbox_speech_folder(workspace / "models" / "chatterbox")
-        extend_to_amharic(workspace, model_dir)
-        options = [*common, "--model-dir", str(model_dir), "--tokenizer", str(workspace / "tokenizers" / "am.json"),
-                   "--language", "am", "--temperature", "0", "--max-seconds", str(seconds), *steps]
-        server = running_server(workspace, workspace / "checkpoints" / "t3_am.safetensors", voices, log, *options, timeout=600)
-        return server, "t3_am", {"input": AMHARIC_SENTENCES[1], "voice": "anna"}
-    import yaml
-
-    from core.config import SETTINGS_ENV
-    from tests.indextts_helpers import W2V_LAYERS, build_model_folder, build_speech_folder
-
-    folder = build_model_folder(workspace / "models" / "IndexTTS-2")
-    speech = build_speech_folder(folder, workspace / "models" / "IndexTTS-2-speech")
-    generator = speech / "bigvgan" / "bigvgan_generator.pt"  # a random BigVGAN clips every sample at ±1: scaled down
-    weights = torch.load(generator, weights_only=True)
-    weights["generator"]["conv_post.weight_g"] *= 1e-3
-    torch.save(weights, generator)
-    settings = workspace / "settings.yaml"
-    settings.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
-    options = [*common, "--family", "indextts", "--tokenizer", str(speech / "bpe.model"), "--temperature", "0",
-               "--max-seconds", str(seconds), *steps]
-    server = running_server(workspace, speech / "gpt.pth", voices, log, *options, env={SETTINGS_ENV: str(settings)}, timeout=600)
-    return server, "gpt", {"input": "HELLO THERE, HOW ARE YOU TODAY", "voice": "anna"}
+        served = chatterbox_server(workspace, seconds, args.steps)
+        return served.run(*common), served.model, {"input": AMHARIC_SENTENCES[1], "voice": "anna"}
+    served = indextts_server(workspace, seconds, args.steps, audible=True)
+    return served.run(*common), served.model, {"input": "HELLO THERE, HOW ARE YOU TODAY", "voice": "anna"}
 
 
 def _stream_round(url: str, model: str, requests: int, clients: int) -> dict[str, Any]:

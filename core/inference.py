@@ -401,20 +401,6 @@ class SpokenTexts:
                 dropped.update(row for row, (owner, _) in enumerate(group) if owner == t)
 
 
-def speak_prepared(
-    inference: InferenceModel, texts: list[PreparedText], ref_mel: torch.Tensor | None = None,
-    temperature: float = 0.8, top_k: int | None = 50, top_p: float | None = None, seed: int = 0,
-    use_cache: bool = True, max_codes: int | None = None,
-) -> list[tuple[torch.Tensor, list[list[int]]]]:
-    """Return (waveform at the codec's rate, each sentence's speech codes) for each of `texts`, all in `ref_mel`'s voice:
-    `SpokenTexts` with every sentence vocoded whole, each text's chunks joined."""
-    spoken = SpokenTexts(inference, texts, ref_mel, None, None, temperature, top_k, top_p, seed, use_cache, max_codes)
-    pieces: list[list[torch.Tensor]] = [[] for _ in texts]
-    for index, chunk in spoken:
-        pieces[index].append(chunk)
-    return [(torch.cat(own) if own else torch.zeros(0), codes) for own, codes in zip(pieces, spoken.codes)]
-
-
 def synthesize(
     inference: InferenceModel,
     text: str,

@@ -26,7 +26,7 @@ import soundfile as sf
 import torch
 
 from core.eval.metrics import mcd_dtw
-from tests.serve_helpers import ServerProcess, running_server, write_voice
+from tests.serve_helpers import ServerProcess, chatterbox_server, indextts_server, running_server, write_voice
 
 CODES = 160  # one sentence: 160 codes at the quickstart codec's 31.25 a second = 5.12 s
 HOP = 512
@@ -248,16 +248,8 @@ def test_a_chatterbox_checkpoint_streams_within_the_tolerance(tmp_path: Path) ->
     answer has the whole one's length, (tokens − 1) × 960 samples, and agrees with it within
     CHATTERBOX_TOLERANCE_DB; a client that leaves after the first audio stops the generation."""
     from core.data.sample_text import AMHARIC_SENTENCES
-    from tests.chatterbox_helpers import extend_to_amharic, make_chatterbox_speech_folder
 
-    workspace = tmp_path / "workspace"
-    model_dir = make_chatterbox_speech_folder(workspace / "models" / "chatterbox")
-    extend_to_amharic(workspace, model_dir)
-    write_voice(workspace / "voices" / "anna.wav")
-    options = ["--model-dir", str(model_dir), "--tokenizer", str(workspace / "tokenizers" / "am.json"),
-               "--language", "am", "--temperature", "0", "--max-seconds", "1.2", "--option", "cfm_steps=2"]
-    with running_server(workspace, workspace / "checkpoints" / "t3_am.safetensors", workspace / "voices",
-                        workspace / "serve.log", *options) as server:
+    with chatterbox_server(tmp_path / "workspace", max_seconds=1.2).run() as server:
         streamed, whole, rate, done = _streamed_and_whole(server, "t3_am", AMHARIC_SENTENCES[1])
         tokens = done["usage"]["output_tokens"]
         assert rate == 24000 and len(streamed) == len(whole) == (tokens - 1) * 960
@@ -276,25 +268,7 @@ def test_an_indextts_gpt_streams_within_the_tolerance(tmp_path: Path) -> None:
     """The reduced IndexTTS2 speech folder (random weights; BigVGAN's last layer scaled by 1e-3, as a random
     BigVGAN otherwise clips every sample at ±1 and leaves nothing to compare), greedy: the streamed answer has
     the whole one's length, int(codes × 1.72) × 256 samples, and agrees with it within INDEXTTS_TOLERANCE_DB."""
-    import yaml
-
-    from core.config import SETTINGS_ENV
-    from tests.indextts_helpers import W2V_LAYERS, build_model_folder, build_speech_folder
-
-    workspace = tmp_path / "workspace"
-    folder = build_model_folder(workspace / "models" / "IndexTTS-2")
-    speech = build_speech_folder(folder, workspace / "models" / "IndexTTS-2-speech")
-    generator = speech / "bigvgan" / "bigvgan_generator.pt"
-    weights = torch.load(generator, weights_only=True)
-    weights["generator"]["conv_post.weight_g"] *= 1e-3
-    torch.save(weights, generator)
-    settings = tmp_path / "settings.yaml"
-    settings.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
-    write_voice(workspace / "voices" / "anna.wav")
-    options = ["--family", "indextts", "--tokenizer", str(speech / "bpe.model"), "--temperature", "0",
-               "--max-seconds", "1.2", "--option", "diffusion_steps=2"]
-    with running_server(workspace, speech / "gpt.pth", workspace / "voices", workspace / "serve.log", *options,
-                        env={SETTINGS_ENV: str(settings)}) as server:
+    with indextts_server(tmp_path / "workspace", max_seconds=1.2, audible=True).run() as server:
         streamed, whole, rate, done = _streamed_and_whole(server, "gpt", "HELLO THERE")
         codes = done["usage"]["output_tokens"]
         assert rate == 22050 and len(streamed) == len(whole) == int(codes * 1.72) * 256

@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from core.audio_formats import FORMATS, MEDIA_TYPES, UNWRITABLE
+from core.audio_formats import FORMATS, MEDIA_TYPES, UNWRITABLE, output_rate
 from core.errors import InputError
 from core.serve.batching import BatchQueue, QueueFull, Unavailable
 from core.serve.engine import Engine, SpeechJob
@@ -198,7 +198,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         except Exception as exc:  # the model failed on this request; the server goes on
             raise ApiError(500, f"speech failed: {type(exc).__name__}: {exc}", "server_error") from None
         audio = await run_in_threadpool(encode_whole, wav, engine.sample_rate, body.response_format)
-        return Response(audio, media_type=MEDIA_TYPES[body.response_format])
+        rate = output_rate(body.response_format, engine.sample_rate)
+        return Response(audio, media_type=MEDIA_TYPES[body.response_format], headers={"x-sample-rate": str(rate)})
 
     return app
 

@@ -2,9 +2,9 @@
 
 `load_engine` reads the checkpoint once and picks by its family (metadata, else `--family`):
 - LinguaForge's own TTS model (`OwnEngine`): the requests of a batch that share a voice are
-  decoded together — their sentences go through `generate_batch` in one padded batch, as
-  `synthesize` does for the sentences of one text (`core.inference.speak_prepared`); requests
-  in different voices are decoded one voice after the other.
+  decoded together — their sentences are generated in one padded batch, as `synthesize` does for
+  the sentences of one text (`core.inference.SpokenTexts`); requests in different voices are
+  decoded one voice after the other.
 - Chatterbox and IndexTTS2 (`FamilyEngine`): the family's `Speaker` (`load_speaker`) says one
   text at a time, so a batch is spoken request by request.
 Each engine checks a request (`check`) before it is queued, so a text the model cannot speak is
