@@ -264,13 +264,31 @@ def test_a_chatterbox_checkpoint_streams_within_the_tolerance(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_an_indextts_gpt_streams_within_the_tolerance(tmp_path: Path) -> None:
+def test_an_indextts_gpt_streams_within_the_tolerance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The reduced IndexTTS2 speech folder (random weights; BigVGAN's last layer scaled by 1e-3, as a random
     BigVGAN otherwise clips every sample at ±1 and leaves nothing to compare), greedy: the streamed answer has
-    the whole one's length, int(codes × 1.72) × 256 samples, and agrees with it within INDEXTTS_TOLERANCE_DB."""
-    with indextts_server(tmp_path / "workspace", max_seconds=1.2, audible=True).run() as server:
+    the whole one's length, int(codes × 1.72) × 256 samples, and agrees with it within INDEXTTS_TOLERANCE_DB.
+    `synthesize --stream` writes the same speech through the family's stream into a wav that grew chunk by chunk."""
+    from core.cli import main
+
+    served = indextts_server(tmp_path / "workspace", max_seconds=1.2, audible=True)
+    with served.run() as server:
         streamed, whole, rate, done = _streamed_and_whole(server, "gpt", "HELLO THERE")
         codes = done["usage"]["output_tokens"]
         assert rate == 22050 and len(streamed) == len(whole) == int(codes * 1.72) * 256
         assert 0.0 < np.abs(whole).max() < 1.0  # not clipped: the comparison can fail
         assert mcd_dtw(_at_16k(streamed, rate), _at_16k(whole, rate)) <= INDEXTTS_TOLERANCE_DB
+    for name, value in {**served.env, "LINGUAFORGE_WORKSPACE": str(served.workspace)}.items():
+        monkeypatch.setenv(name, value)
+    output = served.workspace / "outputs" / "streamed.wav"
+    argv = ["synthesize", "--family", "indextts", "--checkpoint", str(served.checkpoint), "--tokenizer",
+            str(served.checkpoint.parent / "bpe.model"), "--reference", str(served.workspace / "voices" / "anna.wav"),
+            "--text", "HELLO THERE", "--output", str(output), "--max-new-tokens", str(codes), "--temperature", "0",
+            "--option", "diffusion_steps=2", "--stream", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["chunks"] >= 2 and 0 < report["first_audio_s"] < report["synthesis_s"]
+    written, _ = sf.read(str(output), dtype="float32")
+    assert len(written) == len(streamed) and not output.with_name("streamed.wav.part").exists()
+    assert mcd_dtw(_at_16k(written, rate), _at_16k(streamed, rate)) <= INDEXTTS_TOLERANCE_DB

@@ -146,7 +146,7 @@ class SpeechStream:
                  stop: Callable[[], bool] | None = None, started: float | None = None) -> None:
         from core.speech.stream import ChunkedVocoder
 
-        self.utterance, self.plan, self.sample_rate, self.stop = utterance, plan, sample_rate, stop
+        self.utterance, self.sample_rate, self.stop = utterance, sample_rate, stop
         self.chunker = ChunkedVocoder(utterance.vocoder, plan, tokens_per_second)
         self.started = time.perf_counter() if started is None else started
         self.report: dict[str, Any] | None = None
