@@ -201,6 +201,7 @@ class ChatterboxUtterance(Utterance):
         self.kept = 0
         self.stopped = False
 
+    @torch.inference_mode()
     def tokens(self) -> Iterator[tuple[int, Any]]:
         """Yield each S3 code T3 generates (ids ≥ 6561 are counted, not yielded)."""
         t3 = self.speaker.t3
