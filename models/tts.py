@@ -222,19 +222,10 @@ class GPTTTS(nn.Module):
         return self.generate_batch([text_ids], ref_mel, min_codes=[min_codes], **sampling)[0]
 
     @torch.no_grad()
-    def generate_batch(
-        self,
-        texts: list[list[int]],
-        ref_mel: torch.Tensor | None = None,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        max_codes: int | None = None,
-        use_cache: bool = True,
-        generator: torch.Generator | None = None,
-        min_codes: list[int] | None = None,
-    ) -> list[list[int]]:
-        """Return the speech codes of several texts generated together, one list per text.
+    def generate_batch(self, texts: list[list[int]], ref_mel: torch.Tensor | None = None, *sampling: Any,
+                       **options: Any) -> list[list[int]]:
+        """Return the speech codes of several texts generated together, one list per text: `generate_steps`
+        (its sampling options: temperature, top_k, top_p, max_codes, use_cache, generator, min_codes) collected.
 
         All texts share the reference `ref_mel` [F, n_mels]. Prompts are left-padded (padding is
         masked out of attention); each text stops at its own `stop_speech`, never before its
@@ -243,7 +234,7 @@ class GPTTTS(nn.Module):
         Raises ValueError when a text exceeds `max_text_tokens`.
         """
         codes: list[list[int]] = [[] for _ in texts]
-        for step in self.generate_steps(texts, ref_mel, temperature, top_k, top_p, max_codes, use_cache, generator, min_codes):
+        for step in self.generate_steps(texts, ref_mel, *sampling, **options):
             for row, code in enumerate(step):
                 if code is not None:
                     codes[row].append(code)
