@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/setup_env.sh
-ensure_system_packages espeak-ng:espeak-ng
+ensure_system_packages espeak-ng:espeak-ng ffmpeg:ffmpeg  # ffmpeg: the Inference tab's streamed player
 ensure_venv
 export PYTHONUNBUFFERED=1
 exec .venv/bin/python app.py "$@"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/setup_env.sh
-ensure_system_packages espeak-ng:espeak-ng redis-server:redis-server chromium:chromium sox:sox \
+ensure_system_packages espeak-ng:espeak-ng redis-server:redis-server chromium:chromium sox:sox ffmpeg:ffmpeg \
     /usr/share/fonts/truetype/noto/NotoSansEthiopic-Regular.ttf:fonts-noto-core  # screenshots show Amharic
 ensure_venv
 export PYTHONUNBUFFERED=1

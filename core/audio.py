@@ -117,15 +117,3 @@ def write_wav(path: str | os.PathLike[str], wav: torch.Tensor, sample_rate: int)
     with atomic_write(path) as tmp:
         sf.write(str(tmp), _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format="WAV")
     return Path(path)
-
-
-def encode_audio(wav: torch.Tensor, sample_rate: int, audio_format: str) -> bytes:
-    """Return `wav` as the bytes of a 16-bit `audio_format` file (`wav` or `flac`), as `write_wav` writes it.
-
-    Raises ValueError for another format.
-    """
-    if audio_format not in ("wav", "flac"):
-        raise ValueError(f"audio format {audio_format!r}: use wav or flac")
-    buffer = io.BytesIO()
-    sf.write(buffer, _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format=audio_format.upper())
-    return buffer.getvalue()

@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -260,37 +260,145 @@ def reference_mel(inference: InferenceModel, reference: str | Path | None) -> to
     return inference.codec.mel(wav)[:REFERENCE_FRAMES]
 
 
-def speak_prepared(
-    inference: InferenceModel, texts: list[PreparedText], ref_mel: torch.Tensor | None = None,
-    temperature: float = 0.8, top_k: int | None = 50, top_p: float | None = None, seed: int = 0,
-    use_cache: bool = True, max_codes: int | None = None,
-) -> list[tuple[torch.Tensor, list[list[int]]]]:
-    """Return (waveform at the codec's rate, each sentence's speech codes) for each of `texts`, all in `ref_mel`'s voice.
+class CodecVocoder:
+    """The own codec as a window vocoder (`core.speech.stream`): codes → codebook log-mel frames (resampled for
+    `speed`) → Griffin-Lim, frame k centred at sample k × hop. At speed 1 a whole window is `codec.decode`."""
 
-    The sentences of every text are generated together, SENTENCE_BATCH at a time, with progress
-    (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`); one
-    text gives what `synthesize` gives for it with the same seed.
+    def __init__(self, codec: Any, speed: float = 1.0) -> None:
+        self.codec, self.speed = codec, speed
+        self.samples_per_token = codec.hop_length / speed
+
+    def total_samples(self, tokens: int) -> int:
+        """Return the samples Griffin-Lim makes of the whole utterance: (frames − 1) × hop."""
+        from core.speech.stream import stretched_count
+
+        return max(0, stretched_count(tokens, self.speed) - 1) * self.codec.hop_length
+
+    def __call__(self, window: Any) -> Any:
+        from core.speech.stream import WindowAudio, stretch_frames
+
+        frames, first = stretch_frames(self.codec.codes_to_mel(torch.tensor(window.tokens)), window.start, self.speed)
+        audio = self.codec.mel_to_wav(frames) if frames.shape[0] else torch.zeros(0)
+        return WindowAudio(audio, first * self.codec.hop_length)
+
+
+class _TextAudio:
+    """One text's audio in order: the current sentence's chunks as its chunker makes them (a later sentence's
+    codes wait until it is current, so the first audio waits for no other sentence's vocoding), SILENCE_S
+    before each sentence with codes but the first (as the whole text has them)."""
+
+    def __init__(self, chunkers: list[Any], gap: torch.Tensor) -> None:
+        self.chunkers, self.gap = chunkers, gap
+        self.waiting: list[list[int]] = [[] for _ in chunkers]
+        self.ended = [False] * len(chunkers)
+        self.current = 0
+        self.spoken = False
+        self.ready: list[torch.Tensor] = []
+
+    def add(self, sentence: int, code: int) -> None:
+        """Take the next code of `sentence`."""
+        if sentence == self.current:
+            self._feed(code)
+        else:
+            self.waiting[sentence].append(code)
+
+    def end(self, sentence: int) -> None:
+        """Mark `sentence` generated; finish every sentence from the current one on that is."""
+        self.ended[sentence] = True
+        while self.current < len(self.chunkers) and self.ended[self.current]:
+            self.ready += [chunk for chunk in self.chunkers[self.current].finish() if chunk.numel()]
+            self.current += 1
+            if self.current < len(self.chunkers):
+                for code in self.waiting[self.current]:
+                    self._feed(code)
+                self.waiting[self.current] = []
+
+    def take(self) -> list[torch.Tensor]:
+        """Return the chunks ready to be played, in order."""
+        ready, self.ready = self.ready, []
+        return ready
+
+    def _feed(self, code: int) -> None:
+        chunker = self.chunkers[self.current]
+        if not chunker.tokens:
+            if self.spoken:
+                self.ready.append(self.gap)
+            self.spoken = True
+        self.ready += [chunk for chunk in chunker.add(code) if chunk.numel()]
+
+
+class SpokenTexts:
+    """Several prepared texts spoken together in one voice (`ref_mel`): iterate it for (text index, audio
+    chunk at the codec's rate) in each text's order, as the chunks are vocoded.
+
+    The sentences of every text are generated together, SENTENCE_BATCH at a time (every text's first
+    sentence first, then every second one, …, so each text's first audio comes from the first batch), with
+    progress (`core.progress`), each at most `max_codes` codes (None: the model's `max_speech_tokens`). Each
+    text's codes are vocoded by `plans[i]` (`core.speech.stream.ChunkPlan`: in chunks while they are
+    generated; None: each sentence whole once generated) at `speeds[i]`. `stop(i)`, checked after each
+    step, ends text i's generation. `codes` holds each text's sentences' codes; one text with plan
+    None gives what `synthesize` gives for it with the same seed.
     """
-    from core.progress import Progress
 
-    model, codec = inference.model, inference.codec
-    encoded = [ids for text in texts for ids in text.ids]
-    generator = torch.Generator().manual_seed(seed)
-    gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
-    progress = Progress("synthesize", total=len(encoded))
-    generated: list[list[int]] = []
-    for first in range(0, len(encoded), SENTENCE_BATCH):
-        group = encoded[first : first + SENTENCE_BATCH]
-        generated += model.generate_batch(group, ref_mel, temperature, top_k, top_p, max_codes, use_cache=use_cache,
-                                          generator=generator, min_codes=[MIN_CODES_PER_TEXT_TOKEN * len(i) for i in group])
-        progress.update(len(group))
-    progress.finish()
-    results = []
-    for text in texts:
-        own, generated = generated[: len(text.ids)], generated[len(text.ids) :]
-        pieces = [piece for codes in own if codes for piece in (codec.decode(torch.tensor(codes)), gap)]
-        results.append((torch.cat(pieces[:-1]) if pieces else torch.zeros(0), own))
-    return results
+    def __init__(self, inference: InferenceModel, texts: list[PreparedText], ref_mel: torch.Tensor | None = None,
+                 plans: list[Any] | None = None, speeds: list[float] | None = None, temperature: float = 0.8,
+                 top_k: int | None = 50, top_p: float | None = None, seed: int = 0, use_cache: bool = True,
+                 max_codes: int | None = None, stop: Callable[[int], bool] | None = None) -> None:
+        self.inference, self.texts, self.ref_mel = inference, texts, ref_mel
+        self.plans = plans or [None] * len(texts)
+        self.speeds = speeds or [1.0] * len(texts)
+        self.sampling = (temperature, top_k, top_p)
+        self.seed, self.use_cache, self.max_codes, self.stop = seed, use_cache, max_codes, stop
+        self.codes: list[list[list[int]]] = [[[] for _ in text.ids] for text in texts]
+        self.stopped: set[int] = set()
+
+    def __iter__(self) -> Iterator[tuple[int, torch.Tensor]]:
+        from core.progress import Progress
+        from core.speech.stream import ChunkedVocoder
+
+        model, codec = self.inference.model, self.inference.codec
+        gap = torch.zeros(int(SILENCE_S * codec.sample_rate))
+        audio = [_TextAudio([ChunkedVocoder(CodecVocoder(codec, speed), plan, codec.frame_rate) for _ in text.ids], gap)
+                 for text, plan, speed in zip(self.texts, self.plans, self.speeds)]
+        rows = sorted(((t, s) for t, text in enumerate(self.texts) for s in range(len(text.ids))), key=lambda row: row[::-1])
+        generator = torch.Generator().manual_seed(self.seed)
+        progress = Progress("synthesize", total=len(rows))
+        for first in range(0, len(rows), SENTENCE_BATCH):
+            group = [row for row in rows[first : first + SENTENCE_BATCH] if row[0] not in self.stopped]
+            ids = [self.texts[t].ids[s] for t, s in group]
+            dropped: set[int] = set()
+            steps = model.generate_steps(ids, self.ref_mel, *self.sampling, self.max_codes, self.use_cache, generator,
+                                         [MIN_CODES_PER_TEXT_TOKEN * len(i) for i in ids], dropped)
+            for step in steps if group else ():
+                for row, code in enumerate(step):
+                    t, s = group[row]
+                    if code is not None:
+                        self.codes[t][s].append(code)
+                        audio[t].add(s, code)
+                    elif row not in dropped:
+                        audio[t].end(s)
+                yield from self._ready(audio)
+                self._check_stop(group, dropped)
+            for t, s in group:
+                if t not in self.stopped:
+                    audio[t].end(s)
+            yield from self._ready(audio)
+            progress.update(len(group))
+        progress.finish()
+
+    def _ready(self, audio: list[_TextAudio]) -> Iterator[tuple[int, torch.Tensor]]:
+        for t, text_audio in enumerate(audio):
+            if t not in self.stopped:
+                for chunk in text_audio.take():
+                    yield t, chunk
+
+    def _check_stop(self, group: list[tuple[int, int]], dropped: set[int]) -> None:
+        if self.stop is None:
+            return
+        for t in {t for t, _ in group} - self.stopped:
+            if self.stop(t):
+                self.stopped.add(t)
+                dropped.update(row for row, (owner, _) in enumerate(group) if owner == t)
 
 
 def synthesize(
@@ -303,11 +411,18 @@ def synthesize(
     seed: int = 0,
     language: str | None = None,
     use_cache: bool = True,
+    plan: Any = None,
+    speed: float = 1.0,
+    on_chunk: Callable[[torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Return (waveform at the codec's sample rate, report with sentences, codes (counts), tokens (each
-    sentence's speech codes), stopped (each sentence ended before the model's max_speech_tokens), seconds and RTF).
+    sentence's speech codes), stopped (each sentence ended before the model's max_speech_tokens), seconds,
+    first_audio_s (from the call to the first chunk) and RTF).
 
-    Long text is spoken sentence by sentence with progress after each (`core.progress`).
+    Long text is spoken sentence by sentence with progress after each (`core.progress`). With `plan`
+    (`core.speech.stream.ChunkPlan`) the codes are vocoded in chunks while they are generated and each
+    chunk goes to `on_chunk` as it is made; the waveform is their concatenation. `speed` (0.25–4)
+    resamples the speech's frames (1 = as generated).
     Raises InputError for empty text, text over MAX_TEXT_CHARS, text in which the tokenizer knows
     no letter or digit (before anything is generated), or an unreadable reference.
     """
@@ -315,7 +430,16 @@ def synthesize(
     start = time.perf_counter()
     ref_mel = reference_mel(inference, reference)
     prepared = prepare_text(inference, text, language)
-    [(wav, codes)] = speak_prepared(inference, [prepared], ref_mel, temperature, top_k, top_p, seed, use_cache)
+    spoken = SpokenTexts(inference, [prepared], ref_mel, [plan], [speed], temperature, top_k, top_p, seed, use_cache)
+    chunks: list[torch.Tensor] = []
+    first: float | None = None
+    for _index, chunk in spoken:
+        first = first if first is not None else time.perf_counter() - start
+        chunks.append(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
+    wav = torch.cat(chunks) if chunks else torch.zeros(0)
+    codes = spoken.codes[0]
     elapsed = time.perf_counter() - start
     rate = inference.codec.sample_rate
     seconds = wav.numel() / rate
@@ -327,6 +451,7 @@ def synthesize(
         "unknown_tokens": prepared.unknown,
         "audio_seconds": round(seconds, 3),
         "wall_seconds": round(elapsed, 3),
+        "first_audio_s": None if first is None else round(first, 3),
         "rtf": round(elapsed / seconds, 4) if seconds else None,
         "sample_rate": rate,
         "device": str(next(inference.model.parameters()).device),

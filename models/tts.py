@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -222,7 +222,26 @@ class GPTTTS(nn.Module):
         return self.generate_batch([text_ids], ref_mel, min_codes=[min_codes], **sampling)[0]
 
     @torch.no_grad()
-    def generate_batch(
+    def generate_batch(self, texts: list[list[int]], ref_mel: torch.Tensor | None = None, *sampling: Any,
+                       **options: Any) -> list[list[int]]:
+        """Return the speech codes of several texts generated together, one list per text: `generate_steps`
+        (its sampling options: temperature, top_k, top_p, max_codes, use_cache, generator, min_codes) collected.
+
+        All texts share the reference `ref_mel` [F, n_mels]. Prompts are left-padded (padding is
+        masked out of attention); each text stops at its own `stop_speech`, never before its
+        `min_codes`. Sampling runs on the CPU with `generator` (a CPU generator), so a seed gives
+        the same codes on any device, and one text alone gives what `generate` gives.
+        Raises ValueError when a text exceeds `max_text_tokens`.
+        """
+        codes: list[list[int]] = [[] for _ in texts]
+        for step in self.generate_steps(texts, ref_mel, *sampling, **options):
+            for row, code in enumerate(step):
+                if code is not None:
+                    codes[row].append(code)
+        return codes
+
+    @torch.no_grad()
+    def generate_steps(
         self,
         texts: list[list[int]],
         ref_mel: torch.Tensor | None = None,
@@ -233,14 +252,11 @@ class GPTTTS(nn.Module):
         use_cache: bool = True,
         generator: torch.Generator | None = None,
         min_codes: list[int] | None = None,
-    ) -> list[list[int]]:
-        """Return the speech codes of several texts generated together, one list per text.
-
-        All texts share the reference `ref_mel` [F, n_mels]. Prompts are left-padded (padding is
-        masked out of attention); each text stops at its own `stop_speech`, never before its
-        `min_codes`. Sampling runs on the CPU with `generator` (a CPU generator), so a seed gives
-        the same codes on any device, and one text alone gives what `generate` gives.
-        Raises ValueError when a text exceeds `max_text_tokens`.
+        dropped: set[int] | None = None,
+    ) -> Iterator[list[int | None]]:
+        """Yield, once per decoding step of `generate_batch`, each text's new code (None: the text has
+        stopped). Rows the caller adds to `dropped` (a set it may grow between steps) count as stopped;
+        generation ends when every row has stopped. Raises ValueError when a text exceeds `max_text_tokens`.
         """
         c = self.config
         for ids in texts:
@@ -261,8 +277,9 @@ class GPTTTS(nn.Module):
             key_valid[b, :pad] = False
         padded = any(padding)
         cache = self.gpt.new_cache(width + limit) if use_cache else None
-        codes: list[list[int]] = [[] for _ in texts]
+        counts = [0] * len(texts)
         done = [False] * len(texts)
+        dropped = dropped if dropped is not None else set()
         stop_allowed = torch.tensor([[float("-inf")]] * len(texts))
         allowed = torch.full((len(texts), c.codebook_size + 2), float("-inf"))
         allowed[:, : c.codebook_size] = 0.0
@@ -276,16 +293,20 @@ class GPTTTS(nn.Module):
             mask = _padding_mask(key_valid[:, :total], step_input.shape[1]) if padded else None
             hidden = self.gpt(step_input, cache, mask)[:, -1]
             for b in range(len(texts)):
-                stop_allowed[b, 0] = 0.0 if len(codes[b]) >= minimum[b] else float("-inf")
+                stop_allowed[b, 0] = 0.0 if counts[b] >= minimum[b] else float("-inf")
             allowed[:, c.stop_speech] = stop_allowed[:, 0]
             chosen = sample_next(self.mel_head(hidden).float().cpu() + allowed, temperature, top_k, top_p, generator)
+            new: list[int | None] = [None] * len(texts)
             for b, code in enumerate(chosen.tolist()):
-                if done[b]:
-                    continue
-                if code == c.stop_speech:
+                if done[b] or b in dropped:
+                    done[b] = True
+                elif code == c.stop_speech:
                     done[b] = True
                 else:
-                    codes[b].append(code)
+                    counts[b] += 1
+                    new[b] = code
+            yield new
+            done = [d or b in dropped for b, d in enumerate(done)]
             if all(done):
                 break
             embedded = self.mel_embedding(chosen.to(device)) + self.mel_pos.weight[step + 1]
@@ -295,7 +316,6 @@ class GPTTTS(nn.Module):
                 embedded = embedded + self.progress(progress) + self.text_embedding(text_seqs.gather(1, at[:, None])[:, 0])
             embedded = embedded.unsqueeze(1)
             step_input = embedded if cache is not None else torch.cat([step_input, embedded], dim=1)
-        return codes
 
 
 def _padding_mask(key_valid: torch.Tensor, queries: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import httpx
 import numpy as np
@@ -74,3 +74,63 @@ def running_server(workspace: Path, checkpoint: Path, voices: Path, log: Path, *
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@dataclass
+class FamilyServer:
+    """What `running_server` needs to serve a reduced published family: the checkpoint, the voices folder,
+    the serve options and the environment; `model` is the id clients send."""
+
+    workspace: Path
+    checkpoint: Path
+    options: list[str]
+    env: dict[str, str]
+    model: str
+
+    def run(self, *extra: str, timeout: float = 600.0) -> Any:
+        """Return the `running_server` context of this family with `extra` options (log: workspace/serve.log)."""
+        return running_server(self.workspace, self.checkpoint, self.workspace / "voices", self.workspace / "serve.log",
+                              *self.options, *extra, env=self.env, timeout=timeout)
+
+
+def chatterbox_server(workspace: Path, max_seconds: float, cfm_steps: int | None = 2) -> FamilyServer:
+    """Build the reduced T3 extended to Amharic with the full published S3Gen (random weights) and a voice
+    `anna` in `workspace`; return its server speaking Amharic greedily, at most `max_seconds` a request
+    (`cfm_steps` None: S3Gen's own 10)."""
+    from tests.chatterbox_helpers import extend_to_amharic, make_chatterbox_speech_folder
+
+    model_dir = make_chatterbox_speech_folder(workspace / "models" / "chatterbox")
+    extend_to_amharic(workspace, model_dir)
+    write_voice(workspace / "voices" / "anna.wav")
+    options = ["--model-dir", str(model_dir), "--tokenizer", str(workspace / "tokenizers" / "am.json"), "--language", "am",
+               "--temperature", "0", "--max-seconds", str(max_seconds)]
+    options += ["--option", f"cfm_steps={cfm_steps}"] if cfm_steps is not None else []
+    return FamilyServer(workspace, workspace / "checkpoints" / "t3_am.safetensors", options, {}, "t3_am")
+
+
+def indextts_server(workspace: Path, max_seconds: float, diffusion_steps: int | None = 2,
+                    audible: bool = False) -> FamilyServer:
+    """Build the reduced IndexTTS2 speech folder (a 1-layer GPT at width 1280, s2mel, BigVGAN; random weights),
+    its settings file and a voice `anna` in `workspace`; return the server of its published `gpt.pth`
+    (`--family indextts`), greedy, at most `max_seconds` a request (`diffusion_steps` None: its own 25).
+    `audible` scales BigVGAN's last layer by 1e-3: a random BigVGAN clips every sample at ±1."""
+    import torch
+    import yaml
+
+    from core.config import SETTINGS_ENV
+    from tests.indextts_helpers import W2V_LAYERS, build_model_folder, build_speech_folder
+
+    folder = build_model_folder(workspace / "models" / "IndexTTS-2")
+    speech = build_speech_folder(folder, workspace / "models" / "IndexTTS-2-speech")
+    if audible:
+        generator = speech / "bigvgan" / "bigvgan_generator.pt"
+        weights = torch.load(generator, weights_only=True)
+        weights["generator"]["conv_post.weight_g"] *= 1e-3
+        torch.save(weights, generator)
+    settings = workspace / "settings.yaml"
+    settings.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
+    write_voice(workspace / "voices" / "anna.wav")
+    options = ["--family", "indextts", "--tokenizer", str(speech / "bpe.model"), "--temperature", "0",
+               "--max-seconds", str(max_seconds)]
+    options += ["--option", f"diffusion_steps={diffusion_steps}"] if diffusion_steps is not None else []
+    return FamilyServer(workspace, speech / "gpt.pth", options, {SETTINGS_ENV: str(settings)}, "gpt")

@@ -19,7 +19,7 @@ import torch
 
 from core.cli import main
 from core.serve.batching import BatchQueue, QueueFull, Unavailable
-from tests.serve_helpers import ServerProcess, running_server, write_voice
+from tests.serve_helpers import ServerProcess, chatterbox_server, indextts_server, running_server, write_voice
 from tests.test_inference import _tts_checkpoint
 
 CODES = 96  # every sentence decodes to exactly this many codes (the stop logit is suppressed)
@@ -112,8 +112,10 @@ BAD_REQUESTS = [
     ({"model": "tts", "input": "hi", "voice": "nobody"}, 400, "voice 'nobody'"),
     ({"model": "tts", "input": "hi", "voice": "../voices/anna"}, 400, "voice '../voices/anna'"),
     ({"model": "tts-1", "input": "hi", "voice": "anna"}, 404, "model 'tts-1'"),
-    ({"model": "tts", "input": "hi", "voice": "anna", "response_format": "mp3"}, 400, "response_format 'mp3'"),
-    ({"model": "tts", "input": "hi", "voice": "anna", "speed": 1.5}, 400, "speed 1.5"),
+    ({"model": "tts", "input": "hi", "voice": "anna", "response_format": "aac"}, 400, "no AAC encoder"),
+    ({"model": "tts", "input": "hi", "voice": "anna", "response_format": "ogg"}, 400, "response_format 'ogg'"),
+    ({"model": "tts", "input": "hi", "voice": "anna", "speed": 5}, 400, "speed 5"),
+    ({"model": "tts", "input": "hi", "voice": "anna", "stream_format": "chunks"}, 400, "stream_format 'chunks'"),
     ({"model": "tts", "input": "hi", "voice": "anna", "pitch": 2}, 400, "pitch"),
     ({"model": "tts", "voice": "anna"}, 400, "input"),
     ({"model": "tts", "input": "   ", "voice": "anna"}, 400, "input is empty"),
@@ -246,16 +248,8 @@ def test_a_chatterbox_checkpoint_speaks_through_the_server_one_request_at_a_time
     speaks it through the Chatterbox speaker at 24 kHz, (speech tokens − 1) × 960 samples, at most
     --max-seconds of tokens; a language its tokenizer has no tag for is a 400 and the server serves on."""
     from core.data.sample_text import AMHARIC_SENTENCES
-    from tests.chatterbox_helpers import extend_to_amharic, make_chatterbox_speech_folder
 
-    workspace = tmp_path / "workspace"
-    model_dir = make_chatterbox_speech_folder(workspace / "models" / "chatterbox")
-    extend_to_amharic(workspace, model_dir)
-    write_voice(workspace / "voices" / "anna.wav")
-    options = ["--model-dir", str(model_dir), "--tokenizer", str(workspace / "tokenizers" / "am.json"),
-               "--language", "am", "--temperature", "0", "--max-seconds", "0.48", "--option", "cfm_steps=2"]
-    with running_server(workspace, workspace / "checkpoints" / "t3_am.safetensors", workspace / "voices",
-                        workspace / "serve.log", *options) as server:
+    with chatterbox_server(tmp_path / "workspace", max_seconds=0.48).run() as server:
         health = httpx.get(f"{server.url}/health").json()
         assert (health["family"], health["sample_rate"], health["batched"]) == ("chatterbox", 24000, False)
         client = _client(server)
@@ -273,21 +267,7 @@ def test_a_chatterbox_checkpoint_speaks_through_the_server_one_request_at_a_time
 def test_a_published_indextts_gpt_speaks_through_the_server(tmp_path: Path) -> None:
     """The reduced IndexTTS2 speech folder (a 1-layer GPT at width 1280, s2mel, BigVGAN; random weights),
     its published `gpt.pth` served with --family: GPT → s2mel → BigVGAN at 22.05 kHz, whole mel frames of 256."""
-    import yaml
-
-    from core.config import SETTINGS_ENV
-    from tests.indextts_helpers import W2V_LAYERS, build_model_folder, build_speech_folder
-
-    workspace = tmp_path / "workspace"
-    folder = build_model_folder(workspace / "models" / "IndexTTS-2")
-    speech = build_speech_folder(folder, workspace / "models" / "IndexTTS-2-speech")
-    settings = tmp_path / "settings.yaml"
-    settings.write_text(yaml.safe_dump({"families": {"indextts": {"model_dir": str(speech), "w2v_layer": W2V_LAYERS}}}))
-    write_voice(workspace / "voices" / "anna.wav")
-    options = ["--family", "indextts", "--tokenizer", str(speech / "bpe.model"), "--temperature", "0",
-               "--max-seconds", "0.25", "--option", "diffusion_steps=2"]
-    with running_server(workspace, speech / "gpt.pth", workspace / "voices", workspace / "serve.log", *options,
-                        env={SETTINGS_ENV: str(settings)}) as server:
+    with indextts_server(tmp_path / "workspace", max_seconds=0.25).run() as server:
         health = httpx.get(f"{server.url}/health").json()
         assert (health["family"], health["sample_rate"], health["batched"]) == ("indextts", 22050, False)
         audio = _client(server).audio.speech.create(model="gpt", input="HELLO THERE", voice="anna",

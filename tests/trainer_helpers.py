@@ -99,10 +99,10 @@ def stop_file_at_step(monkeypatch: Any, family_class: type, stop_file: Path, ste
 
 
 def stopless_tts_checkpoint(workspace: Path, codes: int, codebook_size: int, shape: dict[str, Any], name: str,
-                            griffin_lim_iters: int = 32) -> Path:
-    """Write a real own TTS checkpoint (a word tokenizer, a random codec of `codebook_size` codes, a model of
-    `shape`) whose stop logit is suppressed, so each sentence yields exactly `codes` codes; return its path
-    (`checkpoints/<name>`)."""
+                            griffin_lim_iters: int = 32, hop_length: int = 256) -> Path:
+    """Write a real own TTS checkpoint (a word tokenizer, a random codec of `codebook_size` codes and
+    `hop_length`, a model of `shape`) whose stop logit is suppressed, so each sentence yields exactly `codes`
+    codes; return its path (`checkpoints/<name>`)."""
     import torch
 
     from core.checkpoint import CheckpointMeta, save_checkpoint
@@ -112,7 +112,8 @@ def stopless_tts_checkpoint(workspace: Path, codes: int, codebook_size: int, sha
     from models.tts import GPTTTS
 
     tokenizer = load_tokenizer(write_word_tokenizer(workspace / "tokenizers" / "words.json", english_words()))
-    codec = SpeechCodec(CodecConfig(codebook_size=codebook_size, n_mels=80, griffin_lim_iters=griffin_lim_iters),
+    codec = SpeechCodec(CodecConfig(codebook_size=codebook_size, n_mels=80, griffin_lim_iters=griffin_lim_iters,
+                                    hop_length=hop_length),
                         torch.randn(codebook_size, 80) - 4.0)
     codec.save(workspace / "codecs" / f"c{codebook_size}.pt")
     torch.manual_seed(0)

@@ -90,8 +90,10 @@ def _synthesize(args: argparse.Namespace) -> Result:
     workspace by fingerprint); a tokenizer with another fingerprint is refused. Long text is split at
     sentence ends; the sentences are generated together, 16 at a time, with progress; at most 5000
     characters per call. Text in which the tokenizer knows no letter or digit is refused. Reports the
-    real-time factor and the device (--device auto uses CUDA when present). The model family comes
-    from the checkpoint's metadata; --family is needed only for a file without it (a published one).
+    real-time factor, the time to the first audio and the device (--device auto uses CUDA when present).
+    With --stream the wav grows in `<output>.part` chunk by chunk while the tokens are generated and
+    becomes the output at the end. The model family comes from the checkpoint's metadata; --family is
+    needed only for a file without it (a published one).
     """
     from core.audio import read_audio, write_wav
     from core.checkpoint import load_checkpoint
@@ -119,13 +121,24 @@ def _synthesize(args: argparse.Namespace) -> Result:
         raise InputError(f"--max-new-tokens {args.max_new_tokens}: applies to Chatterbox and IndexTTS2 checkpoints; "
                          f"{args.checkpoint} is a LinguaForge model, whose speech ends at its stop token.")
     inference = load_for_inference(loaded, settings, args.tokenizer, args.codec, task="tts", device=args.device)
-    wav, report = synthesize(
-        inference, args.text, args.reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language
-    )
-    output = write_wav(args.output, wav, report["sample_rate"])
+    asked = (inference, args.text, args.reference, args.temperature, args.top_k or None, args.top_p, args.seed, args.language)
+    if args.stream:
+        from core.audio_formats import GrowingWav
+        from core.speech.stream import ChunkPlan
+
+        growing = GrowingWav(args.output, inference.codec.sample_rate)
+        try:
+            wav, report = synthesize(*asked, plan=ChunkPlan(), speed=args.speed, on_chunk=growing.write)
+        except BaseException:
+            growing.abort()
+            raise
+        output = growing.close()
+    else:
+        wav, report = synthesize(*asked, speed=args.speed)
+        output = write_wav(args.output, wav, report["sample_rate"])
     report["output"] = str(output)
     report["family"] = family
-    shown = {k: report[k] for k in ("output", "family", "audio_seconds", "wall_seconds", "rtf", "device")}
+    shown = {k: report[k] for k in ("output", "family", "audio_seconds", "wall_seconds", "first_audio_s", "rtf", "device")}
     shown["sentences"] = len(report["sentences"])
     return Result(report, render_mapping(shown))
 
@@ -145,10 +158,11 @@ def _synthesize_family(args: argparse.Namespace, settings: Settings, loaded: Loa
         reference=settings.resolve(args.reference) if args.reference else None, language=args.language,
         model_dir=family_model_dir(name, settings, args.model_dir or run_model_dir(loaded.path, settings)), seed=args.seed,
         max_new_tokens=args.max_new_tokens,
-        options={**options, "temperature": args.temperature}, device=args.device,
+        options={**options, "temperature": args.temperature}, device=args.device, stream=args.stream, speed=args.speed,
     )
     report = {**family.synthesize(request, settings), "family": name}
-    return Result(report, render_mapping({k: report[k] for k in ("output", "family", "seconds", "sample_rate")}))
+    shown = ("output", "family", "seconds", "sample_rate", "first_audio_s", "rtf")
+    return Result(report, render_mapping({k: report.get(k) for k in shown}))
 
 
 def _generate(args: argparse.Namespace) -> Result:
@@ -183,6 +197,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a speaker option of a Chatterbox or IndexTTS2 checkpoint, repeatable (chatterbox: cfg_weight, "
                              "exaggeration, cfm_steps, repetition_penalty, min_p, top_p; indextts: max_mel_tokens, "
                              "diffusion_steps); --temperature sets the temperature")
+    parser.add_argument("--stream", action="store_true",
+                        help="vocode the speech in chunks while it is generated, the wav growing in <output>.part "
+                             "(playable as it grows) until it becomes the output; reports the time to the first audio")
+    parser.add_argument("--speed", type=float_in(0.25, 4.0), default=1.0,
+                        help="speaking rate, 0.25 to 4 (1 = as generated; the pitch stays)")
     _sampling(parser)
     parser = add_command(subparsers, "generate", _generate)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="LM checkpoint (.pt from train or .safetensors from prune)")

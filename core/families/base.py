@@ -6,8 +6,10 @@ read from the checkpoint's tensors), the model with its text rows split frozen/t
 freezing rules and base-rows checksum, feature extraction into a fingerprinted cache, the
 training data and loss (`core.families.contract.TaskData`), native export, and speech:
 `load_speaker` returns a `Speaker` (the checkpoint and the family's speech models loaded once)
-whose `speak` turns one text into a waveform; `synthesize` (the CLI and the Inference tab) and
-periodic evaluation both speak through it, and `speech_files` names what a model folder must hold for it.
+whose `speak` turns one text into a waveform and `speak_stream` yields the same text's audio in chunks
+while its tokens are generated (a family gives its `Utterance`: the token generator and the "vocode
+these tokens" step, `core.speech.stream`); `synthesize` (the CLI and the Inference tab) and periodic
+evaluation both speak through it, and `speech_files` names what a model folder must hold for it.
 
 The hooks take plain values: `FamilyRun` carries what a family reads of one training run (the
 trainer's plan, `core.training.plan`, fills it in from the run config and settings); families
@@ -18,10 +20,12 @@ import nothing of `core.training`. Families register in `core.families.registry`
 from __future__ import annotations
 
 import hashlib
+import time
+from collections import OrderedDict
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from core.errors import InputError
 from core.families import Family, rows_for
@@ -34,6 +38,7 @@ if TYPE_CHECKING:  # torch is imported where a model is built, so the CLI's pars
     from core.checkpoint import LoadedCheckpoint
     from core.config import Settings
     from core.families.contract import TaskData
+    from core.speech.stream import ChunkPlan, WindowVocoder
     from core.tokenizers.tokenizer import Tokenizer
     from models.rows import _SplitRows
 
@@ -77,7 +82,8 @@ class FamilyRun:
 
 @dataclass
 class SynthesisRequest:
-    """One synthesis call: what to say, with which checkpoint and voice, and where to write it."""
+    """One synthesis call: what to say, with which checkpoint and voice, and where to write it; `stream`
+    writes the wav as it is vocoded (`core.audio_formats.GrowingWav`), `speed` resamples the speech (0.25–4)."""
 
     checkpoint: Path
     text: str
@@ -90,28 +96,141 @@ class SynthesisRequest:
     max_new_tokens: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
     device: str = "auto"
+    stream: bool = False
+    speed: float = 1.0
+
+
+class VoiceCache:
+    """What a speaker made of its last `size` reference clips (its voice conditioning), by the clip's real path,
+    size and modification time, so a server's repeated voice is prepared once and a clip replaced on disk again."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._voices: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def get(self, clip: Path, make: Callable[[], Any], *extra: Any) -> Any:
+        """Return the voice of `clip` (with `extra` in the key), made by `make` when it is not kept."""
+        stat = Path(clip).stat()
+        key = (str(Path(clip).resolve()), stat.st_size, stat.st_mtime_ns, *extra)
+        if key not in self._voices:
+            self._voices[key] = make()
+            while len(self._voices) > self.size:
+                self._voices.popitem(last=False)
+        self._voices.move_to_end(key)
+        return self._voices[key]
+
+
+class Utterance(ABC):
+    """One text a Speaker has checked and set up to say: its speech tokens as the model generates them,
+    the family's "vocode these tokens" step (`vocoder`, `core.speech.stream.WindowVocoder`) and its report."""
+
+    vocoder: WindowVocoder
+
+    @abstractmethod
+    def tokens(self) -> Iterator[tuple[int, Any]]:
+        """Yield each speech token the vocoder takes, as it is generated, with its extra (None when the family's
+        vocoder needs none); stop early when the consumer stops. Raises InputError when nothing can be spoken."""
+
+    @abstractmethod
+    def report(self, samples: int) -> dict[str, Any]:
+        """Return the family's report once the tokens are exhausted or stopped; `samples` is the audio's length."""
+
+
+class SpeechStream:
+    """One utterance's audio in chunks (iterate it once): tokens are vocoded in chunks as they are generated
+    (`plan`; None = one whole-utterance window once generation ends). `stop` (checked before each token)
+    ends generation early. `report`, after the last chunk: the utterance's report plus seconds,
+    sample_rate, chunks, first_audio_s (from the call to the first chunk), synthesis_s, rtf and stopped_early."""
+
+    def __init__(self, utterance: Utterance, plan: ChunkPlan | None, tokens_per_second: float, sample_rate: int,
+                 stop: Callable[[], bool] | None = None, started: float | None = None) -> None:
+        from core.speech.stream import ChunkedVocoder
+
+        self.utterance, self.sample_rate, self.stop = utterance, sample_rate, stop
+        self.chunker = ChunkedVocoder(utterance.vocoder, plan, tokens_per_second)
+        self.started = time.perf_counter() if started is None else started
+        self.report: dict[str, Any] | None = None
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        first: float | None = None
+        samples = 0
+        stopped = False
+        tokens = self.utterance.tokens()
+        try:
+            for token, extra in tokens:
+                if self.stop is not None and self.stop():
+                    stopped = True
+                    break
+                for chunk in self.chunker.add(token, extra):
+                    first = first if first is not None else time.perf_counter() - self.started
+                    samples += chunk.numel()
+                    yield chunk
+        finally:
+            tokens.close()
+        for chunk in ([] if stopped else self.chunker.finish()):
+            first = first if first is not None else time.perf_counter() - self.started
+            samples += chunk.numel()
+            yield chunk
+        elapsed = time.perf_counter() - self.started
+        seconds = samples / self.sample_rate
+        self.report = {**self.utterance.report(samples), "seconds": round(seconds, 3), "sample_rate": self.sample_rate,
+                       "chunks": self.chunker.chunks, "first_audio_s": None if first is None else round(first, 3),
+                       "synthesis_s": round(elapsed, 3), "rtf": round(elapsed / seconds, 4) if seconds else None,
+                       "stopped_early": stopped}
 
 
 class Speaker(ABC):
-    """One checkpoint with its family's speech models, loaded once; `speak` says one text at a time.
+    """One checkpoint with its family's speech models, loaded once; it says one text at a time, whole
+    (`speak`) or in chunks as the tokens are generated (`speak_stream`).
 
-    `sample_rate` is the rate of the waveforms `speak` returns; `tokens_per_second` the rate of
-    the speech tokens the model generates (it bounds `max_new_tokens` by a duration).
+    `sample_rate` is the rate of the waveforms it returns; `tokens_per_second` the rate of the speech
+    tokens the model generates (it bounds `max_new_tokens` by a duration); `stream_plan` how its
+    streams are cut by default (None: `core.speech.stream.ChunkPlan()`).
     """
 
     sample_rate: int
     tokens_per_second: float
+    stream_plan: ChunkPlan | None = None
 
     @abstractmethod
+    def utterance(
+        self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None, speed: float = 1.0,
+    ) -> Utterance:
+        """Return `text` set up to be said in `reference`'s voice at `speed` (1 = as generated), before
+        any token is generated. Raises InputError for a text, language or reference the model cannot speak."""
+
+    def speak_stream(
+        self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None, speed: float = 1.0,
+        plan: ChunkPlan | None = None, stop: Callable[[], bool] | None = None,
+    ) -> SpeechStream:
+        """Return the SpeechStream of `text` cut by `plan` (default `stream_plan`); the text, language and
+        voice are checked now (InputError), the tokens are generated as the stream is read."""
+        from core.speech.stream import ChunkPlan
+
+        started = time.perf_counter()
+        utterance = self.utterance(text, reference, language, seed, max_new_tokens, options, speed)
+        return SpeechStream(utterance, plan or self.stream_plan or ChunkPlan(), self.tokens_per_second, self.sample_rate,
+                            stop, started)
+
     def speak(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
-        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None, speed: float = 1.0,
+        plan: ChunkPlan | None = None,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         """Return (waveform [samples], float32 on the CPU at `sample_rate`; report with at least `seconds`
-        and `sample_rate`) for `text` in `reference`'s voice.
+        and `sample_rate`) for `text` in `reference`'s voice: the concatenation of the chunks its stream
+        with `plan` gives (None: one window over the whole utterance once every token is generated).
 
         Raises InputError for a text, language or reference the model cannot speak.
         """
+        import torch
+
+        utterance = self.utterance(text, reference, language, seed, max_new_tokens, options, speed)
+        stream = SpeechStream(utterance, plan, self.tokens_per_second, self.sample_rate)
+        chunks = list(stream)
+        return (torch.cat(chunks) if chunks else torch.zeros(0)), dict(stream.report or {})
 
 
 #: the sampling temperature every family's speaker takes (0 = greedy)
@@ -314,12 +433,23 @@ class ModelFamily(ABC):
         raise InputError(f"family {self.name}: synthesis is not available through the family interface.")
 
     def synthesize(self, request: SynthesisRequest, settings: "Settings") -> dict[str, Any]:
-        """Speak `request.text` into `request.output` (wav) through `load_speaker`; return the speaker's
-        report with `output` first. Raises InputError as `load_speaker` and `Speaker.speak` do."""
+        """Speak `request.text` into `request.output` (wav) through `load_speaker` — whole, or with `request.stream`
+        chunk by chunk into `<output>.part` while its tokens are generated — and return the speaker's report with
+        `output` first. Raises InputError as `load_speaker` and `Speaker.speak` do."""
         from core.audio import write_wav
+        from core.audio_formats import GrowingWav
 
         speaker = self.load_speaker(request.checkpoint, request.tokenizer, request.model_dir, settings, request.device)
-        wav, report = speaker.speak(request.text, request.reference, request.language, request.seed,
-                                    request.max_new_tokens, request.options)
-        output = write_wav(request.output, wav, speaker.sample_rate)
-        return {"output": str(output), **report}
+        asked = (request.text, request.reference, request.language, request.seed, request.max_new_tokens, request.options)
+        if not request.stream:
+            wav, report = speaker.speak(*asked, speed=request.speed)
+            return {"output": str(write_wav(request.output, wav, speaker.sample_rate)), **report}
+        stream = speaker.speak_stream(*asked, speed=request.speed)
+        growing = GrowingWav(request.output, speaker.sample_rate)
+        try:
+            for chunk in stream:
+                growing.write(chunk)
+        except BaseException:
+            growing.abort()
+            raise
+        return {"output": str(growing.close()), **(stream.report or {})}

@@ -1,10 +1,13 @@
 """The speech server's HTTP routes (FastAPI): OpenAI's speech request shape over a loaded Engine.
 
-- `POST /v1/audio/speech` {model, input, voice, response_format: wav|flac, speed: 1, language?}
-  → the audio file. `voice` names a reference clip of the voices folder.
+- `POST /v1/audio/speech` {model, input, voice, response_format: wav|flac|pcm|mp3|opus, speed: 0.25–4,
+  stream_format: audio|sse?, language?} → the audio file, or with `stream_format` the audio as it is
+  vocoded (`core.serve.streaming`). `voice` names a reference clip of the voices folder; `aac` is refused
+  (`core.audio_formats.UNWRITABLE` says why).
 - `GET /v1/models` → {object: list, data: [{id, object: model, owned_by, family}]}.
-- `GET /health` → {status: ok, model, family, sample_rate, batched, waiting, batches, largest_batch}
-  (503 while shutting down): `batches` counts the batches spoken, `largest_batch` the most requests in one.
+- `GET /health` → {status: ok, model, family, sample_rate, batched, waiting, batches, largest_batch,
+  requests, streams, stopped, speaking, speech_tokens} (503 while shutting down): `batches` counts the
+  batches spoken, `largest_batch` the most requests in one, the rest are the engine's counters.
 Every refusal is a JSON body {"error": {"message": one line, "type", "code"}} with a 4xx status
 (400 bad field or text that is not UTF-8, 401 token, 404 model, 408 body not sent within the body
 timeout, 411 no Content-Length, 413 input or body too long, 429 queue full) or 503 (shutting down:
@@ -32,13 +35,16 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.audio_formats import FORMATS, MEDIA_TYPES, UNWRITABLE, output_rate
 from core.errors import InputError
 from core.serve.batching import BatchQueue, QueueFull, Unavailable
 from core.serve.engine import Engine, SpeechJob
+from core.serve.streaming import ChunkChannel, stream_speech
 from core.serve.voices import VoiceFolder
 
-MEDIA_TYPES = {"wav": "audio/wav", "flac": "audio/flac"}
 OPEN_ROUTES = ("/health",)
+SPEEDS = (0.25, 4.0)
+STREAM_FORMATS = ("audio", "sse")
 
 
 @dataclass
@@ -65,6 +71,7 @@ class SpeechBody(BaseModel):
     voice: str
     response_format: str = "wav"
     speed: float | None = None
+    stream_format: str | None = None
     language: str | None = None
 
 
@@ -126,7 +133,8 @@ def _validation_message(exc: RequestValidationError) -> str:
     if first.get("type") == "json_invalid":
         return "the body is not valid JSON; send a JSON object {model, input, voice, response_format}."
     if first.get("type") == "extra_forbidden":
-        return f"{where}: not a field of this server; send model, input, voice, response_format, speed (1) or language."
+        return (f"{where}: not a field of this server; send model, input, voice, response_format, speed, "
+                "stream_format or language.")
     return f"{where}: {first.get('msg', 'invalid')}; send a JSON object {{model, input, voice, response_format}}."
 
 
@@ -141,10 +149,16 @@ def _check_body(body: SpeechBody, config: ServerConfig) -> None:
     if body.model != config.model_id:
         raise ApiError(404, f"model {body.model!r}: this server speaks only {config.model_id!r} (GET /v1/models).",
                        code="model_not_found")
-    if body.response_format not in MEDIA_TYPES:
-        raise ApiError(400, f"response_format {body.response_format!r}: this server writes wav or flac.")
-    if body.speed is not None and body.speed != 1:
-        raise ApiError(400, f"speed {body.speed}: only 1 is supported; leave speed out or send 1.")
+    if body.response_format in UNWRITABLE:
+        raise ApiError(400, f"response_format {body.response_format!r}: cannot be written here "
+                            f"({UNWRITABLE[body.response_format]}); use {', '.join(FORMATS)}.")
+    if body.response_format not in FORMATS:
+        raise ApiError(400, f"response_format {body.response_format!r}: this server writes {', '.join(FORMATS)}.")
+    if body.speed is not None and not SPEEDS[0] <= body.speed <= SPEEDS[1]:
+        raise ApiError(400, f"speed {body.speed}: choose {SPEEDS[0]} to {SPEEDS[1]} (1 = as generated).")
+    if body.stream_format is not None and body.stream_format not in STREAM_FORMATS:
+        raise ApiError(400, f"stream_format {body.stream_format!r}: use audio (the file's bytes as they are made) "
+                            "or sse (speech.audio.delta events), or leave it out for the whole file.")
     if len(body.input) > config.max_input_chars:
         raise ApiError(413, f"input: {len(body.input)} characters; this server speaks at most {config.max_input_chars} "
                             "per request. Split the text into several requests.")
@@ -204,7 +218,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         return JSONResponse({"status": "shutting down" if batches.closed else "ok", "model": config.model_id,
                              "family": engine.family, "sample_rate": engine.sample_rate, "batched": engine.batched,
                              "waiting": batches.waiting, "batches": len(batches.batch_sizes),
-                             "largest_batch": max(batches.batch_sizes, default=0)}, status_code=status)
+                             "largest_batch": max(batches.batch_sizes, default=0), **engine.counts()},
+                            status_code=status)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -212,12 +227,14 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
                                             "owned_by": "linguaforge", "family": engine.family}]}
 
     @app.post("/v1/audio/speech")
-    async def speech(body: SpeechBody) -> Response:
-        from core.audio import encode_audio
+    async def speech(body: SpeechBody, request: Request) -> Response:
+        from core.audio_formats import encode_whole
 
         _check_body(body, config)
+        channel = ChunkChannel(asyncio.get_running_loop()) if body.stream_format else None
         try:
-            job = SpeechJob(body.input, config.voices.clip(body.voice), body.language or config.language)
+            job = SpeechJob(body.input, config.voices.clip(body.voice), body.language or config.language,
+                            speed=body.speed or 1.0, sink=channel.put if channel else None)
             await run_in_threadpool(engine.check, job)
             future = batches.submit(job)
         except InputError as exc:
@@ -227,6 +244,9 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         except Unavailable as exc:
             raise ApiError(503, str(exc), "server_error", "shutting_down") from None
         try:
+            if channel is not None:
+                return await stream_speech(request, job, future, channel, body.response_format, body.stream_format,
+                                           engine.sample_rate)
             wav = await asyncio.wrap_future(future)
         except InputError as exc:
             raise ApiError(400, str(exc)) from None
@@ -234,8 +254,9 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             raise ApiError(503, str(exc), "server_error", "shutting_down") from None
         except Exception as exc:  # the model failed on this request; the server goes on
             raise ApiError(500, f"speech failed: {type(exc).__name__}: {exc}", "server_error") from None
-        audio = await run_in_threadpool(encode_audio, wav, engine.sample_rate, body.response_format)
-        return Response(audio, media_type=MEDIA_TYPES[body.response_format])
+        audio = await run_in_threadpool(encode_whole, wav, engine.sample_rate, body.response_format)
+        rate = output_rate(body.response_format, engine.sample_rate)
+        return Response(audio, media_type=MEDIA_TYPES[body.response_format], headers={"x-sample-rate": str(rate)})
 
     return app
 

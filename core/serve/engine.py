@@ -2,23 +2,28 @@
 
 `load_engine` reads the checkpoint once and picks by its family (metadata, else `--family`):
 - LinguaForge's own TTS model (`OwnEngine`): the requests of a batch that share a voice are
-  decoded together — their sentences go through `generate_batch` in one padded batch, as
-  `synthesize` does for the sentences of one text (`core.inference.speak_prepared`); requests
-  in different voices are decoded one voice after the other.
+  decoded together — their sentences are generated in one padded batch, as `synthesize` does for
+  the sentences of one text (`core.inference.SpokenTexts`); requests in different voices are
+  decoded one voice after the other.
 - Chatterbox and IndexTTS2 (`FamilyEngine`): the family's `Speaker` (`load_speaker`) says one
   text at a time, so a batch is spoken request by request.
 Each engine checks a request (`check`) before it is queued, so a text the model cannot speak is
 refused at once, and `speak_batch` returns one waveform or one exception per request, so one bad
-request never fails the others of its batch.
+request never fails the others of its batch. A streamed request (`SpeechJob.sink`) gets its audio
+chunk by chunk as its tokens are vocoded (`core.speech.stream`) and a `StreamEnd` as its result; its
+`stop` event (its client went away) ends its generation at the next token. `counters` says what the
+engine has done: requests, streams, stopped (generation ended by a departed client), speaking (in
+the batch being spoken now) and speech_tokens.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -46,13 +51,38 @@ class SpeechSettings:
 
 @dataclass
 class SpeechJob:
-    """One request to speak: its text, the voice's reference clip and language; `prepared` is what
-    `check` made of the text (the own model's sentences and ids)."""
+    """One request to speak: its text, the voice's reference clip, language and speed; `prepared` is what
+    `check` made of the text (the own model's sentences and ids). A streamed job has a `sink` that takes
+    each audio chunk as it is vocoded; `stop` is set when its client has gone away."""
 
     text: str
     clip: Path
     language: str | None = None
     prepared: Any = field(default=None, repr=False)
+    speed: float = 1.0
+    sink: Callable[[torch.Tensor], None] | None = field(default=None, repr=False)
+    stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """A streamed job's result once its last chunk went to its sink: text tokens read, speech tokens
+    generated, and whether its client's departure stopped it early."""
+
+    text_tokens: int
+    speech_tokens: int
+    stopped: bool
+
+
+@dataclass
+class EngineCounters:
+    """What an engine has spoken (see the module); read from any thread, written by the speaking one."""
+
+    requests: int = 0
+    streams: int = 0
+    stopped: int = 0
+    speaking: int = 0
+    speech_tokens: int = 0
 
 
 class Engine(ABC):
@@ -63,22 +93,44 @@ class Engine(ABC):
     #: True when one batch is decoded together (per voice); False when it is spoken request by request
     batched: bool
 
+    def __init__(self) -> None:
+        self.counters = EngineCounters()
+
+    def counts(self) -> dict[str, int]:
+        """Return the counters as a dict."""
+        return asdict(self.counters)
+
     @abstractmethod
     def check(self, job: SpeechJob) -> None:
         """Raise InputError when the model cannot speak `job`'s text; may fill `job.prepared`."""
 
+    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | StreamEnd | Exception]:
+        """Return, per job, its waveform (float32, CPU, at `sample_rate`), a streamed job's StreamEnd, or the
+        exception that stopped it; the counters follow."""
+        counters = self.counters
+        counters.speaking = len(jobs)
+        counters.streams += sum(1 for job in jobs if job.sink is not None)
+        try:
+            results = self._speak(jobs)
+        finally:
+            counters.speaking = 0
+        counters.requests += len(jobs)
+        counters.stopped += sum(1 for result in results if isinstance(result, StreamEnd) and result.stopped)
+        return results
+
     @abstractmethod
-    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
-        """Return, per job, its waveform (float32, CPU, at `sample_rate`) or the exception that stopped it."""
+    def _speak(self, jobs: list[SpeechJob]) -> list[torch.Tensor | StreamEnd | Exception]:
+        """Speak `jobs` (see `speak_batch`), adding the speech tokens generated to the counters."""
 
 
 class OwnEngine(Engine):
-    """LinguaForge's own TTS model: each voice's requests of a batch decode together."""
+    """LinguaForge's own TTS model: each voice's requests of a batch decode together, streamed or whole."""
 
     family = "linguaforge"
     batched = True
 
     def __init__(self, inference: Any, settings: SpeechSettings) -> None:
+        super().__init__()
         self.inference = inference
         self.settings = settings
         self.sample_rate = int(inference.codec.sample_rate)
@@ -89,25 +141,39 @@ class OwnEngine(Engine):
 
         job.prepared = prepare_text(self.inference, job.text, job.language, what="input")
 
-    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
-        """Return each job's waveform, decoding the jobs of one voice clip in one padded batch."""
-        from core.inference import reference_mel, speak_prepared
+    def _speak(self, jobs: list[SpeechJob]) -> list[torch.Tensor | StreamEnd | Exception]:
+        """Return each job's waveform or StreamEnd, decoding the jobs of one voice clip together (`SpokenTexts`)."""
+        from core.inference import SpokenTexts, reference_mel
+        from core.speech.stream import ChunkPlan
 
-        results: list[torch.Tensor | Exception] = [RuntimeError("not spoken")] * len(jobs)
+        results: list[torch.Tensor | StreamEnd | Exception] = [RuntimeError("not spoken")] * len(jobs)
         by_clip: dict[Path, list[int]] = {}
         for index, job in enumerate(jobs):
             by_clip.setdefault(job.clip, []).append(index)
         s = self.settings
         max_codes = s.max_tokens(self.inference.codec.frame_rate)
         for clip, indices in by_clip.items():
+            own = [jobs[i] for i in indices]
             try:
                 mel = reference_mel(self.inference, clip)
-                spoken = speak_prepared(self.inference, [jobs[i].prepared for i in indices], mel,
-                                        s.temperature, s.top_k, s.top_p, s.seed, max_codes=max_codes)
+                spoken = SpokenTexts(self.inference, [job.prepared for job in own], mel,
+                                     [ChunkPlan() if job.sink else None for job in own], [job.speed for job in own],
+                                     s.temperature, s.top_k, s.top_p, s.seed, max_codes=max_codes,
+                                     stop=lambda t: own[t].stop.is_set())
+                pieces: list[list[torch.Tensor]] = [[] for _ in own]
+                for t, chunk in spoken:
+                    if own[t].sink is not None:
+                        own[t].sink(chunk)
+                    else:
+                        pieces[t].append(chunk)
+                for t, job in enumerate(own):
+                    codes = sum(len(c) for c in spoken.codes[t])
+                    self.counters.speech_tokens += codes
+                    results[indices[t]] = (StreamEnd(sum(len(i) for i in job.prepared.ids), codes, t in spoken.stopped)
+                                           if job.sink else torch.cat(pieces[t]) if pieces[t] else torch.zeros(0))
             except Exception as exc:  # one voice's failure is its requests' answer, never the server's end
-                spoken = [(exc, [])] * len(indices)
-            for index, (wav, _codes) in zip(indices, spoken):
-                results[index] = wav
+                for index in indices:
+                    results[index] = exc
         return results
 
 
@@ -117,6 +183,7 @@ class FamilyEngine(Engine):
     batched = False
 
     def __init__(self, family: str, speaker: Any, settings: SpeechSettings) -> None:
+        super().__init__()
         self.family = family
         self.speaker = speaker
         self.settings = settings
@@ -127,15 +194,26 @@ class FamilyEngine(Engine):
         if not job.text.strip():
             raise InputError("input is empty; pass the text to speak.")
 
-    def speak_batch(self, jobs: list[SpeechJob]) -> list[torch.Tensor | Exception]:
-        """Return each job's waveform, spoken one after the other by the family's Speaker."""
-        results: list[torch.Tensor | Exception] = []
+    def _speak(self, jobs: list[SpeechJob]) -> list[torch.Tensor | StreamEnd | Exception]:
+        """Return each job's waveform (`speak`) or StreamEnd (`speak_stream` into its sink), one after the other."""
+        results: list[torch.Tensor | StreamEnd | Exception] = []
         options = {**self.settings.options, "temperature": self.settings.temperature}
         max_tokens = self.settings.max_tokens(self.speaker.tokens_per_second)
+        asked = (self.settings.seed, max_tokens, options)
         for job in jobs:
             try:
-                wav, _report = self.speaker.speak(job.text, job.clip, job.language, self.settings.seed, max_tokens, options)
-                results.append(wav)
+                if job.sink is None:
+                    wav, report = self.speaker.speak(job.text, job.clip, job.language, *asked, speed=job.speed)
+                    results.append(wav)
+                else:
+                    stream = self.speaker.speak_stream(job.text, job.clip, job.language, *asked, speed=job.speed,
+                                                       stop=job.stop.is_set)
+                    for chunk in stream:
+                        job.sink(chunk)
+                    report = dict(stream.report or {})
+                    results.append(StreamEnd(int(report.get("text_tokens", 0)), int(report.get("speech_tokens", 0)),
+                                             bool(report.get("stopped_early"))))
+                self.counters.speech_tokens += int(report.get("speech_tokens", 0))
             except Exception as exc:  # this request's answer, never the server's end
                 results.append(exc)
         return results

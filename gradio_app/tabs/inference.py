@@ -1,6 +1,8 @@
 """Inference tab: a checkpoint whose tokenizer and codec come from its metadata (shown, not chosen);
-Generate speech (`synthesize`; a chatterbox checkpoint speaks through its family with the model
-folder given here or in settings) with an optional reference clip, or text (`generate`) for LM checkpoints;
+Generate speech (`synthesize --stream`; a chatterbox checkpoint speaks through its family with the model
+folder given here or in settings) with an optional reference clip — the player starts while the rest is
+still being generated (the job's wav grows chunk by chunk, `core.audio_formats.GrowingWavReader`) and the
+status gives the time to the first audio and the real-time factor — or text (`generate`) for LM checkpoints;
 "Compare checkpoints" (gradio_app/tabs/compare.py) shows their eval.json numbers and clips side by side."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import gradio as gr
 
+from core.audio_formats import GrowingWavReader
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
@@ -30,7 +33,8 @@ from gradio_app.tabs import compare
 
 LABELS = {"text": "Text", "checkpoint": "Checkpoint", "language": "Language", "reference": "Reference clip",
           "temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "seed": "Seed", "prompt": "Prompt",
-          "max_new_tokens": "Max new tokens"}
+          "max_new_tokens": "Max new tokens", "speed": "Speed"}
+STREAM_POLL_S = 0.2
 META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
 
 
@@ -56,20 +60,34 @@ def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
     return rows
 
 
+def stream_line(job: dict[str, Any], output: Path, heard: float | None) -> str:
+    """Return the status line of a finished streamed synthesis: the job, the file, the time from Generate to the
+    first audio heard, the speaker's own time to its first chunk and the real-time factor."""
+    report = job.get("artifacts") or {}
+    parts = [job_line(job) + f" → `{output}`"]
+    if heard is not None:
+        parts.append(f"first audio {heard:.2f} s after Generate (the job loads the model first)")
+    if report.get("first_audio_s") is not None:
+        parts.append(f"first chunk {report['first_audio_s']:.2f} s after speaking began")
+    if report.get("rtf") is not None:
+        parts.append(f"real-time factor {report['rtf']:.2f} (below 1: faster than it plays)")
+    return " · ".join(parts)
+
+
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Inference tab."""
     settings, runner = ctx.settings, ctx.runner
     outputs = settings.workspace / "outputs"
 
-    def run(kind: str, params: dict[str, Any]):
+    def run(kind: str, params: dict[str, Any], poll: float = 0.5):
         job_id = runner.submit(kind, params)
-        for job in follow_job(runner, job_id, poll=0.5):
+        for job in follow_job(runner, job_id, poll=poll):
             yield job
         require_success(job)
 
     @ui_action(outputs=2, labels=LABELS)
     def synthesize(checkpoint: str, text: str, language: str, reference: str | None, temperature: float,
-                   top_k: float, top_p: float, seed: float, model_dir: str):
+                   top_k: float, top_p: float, seed: float, model_dir: str, speed: float):
         checkpoint = require_text(checkpoint, "Choose a checkpoint first.")
         text = require_text(text, "Enter the text to speak.")
         out = outputs / f"tts-{time.strftime('%Y%m%d-%H%M%S')}.wav"
@@ -77,7 +95,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         params: dict[str, Any] = {
             "checkpoint": str(path), "text": text,
             "output": str(out), "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed,
-            "language": language.strip() or None,
+            "language": language.strip() or None, "stream": True, "speed": speed,
         }
         family = (load_checkpoint(path).meta or {}).get("family") or "linguaforge"
         if family != "linguaforge":  # a published family speaks through its own code and model folder
@@ -89,9 +107,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(reference, kept)
             params["reference"] = str(kept)
-        for job in run("synthesize", params):
-            yield job_line(job), None
-        yield job_line(job) + f" → `{out.relative_to(settings.workspace)}`", str(out)
+        reader = GrowingWavReader(out)
+        clicked = time.perf_counter()
+        heard: float | None = None
+        for job in run("synthesize", params, STREAM_POLL_S):
+            chunk = reader.read()
+            heard = heard if heard is not None or chunk is None else time.perf_counter() - clicked
+            yield job_line(job), chunk
+        chunk = reader.read()
+        heard = heard if heard is not None or chunk is None else time.perf_counter() - clicked
+        yield stream_line(job, out.relative_to(settings.workspace), heard), chunk
 
     @ui_action(outputs=2, labels=LABELS)
     def generate(checkpoint: str, prompt: str, max_tokens: float, temperature: float, top_k: float, seed: float):
@@ -121,11 +146,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 language = gr.Textbox(label="Language (text normalisation, optional)", placeholder="am", scale=1)
                 model_dir = gr.Textbox(label="Published model folder (chatterbox, indextts; default from settings)", scale=2,
                                        elem_id="inf-model-dir")
-            reference = gr.Audio(label="Reference clip (optional; IndexTTS2 needs one)", sources=["upload", "microphone"], type="filepath")
+            with gr.Row():
+                reference = gr.Audio(label="Reference clip (optional; IndexTTS2 needs one)", sources=["upload", "microphone"],
+                                     type="filepath", scale=4)
+                speed = gr.Slider(0.25, 4.0, value=1.0, step=0.05, label="Speed", scale=1, elem_id="inf-speed")
             tts_btn = gr.Button("Generate speech", variant="primary", elem_id="inf-tts-btn")
             status = gr.Markdown(elem_id="inf-status")
-            audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id="inf-audio",
-                             buttons=["download"])
+            audio = gr.Audio(label="Result (plays while it is generated)", streaming=True, autoplay=True, interactive=False,
+                             sources=["microphone"], elem_id="inf-audio", buttons=["download"])
         with gr.Tab("Text (LM)"):
             prompt = gr.Textbox(label="Prompt", lines=2, elem_id="inf-prompt")
             max_tokens = gr.Number(100, label="Max new tokens", precision=0)
@@ -140,7 +168,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     refresh.click(refresh_choices, None, checkpoint)
     tab.select(refresh_choices, None, checkpoint, show_progress="hidden")
-    tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed, model_dir],
+    tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed, model_dir, speed],
                   [status, audio])
     lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [lm_status, generated])
     demo.load(refresh_choices, None, checkpoint)

@@ -1,7 +1,8 @@
 """LinguaForge's T3 decoder: the training layout at every temperature, with or without a KV cache.
 
-The prefix is `chatterbox.layout.sample_embeds(cond, wrapped text, [start-of-speech])`; generated
-token k is embedded at speech position k + 1, exactly where training put it. With a KV cache
+`decode_steps` yields the tokens one by one as they are generated (a stream vocodes them in
+chunks); `decode_speech` collects them. The prefix is `chatterbox.layout.sample_embeds(cond,
+wrapped text, [start-of-speech])`; generated token k is embedded at speech position k + 1, exactly where training put it. With a KV cache
 the prefix runs once and each step feeds one token; without one every step re-lays the whole
 sample out — both give the same tokens (a test holds them equal).
 
@@ -15,7 +16,7 @@ then a draw.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 import torch
 
@@ -67,10 +68,11 @@ def _guided(logits: torch.Tensor, cfg_weight: float) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
-                  sampling: Sampling = Sampling(), use_cache: bool = True) -> Decoded:
-    """Return the speech tokens T3 generates for one wrapped text (`chatterbox.layout.wrap_text`) after
-    conditioning `cond` [len_cond, D] (`chatterbox.layout.t3_cond_embeds`), at most `max_new_tokens`.
+def decode_steps(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
+                 sampling: Sampling = Sampling(), use_cache: bool = True) -> Generator[int, None, bool]:
+    """Yield the speech tokens T3 generates for one wrapped text (`chatterbox.layout.wrap_text`) after
+    conditioning `cond` [len_cond, D] (`chatterbox.layout.t3_cond_embeds`), one by one, at most
+    `max_new_tokens`; return True when T3 generated its stop token (False: the cap ended it).
 
     Sampling draws from torch's global generator (seed it for repeatable output).
     """
@@ -87,13 +89,12 @@ def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_token
         return torch.stack(laid)
 
     out = t3.tfmr(inputs_embeds=rows(wrap_speech([], finished=False).to(device)), use_cache=use_cache, return_dict=True)
-    tokens: list[int] = []
     for step in range(max_new_tokens):
         logits = _guided(t3.speech_head(out.last_hidden_state[:, -1]), sampling.cfg_weight)
         token = pick(logits, so_far)
         if token == STOP_SPEECH:
-            return Decoded(tokens, True)
-        tokens.append(token)
+            return True
+        yield token
         so_far = torch.cat([so_far, so_far.new_tensor([[token]])], dim=1)
         if step + 1 == max_new_tokens:
             break
@@ -103,4 +104,16 @@ def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_token
                           use_cache=True, return_dict=True)
         else:
             out = t3.tfmr(inputs_embeds=rows(so_far[0]), use_cache=False, return_dict=True)
-    return Decoded(tokens, False)
+    return False
+
+
+def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
+                  sampling: Sampling = Sampling(), use_cache: bool = True) -> Decoded:
+    """Return every speech token `decode_steps` generates for one wrapped text, and whether T3 stopped by itself."""
+    steps = decode_steps(t3, cond, text, max_new_tokens, sampling, use_cache)
+    tokens: list[int] = []
+    while True:
+        try:
+            tokens.append(next(steps))
+        except StopIteration as end:
+            return Decoded(tokens, bool(end.value))

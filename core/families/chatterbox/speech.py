@@ -5,25 +5,25 @@ The published `ChatterboxMultilingualTTS.generate` refuses language ids outside
 the checkpoint's size, the language tag is checked against the tokenizer, the text goes through
 `chatterbox.text.text_ids` (the same function the features used), the published
 `prepare_conditionals` makes the voice (voice encoder, S3 prompt tokens, S3Gen reference), and
-`chatterbox.decode.decode_speech` generates the speech tokens in the training layout at every
-temperature (temperature 0 = argmax).
+`chatterbox.decode.decode_steps` generates the speech tokens in the training layout at every
+temperature (temperature 0 = argmax), one by one, and `S3GenVocoder` vocodes them — in chunks while
+they are generated when the speaker streams (`Speaker.speak_stream`), else all at once.
 
 `ChatterboxSpeaker` loads T3 and its tokenizer at once and the voice models (S3Gen, 264M
 parameters; the VoiceEncoder; `conds.pt`) on the first `speak`, after the text and language
-are checked, then keeps them for every later call.
+are checked, then keeps them (and the last 8 reference voices' conditionals) for every later call.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 
 from core.errors import InputError
-from core.families.base import Speaker
-from core.families.chatterbox.decode import Sampling, decode_speech
+from core.families.base import Speaker, Utterance, VoiceCache
+from core.families.chatterbox.decode import Sampling, decode_steps
 from core.families.chatterbox.layout import t3_cond_embeds, wrap_text
 from core.families.chatterbox.text import language_tags, text_ids
 
@@ -115,6 +115,7 @@ class ChatterboxSpeaker(Speaker):
         self.tags = language_tags(self.tokenizer)
         self._tts: Any = None
         self._default_conds: Any = None
+        self._voices = VoiceCache()
 
     def _voice_models(self) -> Any:
         """Return the published `ChatterboxMultilingualTTS` holding T3, S3Gen and the VoiceEncoder (loaded once)."""
@@ -136,8 +137,12 @@ class ChatterboxSpeaker(Speaker):
             if self._default_conds is None:
                 raise InputError(f"no voice: pass --reference WAV or put conds.pt into {self.model_dir}.")
             return self._default_conds
-        tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
-        return tts.conds
+
+        def prepare() -> Any:
+            tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
+            return tts.conds
+
+        return self._voices.get(reference, prepare, exaggeration)
 
     def speaker_embedding(self, wav_16k: Any) -> Any:
         """Return the model folder's VoiceEncoder (`ve.pt`) speaker embedding [256] of a 16 kHz clip (numpy)."""
@@ -155,24 +160,23 @@ class ChatterboxSpeaker(Speaker):
             tokens, lengths = self._voice_models().s3gen.tokenizer([wav.to(self.device)])
         return tokens[0, : int(lengths[0])].tolist()
 
-    def speak(
+    def utterance(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
-        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
-    ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Return (24 kHz waveform, report with seconds, sample_rate, speech_tokens, dropped_tokens, language,
-        upstream_supported, synthesis_s); the waveform keeps (speech tokens − 1) × 960 samples, as the
-        published `generate` trims it. Generated ids that are no S3 code (≥ 6561: start/stop and the
-        head's unused rows, which an undertrained T3 can emit) are dropped and counted.
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None, speed: float = 1.0,
+    ) -> Utterance:
+        """Return `text` set up to be said (T3 → S3Gen at 24 kHz); its report holds text_tokens, speech_tokens,
+        dropped_tokens, stopped, tokens, language and upstream_supported, and the audio keeps
+        (speech tokens − 1) × 960 samples at speed 1, as the published `generate` trims it. Generated
+        ids that are no S3 code (≥ 6561: start/stop and the head's unused rows, which an undertrained T3
+        can emit) are dropped and counted.
 
         Options: temperature (0.8; 0 = argmax), cfg_weight (0.5; 0 = no guidance), repetition_penalty
         (1.2), min_p (0.05), top_p (0.95) — the last three only when sampling — exaggeration (0.5),
-        cfm_steps (S3Gen's flow-matching steps, default 10 as published). The report adds
-        `stopped` (False: the token cap ended generation) and `tokens` (every generated speech token).
+        cfm_steps (S3Gen's flow-matching steps, default 10 as published). `stopped` is False when the
+        token cap ended generation; `tokens` holds every generated speech token.
         Raises InputError for a language the tokenizer has no tag for, no voice (no reference and
-        no conds.pt), or no speech tokens produced.
+        no conds.pt), or (as the tokens are read) no speech tokens produced.
         """
-        from chatterbox.mtl_tts import SUPPORTED_LANGUAGES
-
         options = dict(options or {})
         if self.tags and language and language.lower() not in self.tags:
             raise InputError(f"--language {language}: the tokenizer {self.tokenizer.path} has no [{language.lower()}] tag; "
@@ -180,24 +184,108 @@ class ChatterboxSpeaker(Speaker):
         ids = text_ids(self.tokenizer, text, language)
         torch.manual_seed(seed)
         conds = self._conditionals(reference, float(options.get("exaggeration", 0.5)))
-        start = time.monotonic()
-        t3 = self.t3
         sampling = Sampling(**{k: float(options[k]) for k in Sampling.__dataclass_fields__ if options.get(k) is not None})
-        with torch.inference_mode():
-            decoded = decode_speech(t3, t3_cond_embeds(t3, conds.t3), wrap_text(ids).to(self.device),
-                                    max_new_tokens or MAX_NEW_TOKENS, sampling)
-            speech = torch.tensor(decoded.tokens, dtype=torch.long, device=self.device)
-            speech = speech[speech < SPEECH_CODES]  # ids ≥ 6561 are no S3 codes; S3Gen cannot embed them
-            if speech.numel() == 0:
-                raise InputError(f"T3 produced no speech tokens for {text!r}; train longer or check the language tag.")
-            steps = int(options["cfm_steps"]) if options.get("cfm_steps") else None  # None: S3Gen's own 10
-            wav, _ = self._tts.s3gen.inference(speech_tokens=speech, ref_dict=conds.gen, n_cfm_timesteps=steps)
-        keep = max(1, int(speech.shape[-1]) - 1) * (S3GEN_SR // SPEECH_TOKENS_PER_SECOND)
-        wav = wav.squeeze(0).detach().float().cpu()[:keep]
-        language = (language or "").lower() or None
-        return wav, {"seconds": round(wav.shape[-1] / S3GEN_SR, 3), "sample_rate": S3GEN_SR,
-                     "speech_tokens": int(speech.numel()), "dropped_tokens": len(decoded.tokens) - int(speech.numel()),
-                     "stopped": decoded.stopped, "tokens": decoded.tokens,
-                     "language": language,
-                     "upstream_supported": language in SUPPORTED_LANGUAGES if language else True,
-                     "synthesis_s": round(time.monotonic() - start, 3)}
+        steps = int(options["cfm_steps"]) if options.get("cfm_steps") else None  # None: S3Gen's own 10
+        vocoder = S3GenVocoder(self._voice_models().s3gen, conds.gen, steps, seed, speed, self.device)
+        return ChatterboxUtterance(self, text, ids, conds, sampling, max_new_tokens or MAX_NEW_TOKENS, vocoder, language)
+
+
+class ChatterboxUtterance(Utterance):
+    """One text for T3: its speech tokens decoded one by one in the training layout, S3 codes only."""
+
+    def __init__(self, speaker: ChatterboxSpeaker, text: str, ids: Any, conds: Any, sampling: Sampling, max_new_tokens: int,
+                 vocoder: Any, language: str | None) -> None:
+        self.speaker, self.text, self.ids, self.conds, self.sampling = speaker, text, ids, conds, sampling
+        self.max_new_tokens, self.vocoder, self.language = max_new_tokens, vocoder, (language or "").lower() or None
+        self.generated: list[int] = []
+        self.kept = 0
+        self.stopped = False
+
+    @torch.inference_mode()
+    def tokens(self) -> Iterator[tuple[int, Any]]:
+        """Yield each S3 code T3 generates (ids ≥ 6561 are counted, not yielded)."""
+        t3 = self.speaker.t3
+        steps = decode_steps(t3, t3_cond_embeds(t3, self.conds.t3), wrap_text(self.ids).to(self.speaker.device),
+                             self.max_new_tokens, self.sampling)
+        while True:
+            try:
+                token = next(steps)
+            except StopIteration as end:
+                self.stopped = bool(end.value)
+                break
+            self.generated.append(token)
+            if token < SPEECH_CODES:  # ids ≥ 6561 are no S3 codes; S3Gen cannot embed them
+                self.kept += 1
+                yield token, None
+        if self.kept == 0:
+            raise InputError(f"T3 produced no speech tokens for {self.text!r}; train longer or check the language tag.")
+
+    def report(self, samples: int) -> dict[str, Any]:
+        """Return text_tokens, speech_tokens, dropped_tokens, stopped, tokens, language and upstream_supported."""
+        from chatterbox.mtl_tts import SUPPORTED_LANGUAGES
+
+        return {"text_tokens": int(torch.as_tensor(self.ids).numel()), "speech_tokens": self.kept, "dropped_tokens": len(self.generated) - self.kept, "stopped": self.stopped,
+                "tokens": list(self.generated), "language": self.language,
+                "upstream_supported": self.language in SUPPORTED_LANGUAGES if self.language else True}
+
+
+class S3GenVocoder:
+    """Chatterbox's S3Gen as a window vocoder (`core.speech.stream`): tokens → the flow's mel (2 frames a
+    token) → HiFT at 24 kHz, 960 samples a token. Every window is drawn from the same noise at the same
+    mel frame (`PositionalNoise`; the prompt's frames from one draw), HiFT's source excitation over the
+    context and cross-fade continues the previous window's (HiFT's own `cache_source`), its other draws
+    are seeded per window, and the first window gets S3Gen's fade-in (`trim_fade`). A meanflow S3Gen
+    (one-step decoder, 2 steps by default) vocodes through the same steps. `speed` resamples the mel frames."""
+
+    MEL_PER_TOKEN = 2
+    HOP = S3GEN_SR // SPEECH_TOKENS_PER_SECOND // 2
+
+    def __init__(self, s3gen: Any, ref_dict: dict[str, Any], steps: int | None, seed: int, speed: float, device: str) -> None:
+        from core.speech.stream import PositionalNoise
+
+        self.s3gen, self.ref_dict, self.seed, self.speed, self.device = s3gen, ref_dict, seed, speed, device
+        self.steps = steps or (2 if s3gen.meanflow else 10)
+        self.samples_per_token = self.MEL_PER_TOKEN * self.HOP / speed
+        self.noise = PositionalNoise(80, seed)
+        prompt_frames = self.MEL_PER_TOKEN * int(ref_dict["prompt_token"].shape[-1])  # the flow's prompt mel frames
+        self.prompt_noise = torch.randn(80, prompt_frames, generator=torch.Generator().manual_seed(seed + 1))
+        self._source: tuple[int, torch.Tensor] | None = None
+
+    def total_samples(self, tokens: int) -> int:
+        """Return (tokens − 1) × 960 samples at speed 1 (as `generate` trims), scaled by the speed."""
+        from core.speech.stream import stretched_count
+
+        frames = stretched_count(self.MEL_PER_TOKEN * tokens, self.speed) * self.HOP
+        return min(frames, round(max(1, tokens - 1) * self.MEL_PER_TOKEN * self.HOP / self.speed))
+
+    def __call__(self, window: Any) -> Any:
+        from chatterbox.models.s3gen.s3gen import S3Token2Mel
+
+        from core.speech.stream import WindowAudio, seeded, stretch_frames
+
+        s3gen = self.s3gen
+        first, count = window.start * self.MEL_PER_TOKEN, len(window.tokens) * self.MEL_PER_TOKEN
+        noise = torch.cat([self.prompt_noise, self.noise.frames(first, first + count)], dim=1)
+        tokens = torch.tensor([window.tokens], dtype=torch.long, device=self.device)
+        with torch.inference_mode(), seeded(self.seed + window.start, self.device):
+            mel = S3Token2Mel.forward(s3gen, tokens, ref_wav=None, ref_sr=None, ref_dict=self.ref_dict,
+                                      n_cfm_timesteps=self.steps, finalize=True,
+                                      noised_mels=noise[None].to(device=s3gen.device, dtype=s3gen.dtype))
+            frames, k0 = stretch_frames(mel[0].T, first, self.speed)
+            start = k0 * self.HOP
+            mel = frames.T[None].to(dtype=s3gen.dtype)
+            wav, source = s3gen.hift_inference(mel, self._cache(start, window, mel.shape[2] * self.HOP))
+            if window.start == 0:
+                fade = s3gen.trim_fade[: wav.shape[1]]
+                wav[:, : fade.numel()] *= fade
+        self._source = (start, source)
+        return WindowAudio(wav[0].float().cpu(), start)
+
+    def _cache(self, start: int, window: Any, length: int) -> torch.Tensor | None:
+        """Return the previous window's source over this window's samples up to the end of the cross-fade."""
+        if self._source is None:
+            return None
+        before, source = self._source
+        lo = start - before
+        hi = min(window.emit_start + window.fade - before, source.shape[2], lo + length)
+        return source[:, :, lo:hi] if 0 <= lo < hi else None

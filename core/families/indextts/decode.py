@@ -7,7 +7,8 @@ feeds one position; without it every step runs the whole sample through the trai
 embedding (`sequence_embeddings`): both give the same positions, the same logits (up to float
 rounding) and the same codes.
 
-Temperature 0 is greedy: the argmax of the code logits, no penalty, no filtering. Above 0 the
+`decode_steps` yields each code with its latent as it is generated (a stream vocodes them in
+chunks); `decode` collects them. Temperature 0 is greedy: the argmax of the code logits, no penalty, no filtering. Above 0 the
 published sampling of `IndexTTS2.infer` applies, in the order transformers applies it: repetition
 penalty (default 10) on the codes generated so far, temperature, top-k (30), top-p (0.8).
 """
@@ -15,7 +16,7 @@ penalty (default 10) on the codes generated so far, temperature, top-k (30), top
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Generator, Sequence
 
 import torch
 from torch import nn
@@ -89,15 +90,17 @@ def _layout_batch(model: nn.Module, condition: torch.Tensor, emo_vec: torch.Tens
 
 
 @torch.no_grad()
-def decode(
+def decode_steps(
     model: nn.Module, condition: torch.Tensor, emo_vec: torch.Tensor, text_ids: Sequence[int], max_codes: int,
     sampling: Sampling = Sampling(), kv_cache: bool = True, generator: torch.Generator | None = None,
-) -> Decoded:
-    """Return up to `max_codes` semantic codes for `text_ids` after the conditioning of one prompt.
+) -> Generator[tuple[int, torch.Tensor], None, bool]:
+    """Yield (code, its GPT latent [1, D]) for up to `max_codes` semantic codes of `text_ids` after the
+    conditioning of one prompt, one by one as they are generated; return True when stop was generated.
 
     `condition` [1, 32, D] are the prompt's speaker latents, `emo_vec` [1, D] its emotion vector
     (what the feature cache stores for a prompt). `generator` draws the samples above temperature 0.
-    Raises InputError when `max_codes` < 1 or there are no text ids.
+    A code's latent is the normed hidden state that predicted it (start's for code 0, code k−1's for
+    code k), what s2mel reads. Raises InputError when `max_codes` < 1 or there are no text ids.
     """
     if max_codes < 1:
         raise InputError(f"IndexTTS2 decoding needs max_codes ≥ 1, got {max_codes}.")
@@ -106,32 +109,49 @@ def decode(
     was_training = model.training
     model.eval()
     codes: list[int] = []
-    states: list[torch.Tensor] = []
-    stopped = False
     cache = None
-    if kv_cache:
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=model.gpt.config)
-        step_input = sequence_embeddings(model, _layout_batch(model, condition, emo_vec, text_ids, codes))
-    while True:
+    try:
         if kv_cache:
-            hidden = model.gpt(inputs_embeds=step_input, cache=cache, use_cache=True, return_dict=True).last_hidden_state
-        else:
-            embeddings = sequence_embeddings(model, _layout_batch(model, condition, emo_vec, text_ids, codes))
-            hidden = model.gpt(inputs_embeds=embeddings, use_cache=False, return_dict=True).last_hidden_state
-        state = model.final_norm(hidden[:, -1])
-        states.append(state)
-        code = _pick(model.mel_head(state)[0], codes, sampling, generator)
-        if code == STOP_MEL:
-            stopped = True
+            from transformers import DynamicCache
+
+            cache = DynamicCache(config=model.gpt.config)
+            step_input = sequence_embeddings(model, _layout_batch(model, condition, emo_vec, text_ids, codes))
+        while True:
+            if kv_cache:
+                hidden = model.gpt(inputs_embeds=step_input, cache=cache, use_cache=True, return_dict=True).last_hidden_state
+            else:
+                embeddings = sequence_embeddings(model, _layout_batch(model, condition, emo_vec, text_ids, codes))
+                hidden = model.gpt(inputs_embeds=embeddings, use_cache=False, return_dict=True).last_hidden_state
+            state = model.final_norm(hidden[:, -1])
+            code = _pick(model.mel_head(state)[0], codes, sampling, generator)
+            if code == STOP_MEL:
+                return True
+            codes.append(code)
+            yield code, state
+            if len(codes) == max_codes:
+                return False
+            if kv_cache:
+                step_input = speech_step_embedding(model, torch.tensor([code], device=state.device), len(codes))
+    finally:
+        model.train(was_training)
+
+
+def decode(
+    model: nn.Module, condition: torch.Tensor, emo_vec: torch.Tensor, text_ids: Sequence[int], max_codes: int,
+    sampling: Sampling = Sampling(), kv_cache: bool = True, generator: torch.Generator | None = None,
+) -> Decoded:
+    """Return up to `max_codes` semantic codes for `text_ids` (`decode_steps` collected), whether stop was
+    generated, and their GPT latents. Raises InputError when `max_codes` < 1 or there are no text ids."""
+    steps = decode_steps(model, condition, emo_vec, text_ids, max_codes, sampling, kv_cache, generator)
+    codes: list[int] = []
+    states: list[torch.Tensor] = []
+    while True:
+        try:
+            code, state = next(steps)
+        except StopIteration as end:
+            stopped = bool(end.value)
             break
         codes.append(code)
-        if len(codes) == max_codes:
-            break
-        if kv_cache:
-            step_input = speech_step_embedding(model, torch.tensor([code], device=state.device), len(codes))
-    model.train(was_training)
-    latents = torch.stack(states[: len(codes)], dim=1) if codes else states[0].new_zeros(1, 0, states[0].shape[-1])
+        states.append(state)
+    latents = torch.stack(states, dim=1) if codes else torch.zeros(1, 0, model.model_dim, device=condition.device)
     return Decoded(codes, stopped, latents)
-

@@ -3,23 +3,25 @@
 The stages follow `indextts.infer_v2.IndexTTS2.infer_generator` with the models loaded from the
 local folder (`indextts.models`), the reference read by IndexTTS2's front end
 (`indextts.audio`), the GPT decoded by LinguaForge's decoder on the training layout
-(`indextts.decode`: greedy at temperature 0, KV-cached), and each stage's output shape checked:
-codes [1, N] < 8192, GPT latents [1, N, model_dim], s2mel mel [1, 80, frames], wav [1, samples]. `IndexTTSSpeaker` loads the GPT and every model once and speaks many texts.
+(`indextts.decode`: greedy at temperature 0, KV-cached, one code at a time), and each stage's output
+shape checked: codes [1, N] < 8192, GPT latents [1, D] per code, s2mel mel [1, 80, frames], wav
+[1, samples]. `S2MelVocoder` vocodes the codes — in chunks while they are generated when the speaker
+streams (`Speaker.speak_stream`), else all at once. `IndexTTSSpeaker` loads the GPT and every model
+once (and the last 8 reference voices) and speaks many texts.
 s2mel's `gpt_layer` takes 1280-wide latents (the published GPT's width): a GPT of another width
 is refused when the speaker loads, with the reason.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 
 from core.checkpoint import load_checkpoint
 from core.errors import InputError, InternalError
-from core.families.base import Speaker
+from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.indextts.gpt import (
     CONFIG_NAME,
     SEMANTIC_CODES,
@@ -30,7 +32,7 @@ from core.families.indextts.gpt import (
     require_rows_for,
 )
 from core.families.indextts.audio import emotion_audio, speaker_audio
-from core.families.indextts.decode import Sampling, decode
+from core.families.indextts.decode import Sampling, decode_steps
 from core.families.indextts.models import SemanticFeatures, emotion_vectors, model_paths, speaker_latents
 
 SAMPLE_RATE = 22050
@@ -153,6 +155,7 @@ class IndexTTSSpeaker(Speaker):
                 f"{self.gpt.model_dim} wide; use the s2mel.pth published with this GPT."
             )
         self.normalizer = IndexTextNormalizer(self.section.get("normalizer_language"))
+        self._voices = VoiceCache()
 
     @torch.no_grad()
     def speaker_embedding(self, wav_16k: Any) -> Any:
@@ -168,20 +171,19 @@ class IndexTTSSpeaker(Speaker):
         return self.semantic.codes(self.semantic.features(clip.wav_16k[0]))[0].tolist()
 
     @torch.no_grad()
-    def speak(
+    def utterance(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
-        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
-    ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Return (22.05 kHz waveform, report with seconds, sample_rate, speech_tokens (the number of codes),
-        tokens (the codes), stopped (the GPT generated stop), mel_frames, wall_seconds) for `text` in
-        `reference`'s voice (`language` is not used: the normaliser comes from the settings).
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None, speed: float = 1.0,
+    ) -> Utterance:
+        """Return `text` set up to be said in `reference`'s voice (GPT → s2mel → BigVGAN at 22.05 kHz); its
+        report holds text_tokens, speech_tokens (the number of codes), tokens (the codes), stopped (the GPT generated
+        stop) and mel_frames (`language` is not used: the normaliser comes from the settings).
 
         Options: temperature (0.8; 0 = greedy: argmax, no repetition penalty; above 0 IndexTTS2's
         sampling, top-k 30, top-p 0.8, repetition penalty 10), max_mel_tokens (1500), diffusion_steps (25).
-        Raises InputError without a reference or for an empty text; InternalError when a stage's
-        output has the wrong shape.
+        Raises InputError without a reference or for an empty text; InternalError (as the tokens are
+        read) when a stage's output has the wrong shape.
         """
-        start = time.monotonic()
         options = dict(options or {})
         if reference is None:
             raise InputError("IndexTTS2 speaks in a reference voice: pass --reference WAV (a few seconds of the speaker).")
@@ -189,37 +191,108 @@ class IndexTTSSpeaker(Speaker):
         if not ids:
             raise InputError("--text is empty after IndexTTS2's normalisation.")
         sampling = Sampling(temperature=float(options.get("temperature", 0.8)))
-        torch.manual_seed(seed)  # s2mel's diffusion noise
-        gpt, speech, semantic, device = self.gpt, self.speech, self.semantic, self.device
+        conditioning, prompt, ref_mel, style = self._voices.get(reference, lambda: self._voice(reference))
+        steps = int(options.get("diffusion_steps") or DIFFUSION_STEPS)
+        vocoder = S2MelVocoder(self, prompt, ref_mel, style, steps, seed, speed)
+        max_codes = int(max_new_tokens or options.get("max_mel_tokens") or 1500)
+        return IndexTTSUtterance(self.gpt, conditioning, ids, max_codes, sampling, seed, vocoder)
+
+
+    def _voice(self, reference: Path) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return what a reference clip gives every utterance in its voice: the GPT's conditioning (speaker
+        latents, emotion vector), s2mel's prompt, the reference's mel and CAMPPlus style."""
+        speech, semantic, device = self.speech, self.semantic, self.device
         clip = speaker_audio(reference)
         spk = semantic.features(clip.wav_16k[0])
         emo = semantic.features(emotion_audio(reference)[0])
         _, quantized = semantic.codec.quantize(spk)
         ref_mel = speech.mel(clip.wav_22k.to(device))
         style = speech.style(clip.wav_16k.to(device))
-        prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device), n_quantizers=3, f0=None)[0]
-        max_codes = int(max_new_tokens or options.get("max_mel_tokens") or 1500)
-        decoded = decode(gpt, speaker_latents(gpt, spk), emotion_vectors(gpt, emo), ids, max_codes, sampling,
-                         generator=torch.Generator().manual_seed(seed))
-        n = len(decoded.codes)
-        if n == 0:
+        prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device),
+                                                         n_quantizers=3, f0=None)[0]
+        return (speaker_latents(self.gpt, spk), emotion_vectors(self.gpt, emo)), prompt, ref_mel, style
+
+
+class IndexTTSUtterance(Utterance):
+    """One text for the GPT: its semantic codes decoded one by one, each with the latent s2mel reads."""
+
+    def __init__(self, gpt: torch.nn.Module, conditioning: tuple[torch.Tensor, torch.Tensor], ids: list[int], max_codes: int,
+                 sampling: Sampling, seed: int, vocoder: S2MelVocoder) -> None:
+        self.gpt, self.conditioning, self.ids, self.max_codes, self.sampling = gpt, conditioning, ids, max_codes, sampling
+        self.seed, self.vocoder = seed, vocoder
+        self.codes: list[int] = []
+        self.stopped = False
+
+    @torch.no_grad()
+    def tokens(self) -> Iterator[tuple[int, Any]]:
+        """Yield each semantic code with its GPT latent [1, D]. Raises InternalError when the GPT stops before
+        its first code or generates a code outside the codebook."""
+        steps = decode_steps(self.gpt, *self.conditioning, self.ids, self.max_codes, self.sampling,
+                             generator=torch.Generator().manual_seed(self.seed))
+        while True:
+            try:
+                code, latent = next(steps)
+            except StopIteration as end:
+                self.stopped = bool(end.value)
+                break
+            if code >= SEMANTIC_CODES:
+                raise InternalError(f"IndexTTS2 stage gpt codes: code {len(self.codes)} is {code}, the codebook has {SEMANTIC_CODES}.")
+            _expect("gpt latents", latent, (1, self.gpt.model_dim))
+            self.codes.append(code)
+            yield code, latent
+        if not self.codes:
             raise InternalError("IndexTTS2 stage gpt codes: the GPT stopped before its first code.")
-        codes = torch.tensor([decoded.codes], dtype=torch.long, device=device)
+
+    def report(self, samples: int) -> dict[str, Any]:
+        """Return text_tokens, speech_tokens, tokens, stopped and mel_frames."""
+        return {"text_tokens": len(self.ids), "speech_tokens": len(self.codes), "tokens": list(self.codes), "stopped": self.stopped,
+                "mel_frames": self.vocoder.frames(len(self.codes))}
+
+
+class S2MelVocoder:
+    """IndexTTS2's s2mel + BigVGAN as a window vocoder (`core.speech.stream`): codes and their GPT latents →
+    content → length regulator (1.72 mel frames a code, ÷ speed) → CFM after the reference's mel prompt,
+    from the same noise at the same mel frame in every window (`PositionalNoise`) → BigVGAN at 22.05 kHz,
+    256 samples a frame."""
+
+    FRAMES_PER_CODE = 1.72
+
+    def __init__(self, speaker: IndexTTSSpeaker, prompt: torch.Tensor, ref_mel: torch.Tensor, style: torch.Tensor,
+                 steps: int, seed: int, speed: float) -> None:
+        from core.speech.stream import PositionalNoise
+
+        self.speaker, self.prompt, self.ref_mel, self.style, self.steps, self.speed = speaker, prompt, ref_mel, style, steps, speed
+        self.hop = int(speaker.speech.mel_args["hop_size"])
+        self.samples_per_token = self.FRAMES_PER_CODE * self.hop / speed
+        self.noise = PositionalNoise(int(speaker.speech.mel_args["num_mels"]), seed)
+
+    def frames(self, codes: int) -> int:
+        """Return the mel frames `codes` codes stretch to (IndexTTS2's int(codes × 1.72), ÷ speed)."""
+        return int((torch.tensor([codes]) * (self.FRAMES_PER_CODE / self.speed)).long())
+
+    def total_samples(self, tokens: int) -> int:
+        """Return the whole utterance's samples: its mel frames × BigVGAN's hop."""
+        return self.frames(tokens) * self.hop
+
+    @torch.no_grad()
+    def __call__(self, window: Any) -> Any:
+        from core.speech.stream import WindowAudio
+
+        speech, device = self.speaker.speech, self.speaker.device
+        models = speech.s2mel.models
+        codes = torch.tensor([window.tokens], dtype=torch.long, device=device)
         _expect("gpt codes", codes, (1, None))
-        if int(codes.max()) >= SEMANTIC_CODES:
-            raise InternalError(f"IndexTTS2 stage gpt codes: {n} codes, largest {int(codes.max())}.")
-        latent = decoded.latents
-        _expect("gpt latents", latent, (1, n, gpt.model_dim))
-        content = semantic.embed_codes(codes) + speech.s2mel.models["gpt_layer"](latent)
-        cond = speech.s2mel.models["length_regulator"](content, ylens=(torch.tensor([n], device=device) * 1.72).long(), n_quantizers=3, f0=None)[0]
-        both = torch.cat([prompt, cond], dim=1)
-        mel = speech.s2mel.models["cfm"].inference(both, torch.tensor([both.shape[1]], device=device), ref_mel, style, None,
-                                                   int(options.get("diffusion_steps") or DIFFUSION_STEPS),
-                                                   inference_cfg_rate=CFG_RATE)[:, :, ref_mel.shape[-1]:]
-        _expect("s2mel mel", mel, (1, speech.mel_args["num_mels"], None))
+        latent = torch.cat(window.extras, dim=0)[None]
+        content = self.speaker.semantic.embed_codes(codes) + models["gpt_layer"](latent)
+        count = self.frames(len(window.tokens))
+        cond = models["length_regulator"](content, ylens=torch.tensor([count], device=device), n_quantizers=3, f0=None)[0]
+        both = torch.cat([self.prompt, cond], dim=1)
+        first = round(window.start * self.FRAMES_PER_CODE / self.speed)
+        noise = torch.cat([torch.zeros(self.noise.channels, self.prompt.shape[1]), self.noise.frames(first, first + count)], dim=1)
+        t_span = torch.linspace(0, 1, self.steps + 1, device=device)
+        mel = models["cfm"].solve_euler(noise[None].to(device), torch.tensor([both.shape[1]], device=device), self.ref_mel,
+                                        both, self.style, None, t_span, CFG_RATE)[:, :, self.ref_mel.shape[-1]:]
+        _expect("s2mel mel", mel, (1, speech.mel_args["num_mels"], count))
         audio = torch.clamp(speech.bigvgan(mel.float()).squeeze(1), -1.0, 1.0)
-        _expect("bigvgan wav", audio, (1, mel.shape[2] * speech.mel_args["hop_size"]))
-        return audio[0].float().cpu(), {
-            "seconds": round(audio.shape[1] / SAMPLE_RATE, 3), "sample_rate": SAMPLE_RATE, "speech_tokens": n,
-            "tokens": decoded.codes, "stopped": decoded.stopped,
-            "mel_frames": int(mel.shape[2]), "wall_seconds": round(time.monotonic() - start, 2)}
+        _expect("bigvgan wav", audio, (1, count * self.hop))
+        return WindowAudio(audio[0].float().cpu(), first * self.hop)
