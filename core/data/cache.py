@@ -17,6 +17,7 @@ import numpy as np
 
 from core.data.feature_cache import CACHE_FORMAT, CacheInfo, Features, build_feature_cache
 from core.data.manifest import ManifestRow
+from core.data.shards import Shard
 from core.errors import InputError
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION
 from core.tokenizers.romanize import base_is_uppercase
@@ -87,22 +88,27 @@ class CodecFeatures:
 
 def build_cache(manifest: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str], codec_path: str | os.PathLike[str],
                 output_root: str | os.PathLike[str], workers: int | None = None, val_ratio: float = 0.05,
-                uppercase: bool | None = None, split_by: str = "clip") -> CacheInfo:
+                uppercase: bool | None = None, split_by: str = "clip", shard: Shard | None = None,
+                device: str | None = None) -> CacheInfo:
     """Build (or complete, or repair) the own codec's cache of `manifest`; return what was done.
 
     `uppercase` None decides from the tokenizer (`base_is_uppercase`); `workers` None uses every
-    CPU; `split_by` as `build_feature_cache`. Rows the manifest rejects and clips that fail are listed
-    in `skipped`. Raises InputError when the manifest, tokenizer or codec cannot be loaded, or no row can be cached.
+    CPU; `split_by` and `shard` as `build_feature_cache`. Rows the manifest rejects and clips that fail
+    are listed in `skipped`. Raises InputError when the manifest, tokenizer or codec cannot be loaded, no
+    row can be cached, or `device` is not the CPU (the own codec's features run there).
     """
     import torch
 
+    if device not in (None, "cpu"):
+        raise InputError(f"device {device}: the own codec's features run on the CPU; use cpu (`preprocess --devices "
+                         "cpu,cpu` for two processes) or --workers.")
     tokenizer = load_tokenizer(tokenizer_path)
     source = CodecFeatures(str(tokenizer.path), str(codec_path), base_is_uppercase(tokenizer) if uppercase is None else uppercase)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # per-clip tensors are small; intra-op threads only add overhead
     try:
         return build_feature_cache(source, manifest, tokenizer, output_root, val_ratio, CLIPS_PER_TASK,
-                                   workers if workers is not None else (os.cpu_count() or 1), split_by)
+                                   workers if workers is not None else (os.cpu_count() or 1), split_by, shard)
     finally:
         torch.set_num_threads(threads)
 
