@@ -119,6 +119,18 @@ def write_wav(path: str | os.PathLike[str], wav: torch.Tensor, sample_rate: int)
     return Path(path)
 
 
+def wav_samples(data: bytes) -> np.ndarray:
+    """Return the float32 samples of a mono 16-bit wav's bytes (`encode_audio`'s), as `read_audio` reads them from a file.
+
+    A plain 44-byte header is read in place (value / 32768, libsndfile's rule); other layouts go through libsndfile.
+    """
+    plain = data[:4] == b"RIFF" and data[20:24] == b"\x01\x00\x01\x00" and data[34:40] == b"\x10\x00data"
+    if plain and len(data) >= 44 + int.from_bytes(data[40:44], "little"):
+        count = int.from_bytes(data[40:44], "little") // 2
+        return np.frombuffer(data, "<i2", count=count, offset=44).astype(np.float32) * np.float32(1 / 32768)
+    return np.ascontiguousarray(sf.read(io.BytesIO(data), dtype="float32", always_2d=True)[0][:, 0])
+
+
 def encode_audio(wav: torch.Tensor, sample_rate: int, audio_format: str) -> bytes:
     """Return `wav` as the bytes of a 16-bit `audio_format` file (`wav` or `flac`), as `write_wav` writes it.
 

@@ -39,11 +39,12 @@ def _fsync_dir(folder: Path) -> None:
 
 
 @contextmanager
-def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_write(path: str | os.PathLike[str], sync: bool = True) -> Iterator[Path]:
     """Yield a temporary Path beside `path`; on success fsync it and os.replace it onto `path`.
 
     The parent folder is created when missing. Any exception inside the block removes the
-    temporary file, leaves `path` as it was, and propagates.
+    temporary file, leaves `path` as it was, and propagates. `sync` False leaves the fsyncs to the
+    caller (`fsync_path` once a batch of files is written), so a writer need not wait on each.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +56,8 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        _fsync_file(tmp)
+        if sync:
+            _fsync_file(tmp)
         try:
             os.replace(tmp, target)
         except OSError as exc:
@@ -63,7 +65,19 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(target.parent)
+    if sync:
+        _fsync_dir(target.parent)
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder written without (`atomic_write(…, sync=False)`); one that is gone is skipped."""
+    if Path(path).is_dir():
+        _fsync_dir(Path(path))
+        return
+    try:
+        _fsync_file(Path(path))
+    except FileNotFoundError:
+        pass
 
 
 def _about(exc: OSError, target: Path) -> OSError:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import multiprocessing
 import os
+import shutil
 import time
+import uuid
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ import numpy as np
 from core.data.manifest import ManifestRow, read_manifest
 from core.data.shards import Shard
 from core.data.splits import speakers_held_out, split_of
+from core.data.workers import ordered_map
 from core.errors import InputError
 from core.fsutil import atomic_write_json, sha256_file
 from core.progress import Progress
@@ -43,6 +45,7 @@ INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
 SHARDS_NAME = "shards.json"  # what the shards of a build agreed on (its batch size) while it runs
 ITEMS_DIR = "items"
+STAGING_PREFIX = ".staging-"  # folders of items featurised before their manifest existed (`Staging`)
 ITEM_TIME = (1980, 1, 1, 0, 0, 0)  # every item's zip member time: an item's bytes depend on its arrays only
 #: the default index format (the own codec's and Chatterbox's caches); a source may name its own
 CACHE_FORMAT = "linguaforge-cache-1"
@@ -306,62 +309,76 @@ def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio
     return entry_of(row, arrays, val_ratio, hashlib.sha256(data).hexdigest())
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
-    """Return `fork` while this process runs a single thread, else `forkserver` (or `spawn`).
-
-    Forking a process that runs other threads (a job worker, TensorBoard writers, a web server) can
-    copy a lock one of them holds, and the pool worker then waits on it forever.
-    """
-    import threading
-
-    methods = multiprocessing.get_all_start_methods()
-    single = "fork" in methods and threading.active_count() == 1
-    return multiprocessing.get_context("fork" if single else "forkserver" if "forkserver" in methods else "spawn")
+def store_features(source: FeatureSource, folder: Path, val_ratio: float, row: ManifestRow, features: Features) -> Any:
+    """Write one clip's features as its item in `folder` (a cache or staging folder); return its index entry,
+    or the featuriser's reason unchanged when the clip cannot be used."""
+    if isinstance(features, str):
+        return features
+    arrays = {key: np.asarray(features[key], dtype=dtype) for key, dtype in source.dtypes.items()}
+    return entry_of(row, arrays, val_ratio, write_item(folder / item_file(row.id), arrays))
 
 
 def _write(source: FeatureSource, cache_dir: Path, val_ratio: float, rows: list[ManifestRow]) -> list[Any]:
     """Featurise `rows` with `source` and write their items into `cache_dir`; return per row its entry or why it failed."""
-    results: list[Any] = list(source.featurise(rows))
-    for i, (row, result) in enumerate(zip(rows, results)):
-        if not isinstance(result, str):
-            arrays = {key: np.asarray(result[key], dtype=dtype) for key, dtype in source.dtypes.items()}
-            results[i] = entry_of(row, arrays, val_ratio, write_item(cache_dir / item_file(row.id), arrays))
-    return results
+    return [store_features(source, cache_dir, val_ratio, row, result) for row, result in zip(rows, source.featurise(rows))]
 
 
-_WORKER_ARGS: tuple[Any, ...] = ()
+@dataclass
+class Staging:
+    """Items featurised before their manifest exists — the import featurises each clip from the samples it
+    has just decoded, so a clip is decoded once — kept with their journal entries in `folder` (under the
+    cache root, so taking them in is a rename) until `build_feature_cache(…, staged=folder)` takes those
+    of its manifest's clips and reuses them like its own."""
+
+    folder: Path
+    val_ratio: float
+
+    @classmethod
+    def create(cls, output_root: str | os.PathLike[str], val_ratio: float) -> "Staging":
+        """Return a new staging folder under `output_root` (made by the first `add`)."""
+        return cls(Path(output_root).resolve() / f"{STAGING_PREFIX}{uuid.uuid4().hex}", val_ratio)
+
+    def add(self, source: FeatureSource, row: ManifestRow, features: Features) -> None:
+        """Stage one clip's features (a clip the featuriser refuses is left to the build, which records why)."""
+        (self.folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+        entry = store_features(source, self.folder, self.val_ratio, row, features)
+        if not isinstance(entry, str):
+            with open(self.folder / f"journal.staged-{os.getpid()}.jsonl", "a", encoding="utf-8") as journal:
+                journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def discard(self) -> None:
+        """Delete the staging folder and what it holds."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _init_worker(*args: Any) -> None:
-    import torch
-
-    global _WORKER_ARGS
-    torch.set_num_threads(1)  # one intra-op thread per worker process: the processes are the parallelism
-    _WORKER_ARGS = args
-
-
-def _write_in_worker(rows: list[ManifestRow]) -> list[Any]:
-    return _write(*_WORKER_ARGS, rows)
+def _take_staged(staged: Path, cache_dir: Path, rows: list[ManifestRow]) -> None:
+    """Move the staged items of `rows` and the staged journals into `cache_dir`; delete the rest of `staged`."""
+    if not staged.is_dir():
+        return
+    for row in rows:
+        item = staged / item_file(row.id)
+        if item.is_file():
+            os.replace(item, cache_dir / item_file(row.id))
+    for journal in staged.glob("journal*.jsonl"):
+        os.replace(journal, cache_dir / journal.name)
+    shutil.rmtree(staged, ignore_errors=True)
 
 
 def _execute(args: tuple[Any, ...], chunks: list[list[ManifestRow]], workers: int) -> Iterator[tuple[list[ManifestRow], list[Any]]]:
     """Yield (batch, `_write`'s results) in order: in this process, or in `workers` processes given `args` once each."""
-    if workers <= 1 or len(chunks) < 2:
-        yield from ((chunk, _write(*args, chunk)) for chunk in chunks)
-        return
-    with _pool_context().Pool(workers, initializer=_init_worker, initargs=args) as pool:
-        yield from zip(chunks, pool.imap(_write_in_worker, chunks))
+    yield from zip(chunks, ordered_map(_write, args, chunks, workers if len(chunks) > 1 else 1))
 
 
 def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str], tokenizer: Any,
                         output_root: str | os.PathLike[str], val_ratio: float, batch_size: int = 1, workers: int = 1,
-                        split_by: str = "clip", shard: Shard | None = None) -> CacheInfo:
+                        split_by: str = "clip", shard: Shard | None = None, staged: Path | None = None) -> CacheInfo:
     """Build (or complete, or repair) the cache of `manifest` with `source`'s features; return what was done.
 
     `batch_size` clips go to `source.featurise` at a time (in `workers` processes when more than one;
     neither changes the features). `split_by` `speaker` holds whole speakers out for val. With `shard`,
     only that shard's batches are featurised (`core.data.shards`); the index is written by whichever
-    shard finds every clip done, and until then the result is not `complete`. Manifest rejects and
+    shard finds every clip done, and until then the result is not `complete`. `staged` (a `Staging`
+    folder) holds items featurised already; those of the manifest's clips are taken in. Manifest rejects and
     clips the featuriser refuses are listed in `skipped`. Raises InputError when the manifest cannot be
     read, has too few speakers to split by, shards disagree on the batch size, or no clip can be featurised.
     """
@@ -375,6 +392,8 @@ def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str],
     fingerprint = fingerprint_of(source.format, parts)
     cache_dir = Path(output_root).resolve() / fingerprint
     (cache_dir / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+    if staged is not None:
+        _take_staged(staged, cache_dir, rows)
     if shard is not None:
         _agree_batch_size(cache_dir, max(1, batch_size))
     mine = [batch for b, batch in enumerate(batches(rows, batch_size)) if shard is None or shard.holds(b)]
