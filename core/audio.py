@@ -112,23 +112,31 @@ def _pcm_samples(wav: torch.Tensor) -> np.ndarray:
     return wav.detach().to(torch.float32).clamp(-1.0, 1.0).cpu().numpy()
 
 
+def pcm16(wav: torch.Tensor) -> np.ndarray:
+    """Return `wav` as the 16-bit PCM samples libsndfile writes for it: clamped to [-1, 1], scaled to 32 bits
+    (round half to even), the top 16 bits kept — so a file written from them has libsndfile's bytes, and
+    its samples are known without reading it back (`pcm16_samples`)."""
+    scaled = np.rint(_pcm_samples(wav).astype(np.float64) * 2.0**31)
+    return (np.clip(scaled, -(2.0**31), 2.0**31 - 1).astype(np.int64) >> 16).astype("<i2")
+
+
+def pcm16_samples(pcm: np.ndarray) -> np.ndarray:
+    """Return the float32 samples `read_audio` gives for a file of 16-bit PCM samples `pcm` (value / 32768)."""
+    return pcm.astype(np.float32) * np.float32(1 / 32768)
+
+
+def pcm16_wav(pcm: np.ndarray, sample_rate: int) -> bytes:
+    """Return the bytes of a mono 16-bit wav file holding the PCM samples `pcm`."""
+    buffer = io.BytesIO()
+    sf.write(buffer, pcm, int(sample_rate), subtype="PCM_16", format="WAV")
+    return buffer.getvalue()
+
+
 def write_wav(path: str | os.PathLike[str], wav: torch.Tensor, sample_rate: int) -> Path:
     """Write `wav` as 16-bit PCM wav to `path` atomically and return the Path written."""
     with atomic_write(path) as tmp:
-        sf.write(str(tmp), _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format="WAV")
+        tmp.write_bytes(pcm16_wav(pcm16(wav), sample_rate))
     return Path(path)
-
-
-def wav_samples(data: bytes) -> np.ndarray:
-    """Return the float32 samples of a mono 16-bit wav's bytes (`encode_audio`'s), as `read_audio` reads them from a file.
-
-    A plain 44-byte header is read in place (value / 32768, libsndfile's rule); other layouts go through libsndfile.
-    """
-    plain = data[:4] == b"RIFF" and data[20:24] == b"\x01\x00\x01\x00" and data[34:40] == b"\x10\x00data"
-    if plain and len(data) >= 44 + int.from_bytes(data[40:44], "little"):
-        count = int.from_bytes(data[40:44], "little") // 2
-        return np.frombuffer(data, "<i2", count=count, offset=44).astype(np.float32) * np.float32(1 / 32768)
-    return np.ascontiguousarray(sf.read(io.BytesIO(data), dtype="float32", always_2d=True)[0][:, 0])
 
 
 def encode_audio(wav: torch.Tensor, sample_rate: int, audio_format: str) -> bytes:
@@ -138,6 +146,8 @@ def encode_audio(wav: torch.Tensor, sample_rate: int, audio_format: str) -> byte
     """
     if audio_format not in ("wav", "flac"):
         raise ValueError(f"audio format {audio_format!r}: use wav or flac")
+    if audio_format == "wav":
+        return pcm16_wav(pcm16(wav), sample_rate)
     buffer = io.BytesIO()
     sf.write(buffer, _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format=audio_format.upper())
     return buffer.getvalue()

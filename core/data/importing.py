@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import soundfile as sf
 import torch
 
-from core.audio import check_finite, decode_audio, encode_audio, read_audio, resample, wav_samples
+from core.audio import check_finite, decode_audio, pcm16, pcm16_samples, pcm16_wav, read_audio, resample
 from core.confine import is_inside, real_path
 from core.errors import InputError
 from core.fsutil import atomic_write, atomic_write_json, fsync_path
@@ -201,13 +201,13 @@ def _convert_clip(job: _Conversion, item: tuple[Candidate, str, str]) -> Convert
         check.wav = wav[:0]  # the parent needs its measures, not its samples
         meta.update(check.values)
     relative = f"audio/{stem}.wav"
-    data = encode_audio(wav, job.sample_rate, "wav")
+    pcm = pcm16(wav)
     with atomic_write(job.audio_dir.parent / relative, sync=False) as tmp:
-        tmp.write_bytes(data)
+        tmp.write_bytes(pcm16_wav(pcm, job.sample_rate))
     row = ManifestRow(id=candidate.id, audio=relative, text=text, speaker=candidate.speaker, language=candidate.language,
                       duration=duration, path=job.audio_dir.parent / relative, line=candidate.line or 0, meta=meta)
     if job.cache is not None:
-        job.cache.add(row, wav_samples(data), job.sample_rate)
+        job.cache.add(row, pcm16_samples(pcm), job.sample_rate)
     return row, check
 
 
