@@ -198,7 +198,7 @@ def _convert_clip(job: _Conversion, item: tuple[Candidate, str, str]) -> Convert
         if check.removed_by is not None:
             return _reject(candidate, f"filter {check.removed_by}: {check.reason}", playable=True), None
         wav, duration = check.wav, check.values["duration"]
-        check.wav = wav[:0]  # the parent needs its measures, not its samples
+        check = replace(check, wav=None)  # the parent reads its measures; a tensor would travel through shared memory
         meta.update(check.values)
     relative = f"audio/{stem}.wav"
     pcm = pcm16(wav)
