@@ -39,12 +39,11 @@ def _fsync_dir(folder: Path) -> None:
 
 
 @contextmanager
-def atomic_write(path: str | os.PathLike[str], sync: bool = True) -> Iterator[Path]:
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary Path beside `path`; on success fsync it and os.replace it onto `path`.
 
     The parent folder is created when missing. Any exception inside the block removes the
-    temporary file, leaves `path` as it was, and propagates. `sync` False leaves the fsyncs to the
-    caller (`fsync_path` once a batch of files is written), so a writer need not wait on each.
+    temporary file, leaves `path` as it was, and propagates.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -56,8 +55,7 @@ def atomic_write(path: str | os.PathLike[str], sync: bool = True) -> Iterator[Pa
     tmp = Path(tmp_name)
     try:
         yield tmp
-        if sync:
-            _fsync_file(tmp)
+        _fsync_file(tmp)
         try:
             os.replace(tmp, target)
         except OSError as exc:
@@ -65,12 +63,19 @@ def atomic_write(path: str | os.PathLike[str], sync: bool = True) -> Iterator[Pa
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if sync:
-        _fsync_dir(target.parent)
+    _fsync_dir(target.parent)
+
+
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary sibling named by this process and os.replace it onto `path`: never half a
+    file under its name, without waiting on the disk (`fsync_path` syncs a batch of such files later)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def fsync_path(path: Path) -> None:
-    """fsync a file or a folder written without (`atomic_write(…, sync=False)`); one that is gone is skipped."""
+    """fsync a file or a folder (after `replace_bytes`); one that is gone is skipped."""
     if Path(path).is_dir():
         _fsync_dir(Path(path))
         return

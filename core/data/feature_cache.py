@@ -38,7 +38,7 @@ from core.data.shards import Shard
 from core.data.splits import speakers_held_out, split_of
 from core.data.workers import ordered_map
 from core.errors import InputError
-from core.fsutil import atomic_write_json, sha256_file
+from core.fsutil import atomic_write_json, replace_bytes, sha256_file
 from core.progress import Progress
 
 INDEX_NAME = "index.json"
@@ -157,9 +157,7 @@ def item_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
 def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
     """Write `arrays` as `.npz` (`item_bytes`) to `path` atomically (temp file + os.replace); return the sha256 of the bytes."""
     data = item_bytes(arrays)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    replace_bytes(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -332,6 +330,10 @@ class Staging:
 
     folder: Path
     val_ratio: float
+    _journal: Any = field(default=None, repr=False, compare=False)  # this process's journal, open once
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_journal": None}
 
     @classmethod
     def create(cls, output_root: str | os.PathLike[str], val_ratio: float) -> "Staging":
@@ -340,14 +342,19 @@ class Staging:
 
     def add(self, source: FeatureSource, row: ManifestRow, features: Features) -> None:
         """Stage one clip's features (a clip the featuriser refuses is left to the build, which records why)."""
-        (self.folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+        if self._journal is None:
+            (self.folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+            # line-buffered: each entry is on disk when add returns, even if the pool ends this process abruptly
+            self._journal = open(self.folder / f"journal.staged-{os.getpid()}.jsonl", "a", encoding="utf-8", buffering=1)
         entry = store_features(source, self.folder, self.val_ratio, row, features)
         if not isinstance(entry, str):
-            with open(self.folder / f"journal.staged-{os.getpid()}.jsonl", "a", encoding="utf-8") as journal:
-                journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def discard(self) -> None:
         """Delete the staging folder and what it holds."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -26,7 +26,7 @@ import torch
 from core.audio import check_finite, decode_audio, pcm16, pcm16_samples, pcm16_wav, read_audio, resample
 from core.confine import is_inside, real_path
 from core.errors import InputError
-from core.fsutil import atomic_write, atomic_write_json, fsync_path
+from core.fsutil import atomic_write_json, fsync_path, replace_bytes
 from core.data.filter_config import FilterConfig
 from core.data.filters import ClipCheck, check_clip, dataset_rejects, duration_histogram, text_check
 from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, commonvoice, folder, hf, ljspeech, manifest, srt
@@ -202,8 +202,7 @@ def _convert_clip(job: _Conversion, item: tuple[Candidate, str, str]) -> Convert
         meta.update(check.values)
     relative = f"audio/{stem}.wav"
     pcm = pcm16(wav)
-    with atomic_write(job.audio_dir.parent / relative, sync=False) as tmp:
-        tmp.write_bytes(pcm16_wav(pcm, job.sample_rate))
+    replace_bytes(job.audio_dir.parent / relative, pcm16_wav(pcm, job.sample_rate))
     row = ManifestRow(id=candidate.id, audio=relative, text=text, speaker=candidate.speaker, language=candidate.language,
                       duration=duration, path=job.audio_dir.parent / relative, line=candidate.line or 0, meta=meta)
     if job.cache is not None:
