@@ -70,8 +70,12 @@ def replace_bytes(path: Path, data: bytes) -> None:
     """Write `data` to a temporary sibling named by this process and os.replace it onto `path`: never half a
     file under its name, without waiting on the disk (`fsync_path` syncs a batch of such files later)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def fsync_path(path: Path) -> None:
