@@ -112,8 +112,28 @@ def _pcm_samples(wav: torch.Tensor) -> np.ndarray:
     return wav.detach().to(torch.float32).clamp(-1.0, 1.0).cpu().numpy()
 
 
+def pcm16(wav: torch.Tensor) -> np.ndarray:
+    """Return `wav` as the 16-bit PCM samples libsndfile writes for it: clamped to [-1, 1], scaled to 32 bits
+    (round half to even), the top 16 bits kept — so a file written from them has libsndfile's bytes, and
+    its samples are known without reading it back (`pcm16_samples`)."""
+    scaled = np.rint(_pcm_samples(wav).astype(np.float64) * 2.0**31)
+    return (np.clip(scaled, -(2.0**31), 2.0**31 - 1).astype(np.int64) >> 16).astype("<i2")
+
+
+def pcm16_samples(pcm: np.ndarray) -> np.ndarray:
+    """Return the float32 samples `read_audio` gives for a file of 16-bit PCM samples `pcm` (value / 32768)."""
+    return pcm.astype(np.float32) * np.float32(1 / 32768)
+
+
+def pcm16_wav(pcm: np.ndarray, sample_rate: int) -> bytes:
+    """Return the bytes of a mono 16-bit wav file holding the PCM samples `pcm`."""
+    buffer = io.BytesIO()
+    sf.write(buffer, pcm, int(sample_rate), subtype="PCM_16", format="WAV")
+    return buffer.getvalue()
+
+
 def write_wav(path: str | os.PathLike[str], wav: torch.Tensor, sample_rate: int) -> Path:
     """Write `wav` as 16-bit PCM wav to `path` atomically and return the Path written."""
     with atomic_write(path) as tmp:
-        sf.write(str(tmp), _pcm_samples(wav), int(sample_rate), subtype="PCM_16", format="WAV")
+        tmp.write_bytes(pcm16_wav(pcm16(wav), sample_rate))
     return Path(path)

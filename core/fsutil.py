@@ -66,6 +66,29 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     _fsync_dir(target.parent)
 
 
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary sibling named by this process and os.replace it onto `path`: never half a
+    file under its name, without waiting on the disk (`fsync_path` syncs a batch of such files later)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder (after `replace_bytes`); one that is gone is skipped."""
+    if Path(path).is_dir():
+        _fsync_dir(Path(path))
+        return
+    try:
+        _fsync_file(Path(path))
+    except FileNotFoundError:
+        pass
+
+
 def _about(exc: OSError, target: Path) -> OSError:
     """Return `exc` re-addressed to `target`: the user named the file, not its temporary sibling."""
     return type(exc)(exc.errno, exc.strerror, str(target))

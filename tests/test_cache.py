@@ -167,7 +167,7 @@ def test_doctor_cli_checks_a_cache_folder(data, chatterbox_tokenizer: Path, inde
 def test_pool_never_forks_a_process_that_runs_other_threads(data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:
     import threading
 
-    from core.data.feature_cache import _pool_context
+    from core.data.workers import pool_context
 
     stop = threading.Event()
     lock = threading.Lock()
@@ -179,7 +179,7 @@ def test_pool_never_forks_a_process_that_runs_other_threads(data, chatterbox_tok
     holder = threading.Thread(target=hold_lock)
     holder.start()
     try:
-        assert _pool_context().get_start_method() == "forkserver"
+        assert pool_context().get_start_method() == "forkserver"
         info = build_cache(data["manifest"], chatterbox_tokenizer, data["codec"], tmp_path / "cache", workers=2)
     finally:
         stop.set()

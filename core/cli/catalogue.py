@@ -67,7 +67,8 @@ def _option_words(kind: str, action: argparse.Action, value: Any) -> list[str]:
         return [word for item in values for word in (flag, item)]
     if action.nargs in ("+", "*") or isinstance(action.nargs, int):
         return [flag, *values]
-    return [flag, ",".join(values)]
+    joined = ",".join(values)
+    return [f"{flag}={joined}"] if joined.startswith("-") else [flag, joined]  # `--shard -1/2` would read as two options
 
 
 def _parse_checked(top: argparse.ArgumentParser, argv: list[str], kind: str) -> argparse.Namespace:

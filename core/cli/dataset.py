@@ -4,6 +4,7 @@ from audio datasets, and speaker-aware splits."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,8 @@ def _import(args: argparse.Namespace) -> Result:
 
     if args.format == INDEXTTS_PROCESSED:
         return _import_indextts_processed(args)
+    if args.codec is not None and not args.tokenizer:
+        raise InputError("--codec builds the own codec's cache in the same pass and needs --tokenizer (its text ids).")
 
     if args.min_duration is not None or args.max_duration is not None:
         low, high = args.min_duration or 0.0, args.max_duration or float("inf")
@@ -110,21 +113,34 @@ def _import(args: argparse.Namespace) -> Result:
         duration = (low, high)
     else:
         duration = None
-    summary = import_dataset(
-        args.format,
-        args.input,
-        args.output,
-        _sample_rate(),
-        ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding, tsv=args.tsv,
-                      audio_column=args.audio_column, text_column=args.text_column, speaker_column=args.speaker_column),
-        tokenizer=load_tokenizer(args.tokenizer) if args.tokenizer else None,
-        duration_range=duration,
-        uppercase=args.uppercase,
-        workers=args.workers,
-        confine_to=load_settings().allowed_roots if args.confine_to_roots else None,
-        filters=_filter_config(args),
-    )
-    return _summary_result(summary, args.strict)
+    with contextlib.ExitStack() as stack:
+        cache = None
+        if args.codec is not None:
+            from core.data.cache import SamePassCache
+
+            root = args.cache_root or load_settings().resolve("cache")
+            cache = stack.enter_context(SamePassCache(args.tokenizer, args.codec, root, args.val_ratio))
+        summary = import_dataset(
+            args.format,
+            args.input,
+            args.output,
+            _sample_rate(),
+            ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding, tsv=args.tsv,
+                          audio_column=args.audio_column, text_column=args.text_column, speaker_column=args.speaker_column),
+            tokenizer=load_tokenizer(args.tokenizer) if args.tokenizer else None,
+            duration_range=duration,
+            uppercase=args.uppercase,
+            workers=args.workers,
+            confine_to=load_settings().allowed_roots if args.confine_to_roots else None,
+            filters=_filter_config(args),
+            cache=cache,
+        )
+    result = _summary_result(summary, args.strict)
+    if summary.cache is not None:
+        info = summary.cache
+        result.data["cache"] = info.to_dict()
+        result.text += f"\n  cache {info.path}: {info.items} clips (built in the same pass; skipped {len(info.skipped)})"
+    return result
 
 
 def _filter(args: argparse.Namespace) -> Result:
@@ -226,7 +242,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--confine-to-roots", action="store_true",
                      help="reject rows whose audio (symlinks followed) lies outside the input's folder, "
                           "the workspace and data_roots (the dashboard and every dataset.import job always set it)")
-    imp.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="audio conversion threads (default 2)")
+    imp.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="worker processes converting clips (default 2)")
+    imp.add_argument("--codec", type=CLI_PATH, help="also build the own codec's preprocessing cache in the same pass, "
+                                                     "each clip decoded once (needs --tokenizer; as `preprocess` builds it)")
+    imp.add_argument("--cache-root", type=CLI_PATH, help="--codec: the cache root (default: the workspace's cache/)")
+    imp.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True), default=0.05,
+                     help="--codec: share of clips in the cache's val split (default 0.05)")
     imp.add_argument("--tsv", default="validated.tsv", help="commonvoice: the table to import (default validated.tsv)")
     imp.add_argument("--audio-column", default="audio", help="hf: the audio column (default audio)")
     imp.add_argument("--text-column", default="text", help="hf: the text column (default text)")
@@ -236,7 +257,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     flt = add_command(group, "filter", _filter)
     flt.add_argument("--manifest", required=True, type=CLI_PATH, help="manifest.jsonl to filter")
     flt.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
-    flt.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="threads (default 2)")
+    flt.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="worker processes (default 2)")
     flt.add_argument("--confine-to-roots", action="store_true", help="reject rows whose audio lies outside the allowed roots")
     _add_filter_options(flt)
     sample = add_command(group, "sample", _sample)

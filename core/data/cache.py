@@ -11,16 +11,20 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from core.data.feature_cache import CACHE_FORMAT, CacheInfo, Features, build_feature_cache
+from core.data.feature_cache import CACHE_FORMAT, CacheInfo, Features, Staging, build_feature_cache
 from core.data.manifest import ManifestRow
+from core.data.shards import Shard
 from core.errors import InputError
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION
 from core.tokenizers.romanize import base_is_uppercase
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:
+    import torch
 
 #: index formats with this cache's `tokenizer`, `codec`, `max_text_id`, `histograms` and `items`
 #: fields, which the doctor's cache checks read (every feature-cache engine index has them).
@@ -61,21 +65,32 @@ class CodecFeatures:
     def featurise(self, rows: list[ManifestRow]) -> list[Features]:
         """Return, per row, {text_ids, codes, ref_mel} or why the clip cannot be used (unreadable, empty)."""
         from core.audio import read_audio
-        from core.text import normalize_text
 
-        tokenizer, codec = self._models()
         results: list[Features] = []
         for row in rows:
             try:
-                mel = codec.mel(read_audio(row.path, codec.sample_rate)[0])
+                wav = read_audio(row.path, self.sample_rate)[0]
             except InputError as exc:
                 results.append(str(exc))
                 continue
-            text_ids = np.asarray(tokenizer.encode(normalize_text(row.text, row.language, self.uppercase)))
-            ok = text_ids.size and mel.shape[0]
-            results.append({"text_ids": text_ids, "codes": codec.quantize(mel).numpy(), "ref_mel": mel.numpy()} if ok
-                           else "no text ids or no speech frames")
+            results.append(self.clip_features(row, wav))
         return results
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate of the waveforms `clip_features` takes (the codec's)."""
+        return self._models()[1].sample_rate
+
+    def clip_features(self, row: ManifestRow, wav: torch.Tensor) -> Features:
+        """Return {text_ids, codes, ref_mel} of `row` with its waveform `wav` at `sample_rate`, or why it cannot be used."""
+        from core.text import normalize_text
+
+        tokenizer, codec = self._models()
+        mel = codec.mel(wav)
+        text_ids = np.asarray(tokenizer.encode(normalize_text(row.text, row.language, self.uppercase)))
+        if not (text_ids.size and mel.shape[0]):
+            return "no text ids or no speech frames"
+        return {"text_ids": text_ids, "codes": codec.quantize(mel).numpy(), "ref_mel": mel.numpy()}
 
     def index_fields(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Return the codec (path, fingerprint, codebook, frame rate, mel bins) and normaliser fields."""
@@ -85,24 +100,72 @@ class CodecFeatures:
                 "normalizer": {"name": NORMALIZER_NAME, "version": NORMALIZER_VERSION, "uppercase": self.uppercase}}
 
 
+def codec_features(tokenizer_path: str | os.PathLike[str], codec_path: str | os.PathLike[str],
+                   uppercase: bool | None = None) -> tuple[Tokenizer, CodecFeatures]:
+    """Return (the tokenizer, the own codec's feature source); `uppercase` None decides from the tokenizer
+    (`base_is_uppercase`). Raises InputError when the tokenizer cannot be loaded."""
+    tokenizer = load_tokenizer(tokenizer_path)
+    return tokenizer, CodecFeatures(str(tokenizer.path), str(codec_path), base_is_uppercase(tokenizer) if uppercase is None else uppercase)
+
+
 def build_cache(manifest: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str], codec_path: str | os.PathLike[str],
                 output_root: str | os.PathLike[str], workers: int | None = None, val_ratio: float = 0.05,
-                uppercase: bool | None = None, split_by: str = "clip") -> CacheInfo:
+                uppercase: bool | None = None, split_by: str = "clip", shard: Shard | None = None,
+                device: str | None = None, staged: Path | None = None) -> CacheInfo:
     """Build (or complete, or repair) the own codec's cache of `manifest`; return what was done.
 
-    `uppercase` None decides from the tokenizer (`base_is_uppercase`); `workers` None uses every
-    CPU; `split_by` as `build_feature_cache`. Rows the manifest rejects and clips that fail are listed
-    in `skipped`. Raises InputError when the manifest, tokenizer or codec cannot be loaded, or no row can be cached.
+    `uppercase` as `codec_features`; `workers` None uses every CPU; `split_by`, `shard` and `staged` as
+    `build_feature_cache`. Rows the manifest rejects and clips that fail are listed in `skipped`. Raises
+    InputError when the manifest, tokenizer or codec cannot be loaded, no row can be cached, or `device`
+    is not the CPU (the own codec's features run there).
     """
     import torch
 
-    tokenizer = load_tokenizer(tokenizer_path)
-    source = CodecFeatures(str(tokenizer.path), str(codec_path), base_is_uppercase(tokenizer) if uppercase is None else uppercase)
+    if device not in (None, "cpu"):
+        raise InputError(f"device {device}: the own codec's features run on the CPU; use cpu (`preprocess --devices "
+                         "cpu,cpu` for two processes) or --workers.")
+    tokenizer, source = codec_features(tokenizer_path, codec_path, uppercase)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # per-clip tensors are small; intra-op threads only add overhead
     try:
         return build_feature_cache(source, manifest, tokenizer, output_root, val_ratio, CLIPS_PER_TASK,
-                                   workers if workers is not None else (os.cpu_count() or 1), split_by)
+                                   workers if workers is not None else (os.cpu_count() or 1), split_by, shard, staged)
     finally:
         torch.set_num_threads(threads)
 
+
+class SamePassCache:
+    """The own codec's cache built in the import's pass: each kept clip is featurised in the import's worker
+    from the samples its wav file holds (`add`), so no clip is decoded twice; `finish` builds the cache of the
+    written manifest, taking the staged items in — the items `build_cache` computes from the wav files.
+
+    Use it as a context manager: on leaving, staged items no build took are deleted (an import that failed).
+    Raises InputError (on creation, before the import starts) when the tokenizer or codec cannot be loaded.
+    """
+
+    def __init__(self, tokenizer_path: str | os.PathLike[str], codec_path: str | os.PathLike[str],
+                 output_root: str | os.PathLike[str], val_ratio: float = 0.05) -> None:
+        self.tokenizer_path, self.codec_path, self.output_root, self.val_ratio = tokenizer_path, codec_path, output_root, val_ratio
+        self.source = codec_features(tokenizer_path, codec_path)[1]
+        self.source.fingerprint_parts()  # loads the codec now: a bad one is refused before any clip
+        self.staging = Staging.create(output_root, val_ratio)
+
+    def add(self, row: ManifestRow, samples: np.ndarray, sample_rate: int) -> None:
+        """Featurise and stage `row` from its waveform `samples` at `sample_rate` (resampled as `read_audio` would)."""
+        import torch
+
+        from core.audio import resample
+
+        wav = resample(torch.from_numpy(samples), sample_rate, self.source.sample_rate)
+        self.staging.add(self.source, row, self.source.clip_features(row, wav))
+
+    def finish(self, manifest: str | os.PathLike[str], workers: int | None = None) -> CacheInfo:
+        """Build the cache of `manifest` with the staged items; return what was done."""
+        return build_cache(manifest, self.tokenizer_path, self.codec_path, self.output_root, workers, self.val_ratio,
+                           staged=self.staging.folder)
+
+    def __enter__(self) -> "SamePassCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.staging.discard()  # after `finish` the build has taken what it uses

@@ -9,6 +9,12 @@ line per finished item so an interrupted build resumes, every recorded item chec
 (a corrupt one is rebuilt; an item written but never recorded is adopted as it is), and `index.json`
 with the entries, length histograms and splits. Clips that fail are listed in `skipped`; a build with
 no usable clip is refused. `load_item` reads any family's item back, checked.
+
+Several processes may build one cache (`core.data.shards`): each shard featurises its batches, keeps
+its own journal (`journal.<I>of<N>.jsonl`, failures included) and, once every clip of the manifest
+is built or refused by some shard, writes the merged `index.json` — the one a single process writes,
+entry for entry. Items are written byte-deterministically (fixed zip member times), so each item's
+bytes do not depend on which process or when it was built.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import multiprocessing
 import os
+import shutil
 import time
+import uuid
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,14 +34,19 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence, TypeVar
 import numpy as np
 
 from core.data.manifest import ManifestRow, read_manifest
+from core.data.shards import Shard
 from core.data.splits import speakers_held_out, split_of
+from core.data.workers import ordered_map
 from core.errors import InputError
-from core.fsutil import atomic_write_json, sha256_file
+from core.fsutil import atomic_write_json, replace_bytes, sha256_file
 from core.progress import Progress
 
 INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
+SHARDS_NAME = "shards.json"  # what the shards of a build agreed on (its batch size) while it runs
 ITEMS_DIR = "items"
+STAGING_PREFIX = ".staging-"  # folders of items featurised before their manifest existed (`Staging`)
+ITEM_TIME = (1980, 1, 1, 0, 0, 0)  # every item's zip member time: an item's bytes depend on its arrays only
 #: the default index format (the own codec's and Chatterbox's caches); a source may name its own
 CACHE_FORMAT = "linguaforge-cache-1"
 HISTOGRAM_BINS = 10
@@ -78,7 +90,9 @@ class CacheIndex:
 
 @dataclass
 class CacheInfo:
-    """What one `build_feature_cache` call did."""
+    """What one `build_feature_cache` call did. A shard's build is `complete` once every clip of the
+    manifest is built or skipped by some shard (the index is then written); `missing` counts the
+    clips no shard has finished yet."""
 
     path: Path
     fingerprint: str
@@ -88,6 +102,9 @@ class CacheInfo:
     rebuilt: int
     skipped: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    shard: str | None = None
+    complete: bool = True
+    missing: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready report."""
@@ -126,14 +143,21 @@ def item_file(clip_id: str) -> str:
     return f"{ITEMS_DIR}/{hashlib.sha256(clip_id.encode()).hexdigest()[:24]}.npz"
 
 
-def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
-    """Write `arrays` as `.npz` to `path` atomically (temp file + os.replace); return the sha256 of the bytes."""
+def item_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """Return `arrays` as the bytes of an uncompressed `.npz` whose members carry ITEM_TIME, so equal arrays
+    give equal bytes (`np.savez` stamps the current time)."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    data = buffer.getvalue()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for key, value in arrays.items():
+            with archive.open(zipfile.ZipInfo(f"{key}.npy", ITEM_TIME), "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
+    """Write `arrays` as `.npz` (`item_bytes`) to `path` atomically (temp file + os.replace); return the sha256 of the bytes."""
+    data = item_bytes(arrays)
+    replace_bytes(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -240,22 +264,62 @@ def write_index(cache_dir: Path, source: FeatureSource, fingerprint: str, parts:
     })
 
 
-def _records(cache_dir: Path, format: str) -> dict[str, dict[str, Any]]:
-    """Return the entries of the journal (a line torn by the interruption is skipped) and of a readable index, by id."""
-    journal = cache_dir / JOURNAL_NAME
-    known = {}
-    for line in journal.read_text(encoding="utf-8", errors="replace").splitlines() if journal.is_file() else []:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(entry, dict) and "id" in entry and "sha256" in entry:
-            known[entry["id"]] = entry
+def journal_name(shard: Shard | None) -> str:
+    """Return the journal file of a build: JOURNAL_NAME, or `journal.<I>of<N>.jsonl` for a shard."""
+    return JOURNAL_NAME if shard is None else f"journal.{shard.label}.jsonl"
+
+
+def _journals(cache_dir: Path) -> Iterator[Path]:
+    """Yield the journal files of every build (single or shard) of `cache_dir`."""
+    yield from sorted(cache_dir.glob("journal*.jsonl"))
+
+
+def _journal_lines(cache_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Return (entries by id, why a clip failed by id) of every journal; a line torn by an interruption is skipped."""
+    entries: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for journal in _journals(cache_dir):
+        for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and "id" in entry and "sha256" in entry:
+                entries[entry["id"]] = entry
+            elif isinstance(entry, dict) and "id" in entry and isinstance(entry.get("error"), str):
+                failed[entry["id"]] = entry["error"]
+    return entries, failed
+
+
+def _records(cache_dir: Path, format: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Return (entries of the journals and of a readable index by id, journaled failures by id)."""
+    known, failed = _journal_lines(cache_dir)
     try:
         known.update({e["id"]: e for e in open_cache(cache_dir, (format,)).items})
     except InputError:
         pass  # no index yet, or a damaged one: its items are checked through the journal or adopted from their files
-    return known
+    return known, failed
+
+
+def _agree_batch_size(cache_dir: Path, batch_size: int) -> None:
+    """Record the batch size the shards of `cache_dir` cut the manifest by (the first shard's), or check this one's.
+
+    Raises InputError when other shards of the running build use another batch size.
+    """
+    record = cache_dir / SHARDS_NAME
+    tmp = cache_dir / f".{SHARDS_NAME}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"batch_size": batch_size}), encoding="utf-8")
+    try:
+        os.link(tmp, record)  # atomic: exactly one shard's record appears, whole
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    agreed = json.loads(record.read_text(encoding="utf-8"))["batch_size"]
+    if agreed != batch_size:
+        raise InputError(f"{cache_dir}: its other shards featurise {agreed} clips per batch, this one {batch_size}; "
+                         "shards must cut the manifest alike. Set the family's feature_batch_size to "
+                         f"{agreed} in the settings for this shard (or build without --shard).")
 
 
 def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio: float) -> dict[str, Any] | None:
@@ -268,62 +332,87 @@ def _adopted(source: FeatureSource, row: ManifestRow, cache_dir: Path, val_ratio
     return entry_of(row, arrays, val_ratio, hashlib.sha256(data).hexdigest())
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
-    """Return `fork` while this process runs a single thread, else `forkserver` (or `spawn`).
-
-    Forking a process that runs other threads (a job worker, TensorBoard writers, a web server) can
-    copy a lock one of them holds, and the pool worker then waits on it forever.
-    """
-    import threading
-
-    methods = multiprocessing.get_all_start_methods()
-    single = "fork" in methods and threading.active_count() == 1
-    return multiprocessing.get_context("fork" if single else "forkserver" if "forkserver" in methods else "spawn")
+def store_features(source: FeatureSource, folder: Path, val_ratio: float, row: ManifestRow, features: Features) -> Any:
+    """Write one clip's features as its item in `folder` (a cache or staging folder); return its index entry,
+    or the featuriser's reason unchanged when the clip cannot be used."""
+    if isinstance(features, str):
+        return features
+    arrays = {key: np.asarray(features[key], dtype=dtype) for key, dtype in source.dtypes.items()}
+    return entry_of(row, arrays, val_ratio, write_item(folder / item_file(row.id), arrays))
 
 
 def _write(source: FeatureSource, cache_dir: Path, val_ratio: float, rows: list[ManifestRow]) -> list[Any]:
     """Featurise `rows` with `source` and write their items into `cache_dir`; return per row its entry or why it failed."""
-    results: list[Any] = list(source.featurise(rows))
-    for i, (row, result) in enumerate(zip(rows, results)):
-        if not isinstance(result, str):
-            arrays = {key: np.asarray(result[key], dtype=dtype) for key, dtype in source.dtypes.items()}
-            results[i] = entry_of(row, arrays, val_ratio, write_item(cache_dir / item_file(row.id), arrays))
-    return results
+    return [store_features(source, cache_dir, val_ratio, row, result) for row, result in zip(rows, source.featurise(rows))]
 
 
-_WORKER_ARGS: tuple[Any, ...] = ()
+@dataclass
+class Staging:
+    """Items featurised before their manifest exists — the import featurises each clip from the samples it
+    has just decoded, so a clip is decoded once — kept with their journal entries in `folder` (under the
+    cache root, so taking them in is a rename) until `build_feature_cache(…, staged=folder)` takes those
+    of its manifest's clips and reuses them like its own."""
+
+    folder: Path
+    val_ratio: float
+    _journal: Any = field(default=None, repr=False, compare=False)  # this process's journal, open once
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_journal": None}
+
+    @classmethod
+    def create(cls, output_root: str | os.PathLike[str], val_ratio: float) -> "Staging":
+        """Return a new staging folder under `output_root` (made by the first `add`)."""
+        return cls(Path(output_root).resolve() / f"{STAGING_PREFIX}{uuid.uuid4().hex}", val_ratio)
+
+    def add(self, source: FeatureSource, row: ManifestRow, features: Features) -> None:
+        """Stage one clip's features (a clip the featuriser refuses is left to the build, which records why)."""
+        if self._journal is None:
+            (self.folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+            # line-buffered: each entry is on disk when add returns, even if the pool ends this process abruptly
+            self._journal = open(self.folder / f"journal.staged-{os.getpid()}.jsonl", "a", encoding="utf-8", buffering=1)
+        entry = store_features(source, self.folder, self.val_ratio, row, features)
+        if not isinstance(entry, str):
+            self._journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def discard(self) -> None:
+        """Delete the staging folder and what it holds."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _init_worker(*args: Any) -> None:
-    import torch
-
-    global _WORKER_ARGS
-    torch.set_num_threads(1)  # one intra-op thread per worker process: the processes are the parallelism
-    _WORKER_ARGS = args
-
-
-def _write_in_worker(rows: list[ManifestRow]) -> list[Any]:
-    return _write(*_WORKER_ARGS, rows)
+def _take_staged(staged: Path, cache_dir: Path, rows: list[ManifestRow]) -> None:
+    """Move the staged items of `rows` and the staged journals into `cache_dir`; delete the rest of `staged`."""
+    if not staged.is_dir():
+        return
+    for row in rows:
+        item = staged / item_file(row.id)
+        if item.is_file():
+            os.replace(item, cache_dir / item_file(row.id))
+    for journal in staged.glob("journal*.jsonl"):
+        os.replace(journal, cache_dir / journal.name)
+    shutil.rmtree(staged, ignore_errors=True)
 
 
 def _execute(args: tuple[Any, ...], chunks: list[list[ManifestRow]], workers: int) -> Iterator[tuple[list[ManifestRow], list[Any]]]:
     """Yield (batch, `_write`'s results) in order: in this process, or in `workers` processes given `args` once each."""
-    if workers <= 1 or len(chunks) < 2:
-        yield from ((chunk, _write(*args, chunk)) for chunk in chunks)
-        return
-    with _pool_context().Pool(workers, initializer=_init_worker, initargs=args) as pool:
-        yield from zip(chunks, pool.imap(_write_in_worker, chunks))
+    yield from zip(chunks, ordered_map(_write, args, chunks, workers if len(chunks) > 1 else 1))
 
 
 def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str], tokenizer: Any,
                         output_root: str | os.PathLike[str], val_ratio: float, batch_size: int = 1, workers: int = 1,
-                        split_by: str = "clip") -> CacheInfo:
+                        split_by: str = "clip", shard: Shard | None = None, staged: Path | None = None) -> CacheInfo:
     """Build (or complete, or repair) the cache of `manifest` with `source`'s features; return what was done.
 
     `batch_size` clips go to `source.featurise` at a time (in `workers` processes when more than one;
-    neither changes the features). `split_by` `speaker` holds whole speakers out for val. Manifest
-    rejects and clips the featuriser refuses are listed in `skipped`. Raises InputError when the
-    manifest cannot be read, has too few speakers to split by, or no clip can be featurised.
+    neither changes the features). `split_by` `speaker` holds whole speakers out for val. With `shard`,
+    only that shard's batches are featurised (`core.data.shards`); the index is written by whichever
+    shard finds every clip done, and until then the result is not `complete`. `staged` (a `Staging`
+    folder) holds items featurised already; those of the manifest's clips are taken in. Manifest rejects and
+    clips the featuriser refuses are listed in `skipped`. Raises InputError when the manifest cannot be
+    read, has too few speakers to split by, shards disagree on the batch size, or no clip can be featurised.
     """
     start = time.monotonic()
     manifest = Path(manifest).resolve()
@@ -335,41 +424,76 @@ def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str],
     fingerprint = fingerprint_of(source.format, parts)
     cache_dir = Path(output_root).resolve() / fingerprint
     (cache_dir / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
-    known = _records(cache_dir, source.format)
+    if staged is not None:
+        _take_staged(staged, cache_dir, rows)
+    if shard is not None:
+        _agree_batch_size(cache_dir, max(1, batch_size))
+    mine = [batch for b, batch in enumerate(batches(rows, batch_size)) if shard is None or shard.holds(b)]
+    known, _ = _records(cache_dir, source.format)
     done: dict[str, dict[str, Any]] = {}
-    pending: list[ManifestRow] = []
+    chunks: list[list[ManifestRow]] = []
     rebuilt = 0
-    for row in rows:
-        entry = known.get(row.id) or _adopted(source, row, cache_dir, val_ratio)
-        if entry is not None and (cache_dir / entry["file"]).is_file() and sha256_file(cache_dir / entry["file"]) == entry["sha256"]:
-            done[row.id] = entry
-        else:
-            rebuilt += entry is not None
-            pending.append(row)
+    for batch in mine:
+        pending = []
+        for row in batch:
+            entry = known.get(row.id) or _adopted(source, row, cache_dir, val_ratio)
+            if entry is not None and (cache_dir / entry["file"]).is_file() and sha256_file(cache_dir / entry["file"]) == entry["sha256"]:
+                done[row.id] = entry
+            else:
+                rebuilt += entry is not None
+                pending.append(row)
+        if pending:
+            chunks.append(pending)
     reused = len(done)
-    skipped = [{"id": r.id, "line": r.line, "error": r.reason} for r in rejects]
-    progress = Progress(source.label, total=len(rows))
+    failed: dict[str, str] = {}
+    progress = Progress(source.label if shard is None else f"{source.label} (shard {shard})", total=sum(map(len, mine)))
     progress.update(reused)
-    with open(cache_dir / JOURNAL_NAME, "a", encoding="utf-8") as journal:
-        for chunk, results in _execute((source, cache_dir, val_ratio), list(batches(pending, batch_size)), workers):
+    with open(cache_dir / journal_name(shard), "a", encoding="utf-8") as journal:
+        for chunk, results in _execute((source, cache_dir, val_ratio), chunks, workers):
             for row, result in zip(chunk, results):
                 if isinstance(result, str):
-                    skipped.append({"id": row.id, "line": row.line, "error": result})
+                    failed[row.id] = result
+                    journal.write(json.dumps({"id": row.id, "error": result}, ensure_ascii=False) + "\n")
                 else:
                     done[row.id] = result
                     journal.write(json.dumps(result, ensure_ascii=False) + "\n")
             journal.flush()
             progress.update(len(chunk))
     progress.finish()
+    built = len(done) - reused
+    if shard is not None:
+        _add_other_shards(cache_dir, source.format, rows, done, failed)
+    missing = sum(1 for row in rows if row.id not in done and row.id not in failed)
+    skipped = [{"id": r.id, "line": r.line, "error": r.reason} for r in rejects]
+    skipped += [{"id": row.id, "line": row.line, "error": failed[row.id]} for row in rows if row.id in failed and row.id not in done]
+    info = CacheInfo(cache_dir, fingerprint, len(done), built, reused, rebuilt, skipped, time.monotonic() - start,
+                     None if shard is None else str(shard), missing == 0, missing)
+    if missing:
+        return info
     items = [done[row.id] for row in rows if row.id in done]
     if held_out is not None:
         items = [{**item, "split": held_out[item["speaker"]]} for item in items]
     if not items:
         detail = f" First problem: {skipped[0]['error']}" if skipped else ""
         raise InputError(f"{manifest}: no clip could be featurised.{detail}")
-    seconds = time.monotonic() - start
     write_index(cache_dir, source, fingerprint, parts, tokenizer, items, val_ratio=val_ratio, skipped=skipped,
                 manifest={"path": str(manifest), "sha256": manifest_sha, "rows": len(rows), "rejected": len(rejects)},
-                seconds=round(seconds, 3))
-    (cache_dir / JOURNAL_NAME).unlink(missing_ok=True)
-    return CacheInfo(cache_dir, fingerprint, len(items), len(done) - reused, reused, rebuilt, skipped, seconds)
+                seconds=round(info.seconds, 3))
+    for journal_path in _journals(cache_dir):
+        journal_path.unlink(missing_ok=True)
+    (cache_dir / SHARDS_NAME).unlink(missing_ok=True)
+    return info
+
+
+def _add_other_shards(cache_dir: Path, format: str, rows: list[ManifestRow], done: dict[str, dict[str, Any]],
+                      failed: dict[str, str]) -> None:
+    """Add to `done` and `failed` the clips other shards have recorded (their items present; each shard checked its own)."""
+    known, refused = _records(cache_dir, format)
+    for row in rows:
+        if row.id in done or row.id in failed:
+            continue
+        entry = known.get(row.id)
+        if entry is not None and (cache_dir / entry["file"]).is_file():
+            done[row.id] = entry
+        elif row.id in refused:
+            failed[row.id] = refused[row.id]

@@ -30,10 +30,12 @@ COMMON_KEY = 200  # keys in more clips than this (steady tones, hum) say nothing
 
 @dataclass
 class ClipCheck:
-    """One clip's measured values, the trimmed waveform and the filter that removed it (None: kept)."""
+    """One clip's measured values, the trimmed waveform and the filter that removed it (None: kept).
+
+    `wav` is None once the clip has been written: the dataset-wide filters read only the measures."""
 
     values: dict[str, Any]
-    wav: torch.Tensor
+    wav: torch.Tensor | None
     removed_by: str | None = None
     reason: str = ""
     digest: str = ""

@@ -4,6 +4,11 @@
 tokenizer coverage, audio, duration, duplicate ids), converts kept audio to mono wav at the
 configured sample rate under `OUTPUT/audio/`, and writes `manifest.jsonl`, `rejects.jsonl` and
 `summary.json` atomically. It never stops at the first bad row and never modifies the input.
+
+Each clip is decoded, resampled, measured, trimmed and written by a worker process (`core.data.workers`),
+which can also featurise it for the own codec's cache from the samples it has (`SamePassCache`), so the
+whole data path decodes a clip once. The wavs are written without waiting on the disk; the parent fsyncs
+them while the workers go on, and before the manifest that names them is written.
 """
 
 from __future__ import annotations
@@ -11,24 +16,29 @@ from __future__ import annotations
 import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import soundfile as sf
 import torch
 
-from core.audio import check_finite, decode_audio, read_audio, resample, write_wav
+from core.audio import check_finite, decode_audio, pcm16, pcm16_samples, pcm16_wav, read_audio, resample
 from core.confine import is_inside, real_path
 from core.errors import InputError
-from core.fsutil import atomic_write_json
+from core.fsutil import atomic_write_json, fsync_path, replace_bytes
 from core.data.filter_config import FilterConfig
 from core.data.filters import ClipCheck, check_clip, dataset_rejects, duration_histogram, text_check
 from core.data.importers import FORMAT_NAMES, Candidate, ImportOptions, commonvoice, folder, hf, ljspeech, manifest, srt
 from core.data.manifest import ManifestRow, Reject, write_manifest, write_rejects
+from core.data.workers import ordered_map
 from core.progress import Progress
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION, normalize_text
 from core.tokenizers.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from core.data.cache import SamePassCache
+    from core.data.feature_cache import CacheInfo
 
 FORMATS: dict[str, Callable[[Path, ImportOptions], tuple[list[Candidate], list[Reject]]]] = {
     "ljspeech": ljspeech.collect,
@@ -42,6 +52,7 @@ assert tuple(FORMATS) == FORMAT_NAMES, "core.data.importers.FORMAT_NAMES must li
 DEFAULT_DURATION = {"srt": (1.0, 15.0)}
 FALLBACK_DURATION = (0.3, 30.0)
 SILENCE_PEAK = 1e-4
+CLIPS_PER_TASK = 8  # clips a worker process converts per task
 _UNSAFE = re.compile(r"[^\w.-]+")
 
 
@@ -63,6 +74,7 @@ class ImportSummary:
     rejects: list[Reject] = field(default_factory=list)
     outside_input: list[dict[str, Any]] = field(default_factory=list)
     filters: dict[str, Any] | None = None
+    cache: "CacheInfo | None" = None  # the cache built in the same pass (not part of summary.json)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready summary (also written to summary.json)."""
@@ -131,53 +143,107 @@ def _reject(candidate: Candidate, reason: str, playable: bool = False) -> Reject
     return Reject(candidate.source, candidate.line, reason, candidate.id, audio)
 
 
-class _Converter:
-    """Checks one candidate's audio and writes the converted wav; returns a row or a reject."""
+@dataclass
+class _Conversion:
+    """What converting a clip needs besides the clip (sent to each worker process once): where its wav goes,
+    the rate, the duration range, the filters, and the cache built in the same pass (or None)."""
 
-    def __init__(self, audio_dir: Path, sample_rate: int, duration_range: tuple[float, float],
-                 filters: FilterConfig | None = None) -> None:
-        self.audio_dir = audio_dir
-        self.sample_rate = sample_rate
-        self.min_s, self.max_s = duration_range
-        self.filters = filters
-        self.checks: dict[str, ClipCheck] = {}
+    audio_dir: Path
+    sample_rate: int
+    duration_range: tuple[float, float]
+    filters: FilterConfig | None = None
+    cache: SamePassCache | None = None
 
-    def __call__(self, item: tuple[Candidate, str, str]) -> ManifestRow | Reject:
-        candidate, text, stem = item
-        try:
-            wav = _load_candidate_audio(candidate, self.sample_rate)
-        except InputError as exc:
-            return _reject(candidate, str(exc).replace(f"{candidate.audio}: ", f"audio {candidate.audio}: "))
-        except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
-            return _reject(candidate, f"audio {candidate.audio}: unreadable ({exc})")
-        if wav.numel() == 0:
-            return _reject(candidate, f"audio {candidate.audio}: empty (no samples)")
-        if float(wav.abs().max()) < SILENCE_PEAK:
-            return _reject(candidate, f"audio {candidate.audio}: empty (silent)")
-        duration = wav.numel() / self.sample_rate
-        if not self.min_s <= duration <= self.max_s:
-            return _reject(candidate, f"duration {duration:.2f}s outside {self.min_s:g}-{self.max_s:g}s")
-        meta = dict(candidate.meta)
-        if self.filters is not None:
-            check = check_clip(wav, self.sample_rate, text, self.filters)
-            if check.removed_by is not None:
-                return _reject(candidate, f"filter {check.removed_by}: {check.reason}", playable=True)
-            self.checks[candidate.id] = check
-            wav, duration = check.wav, check.values["duration"]
-            meta.update(check.values)
-        relative = f"audio/{stem}.wav"
-        write_wav(self.audio_dir.parent / relative, wav, self.sample_rate)
-        return ManifestRow(
-            id=candidate.id,
-            audio=relative,
-            text=text,
-            speaker=candidate.speaker,
-            language=candidate.language,
-            duration=duration,
-            path=self.audio_dir.parent / relative,
-            line=candidate.line or 0,
-            meta=meta,
-        )
+
+class _Encoded:
+    """A picklable `Candidate.data`: encoded audio bytes read from a table in the parent process."""
+
+    def __init__(self, data: tuple[bytes, str]) -> None:
+        self.data = data
+
+    def __call__(self) -> tuple[bytes, str]:
+        return self.data
+
+
+#: one converted clip: its manifest row (or reject) and, when the filters ran and kept it, its measures
+Converted = tuple[ManifestRow | Reject, ClipCheck | None]
+
+
+def _convert(job: _Conversion, clips: list[tuple[Candidate, str, str]]) -> list[Converted]:
+    """Convert a chunk of clips (in a worker process, or here with one worker)."""
+    return [_convert_clip(job, clip) for clip in clips]
+
+
+def _convert_clip(job: _Conversion, item: tuple[Candidate, str, str]) -> Converted:
+    """Check one candidate's audio, write its wav (unsynced: the parent fsyncs the batch) and stage its cache item."""
+    candidate, text, stem = item
+    try:
+        wav = _load_candidate_audio(candidate, job.sample_rate)
+    except InputError as exc:
+        return _reject(candidate, str(exc).replace(f"{candidate.audio}: ", f"audio {candidate.audio}: ")), None
+    except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
+        return _reject(candidate, f"audio {candidate.audio}: unreadable ({exc})"), None
+    if wav.numel() == 0:
+        return _reject(candidate, f"audio {candidate.audio}: empty (no samples)"), None
+    if float(wav.abs().max()) < SILENCE_PEAK:
+        return _reject(candidate, f"audio {candidate.audio}: empty (silent)"), None
+    duration = wav.numel() / job.sample_rate
+    min_s, max_s = job.duration_range
+    if not min_s <= duration <= max_s:
+        return _reject(candidate, f"duration {duration:.2f}s outside {min_s:g}-{max_s:g}s"), None
+    meta = dict(candidate.meta)
+    check = None
+    if job.filters is not None:
+        check = check_clip(wav, job.sample_rate, text, job.filters)
+        if check.removed_by is not None:
+            return _reject(candidate, f"filter {check.removed_by}: {check.reason}", playable=True), None
+        wav, duration = check.wav, check.values["duration"]
+        check = replace(check, wav=None)  # the parent reads its measures; a tensor would travel through shared memory
+        meta.update(check.values)
+    relative = f"audio/{stem}.wav"
+    pcm = pcm16(wav)
+    replace_bytes(job.audio_dir.parent / relative, pcm16_wav(pcm, job.sample_rate))
+    row = ManifestRow(id=candidate.id, audio=relative, text=text, speaker=candidate.speaker, language=candidate.language,
+                      duration=duration, path=job.audio_dir.parent / relative, line=candidate.line or 0, meta=meta)
+    if job.cache is not None:
+        job.cache.add(row, pcm16_samples(pcm), job.sample_rate)
+    return row, check
+
+
+def _convert_all(checked: list[tuple[Candidate, str, str]], job: _Conversion, workers: int,
+                 rejects: list[Reject]) -> tuple[list[ManifestRow], dict[str, ClipCheck]]:
+    """Convert every clip in `workers` processes; return the rows kept (in input order) and their measures,
+    adding the rejects to `rejects`. The wavs are fsynced (here, while the workers go on) before it returns."""
+    progress = Progress("dataset import", total=len(checked))
+    rows: list[ManifestRow] = []
+    checks: dict[str, ClipCheck] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one clip's tensors are small: intra-op threads only spin (10× the resample CPU)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as syncer:
+            processes = workers if len(checked) > CLIPS_PER_TASK else 1  # a single task: no pool to start
+            for converted in ordered_map(_convert, (job,), _chunks(checked, CLIPS_PER_TASK), processes):
+                for result, check in converted:
+                    if isinstance(result, Reject):
+                        rejects.append(result)
+                        continue
+                    rows.append(result)
+                    syncer.submit(fsync_path, result.path)
+                    if check is not None:
+                        checks[result.id] = check
+                progress.update(len(converted))
+        fsync_path(job.audio_dir)
+    finally:
+        torch.set_num_threads(threads)
+    progress.finish()
+    return rows, checks
+
+
+def _chunks(checked: list[tuple[Candidate, str, str]], size: int) -> Iterator[list[tuple[Candidate, str, str]]]:
+    """Yield the clips `size` at a time, ready to pickle: a table's audio bytes read here (its rows are not picklable)."""
+    for start in range(0, len(checked), size):
+        yield [(replace(c, data=_Encoded(c.data())) if c.data is not None else c, text, stem)
+               for c, text, stem in checked[start:start + size]]
 
 
 def _check_text(
@@ -319,6 +385,7 @@ def import_dataset(
     workers: int = 2,
     confine_to: list[Path] | None = None,
     filters: FilterConfig | None = None,
+    cache: "SamePassCache | None" = None,
 ) -> ImportSummary:
     """Import `source` in format `fmt` into `output`; return the ImportSummary.
 
@@ -327,6 +394,8 @@ def import_dataset(
     such rows are rejected instead of imported. With `filters`, each clip is measured, trimmed and
     filtered (`core.data.filters`); the values go into its manifest row, the removed clips into the
     rejects ("filter NAME: …") and the tally with the thresholds into summary.json's `filters`.
+    Clips are converted in `workers` processes. With `cache`, each kept clip is also featurised from the
+    samples just decoded and the own codec's cache of the manifest is built (`summary.cache`).
 
     Raises InputError for an unknown format, a missing input, an output folder that holds the
     input, or a layout that cannot be read at all. Bad rows become rejects, never errors.
@@ -359,21 +428,9 @@ def import_dataset(
     audio_dir = output / "audio"
     created = [p for p in (output, audio_dir) if not p.exists()]
     audio_dir.mkdir(parents=True, exist_ok=True)
-    convert = _Converter(audio_dir, sample_rate, duration_range, filters)
-    progress = Progress("dataset import", total=len(checked))
-    rows: list[ManifestRow] = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one clip's tensors are small: intra-op threads only spin (10× the resample CPU)
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for result in pool.map(convert, checked):
-                progress.update()
-                (rejects if isinstance(result, Reject) else rows).append(result)
-    finally:
-        torch.set_num_threads(threads)
-    progress.finish()
+    rows, checks = _convert_all(checked, _Conversion(audio_dir, sample_rate, duration_range, filters, cache), workers, rejects)
     if filters is not None:
-        rows = _drop_across_clips(rows, convert.checks, filters, {c.id: c for c, _, _ in checked}, rejects)
+        rows = _drop_across_clips(rows, checks, filters, {c.id: c for c, _, _ in checked}, rejects)
     rejects.sort(key=lambda r: (r.source, r.line or 0))
     if not rows:
         for folder in reversed(created):
@@ -399,4 +456,6 @@ def import_dataset(
         filters=None if filters is None else _filter_tally(filters, rows, rejects),
     )
     atomic_write_json(output / "summary.json", summary.to_dict())
+    if cache is not None:
+        summary.cache = cache.finish(manifest_path, workers)
     return summary

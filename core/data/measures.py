@@ -7,6 +7,7 @@ All take a mono float waveform (torch or numpy) in [-1, 1]. None needs a model; 
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import numpy as np
 
@@ -47,6 +48,12 @@ def pcm_digest(wav: np.ndarray) -> str:
     return hashlib.sha1((np.clip(wav, -1, 1) * 32767).astype("<i2").tobytes()).hexdigest()
 
 
+@lru_cache(maxsize=1)
+def _window() -> np.ndarray:
+    return np.hanning(FP_FRAME)
+
+
+@lru_cache(maxsize=8)
 def _band_edges(rate: int) -> np.ndarray:
     hz = np.geomspace(FP_LOW_HZ, min(FP_HIGH_HZ, rate / 2 - 1), FP_BANDS + 1)
     return np.round(hz / rate * FP_FRAME).astype(int)
@@ -59,7 +66,7 @@ def fingerprint(wav: np.ndarray, rate: int) -> np.ndarray:
     if count < 3:
         return np.zeros((0, FP_BANDS - 2), bool)
     index = np.arange(FP_FRAME)[None, :] + FP_HOP * np.arange(count)[:, None]
-    spectrum = np.abs(np.fft.rfft(wav[index] * np.hanning(FP_FRAME), axis=1)) ** 2
+    spectrum = np.abs(np.fft.rfft(wav[index] * _window(), axis=1)) ** 2
     cumulative = np.concatenate([np.zeros((count, 1)), np.cumsum(spectrum, axis=1)], axis=1)
     edges = _band_edges(rate)
     bands = np.log(cumulative[:, edges[1:]] - cumulative[:, edges[:-1]] + 1e-10)

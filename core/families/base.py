@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # torch is imported where a model is built, so the CLI's pars
 
     from core.checkpoint import LoadedCheckpoint
     from core.config import Settings
+    from core.data.feature_cache import CacheInfo
+    from core.data.shards import Shard
     from core.families.contract import TaskData
     from core.speech.stream import ChunkPlan, WindowVocoder
     from core.tokenizers.tokenizer import Tokenizer
@@ -52,6 +54,9 @@ class FamilyRun:
 
     `codec` is the family's speech-code model where it has one (`linguaforge` tts: the run's
     codec); `extra` holds what a family remembers between its hooks (its feature fingerprint, …).
+    `feature_shard` and `feature_device` ask `prepare_features` for one shard of the feature cache
+    (`core.data.shards`) on one device (None: all clips; the family's default device), and it leaves
+    the engine's report in `feature_build` (pairs are built once the cache is complete).
     """
 
     source: str
@@ -73,6 +78,9 @@ class FamilyRun:
     codec: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     split_by: str = "clip"  # `speaker`: whole speakers in the val split (the cache engine's `split_by`)
+    feature_shard: "Shard | None" = None
+    feature_device: str | None = None
+    feature_build: "CacheInfo | None" = None
 
     @property
     def base_meta(self) -> dict[str, Any]:

@@ -177,12 +177,13 @@ class ChatterboxFamily(ModelFamily):
         if run.model_dir is None:
             raise InputError(f"{run.source}: family {self.name} needs model_dir (or settings families.{self.name}.model_dir): "
                              "the folder with the voice encoder and S3Gen, whose models make the features.")
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = torch.device(run.feature_device or ("cuda" if torch.cuda.is_available() else "cpu"))
         batch_size = feature_batch_size(run.options, device, self.name)
         source = self.features_source(run, device)
-        cache_dir = build_feature_cache(source, run.manifest, run.tokenizer, run.cache_root, run.val_ratio, batch_size,
-                                        split_by=run.split_by).path
-        if not (cache_dir / PAIRS_NAME).is_file():
+        run.feature_build = build_feature_cache(source, run.manifest, run.tokenizer, run.cache_root, run.val_ratio,
+                                                batch_size, split_by=run.split_by, shard=run.feature_shard)
+        cache_dir = run.feature_build.path
+        if run.feature_build.complete and not (cache_dir / PAIRS_NAME).is_file():
             report = build_pairs(cache_dir, run.prompts_per_target, run.seed)
             run.extra["single_clip_speakers"] = report.single_clip_speakers
         return cache_dir

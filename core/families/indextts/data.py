@@ -78,7 +78,7 @@ def prepare_features(family: Any, run: Any) -> Path:
     parts = feature_model_parts(paths, run.base.sha256, normalizer)
     run.extra["feature_fingerprint"] = _feature_fingerprint(parts)
     parts["features"] = run.extra["feature_fingerprint"]
-    where = device()
+    where = run.feature_device or device()
 
     def featurizer() -> BatchFeaturizer:
         semantic = SemanticFeatures(paths, indextts_config["semantic_codec"], where, paths.w2v_layer)
@@ -87,10 +87,12 @@ def prepare_features(family: Any, run: Any) -> Path:
         return BatchFeaturizer(semantic, gpt.to(where), normalizer, run.tokenizer)
 
     source = IndexTTSFeatures(parts, _Lazy(featurizer))
-    cache_dir = build_feature_cache(source, manifest, run.tokenizer, run.cache_root, run.val_ratio,
-                                    feature_batch_size(section, where, "indextts"), split_by=run.split_by).path
-    build_pairs(cache_dir, run.prompts_per_target)
-    return cache_dir
+    run.feature_build = build_feature_cache(source, manifest, run.tokenizer, run.cache_root, run.val_ratio,
+                                            feature_batch_size(section, where, "indextts"), split_by=run.split_by,
+                                            shard=run.feature_shard)
+    if run.feature_build.complete:
+        build_pairs(run.feature_build.path, run.prompts_per_target)
+    return run.feature_build.path
 
 
 def imported_cache(folder: Path, run: Any) -> Path:

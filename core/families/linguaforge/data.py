@@ -82,8 +82,9 @@ def prepare_cache(run: FamilyRun) -> Path:
     if run.manifest is None:
         raise InputError(f"{run.source}: task tts needs data.manifest (from `dataset import`).")
     info = build_cache(run.manifest, run.tokenizer.path, run.codec_path, run.cache_root, val_ratio=run.val_ratio,
-                       split_by=run.split_by)
-    if not (info.path / PAIRS_NAME).is_file():
+                       split_by=run.split_by, shard=run.feature_shard, device=run.feature_device)
+    run.feature_build = info
+    if info.complete and not (info.path / PAIRS_NAME).is_file():
         build_pairs(info.path, run.prompts_per_target, run.seed)
     return info.path
 
