@@ -136,6 +136,10 @@ class ModelFamily(ABC):
     lora_targets: tuple[str, ...] = ()
     #: the keys a run config's `model:` entry may hold for this family (None: any, its model config checks them)
     model_keys: tuple[str, ...] | None = ("preset",)
+    #: modules the training forward never runs (their outputs come from the feature cache, or the published
+    #: model never calls them): frozen in every mode and never adapted, so every trainable parameter gets a
+    #: gradient at every step, as DDP's reduction needs
+    unused_in_training: tuple[str, ...] = ()
 
     def check_model_keys(self, model: Mapping[str, Any], source: str) -> None:
         """Return None when every key of a run config's `model:` entry applies to this family (`model_keys`).
@@ -233,10 +237,15 @@ class ModelFamily(ABC):
 
     def apply_freeze(self, model: nn.Module, mode: str) -> None:
         """Set `requires_grad` for `mode`: `all-but-new-rows` trains only the trainable text rows;
-        `base-rows` and `none` train every parameter (frozen rows are buffers, never parameters)."""
-        prefixes = self.text_row_prefixes(model)
+        `base-rows` and `none` train every parameter (frozen rows are buffers, never parameters)
+        but those of `unused_in_training`."""
+        prefixes, unused = self.text_row_prefixes(model), self.unused_prefixes()
         for name, param in model.named_parameters():
-            param.requires_grad = mode != "all-but-new-rows" or name.startswith(prefixes)
+            param.requires_grad = (mode != "all-but-new-rows" or name.startswith(prefixes)) and not name.startswith(unused)
+
+    def unused_prefixes(self) -> tuple[str, ...]:
+        """Return the parameter-name prefixes of `unused_in_training` (`conditioning_encoder.`, …)."""
+        return tuple(f"{module}." for module in self.unused_in_training)
 
     def base_rows_sha256(self, model: nn.Module) -> str | None:
         """Return one sha256 over the frozen text rows of every split module, or None when none are frozen."""

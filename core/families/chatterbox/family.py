@@ -21,7 +21,7 @@ synthesis runs T3 + S3Gen itself, checking the tag against the tokenizer.
 from __future__ import annotations
 
 import shutil
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -63,6 +63,8 @@ class ChatterboxFamily(ModelFamily):
     tasks = ("tts",)
     model_keys = ("preset", "text_tokens_dict_size")
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
+    # T3 hands its Llama backbone `inputs_embeds`: the backbone's own token table is never used
+    unused_in_training = ("tfmr.embed_tokens",)
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
@@ -201,8 +203,7 @@ class ChatterboxFamily(ModelFamily):
         if not splits[TRAIN]:
             raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
                              f"speech ≤ {model_config.max_speech_tokens} tokens).")
-        forward = partial(t3_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
-        return TaskData(splits[TRAIN], splits[VAL], collate, forward)
+        return TaskData(splits[TRAIN], splits[VAL], collate, t3_forward, {"text_loss": run.text_weight, "mel_loss": run.mel_weight})
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:

@@ -7,7 +7,7 @@ registered in `LLAMA_CONFIGS` under a derived name when it differs from `Llama_5
 test model and the published one go through the same code. `build_t3` returns the published `T3`
 (`LinguaForgeT3` only adds a training forward; its state-dict keys are T3's) with `text_emb` /
 `text_head` as `SplitEmbedding` / `SplitHead` (frozen base rows as buffers); `t3_forward` is the
-training loss.
+training forward (losses through the module it is handed, the DDP wrapper under `torchrun`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.errors import InputError
+from core.families.contract import Scored
 from core.families.chatterbox.layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
 
 SPEECH_CODES = 6561
@@ -117,7 +118,8 @@ def _trainable_t3_class() -> type:
             return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from `collate`."""
+            """Return text_loss, mel_loss (speech tokens) and mel_top1 (means) and the tokens they score,
+            `text_tokens` and `mel_tokens`, for a batch from `collate`."""
             layout = lay_out_batch(self, batch)
             hidden = self.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
                                return_dict=True).last_hidden_state
@@ -130,8 +132,8 @@ def _trainable_t3_class() -> type:
             mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
             scored = speech_targets != IGNORE
             top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
-            tokens = scored.sum() + (text_targets != IGNORE).sum()
-            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
+            return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(),
+                    "text_tokens": (text_targets != IGNORE).sum(), "mel_tokens": scored.sum()}
 
     return LinguaForgeT3
 
@@ -152,8 +154,8 @@ def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
     return model
 
 
-def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
-    """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a T3 on a batch."""
+def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor]) -> Scored:
+    """Return `text_loss`, `mel_loss` and `mel_top1` of a T3 (or its DDP wrapper) on a batch, with the tokens each scores."""
     out = module(batch=batch)
-    out["loss"] = text_weight * out["text_loss"] + mel_weight * out["mel_loss"]
-    return out
+    return {"text_loss": (out["text_loss"], out["text_tokens"]), "mel_loss": (out["mel_loss"], out["mel_tokens"]),
+            "mel_top1": (out["mel_top1"], out["mel_tokens"])}
