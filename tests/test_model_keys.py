@@ -35,8 +35,8 @@ def test_doctor_and_train_refuse_a_model_key_the_family_does_not_take_with_the_s
     config.write_text(yaml.safe_dump(CHATTERBOX_RUN), encoding="utf-8")
     doctor = _refusal(cli("doctor", "--config", config))
     assert doctor == (f"error: {config}.model.max_speech_tokens: does not apply to family chatterbox, which takes only "
-                      "model.preset and model.text_tokens_dict_size (its shape comes from its checkpoint, its vocabulary "
-                      "from the tokenizer). Remove max_speech_tokens from the config's model: section.")
+                      "model.preset, model.text_tokens_dict_size and model.dropout (its shape comes from its checkpoint, "
+                      "its vocabulary from the tokenizer). Remove max_speech_tokens from the config's model: section.")
     assert _refusal(cli("train", "--config", config)) == doctor
     assert sorted(p.name for p in config.parent.iterdir()) == ["config.yaml", "status.json"]  # no model, cache or log
 
@@ -53,11 +53,11 @@ def test_the_plan_checks_the_familys_own_list(workspace: Path, family: str, bad:
     settings = load_settings()
     config = run_config_from_dict({**CHATTERBOX_RUN, "family": family, "model": {"preset": "tiny", kept: 5, bad: 2}}, "x.yaml")
     with pytest.raises(InputError, match=rf"^x\.yaml\.model\.{bad}: does not apply to family {family}, which takes only "
-                                         rf"model\.preset and model\.{kept} .* Remove {bad} from"):
+                                         rf"model\.preset, model\.{kept} and model\.dropout .* Remove {bad} from"):
         plan_run(config, settings)
     assert plan_run(run_config_from_dict({**CHATTERBOX_RUN, "family": family, "model": {kept: 5}}, "x.yaml"),
                     settings).family.name == family
-    assert get_model_family(family).model_keys == ("preset", kept)
+    assert get_model_family(family).model_keys == ("preset", kept, "dropout")
 
 
 def test_the_forms_family_switch_drops_only_what_the_family_does_not_take() -> None:

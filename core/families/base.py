@@ -92,6 +92,24 @@ class SynthesisRequest:
     device: str = "auto"
 
 
+def set_dropout(model: "nn.Module", p: float) -> int:
+    """Set every dropout of `model`'s training forward to `p` and return how many were set: each `nn.Dropout`
+    and the float rates attention modules hand their fused kernels (`attention_dropout` of transformers'
+    Llama, `dropout_rate` of T3's perceiver, `dropout` of LinguaForge's attention)."""
+    from torch import nn
+
+    count = 0
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+            count += 1
+        for name in ("attention_dropout", "dropout_rate", "dropout"):
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, p)
+                count += 1
+    return count
+
+
 class Speaker(ABC):
     """One checkpoint with its family's speech models, loaded once; `speak` says one text at a time.
 
@@ -152,12 +170,26 @@ class ModelFamily(ABC):
             return
         unknown = sorted(key for key in model if key not in self.model_keys)
         if unknown:
-            takes = " and ".join(f"model.{key}" for key in self.model_keys)
+            names = [f"model.{key}" for key in self.model_keys]
+            takes = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
             raise InputError(
                 f"{source}.model.{unknown[0]}: does not apply to family {self.name}, which takes only {takes} (its shape "
                 f"comes from its checkpoint, its vocabulary from the tokenizer). Remove {', '.join(unknown)} from the "
                 "config's model: section."
             )
+
+    def training_dropout(self, model: Mapping[str, Any], source: str) -> float | None:
+        """Return a run config's `model.dropout` (None when unset: the published model keeps its own rates).
+
+        Raises InputError naming `<source>.model.dropout` when it is not a number in [0, 1).
+        """
+        value = model.get("dropout")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise InputError(f"{source}.model.dropout: {value!r} must be a number in [0, 1) (0 trains without dropout; "
+                             "leave it out for the published model's own rates).")
+        return float(value)
 
     def check_speech_options(self, options: Mapping[str, float]) -> dict[str, float]:
         """Return `options` (`--option KEY=NUMBER` pairs) when its speaker takes each (temperature has its own flag).

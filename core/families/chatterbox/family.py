@@ -61,7 +61,7 @@ class ChatterboxFamily(ModelFamily):
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
-    model_keys = ("preset", "text_tokens_dict_size")
+    model_keys = ("preset", "text_tokens_dict_size", "dropout")
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
     # T3 hands its Llama backbone `inputs_embeds`: the backbone's own token table is never used
     unused_in_training = ("tfmr.embed_tokens",)
@@ -118,7 +118,8 @@ class ChatterboxFamily(ModelFamily):
             raise InputError(f"{run.source}: family chatterbox starts from a T3 checkpoint: set model_dir (its "
                              f"{MULTILINGUAL_FILES['t3']}) or base_checkpoint (from `embeddings extend --family chatterbox`).")
         shape = backbone_shape(run.base.state_dict, str(run.base.path))
-        return ChatterboxConfig(text_tokens_dict_size=run.tokenizer.size, **shape)
+        return ChatterboxConfig(text_tokens_dict_size=run.tokenizer.size, **shape,
+                                dropout=self.training_dropout(run.model, run.source))
 
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
         """Return the T3 at the tokenizer's size with `frozen_rows` frozen text rows."""

@@ -46,6 +46,7 @@ class ChatterboxConfig:
     max_text_tokens: int = MAX_TEXT_TOKENS
     max_speech_tokens: int = MAX_SPEECH_TOKENS
     speech_cond_prompt_len: int = 150
+    dropout: float | None = None  # the run's `model.dropout` for every dropout of T3 (None: T3's own rates)
 
     @property
     def is_multilingual(self) -> bool:
@@ -142,13 +143,17 @@ _LINGUAFORGE_T3: type | None = None
 
 
 def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
-    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers."""
+    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers
+    (every dropout at `config.dropout` when set)."""
+    from core.families.base import set_dropout
     from models.rows import SplitEmbedding, SplitHead
 
     global _LINGUAFORGE_T3
     if _LINGUAFORGE_T3 is None:
         _LINGUAFORGE_T3 = _trainable_t3_class()
     model = _LINGUAFORGE_T3(t3_hparams(config))
+    if config.dropout is not None:
+        set_dropout(model, config.dropout)
     model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
     model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
     return model

@@ -40,7 +40,7 @@ class IndexTTSFamily(ModelFamily):
     speech_options = ("temperature", "max_mel_tokens", "diffusion_steps")
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
-    model_keys = ("preset", "number_text_tokens")  # the declared size the doctor checks against the tokenizer
+    model_keys = ("preset", "number_text_tokens", "dropout")  # number_text_tokens: the size the doctor checks
     # the conditioning and emotion encoders: their outputs (latents, emotion vector) come from the feature cache
     unused_in_training = ("conditioning_encoder", "perceiver_encoder", "emo_conditioning_encoder", "emo_perceiver_encoder",
                           "emovec_layer", "emo_layer")
@@ -110,13 +110,19 @@ class IndexTTSFamily(ModelFamily):
         if run.base is None:
             raise InputError(f"{run.source}: family indextts trains from a checkpoint; set base_checkpoint or model_dir.")
         config = self._indextts_config(run)
-        return IndexTTSModelConfig(gpt_kwargs_from_state_dict(run.base.state_dict, config, run.tokenizer.size), config)
+        return IndexTTSModelConfig(gpt_kwargs_from_state_dict(run.base.state_dict, config, run.tokenizer.size), config,
+                                   self.training_dropout(run.model, run.source))
 
     def build_model(self, model_config: Any, frozen_rows: int) -> torch.nn.Module:
-        """Return a UnifiedVoice whose first `frozen_rows` text rows and the extra row are frozen buffers."""
+        """Return a UnifiedVoice whose first `frozen_rows` text rows and the extra row are frozen buffers (every
+        dropout at the run's `model.dropout` when set)."""
+        from core.families.base import set_dropout
         from core.families.indextts.training import build_trainable_gpt
 
-        return build_trainable_gpt(model_config.kwargs, frozen_rows)
+        model = build_trainable_gpt(model_config.kwargs, frozen_rows)
+        if model_config.dropout is not None:
+            set_dropout(model, model_config.dropout)
+        return model
 
     def text_row_modules(self, model: torch.nn.Module) -> list[Any]:
         """Return [text_embedding, text_head]."""
