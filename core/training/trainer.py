@@ -318,7 +318,7 @@ class Trainer:
         the replay manifest's val split becomes the base-language validation (`base_*` val metrics)."""
         replay = self.config.data.replay
         run = dataclasses.replace(self.family_run, manifest=self.settings.resolve(replay.manifest), extra=dict(self.family_run.extra))
-        replay_data = self.family.task_data(run, self.model_cfg, self.family.prepare_features(run))
+        replay_data = self.family.task_data(run, self.model_cfg, self._rank_zero_first(lambda: self.family.prepare_features(run)))
         size = self.config.batch.size
         count = replay_count(size, replay.share)
         self.batcher = ReplayBatcher(self.data.train.lengths, replay_data.train.lengths, size, count,
@@ -329,13 +329,17 @@ class Trainer:
                        "clips": len(replay_data.train), "val_clips": len(replay_data.val)}
 
     def _prepare_cache(self) -> Path | None:
-        # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
+        return self._rank_zero_first(lambda: self.family.prepare_features(self.family_run))
+
+    def _rank_zero_first(self, prepare: Any) -> Any:
+        """Return `prepare()` (a feature cache's folder): rank 0 builds the cache, the other ranks wait for it,
+        then find it complete."""
         if self.rank != 0:
             dist.barrier()
-        cache_dir = self.family.prepare_features(self.family_run)
+        result = prepare()
         if self.rank == 0 and self.world > 1:
             dist.barrier()
-        return cache_dir
+        return result
 
     def _setup_adapter(self, resume_loaded: Any) -> None:
         """Load the base weights (with a resumed adapter checkpoint's trained rows, grown when the
@@ -412,9 +416,11 @@ class Trainer:
         resized = self.batcher.resized_from
         if resized is not None:
             position = self.batcher.state_dict()
-            self.log.line(f"the checkpoint's global batch was {resized['global_batch']} samples ({extra.get('world_size', 1)} "
-                          f"ranks), this run's is {position['global_batch']} ({self.world} ranks): epoch {position['epoch']} "
-                          f"continues at the same share, its batch {position['index']} (was {resized['index']}), cut anew")
+            ranks = {n: f"{n} rank" + "s" * (n != 1) for n in (int(extra.get("world_size", 1)), self.world)}
+            self.log.line(f"the checkpoint's global batch was {resized['global_batch']} samples "
+                          f"({ranks[int(extra.get('world_size', 1))]}), this run's is {position['global_batch']} "
+                          f"({ranks[self.world]}): epoch {position['epoch']} continues at the same share, its batch "
+                          f"{position['index']} (was {resized['index']}), cut anew")
         self.window.load_state_dict(extra.get("metric_window", {}), self.device)
         self.step = int(extra["step"])
         self.evaluation.resume(extra, loaded.path, self.step)
