@@ -1,10 +1,10 @@
 """Every family under torchrun: two gloo ranks on the CPU train exactly as one process on the doubled batch.
 
 One row of FAMILIES per model family — LinguaForge's own LM and TTS, Chatterbox T3, IndexTTS2's GPT
-(a family added later is one more row) — each a workspace built once per module by the family's
-test helpers, with a base checkpoint whose first rows are frozen. For each row, full fine-tune and
-LoRA: `python -m torch.distributed.run --standalone --nproc_per_node 2 -m core train` with
-`batch.size` B ends with the same weights on both ranks (status.json `rank_weights_sha256`), the
+(a family added later is one more row) — each a workspace built by the family's test helpers, with
+a base checkpoint whose first rows are frozen. For each row, full fine-tune and
+LoRA (`python -m torch.distributed.run --standalone --nproc_per_node 2 -m tests.ranks_train`: `core
+train` of both runs, one start of the ranks) with `batch.size` B ends with the same weights on both ranks (status.json `rank_weights_sha256`), the
 frozen base rows bit-identical to the start, and every train metric at every step (loss, each loss
 part, gradient norm, learning rate) and the validation equal, within float tolerance, to one
 process (`core.recipe.train` here) with `batch.size` 2B. The published families train with
@@ -129,10 +129,10 @@ def _env(root: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module", params=FAMILIES, ids=[row.name for row in FAMILIES])
-def family_ws(request: pytest.FixtureRequest, module_tmp: Path) -> Iterator[Workspace]:
+@pytest.fixture(params=FAMILIES, ids=[row.name for row in FAMILIES])
+def family_ws(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
     row = request.param
-    root = module_tmp / row.name
+    root = tmp_path / row.name
     root.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         for key, value in _env(root).items():
@@ -151,13 +151,16 @@ def _config(ws: Workspace, name: str, batch: int, **extra: Any) -> dict[str, Any
     return data
 
 
-def _torchrun(root: Path, data: dict[str, Any], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    path = root / "runs_cfg" / f"{data['name']}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+def _torchrun(root: Path, runs: list[dict[str, Any]], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Train `runs` one after another under two gloo ranks (`tests.ranks_train`: one start of the ranks for all)."""
+    paths = []
+    for data in runs:
+        path = root / "runs_cfg" / f"{data['name']}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        paths.append(str(path))
     return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "core", "train", "--config", str(path), "--json", *args],
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "tests.ranks_train", *paths],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=_env(root),
     )
 
@@ -181,18 +184,22 @@ def assert_same_curve(got: dict[int, dict[str, float]], want: dict[int, dict[str
             assert got[step][name] == pytest.approx(want[step][name], rel=1e-4, abs=1e-6), (step, name, got[step], want[step])
 
 
-@pytest.mark.parametrize("mode", ["full", "lora"])
-def test_two_ranks_train_as_one_process_on_the_doubled_batch(family_ws: Workspace, mode: str) -> None:
+def test_two_ranks_train_as_one_process_on_the_doubled_batch(family_ws: Workspace) -> None:
     ws, row = family_ws, family_ws.row
-    adapter = {"adapter": LORA} if mode == "lora" else {}
+    modes = {"full": {}, "lora": {"adapter": LORA}}
     started = time.monotonic()
-    one = train(run_config_from_dict(_config(ws, f"{mode}-one", 2 * row.batch, **adapter), f"{mode}-one.yaml"),
-                None, load_settings())
+    alone = {mode: train(run_config_from_dict(_config(ws, f"{mode}-one", 2 * row.batch, **extra), f"{mode}-one.yaml"),
+                         None, load_settings()) for mode, extra in modes.items()}
     single_s = time.monotonic() - started
-    proc = _torchrun(ws.root, _config(ws, f"{mode}-two", row.batch, **adapter, **row.under_ranks))
-    print(f"{row.name} {mode}: one process {single_s:.1f}s, two ranks {time.monotonic() - started - single_s:.1f}s")
+    proc = _torchrun(ws.root, [_config(ws, f"{mode}-two", row.batch, **extra, **row.under_ranks) for mode, extra in modes.items()])
+    print(f"{row.name}: one process {single_s:.1f}s for both runs, two ranks {time.monotonic() - started - single_s:.1f}s")
     assert proc.returncode == 0, proc.stderr[-4000:]
+    for mode, one in alone.items():
+        check_same_training(ws, mode, one)
 
+
+def check_same_training(ws: Workspace, mode: str, one: Any) -> None:
+    """Assert the two-rank run `<mode>-two` trained as the one-process run `one` (`<mode>-one`) did."""
     status = _status(ws.root, f"{mode}-two")
     assert status["state"] == "finished" and status["step"] == STEPS and status["world_size"] == 2
     hashes = status["rank_weights_sha256"]
@@ -212,7 +219,7 @@ def test_two_ranks_train_as_one_process_on_the_doubled_batch(family_ws: Workspac
     alone = load_checkpoint(Path(one.last_checkpoint)).extra
     assert (saved["world_size"], alone["world_size"]) == (2, 1)
     assert saved["data_position"] == alone["data_position"]  # the same global batches: the same position
-    if row.under_ranks.get("schedule", {}).get("eval_every"):  # rank 0 evaluated the last checkpoint
+    if ws.row.under_ranks.get("schedule", {}).get("eval_every"):  # rank 0 evaluated the last checkpoint
         evals = _lines(ws.root, f"{mode}-two", "eval")
         assert list(evals) == [STEPS] and (ws.root / "runs" / f"{mode}-two" / "checkpoints" / "eval.json").is_file()
     if "replay" in ws.run["data"]:
