@@ -9,7 +9,8 @@ frozen base rows bit-identical to the start, and every train metric at every ste
 part, gradient norm, learning rate) and the validation equal, within float tolerance, to one
 process (`core.recipe.train` here) with `batch.size` 2B. The published families train with
 `model.dropout: 0` (their dropout masks cannot be split over ranks). The own TTS row mixes replay
-clips into every batch, and under two ranks evaluates every checkpoint (rank 0 only).
+clips into every batch, and its two-rank full fine-tune evaluates every checkpoint (rank 0 only;
+periodic evaluation speaks from full checkpoints, not adapters).
 
 A run stopped (STOP file) under two ranks resumes under one: with the doubled batch it continues
 exactly as one uninterrupted process; with the same `batch.size` it continues at the same share of
@@ -98,7 +99,7 @@ def _indextts(root: Path) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Row:
     """One family: its workspace (returns the run config common to its runs), the batch per rank, and what only
-    the two-rank run adds (nothing that changes the numbers)."""
+    the two-rank full fine-tune adds (nothing that changes the numbers)."""
 
     name: str
     workspace: Callable[[Path], dict[str, Any]]
@@ -191,7 +192,8 @@ def test_two_ranks_train_as_one_process_on_the_doubled_batch(family_ws: Workspac
     alone = {mode: train(run_config_from_dict(_config(ws, f"{mode}-one", 2 * row.batch, **extra), f"{mode}-one.yaml"),
                          None, load_settings()) for mode, extra in modes.items()}
     single_s = time.monotonic() - started
-    proc = _torchrun(ws.root, [_config(ws, f"{mode}-two", row.batch, **extra, **row.under_ranks) for mode, extra in modes.items()])
+    modes["full"].update(row.under_ranks)  # the one-process runs are done: what only two ranks add
+    proc = _torchrun(ws.root, [_config(ws, f"{mode}-two", row.batch, **extra) for mode, extra in modes.items()])
     print(f"{row.name}: one process {single_s:.1f}s for both runs, two ranks {time.monotonic() - started - single_s:.1f}s")
     assert proc.returncode == 0, proc.stderr[-4000:]
     for mode, one in alone.items():
@@ -219,7 +221,7 @@ def check_same_training(ws: Workspace, mode: str, one: Any) -> None:
     alone = load_checkpoint(Path(one.last_checkpoint)).extra
     assert (saved["world_size"], alone["world_size"]) == (2, 1)
     assert saved["data_position"] == alone["data_position"]  # the same global batches: the same position
-    if ws.row.under_ranks.get("schedule", {}).get("eval_every"):  # rank 0 evaluated the last checkpoint
+    if mode == "full" and ws.row.under_ranks.get("schedule", {}).get("eval_every"):  # rank 0 evaluated the last checkpoint
         evals = _lines(ws.root, f"{mode}-two", "eval")
         assert list(evals) == [STEPS] and (ws.root / "runs" / f"{mode}-two" / "checkpoints" / "eval.json").is_file()
     if "replay" in ws.run["data"]:
