@@ -2,19 +2,20 @@
 
 One row of FAMILIES per model family — LinguaForge's own LM and TTS, Chatterbox T3, IndexTTS2's GPT
 (a family added later is one more row) — each a workspace built by the family's test helpers, with
-a base checkpoint whose first rows are frozen. For each row, full fine-tune and
-LoRA (`python -m torch.distributed.run --standalone --nproc_per_node 2 -m tests.ranks_train`: `core
-train` of both runs, one start of the ranks) with `batch.size` B ends with the same weights on both ranks (status.json `rank_weights_sha256`), the
-frozen base rows bit-identical to the start, and every train metric at every step (loss, each loss
-part, gradient norm, learning rate) and the validation equal, within float tolerance, to one
-process (`core.recipe.train` here) with `batch.size` 2B. The published families train with
-`model.dropout: 0` (their dropout masks cannot be split over ranks). The own TTS row mixes replay
-clips into every batch, and its two-rank full fine-tune evaluates every checkpoint (rank 0 only;
-periodic evaluation speaks from full checkpoints, not adapters).
+a base checkpoint whose first rows are frozen. For each row, full fine-tune and LoRA under two ranks
+(`python -m torch.distributed.run --standalone --nproc_per_node 2 -m tests.ranks_train`: `core train`
+of both runs, one start of the ranks) with `batch.size` B end with the same weights on both ranks
+(status.json `rank_weights_sha256`), the frozen base rows bit-identical to the start, and every
+train metric at every step (loss, each loss part, gradient norm, learning rate) and the validation
+equal, within float tolerance, to one process (`core.recipe.train` here) with `batch.size` 2B. The
+published families train with `model.dropout: 0` (dropout masks cannot be split over ranks). The own
+TTS row mixes replay clips into every batch and tracks its speech rate over the global batch, and its
+two-rank full fine-tune evaluates every checkpoint (rank 0 only; periodic evaluation speaks from full
+checkpoints, not adapters).
 
-A run stopped (STOP file) under two ranks resumes under one: with the doubled batch it continues
-exactly as one uninterrupted process; with the same `batch.size` it continues at the same share of
-the epoch and says so.
+A run stopped (STOP file) under two ranks through `-m core train` resumes under one: with the doubled
+batch it continues exactly as one uninterrupted process; with the same `batch.size` it continues at
+the same share of the epoch and says so.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def _tts(root: Path) -> dict[str, Any]:
 
     tts_workspace(root)
     run = {"preset": "new-language", "codec": "codecs/c64.pt", "data": {"val_ratio": 0.2},
-           "model": {"preset": "tiny", "max_speech_tokens": 400}, "optim": {"lr": 2.0e-3, "warmup_steps": 1}}
+           "model": {"preset": "tiny", "max_speech_tokens": 400, "progress_alignment": True},
+           "optim": {"lr": 2.0e-3, "warmup_steps": 1}}
     base = train(run_config_from_dict({**run, "name": "en-base", "tokenizer": "tokenizers/en.model", "batch": {"size": 4},
                                        "data": {**run["data"], "manifest": "datasets/sample/en.jsonl"},
                                        "schedule": {"max_steps": 2, "val_every": 2, "save_every": 2}}), None, load_settings())
@@ -217,10 +219,12 @@ def check_same_training(ws: Workspace, mode: str, one: Any) -> None:
         for name, value in val_one[step].items():
             if name.endswith("loss"):
                 assert val_two[step][name] == pytest.approx(value, rel=1e-5), (step, name)
-    saved = load_checkpoint(ws.root / "runs" / f"{mode}-two" / "checkpoints" / f"step_{STEPS:07d}.pt").extra
-    alone = load_checkpoint(Path(one.last_checkpoint)).extra
-    assert (saved["world_size"], alone["world_size"]) == (2, 1)
-    assert saved["data_position"] == alone["data_position"]  # the same global batches: the same position
+    two_ranks = load_checkpoint(ws.root / "runs" / f"{mode}-two" / "checkpoints" / f"step_{STEPS:07d}.pt")
+    alone = load_checkpoint(Path(one.last_checkpoint))
+    assert (two_ranks.extra["world_size"], alone.extra["world_size"]) == (2, 1)
+    assert two_ranks.extra["data_position"] == alone.extra["data_position"]  # the same global batches, the same position
+    if "speech_rate" in alone.state_dict:  # a statistic of the global batch (own TTS, progress alignment), not of a rank's
+        assert float(two_ranks.state_dict["speech_rate"]) == pytest.approx(float(alone.state_dict["speech_rate"]), rel=1e-6)
     if mode == "full" and ws.row.under_ranks.get("schedule", {}).get("eval_every"):  # rank 0 evaluated the last checkpoint
         evals = _lines(ws.root, f"{mode}-two", "eval")
         assert list(evals) == [STEPS] and (ws.root / "runs" / f"{mode}-two" / "checkpoints" / "eval.json").is_file()
