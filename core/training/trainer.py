@@ -32,6 +32,7 @@ with a fallback to eager that logs why when compilation fails.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime
@@ -111,10 +112,18 @@ class TrainResult:
 
 
 def _distributed() -> tuple[int, int]:
+    """Return (rank, world size), joining the process group under torchrun (destroyed at the process's exit,
+    as PyTorch asks of a program that ends normally)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=COLLECTIVE_TIMEOUT)
+        atexit.register(_leave_process_group)
     return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def _leave_process_group() -> None:
+    if dist.is_initialized():  # no collective here: a rank that failed must exit at once, so torchrun stops the rest
+        dist.destroy_process_group()
 
 
 def _device(rank: int) -> torch.device:
