@@ -96,3 +96,22 @@ def test_schedule_and_parameter_groups() -> None:
     assert not any("base" in n for n in names) and groups[1]["weight_decay"] == 0.0
     assert sum(p.numel() for g in groups for p in g["params"]) == sum(p.numel() for p in model.parameters())
     assert torch.equal(model.state_dict()["text_embedding.weight"][:12], model.text_embedding.weight_base)
+
+
+def test_adam_state_resumes_without_a_parameter_that_never_stepped() -> None:
+    from core.training.state import remap_optimizer_state
+
+    a, b, c = (torch.nn.Parameter(torch.randn(3, 2)) for _ in range(3))
+    saved = torch.optim.AdamW([{"params": [a, b], "weight_decay": 0.1}, {"params": [c], "weight_decay": 0.0}])
+    a.grad, c.grad = torch.ones_like(a), torch.ones_like(c)  # b got no gradient (an unused module): no state
+    saved.step()
+    state, grown = remap_optimizer_state(saved.state_dict(), ["a", "b", "c"], ["a", "c"], {"a": a.shape, "c": c.shape})
+    now = torch.optim.AdamW([{"params": [a], "weight_decay": 0.1}, {"params": [c], "weight_decay": 0.0}])
+    now.load_state_dict(state)  # b, now frozen, is left out; the groups keep their settings
+    assert grown == {} and [g["weight_decay"] for g in now.param_groups] == [0.1, 0.0]
+    for p in (a, c):
+        assert torch.equal(now.state[p]["exp_avg"], saved.state[p]["exp_avg"])
+    b.grad = torch.ones_like(b)
+    saved.step()  # b has state now: leaving it out would lose it
+    with pytest.raises(InputError, match=r"gone: \['b'\]"):
+        remap_optimizer_state(saved.state_dict(), ["a", "b", "c"], ["a", "c"], {"a": a.shape, "c": c.shape})
