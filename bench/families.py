@@ -38,9 +38,11 @@ import torch.nn.functional as F  # noqa: E402
 
 from core.families.chatterbox.t3 import ChatterboxConfig, build_t3, t3_forward, t3_hparams  # noqa: E402
 from core.families.chatterbox.layout import collate  # noqa: E402
+from core.families.contract import weighted_loss  # noqa: E402
 
 TEXT, SPEECH, PROMPT = 64, 300, 150
 BASE_ROWS = 2454
+LOSS_WEIGHTS = {"text_loss": 0.2, "mel_loss": 0.8}
 
 
 def batch_samples(batch: int, rows: int, generator: torch.Generator) -> list[dict[str, torch.Tensor]]:
@@ -136,7 +138,7 @@ def bench_chatterbox(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]
     def build(name: str) -> tuple[torch.nn.Module, Callable[[], torch.Tensor]]:
         if name == "family":
             model = build_t3(config, frozen_rows=BASE_ROWS).to(device).train()
-            return model, lambda: t3_forward(model, batch, 0.2, 0.8)["loss"]
+            return model, lambda: weighted_loss(t3_forward(model, batch), LOSS_WEIGHTS)
         model = T3(t3_hparams(config)).to(device).train()
         return model, lambda: plain_step(model, batch)
 
@@ -162,7 +164,8 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
     """Return tokens/s, ms/step and peak memory of the IndexTTS2 family step and the plain loop."""
     from core.families.indextts.gpt import build_unified_voice
     from core.families.indextts.layout import conditioning_prefix
-    from core.families.indextts.training import collate_indextts, indextts_forward, split_text_rows
+    from core.families.indextts.training import build_trainable_gpt, collate_indextts, indextts_forward
+    from core.families.registry import get_model_family
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     kwargs = indextts_kwargs(smoke)
@@ -196,15 +199,12 @@ def bench_indextts(smoke: bool, steps: int, batch_size: int) -> dict[str, Any]:
         return 0.2 * F.cross_entropy(text_logits.float(), text_target) + 0.8 * F.cross_entropy(mel_logits.float(), code_target)
 
     def build(name: str) -> tuple[torch.nn.Module, Callable[[], torch.Tensor]]:
-        model = build_unified_voice(kwargs)
         if name == "plain":
-            model = model.to(device).train()
+            model = build_unified_voice(kwargs).to(device).train()
             return model, lambda: plain_loss(model)
-        model = split_text_rows(model, INDEX_BASE).to(device).train()
-        for module in (model.conditioning_encoder, model.perceiver_encoder, model.emo_conditioning_encoder,
-                       model.emo_perceiver_encoder, model.emovec_layer, model.emo_layer):
-            module.requires_grad_(False)
-        return model, lambda: indextts_forward(model, family_batch, 0.2, 0.8)["loss"]
+        model = build_trainable_gpt(kwargs, INDEX_BASE).to(device).train()
+        get_model_family("indextts").apply_freeze(model, "base-rows")  # the conditioning encoders: outputs cached
+        return model, lambda: weighted_loss(indextts_forward(model, family_batch), LOSS_WEIGHTS)
 
     return {**results, **time_family_and_plain(build, steps, device, tokens)}
 

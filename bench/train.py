@@ -37,6 +37,7 @@ from core.data.sample import sample_dataset  # noqa: E402
 from core.training.embeddings import extend_checkpoint  # noqa: E402
 from core.training.run_config import run_config_from_dict  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402
+from core.families.contract import weighted_loss  # noqa: E402
 from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
 from core.tokenizers.train import train_tokenizer  # noqa: E402
 from core.training.data import Batcher, Prefetcher  # noqa: E402
@@ -87,13 +88,12 @@ def reference_tokens_per_s(trainer: Trainer, steps: int) -> float:
         if step == 1:  # the first step warms up allocators and kernels
             tokens, start = 0, time.perf_counter()
         batch = trainer.data.collate([trainer.data.train.load(i) for i in next(batches)])
-        batch.pop("n_tokens")
-        out = trainer.data.forward(model, batch)
-        out["loss"].backward()
+        n_tokens = batch.pop("n_tokens")
+        weighted_loss(trainer.data.forward(model, batch), trainer.data.loss_weights).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        tokens += int(out["tokens"])
+        tokens += n_tokens
     return tokens / (time.perf_counter() - start)
 
 

@@ -15,6 +15,7 @@ from core.config import Settings
 from jobs import runner as jobs_runner
 from jobs import states as job_states
 from jobs.kinds import JobCatalogue
+from jobs.supervise import command_line
 from jobs.worker import Worker
 
 __all__ = ["JobRunner", "job_states"]  # job_states: the one table of job states, for the tabs
@@ -51,13 +52,14 @@ class JobRunner:
         """
         return self._jobs.submit(kind, _filled(params), nproc=nproc)
 
-    def preview(self, kind: str, params: dict[str, Any]) -> str:
-        """Return the command line `submit(kind, params)` would run: `python -m core` and the job's exact argv.
+    def preview(self, kind: str, params: dict[str, Any], nproc: int = 1) -> str:
+        """Return the command line `submit(kind, params, nproc)` would run: `python -m core` and the job's exact
+        argv, under torchrun with `nproc` > 1.
 
         Raises InputError with the CLI's message for bad parameters.
         """
         _, argv = self._jobs.plan(kind, _filled(params))
-        return shlex.join(["python", "-m", "core", *argv])
+        return shlex.join(["python", *command_line(argv, nproc)[1:]])
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         """Return the newest `limit` job records, newest first."""

@@ -272,7 +272,8 @@ class JobStore:
             "settings_path": settings_path}, increment=("attempts",))
 
     def reject(self, job_id: str, error: str) -> bool:
-        """queued → failed without running (a damaged record), with `error`. Returns True when it moved."""
+        """queued → failed without running (a damaged record, or more GPU slots than the worker has), with `error`.
+        Returns True when it moved."""
         return self._move(job_id, "reject", FAILED, {"finished_at": time.time(), "error": error})
 
     def finish(self, job_id: str, outcome: str, **fields: Any) -> bool:

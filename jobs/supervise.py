@@ -42,10 +42,14 @@ def worker_alive(identity: str | None) -> bool | None:
     return is_alive(int(pid), start)
 
 
-def child_env(workspace: Path, progress_path: Path | None = None, settings_file: Path | None = None) -> dict[str, str]:
+def child_env(workspace: Path, progress_path: Path | None = None, settings_file: Path | None = None,
+              devices: list[str] | None = None) -> dict[str, str]:
     """Return the environment for a job's command: this one plus the workspace, progress file, repo
-    and settings file (without one, the command loads the defaults alone)."""
+    and settings file (without one, the command loads the defaults alone), and with `devices` (its
+    GPU slots' devices) `CUDA_VISIBLE_DEVICES` naming only those."""
     env = dict(os.environ)
+    if devices:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
     env[WORKSPACE_ENV] = str(workspace)
     env.pop(SETTINGS_ENV, None)
     if settings_file is not None:
@@ -58,23 +62,26 @@ def child_env(workspace: Path, progress_path: Path | None = None, settings_file:
 
 
 def command_line(argv: list[str], nproc: int = 1) -> list[str]:
-    """Return the process command for CLI `argv`: `python -m core …`, or torchrun with `nproc` > 1."""
+    """Return the process command for CLI `argv`: `python -m core …`, or with `nproc` > 1 torchrun on this
+    machine (`--standalone`: a free port of its own, so several such jobs run side by side)."""
     if nproc > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "-m", "core", *argv]
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+                "-m", "core", *argv]
     return [sys.executable, "-m", "core", *argv]
 
 
 def launch(
-    argv: list[str], cwd: Path, log_path: Path, progress_path: Path, nproc: int = 1, settings_file: Path | None = None
+    argv: list[str], cwd: Path, log_path: Path, progress_path: Path, nproc: int = 1, settings_file: Path | None = None,
+    devices: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the command for `argv` in a new session (cwd = the workspace `cwd`) logging to `log_path`,
-    loading `settings_file` over the defaults.
+    loading `settings_file` over the defaults, seeing only the GPUs `devices` when given.
 
     With `nproc` > 1 it runs under torchrun with that many processes. Returns the Popen;
     raises OSError when the process cannot start.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = child_env(cwd, progress_path, settings_file)
+    env = child_env(cwd, progress_path, settings_file, devices)
     command = command_line(argv, nproc)
     with open(log_path, "ab") as log:
         log.write(f"$ {' '.join(['python', *command[1:]])}\n".encode())

@@ -1,4 +1,4 @@
-"""The Huey task that runs one job: claim it, take a GPU slot if needed, supervise its process.
+"""The Huey task that runs one job: claim it, take its GPU slots if needed, supervise its process.
 
 `register_tasks(huey, context)` returns the `run_job` task wrapper bound to a `JobContext`.
 Submitters register it without one (to enqueue); only a consumer, which has one, executes it.
@@ -7,6 +7,7 @@ A job's process loads the settings file recorded with the job, else the one its 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -26,6 +27,7 @@ from core.runs import RunFolder
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
+from jobs.slots import GpuSlots
 from jobs.states import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from jobs.supervise import (
     error_summary,
@@ -46,7 +48,7 @@ class JobContext:
 
     settings: Settings
     store: JobStore
-    gpu_slots: threading.BoundedSemaphore
+    gpu_slots: GpuSlots
     worker_id: str = field(default_factory=worker_identity)
     active: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     shutting_down: threading.Event = field(default_factory=threading.Event)
@@ -63,9 +65,10 @@ class JobContext:
 
 
 def make_context(settings: Settings) -> JobContext:
-    """Return a JobContext for `settings` with `queue.gpu_slots` GPU slots (default 1)."""
+    """Return a JobContext for `settings` with `queue.gpu_slots` GPU slots (default 1) over this process's
+    `CUDA_VISIBLE_DEVICES` (`jobs.slots`)."""
     slots = int(settings.get("queue.gpu_slots", 1) or 1)
-    return JobContext(settings, JobStore(jobs_db_path(settings)), threading.BoundedSemaphore(slots))
+    return JobContext(settings, JobStore(jobs_db_path(settings)), GpuSlots(slots, os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
 def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper:
@@ -81,7 +84,8 @@ def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper
 
 
 def execute(ctx: JobContext, job_id: str) -> None:
-    """Run job `job_id` unless it is no longer queued; retry later while no GPU slot is free."""
+    """Run job `job_id` unless it is no longer queued; retry later while its GPU slots (one per process) are not
+    free; fail it when it needs more than the worker has."""
     try:
         job = ctx.store.get(job_id)
     except InputError:
@@ -91,20 +95,24 @@ def execute(ctx: JobContext, job_id: str) -> None:
     if job["damaged"]:
         ctx.store.reject(job_id, f"damaged job record ({job['damaged']}); submit the job again")
         return
-    slot = ctx.gpu_slots if job["gpu"] else None
-    if slot is not None and not slot.acquire(blocking=False):
+    needed = int(job["nproc"]) if job["gpu"] else 0
+    if needed > ctx.gpu_slots.count:
+        ctx.store.reject(job_id, f"needs {needed} GPU slots (--nproc {needed}) but worker {ctx.worker_id} has "
+                                 f"{ctx.gpu_slots.count} (queue.gpu_slots); raise queue.gpu_slots or submit with fewer processes")
+        return
+    devices = ctx.gpu_slots.take(needed) if needed else []
+    if devices is None:
         raise RetryTask(delay=GPU_RETRY_DELAY_S)
     try:
         settings_file = job["settings_path"] or (str(ctx.settings.source) if ctx.settings.source else None)
         if ctx.store.claim(job_id, ctx.worker_id, settings_file):
-            _supervise(ctx, job_id)
+            _supervise(ctx, job_id, devices)
     finally:
-        if slot is not None:
-            slot.release()
+        ctx.gpu_slots.give_back(devices)
 
 
-def _supervise(ctx: JobContext, job_id: str) -> None:
-    supervisor = Supervisor(ctx, ctx.store.get(job_id))
+def _supervise(ctx: JobContext, job_id: str, devices: list[str]) -> None:
+    supervisor = Supervisor(ctx, ctx.store.get(job_id), devices)
     try:
         supervisor.run()
     except Exception as exc:  # the job edge: record the failure, never leave it `running`
@@ -115,9 +123,10 @@ def _supervise(ctx: JobContext, job_id: str) -> None:
 class Supervisor:
     """Runs one claimed job's process to the end and records progress and outcome."""
 
-    def __init__(self, ctx: JobContext, job: dict[str, Any]) -> None:
+    def __init__(self, ctx: JobContext, job: dict[str, Any], devices: list[str] | None = None) -> None:
         self.ctx = ctx
         self.job = job
+        self.devices = devices or []  # the GPUs of its slots (none for a CPU kind)
         self.id = job["id"]
         self.log_path = Path(job["log_path"])
         self.progress_path = Path(job["progress_path"])
@@ -151,7 +160,7 @@ class Supervisor:
             self.log(f"settings: {settings_file or 'config/default.yaml alone'}")
             self.attempt_offset = self.log_path.stat().st_size
             proc = launch(self.job["argv"], self.ctx.settings.workspace, self.log_path, self.progress_path,
-                          self.job["nproc"], settings_file)
+                          self.job["nproc"], settings_file, self.devices)
         except OSError as exc:
             where = Path(exc.filename).parent if exc.filename else None
             detail = f"{where} is not writable ({exc.strerror}: {exc.filename})" if where else str(exc)

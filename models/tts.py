@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
@@ -167,7 +168,8 @@ class GPTTTS(nn.Module):
         return max(1, min(limit, round(rate * (len(text_ids) + 2))))
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Return `text_loss`, `mel_loss`, `mel_top1` and token counts for a collated batch.
+        """Return `text_loss`, `mel_loss`, `mel_top1` (means) and the tokens they score, `text_tokens` and
+        `mel_tokens`, for a collated batch.
 
         `batch` holds `text_ids` [B, Lt] and `codes` [B, Ls] (right-padded), their lengths
         `text_lengths`, `code_lengths`, and `ref_mel` [B, F, n_mels] with `ref_lengths`; with the
@@ -199,13 +201,22 @@ class GPTTTS(nn.Module):
             "text_loss": F.cross_entropy(text_logits, batch["text_targets"]),
             "mel_loss": F.cross_entropy(mel_logits, mel_targets),
             "mel_top1": (mel_logits.argmax(-1) == mel_targets).float().mean(),
-            "tokens": torch.tensor(batch["text_index"].numel() + mel_targets.numel(), device=mel_targets.device),
+            "text_tokens": torch.tensor(batch["text_index"].numel(), device=mel_targets.device),
+            "mel_tokens": torch.tensor(mel_targets.numel(), device=mel_targets.device),
         }
 
     @torch.no_grad()
     def _track_speech_rate(self, text_lengths: torch.Tensor, code_lengths: torch.Tensor) -> None:
-        """Move `speech_rate` towards this batch's codes per text position (on the device, no sync)."""
-        batch_rate = code_lengths.sum().float() / (text_lengths + 2).sum().float()
+        """Move `speech_rate` towards this batch's codes per text position (on the device, no sync).
+
+        Under several processes (torch.distributed initialised) the batch is the global one: the
+        counts are summed over the ranks, as SyncBatchNorm sums its statistics, so every rank keeps
+        the same rate, the one a single process on the whole batch keeps.
+        """
+        counts = torch.stack([code_lengths.sum(), (text_lengths + 2).sum()]).float()
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(counts)
+        batch_rate = counts[0] / counts[1]
         rate = self.speech_rate
         rate.copy_(torch.where(rate > 0, 0.98 * rate + 0.02 * batch_rate, batch_rate))
 

@@ -102,3 +102,14 @@ def extend_to_amharic(root: Path, model_dir: Path) -> None:
     (root / "checkpoints").mkdir(parents=True, exist_ok=True)
     extend_checkpoint(model_dir / "t3_mtl23ls_v2.safetensors", base_tok, am, root / "checkpoints" / "t3_am.safetensors",
                       family="chatterbox", init="mean")
+
+
+def chatterbox_workspace(root: Path) -> Path:
+    """Fill the workspace `root`: the reduced folder (`models/chatterbox`), the espeak sample of 6 en + 6 am clips
+    (`datasets/espeak`), `tokenizers/am.json` and `checkpoints/t3_am.safetensors` (`extend_to_amharic`); return it."""
+    from tests.data_helpers import make_espeak_dataset
+
+    model_dir = make_chatterbox_folder(root / "models" / "chatterbox")
+    make_espeak_dataset(root / "datasets" / "espeak", per_language=6)
+    extend_to_amharic(root, model_dir)
+    return root

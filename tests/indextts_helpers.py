@@ -82,6 +82,21 @@ def build_model_folder(dest: Path, seed: int = 0, layers: int = 2, checkpointing
     return dest
 
 
+def amharic_workspace(root: Path, folder: Path) -> Path:
+    """Put 4 espeak Amharic clips (2 speakers, `datasets/am`), `tokenizers/am8.model` (the folder's bpe.model grown
+    to 12,008 pieces) and `checkpoints/gpt_am8.pt` (its gpt.pth extended to them by `embeddings extend`, mean init,
+    extra row moved last) into the workspace `root`, for the reduced IndexTTS2 folder `folder`; return `root`."""
+    from core.training.embeddings import extend_checkpoint
+    from tests.data_helpers import make_espeak_dataset
+    from tests.sp_helpers import grow_to
+
+    make_espeak_dataset(root / "datasets" / "am", per_language=4, languages=("am",))
+    grow_to(folder / "bpe.model", 12008, root / "tokenizers" / "am8.model")
+    extend_checkpoint(folder / "gpt.pth", folder / "bpe.model", root / "tokenizers" / "am8.model",
+                      root / "checkpoints" / "gpt_am8.pt", family="indextts", init="mean")
+    return root
+
+
 def add_speech_models(folder: Path) -> None:
     """Add a small `s2mel.pth` (MyModel: CFM + length regulator + gpt_layer), CAMPPlus and a small BigVGAN."""
     from munch import DefaultMunch

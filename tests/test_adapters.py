@@ -16,13 +16,11 @@ from core.errors import InputError
 from core.families.registry import get_model_family
 from core.recipe import train
 from core.training.adapter import full_weights, inject_lora, load_lora, merged_state_dict
-from core.training.embeddings import extend_checkpoint
 from core.training.run_config import AdapterConfig, load_run_config, run_config_from_dict
 from models.registry import build_model
-from tests.trainer_helpers import SPECIALS, english_words, lm_config, lm_workspace, write_word_tokenizer
+from tests.trainer_helpers import NEW_WORDS, SPECIALS, english_words, extended_lm_workspace, lm_config, write_word_tokenizer
 
 torch.set_num_threads(1)
-NEW_WORDS = ["selam", "buna", "bet", "wuha", "dabo", "ayne"]
 MORE_WORDS = ["injera", "shai"]
 LORA = {"kind": "lora", "rank": 4, "alpha": 8.0, "dropout": 0.0}
 N_BASE = len(SPECIALS) + len(english_words())
@@ -41,12 +39,8 @@ def _metrics(workspace: Path, run: str) -> dict[int, dict]:
 @pytest.fixture
 def lora_ws(workspace: Path) -> Path:
     """An English base run extended to the English+new-words tokenizer (`checkpoints/en_plus.pt`)."""
-    lm_workspace(workspace)
-    write_word_tokenizer(workspace / "tokenizers" / "en_plus.json", english_words() + NEW_WORDS)
+    extended_lm_workspace(workspace)
     write_word_tokenizer(workspace / "tokenizers" / "en_more.json", english_words() + NEW_WORDS + MORE_WORDS)
-    base = _train(workspace, "en-base")
-    extend_checkpoint(base.last_checkpoint, workspace / "tokenizers/en_words.json", workspace / "tokenizers/en_plus.json",
-                      workspace / "checkpoints" / "en_plus.pt")
     return workspace
 
 

@@ -34,8 +34,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from core.recipe import prepare_trainer, train
-from tests.chatterbox_helpers import REDUCED, extend_to_amharic, make_chatterbox_folder, with_pieces
-from tests.data_helpers import make_espeak_dataset
+from tests.chatterbox_helpers import REDUCED, chatterbox_workspace, with_pieces
 
 torch.set_num_threads(2)
 BASE_ROWS = 2454
@@ -50,9 +49,7 @@ def ws(module_tmp: Path) -> Any:
     root.mkdir()
     patch = pytest.MonkeyPatch()
     patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
-    model_dir = make_chatterbox_folder(root / "models" / "chatterbox")
-    make_espeak_dataset(root / "datasets" / "espeak", per_language=6)
-    extend_to_amharic(root, model_dir)
+    chatterbox_workspace(root)
     yield root
     patch.undo()
 

@@ -24,8 +24,7 @@ from core.errors import InputError
 from core.families.indextts.features import CACHE_FORMAT
 from core.families.registry import get_model_family
 from core.tokenizers.tokenizer import load_tokenizer
-from tests.data_helpers import make_espeak_dataset
-from tests.indextts_helpers import W2V_LAYERS, build_model_folder
+from tests.indextts_helpers import W2V_LAYERS, amharic_workspace, build_model_folder
 from tests.sp_helpers import grow_to
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
@@ -42,16 +41,11 @@ def folder(module_tmp: Path) -> Path:
 def ws(folder: Path, module_tmp: Path):
     """A workspace: 4 espeak Amharic clips (2 speakers), tokenizers grown 12,000 → 12,008 → 12,016,
     and `gpt.pth` extended to 12,008 + 1 rows by `embeddings extend` (mean init, extra row moved last)."""
-    from core.training.embeddings import extend_checkpoint
-
     root = module_tmp / "workspace"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
-        make_espeak_dataset(root / "datasets" / "am", per_language=4, languages=("am",))
-        grow_to(folder / "bpe.model", 12008, root / "tokenizers" / "am8.model")
+        amharic_workspace(root, folder)
         grow_to(folder / "bpe.model", 12016, root / "tokenizers" / "am16.model")
-        extend_checkpoint(folder / "gpt.pth", folder / "bpe.model", root / "tokenizers" / "am8.model",
-                          root / "checkpoints" / "gpt_am8.pt", family="indextts", init="mean")
         yield root
 
 

@@ -14,8 +14,11 @@ from core.paths import PathType
 from jobs.param_paths import check_job_params
 from jobs.queue import build_huey
 from jobs.runner import JobRunner
-from jobs.supervise import command_line
+from jobs.slots import GpuSlots
+from jobs.supervise import child_env, command_line
+from jobs.tasks import execute, make_context
 from tests.test_jobs_support import FIXTURE_BPE, put_bpe
+from tests.trainer_helpers import lm_config
 
 
 def test_unknown_kind_lists_the_available_kinds(workspace: Path) -> None:
@@ -85,10 +88,26 @@ def test_bad_queue_url_is_an_input_error(tmp_path: Path, workspace: Path) -> Non
 def test_several_gpus_run_train_under_torchrun(workspace: Path) -> None:
     with pytest.raises(InputError, match="for `train` only"):
         JobRunner(catalogue=cli_catalogue()).submit("doctor", {"tokenizer": put_bpe(workspace)}, nproc=2)
-    assert command_line(["train", "--config", "c.yaml"], nproc=2)[1:7] == [
-        "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "core"
+    assert command_line(["train", "--config", "c.yaml"], nproc=2)[1:8] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "core"
     ]
     assert command_line(["doctor"])[1:] == ["-m", "core", "doctor"]
+
+
+def test_a_job_takes_one_gpu_slot_per_process_and_sees_only_their_devices(workspace: Path) -> None:
+    slots = GpuSlots(4, "2,3,5,7")  # the worker's own CUDA_VISIBLE_DEVICES
+    assert slots.take(2) == ["2", "3"] and slots.take(3) is None and slots.take(2) == ["5", "7"]
+    slots.give_back(["2", "3"])
+    assert slots.take(1) == ["2"] and slots.take(2) is None
+    assert GpuSlots(2).devices == ["0", "1"]
+    assert child_env(workspace, devices=["5", "7"])["CUDA_VISIBLE_DEVICES"] == "5,7"
+    # a job needing more slots than its worker has fails at once, naming the setting (no endless retry)
+    runner = JobRunner(catalogue=cli_catalogue())
+    job_id = runner.submit("train", {"config": str(lm_config(workspace, "wide"))}, nproc=3)
+    execute(make_context(load_settings()), job_id)
+    job = runner.get_job(job_id)
+    assert job["status"] == "failed" and job["started_at"] is None
+    assert "needs 3 GPU slots (--nproc 3)" in job["error"] and "has 1 (queue.gpu_slots)" in job["error"]
 
 
 def every_path_option() -> list[tuple[str, str, PathType]]:

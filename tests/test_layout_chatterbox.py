@@ -109,7 +109,8 @@ def test_padding_cannot_leak_into_a_samples_loss() -> None:
     for name, counts in (("text_loss", text_counts), ("mel_loss", speech_counts)):
         weighted = sum(float(out[name]) * n for out, n in zip(alone, counts)) / sum(counts)
         assert float(together[name]) == pytest.approx(weighted, rel=1e-5, abs=1e-5), name
-    assert int(together["tokens"]) == sum(text_counts) + sum(speech_counts) == batch["n_tokens"]
+    assert (int(together["text_tokens"]), int(together["mel_tokens"])) == (sum(text_counts), sum(speech_counts))
+    assert sum(text_counts) + sum(speech_counts) == batch["n_tokens"]
 
 
 def test_an_overfit_t3_decodes_its_clips_back_with_every_decoder(ws: Path, overfit: Any) -> None:

@@ -35,8 +35,8 @@ def test_doctor_and_train_refuse_a_model_key_the_family_does_not_take_with_the_s
     config.write_text(yaml.safe_dump(CHATTERBOX_RUN), encoding="utf-8")
     doctor = _refusal(cli("doctor", "--config", config))
     assert doctor == (f"error: {config}.model.max_speech_tokens: does not apply to family chatterbox, which takes only "
-                      "model.preset and model.text_tokens_dict_size (its shape comes from its checkpoint, its vocabulary "
-                      "from the tokenizer). Remove max_speech_tokens from the config's model: section.")
+                      "model.preset, model.text_tokens_dict_size and model.dropout (its shape comes from its checkpoint, "
+                      "its vocabulary from the tokenizer). Remove max_speech_tokens from the config's model: section.")
     assert _refusal(cli("train", "--config", config)) == doctor
     assert sorted(p.name for p in config.parent.iterdir()) == ["config.yaml", "status.json"]  # no model, cache or log
 
@@ -53,11 +53,11 @@ def test_the_plan_checks_the_familys_own_list(workspace: Path, family: str, bad:
     settings = load_settings()
     config = run_config_from_dict({**CHATTERBOX_RUN, "family": family, "model": {"preset": "tiny", kept: 5, bad: 2}}, "x.yaml")
     with pytest.raises(InputError, match=rf"^x\.yaml\.model\.{bad}: does not apply to family {family}, which takes only "
-                                         rf"model\.preset and model\.{kept} .* Remove {bad} from"):
+                                         rf"model\.preset, model\.{kept} and model\.dropout .* Remove {bad} from"):
         plan_run(config, settings)
     assert plan_run(run_config_from_dict({**CHATTERBOX_RUN, "family": family, "model": {kept: 5}}, "x.yaml"),
                     settings).family.name == family
-    assert get_model_family(family).model_keys == ("preset", kept)
+    assert get_model_family(family).model_keys == ("preset", kept, "dropout")
 
 
 def test_the_forms_family_switch_drops_only_what_the_family_does_not_take() -> None:
@@ -81,3 +81,39 @@ def test_the_form_names_what_applies_in_plain_words() -> None:
     assert message.startswith("“model.max_speech_tokens” (a setting of the loaded config the form does not show): "
                               "does not apply to family chatterbox")
     assert "form." not in message and "Load it again" in fix and "Model family" in fix
+
+
+@pytest.mark.slow
+def test_model_dropout_sets_every_dropout_of_the_published_models_and_is_checked() -> None:
+    import numpy as np
+    import torch
+
+    from core.families.chatterbox.layout import collate
+    from core.families.chatterbox.t3 import ChatterboxConfig, build_t3
+    from core.families.indextts.gpt import IndexTTSModelConfig
+    from core.families.indextts.training import collate_indextts, training_losses
+    from tests.chatterbox_helpers import REDUCED
+    from tests.indextts_helpers import small_config
+
+    family = get_model_family("chatterbox")
+    with pytest.raises(InputError, match=r"^x\.yaml\.model\.dropout: 1\.5 must be a number in \[0, 1\)"):
+        family.training_dropout({"dropout": 1.5}, "x.yaml")
+    assert family.training_dropout({}, "x.yaml") is None and family.training_dropout({"dropout": 0}, "x.yaml") == 0.0
+    g = torch.Generator().manual_seed(0)
+    t3 = build_t3(ChatterboxConfig(text_tokens_dict_size=300, **REDUCED, dropout=0.0))
+    samples = [{"text_ids": torch.randint(1, 250, (n,), generator=g), "codes": torch.randint(0, 6561, (2 * n,), generator=g),
+                "prompt": torch.randint(0, 6561, (150,), generator=g), "speaker_emb": torch.randn(256, generator=g)}
+               for n in (4, 6)]
+    config = small_config()
+    gpt = get_model_family("indextts").build_model(IndexTTSModelConfig(dict(config["gpt"]), config, 0.0), 12000)
+    dim = config["gpt"]["model_dim"]
+    clips = [{"text_ids": np.arange(3, 3 + n), "codes": np.arange(10, 10 + 2 * n),
+              "condition": np.ones((32, dim), "float32"), "emo_vec": np.ones(dim, "float32")} for n in (4, 6)]
+    for model, batch, losses in ((t3, collate(samples), lambda m, b: m(batch=b)), (gpt, collate_indextts(clips), training_losses)):
+        model.train()  # a training forward with every dropout at 0 gives the same numbers twice
+        first, second = losses(model, batch), losses(model, batch)
+        assert float(first["mel_loss"]) == float(second["mel_loss"]) and float(first["text_loss"]) == float(second["text_loss"])
+        rates = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+        assert rates and not any(rates)
+    published = build_t3(ChatterboxConfig(text_tokens_dict_size=300, **REDUCED))
+    assert any(m.p > 0 for m in published.modules() if isinstance(m, torch.nn.Dropout))  # unset: the published rates

@@ -80,7 +80,7 @@ def test_tts_losses_are_finite_and_start_near_uniform() -> None:
     assert abs(out["mel_loss"].item() - torch.log(torch.tensor(18.0)).item()) < 0.3
     assert abs(out["text_loss"].item() - torch.log(torch.tensor(40.0)).item()) < 0.3
     assert 0.0 <= out["mel_top1"].item() <= 1.0
-    assert out["tokens"].item() == (7 + 5 + 3) + (10 + 6 + 8)
+    assert (out["text_tokens"].item(), out["mel_tokens"].item()) == (7 + 5 + 3, 10 + 6 + 8)  # each + its stop token
 
 
 @pytest.mark.parametrize("progress", [False, True])
@@ -169,7 +169,8 @@ def test_vectorised_tts_loss_equals_a_per_sample_reference() -> None:
             model.mel_head(hidden[n + len(text) :]), speech[1:], reduction="none"))
     torch.testing.assert_close(out["text_loss"], torch.cat(text_losses).mean(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(out["mel_loss"], torch.cat(mel_losses).mean(), rtol=1e-5, atol=1e-6)
-    assert int(out["tokens"]) == sum(len(t) for t in text_losses) + sum(len(m) for m in mel_losses)
+    assert int(out["text_tokens"]) == sum(len(t) for t in text_losses)
+    assert int(out["mel_tokens"]) == sum(len(m) for m in mel_losses)
 
 
 def test_preallocated_kv_cache_refuses_to_overflow() -> None:

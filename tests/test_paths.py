@@ -108,4 +108,7 @@ def test_dashboard_preview_is_the_submitted_jobs_command(workspace: Path) -> Non
     job = ctx.runner.get(ctx.runner.submit("train", {"config": "runs/r/config.yaml"}))
     assert preview == shlex.join(["python", "-m", "core", *job["argv"]])
     assert preview == f"python -m core train --config {workspace}/runs/r/config.yaml --resume auto --json"
+    on_two = ctx.runner.get(ctx.runner.submit("train", {"config": "runs/r/config.yaml"}, nproc=2))  # the form's GPU count
+    assert on_two["nproc"] == 2 and preview_command(ctx, "r", 2) == (
+        f"python -m torch.distributed.run --standalone --nproc_per_node 2 -m core {shlex.join(on_two['argv'])}")
     assert preview_command(ctx, "bad name").startswith("# run name 'bad name'")

@@ -14,13 +14,11 @@ from core.config import load_settings
 from core.training.embeddings import extend_checkpoint
 from core.eval.tts import collect_evaluations
 from core.training.run_config import run_config_from_dict
-from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
-from core.tokenizers.sp_extend import extend_sentencepiece
-from core.tokenizers.train import train_tokenizer
+from core.data.sample_text import AMHARIC_SENTENCES
 from core.training.periodic_eval import best_recorded
 from core.training.trainer import training_length_bounds
 from core.recipe import train
-from tests.data_helpers import make_codec, make_espeak_dataset
+from tests.trainer_helpers import tts_workspace
 
 torch.set_num_threads(1)
 
@@ -31,15 +29,7 @@ def tts_ws(module_tmp: Path):
     root = module_tmp / "workspace"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
-        manifest = make_espeak_dataset(root / "datasets" / "sample", per_language=12)
-        english = [line for line in manifest.read_text().splitlines() if json.loads(line)["language"] == "en"]
-        (manifest.parent / "en.jsonl").write_text("\n".join(english) + "\n")
-        (root / "codecs").mkdir()
-        make_codec(manifest, root / "codecs" / "c64.pt", codebook_size=64, iterations=20)
-        train_tokenizer(list(ENGLISH_SENTENCES), "sentencepiece", 200, root / "tokenizers" / "en.model")
-        extend_sentencepiece(root / "tokenizers" / "en.model", list(AMHARIC_SENTENCES), 700,
-                             root / "tokenizers" / "en_am.model", protect_lines=list(ENGLISH_SENTENCES))
-        yield root
+        yield tts_workspace(root)
 
 
 def _run(name: str, manifest: str, tokenizer: str, steps: int, **extra) -> dict:  # noqa: ANN003

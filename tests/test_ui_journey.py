@@ -471,8 +471,8 @@ CHATTERBOX_INHERITED = {  # a saved Chatterbox run config that still carries a L
     "name": "cb-inherited", "family": "chatterbox", "task": "tts", "tokenizer": "tokenizers/am.json",
     "data": {"manifest": "datasets/am/manifest.jsonl"}, "model": {"preset": "tiny", "max_speech_tokens": 600},
 }
-REFUSAL = ("does not apply to family chatterbox, which takes only model.preset and model.text_tokens_dict_size "
-           "(its shape comes from its checkpoint, its vocabulary from the tokenizer)")
+REFUSAL = ("does not apply to family chatterbox, which takes only model.preset, model.text_tokens_dict_size and "
+           "model.dropout (its shape comes from its checkpoint, its vocabulary from the tokenizer)")
 
 
 def test_preflight_refuses_what_train_refuses_and_names_the_tasks_that_apply(dashboard: AppProcess, browser) -> None:

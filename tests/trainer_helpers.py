@@ -10,6 +10,7 @@ import yaml
 from core.data.sample_text import ENGLISH_SENTENCES
 
 SPECIALS = ["<s>", "</s>", "<unk>", "<pad>"]
+NEW_WORDS = ["selam", "buna", "bet", "wuha", "dabo", "ayne"]
 
 
 def english_words() -> list[str]:
@@ -71,6 +72,46 @@ def lm_workspace(workspace: Path) -> None:
     """Put the English word tokenizer and corpus into `workspace`."""
     write_word_tokenizer(workspace / "tokenizers" / "en_words.json", english_words())
     write_corpus(workspace / "corpus" / "en.txt")
+
+
+def extended_lm_workspace(workspace: Path) -> Path:
+    """Put `lm_workspace`'s inputs and `tokenizers/en_plus.json` (the English words + NEW_WORDS) into `workspace`,
+    train the English base run `en-base` (6 steps) and extend it to en_plus: `checkpoints/en_plus.pt`, whose
+    first len(SPECIALS) + len(english_words()) rows are the base's. Returns `workspace`."""
+    from core.config import load_settings
+    from core.recipe import train
+    from core.training.embeddings import extend_checkpoint
+    from core.training.run_config import load_run_config
+
+    lm_workspace(workspace)
+    write_word_tokenizer(workspace / "tokenizers" / "en_plus.json", english_words() + NEW_WORDS)
+    path = lm_config(workspace, "en-base")
+    base = train(load_run_config(path), path, load_settings())
+    extend_checkpoint(base.last_checkpoint, workspace / "tokenizers/en_words.json", workspace / "tokenizers/en_plus.json",
+                      workspace / "checkpoints" / "en_plus.pt")
+    return workspace
+
+
+def tts_workspace(root: Path) -> Path:
+    """Put the espeak sample (`datasets/sample`: 12 clips each of en and am, `en.jsonl` the English half), a 64-code
+    codec (`codecs/c64.pt`) and en / en+am SentencePiece models (`tokenizers/en.model`, `en_am.model`) into the
+    workspace `root`; return `root`."""
+    import json
+
+    from core.data.sample_text import AMHARIC_SENTENCES
+    from core.tokenizers.sp_extend import extend_sentencepiece
+    from core.tokenizers.train import train_tokenizer
+    from tests.data_helpers import make_codec, make_espeak_dataset
+
+    manifest = make_espeak_dataset(root / "datasets" / "sample", per_language=12)
+    english = [line for line in manifest.read_text().splitlines() if json.loads(line)["language"] == "en"]
+    (manifest.parent / "en.jsonl").write_text("\n".join(english) + "\n")
+    (root / "codecs").mkdir()
+    make_codec(manifest, root / "codecs" / "c64.pt", codebook_size=64, iterations=20)
+    train_tokenizer(list(ENGLISH_SENTENCES), "sentencepiece", 200, root / "tokenizers" / "en.model")
+    extend_sentencepiece(root / "tokenizers" / "en.model", list(AMHARIC_SENTENCES), 700,
+                         root / "tokenizers" / "en_am.model", protect_lines=list(ENGLISH_SENTENCES))
+    return root
 
 
 def stop_file_at_step(monkeypatch: Any, family_class: type, stop_file: Path, step: int) -> None:

@@ -161,7 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kind", help="the command to run, dotted: tokenizer.train, train, dataset.import …")
     p.add_argument("--config", metavar="FILE", help="passed to the command as --config FILE")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a command option; repeat for lists")
-    p.add_argument("--nproc", type=int_in(1, 64), default=1, metavar="N", help="train on N GPUs under torchrun (train only)")
+    p.add_argument("--nproc", type=int_in(1, 64), default=1, metavar="N", help="train on N GPUs under torchrun, one GPU slot each (train only)")
     _add_settings(p, "; recorded with the job, whose process loads it")
 
     p = add_command(group, "list", cmd_list, "list jobs, newest first")

@@ -21,7 +21,8 @@ def _train(args: argparse.Namespace) -> Result:
     Touch runs/<name>/STOP or send SIGTERM to save and stop (exit 0, state `stopped`).
     A run folder that already holds checkpoints is never overwritten: without --resume or --fresh
     the command refuses (exit 2) and changes nothing.
-    Multi-GPU: torchrun --nproc_per_node N -m core train --config RUN.yaml
+    Multi-GPU: torchrun --standalone --nproc_per_node N -m core train --config RUN.yaml (N ranks of batch.size B
+    train as one process with N x B; several machines: docs/scaling-out.md).
     """
     from core.recipe import train
 

@@ -187,6 +187,24 @@ class SpeechStream:
                        "stopped_early": stopped}
 
 
+def set_dropout(model: "nn.Module", p: float) -> int:
+    """Set every dropout of `model`'s training forward to `p` and return how many were set: each `nn.Dropout`
+    and the float rates attention modules hand their fused kernels (`attention_dropout` of transformers'
+    Llama, `dropout_rate` of T3's perceiver, `dropout` of LinguaForge's attention)."""
+    from torch import nn
+
+    count = 0
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+            count += 1
+        for name in ("attention_dropout", "dropout_rate", "dropout"):
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, p)
+                count += 1
+    return count
+
+
 class Speaker(ABC):
     """One checkpoint with its family's speech models, loaded once; it says one text at a time, whole
     (`speak`) or in chunks as the tokens are generated (`speak_stream`).
@@ -267,6 +285,10 @@ class ModelFamily(ABC):
     lora_targets: tuple[str, ...] = ()
     #: the keys a run config's `model:` entry may hold for this family (None: any, its model config checks them)
     model_keys: tuple[str, ...] | None = ("preset",)
+    #: modules the training forward never runs (their outputs come from the feature cache, or the published
+    #: model never calls them): frozen in every mode and never adapted, so every trainable parameter gets a
+    #: gradient at every step, as DDP's reduction needs
+    unused_in_training: tuple[str, ...] = ()
 
     def check_model_keys(self, model: Mapping[str, Any], source: str) -> None:
         """Return None when every key of a run config's `model:` entry applies to this family (`model_keys`).
@@ -279,12 +301,26 @@ class ModelFamily(ABC):
             return
         unknown = sorted(key for key in model if key not in self.model_keys)
         if unknown:
-            takes = " and ".join(f"model.{key}" for key in self.model_keys)
+            names = [f"model.{key}" for key in self.model_keys]
+            takes = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
             raise InputError(
                 f"{source}.model.{unknown[0]}: does not apply to family {self.name}, which takes only {takes} (its shape "
                 f"comes from its checkpoint, its vocabulary from the tokenizer). Remove {', '.join(unknown)} from the "
                 "config's model: section."
             )
+
+    def training_dropout(self, model: Mapping[str, Any], source: str) -> float | None:
+        """Return a run config's `model.dropout` (None when unset: the published model keeps its own rates).
+
+        Raises InputError naming `<source>.model.dropout` when it is not a number in [0, 1).
+        """
+        value = model.get("dropout")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise InputError(f"{source}.model.dropout: {value!r} must be a number in [0, 1) (0 trains without dropout; "
+                             "leave it out for the published model's own rates).")
+        return float(value)
 
     def check_speech_options(self, options: Mapping[str, Any], where: str = "--option",
                              temperature: bool = False) -> dict[str, float]:
@@ -367,10 +403,15 @@ class ModelFamily(ABC):
 
     def apply_freeze(self, model: nn.Module, mode: str) -> None:
         """Set `requires_grad` for `mode`: `all-but-new-rows` trains only the trainable text rows;
-        `base-rows` and `none` train every parameter (frozen rows are buffers, never parameters)."""
-        prefixes = self.text_row_prefixes(model)
+        `base-rows` and `none` train every parameter (frozen rows are buffers, never parameters)
+        but those of `unused_in_training`."""
+        prefixes, unused = self.text_row_prefixes(model), self.unused_prefixes()
         for name, param in model.named_parameters():
-            param.requires_grad = mode != "all-but-new-rows" or name.startswith(prefixes)
+            param.requires_grad = (mode != "all-but-new-rows" or name.startswith(prefixes)) and not name.startswith(unused)
+
+    def unused_prefixes(self) -> tuple[str, ...]:
+        """Return the parameter-name prefixes of `unused_in_training` (`conditioning_encoder.`, …)."""
+        return tuple(f"{module}." for module in self.unused_in_training)
 
     def base_rows_sha256(self, model: nn.Module) -> str | None:
         """Return one sha256 over the frozen text rows of every split module, or None when none are frozen."""

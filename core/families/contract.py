@@ -1,10 +1,18 @@
 """The contract between a model family and the trainer: the samples and hooks a family hands over.
 
 A family's `task_data` returns a `TaskData`: train/val `SampleSet`s (lengths plus a loader), the
-`collate` that pads a list of samples into a batch, and `forward(module, batch)` returning
-`loss`, the task's metrics and `tokens`. The trainer batches, prefetches and steps on these alone.
-This module is a leaf: it imports nothing of `core.training`, so families depend on it, never on
-the trainer.
+`collate` that pads a list of samples into a batch (with `n_tokens`, the batch's scored tokens as a
+host int), `forward(module, batch)` returning the batch's `Scored` losses and metrics, and the
+`loss_weights` that make the loss of them. The trainer batches, prefetches, steps and reduces on
+these alone. This module is a leaf: it imports nothing of `core.training`, so families depend on
+it, never on the trainer.
+
+`module` is what the trainer hands the forward: the model, or under `torchrun` its DDP wrapper
+(or a compiled module). The forward calls it — once, with the whole batch: `module(batch=batch)`
+where the family's model takes a batch — and never reaches into its attributes: only a call
+through the wrapper reduces the gradients over the ranks. Each entry of `Scored` is a mean over
+the tokens it scores and how many those are, so the trainer can make one process on a batch of
+2B and two ranks on B each compute the same numbers (`core.training.reduction`).
 """
 
 from __future__ import annotations
@@ -42,14 +50,28 @@ class SampleSet:
         return self.load_many(indices) if self.load_many is not None else [self.load(i) for i in indices]
 
 
+#: a batch's losses and metrics: name → (mean over the tokens it scores, how many tokens that is), tensors
+Scored = dict[str, tuple[torch.Tensor, torch.Tensor]]
+
+
+def weighted_loss(scored: Scored, weights: dict[str, float]) -> torch.Tensor:
+    """Return Σ weight × mean over the entries `weights` names: the loss of one batch on its own."""
+    return sum(weight * scored[name][0] for name, weight in weights.items())  # type: ignore[return-value]
+
+
 @dataclass
 class TaskData:
-    """Train/val samples plus the task's collate, forward and metric hooks."""
+    """Train/val samples plus the task's collate, forward, loss weights and metric hooks.
+
+    `forward(module, batch)` returns the batch's `Scored` entries; the loss is Σ `loss_weights[name]`
+    × that entry's mean, and every entry is logged under its name (the loss as `loss`).
+    """
 
     train: SampleSet
     val: SampleSet
-    collate: Callable[[list[Any]], dict[str, torch.Tensor]]
-    forward: Callable[[nn.Module, dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+    collate: Callable[[list[Any]], dict[str, Any]]
+    forward: Callable[[nn.Module, dict[str, Any]], Scored]
+    loss_weights: dict[str, float]
     tokens_per_byte: float | None = None
 
     @property

@@ -82,9 +82,9 @@ def inject_lora(model: nn.Module, family: "ModelFamily", adapter: "AdapterConfig
         inject_adapter_in_model(config, model, adapter_name=ADAPTER_NAME)
     except ValueError as exc:
         raise InputError(f"{source}: adapter.targets {targets}: {str(exc).splitlines()[0]}") from exc
-    prefixes = family.text_row_prefixes(model)
+    prefixes, unused = family.text_row_prefixes(model), family.unused_prefixes()
     for name, param in model.named_parameters():
-        param.requires_grad = LORA_MARK in name or name.startswith(prefixes)
+        param.requires_grad = (LORA_MARK in name or name.startswith(prefixes)) and not name.startswith(unused)
     return {"kind": "lora", "rank": adapter.rank, "alpha": adapter.alpha, "dropout": adapter.dropout,
             "targets": targets, "modules": modules}
 

@@ -5,8 +5,13 @@ The samples themselves come from the run's family as `core.families.contract.Sam
 `Batcher` cuts each epoch into batches of similar length (a seeded shuffle, then sorting within
 windows of 50 batches, then a shuffle of the batch order), so padding stays small; it reports
 the padding share. Its position (epoch, batch index) is saved in checkpoints, so a resumed run
-sees exactly the batches an uninterrupted run would. With several processes each rank takes
-every world-th batch.
+sees exactly the batches an uninterrupted run would. With several processes (`torchrun`, W ranks
+of `batch.size` B each) the batches are global ones of W × B samples — the very batches one
+process cuts with `batch.size` W × B — and each rank takes its share of every one, as
+`DistributedSampler` splits a batch: consecutive slices whose sizes differ by at most one (a last
+global batch with fewer samples than ranks is left out). A run resumed with another global batch
+(another world size or `batch.size`) continues at the same share of the epoch, whose batches are
+cut anew.
 
 `Prefetcher` prepares batches ahead in a background thread (samples read in bulk a window of
 batches at a time, collated, pinned on CUDA) and hands them over with non-blocking copies; each
@@ -34,34 +39,45 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 
 class Batcher:
-    """Length-bucketed batches of sample indices, resumable at any (epoch, index)."""
+    """Length-bucketed batches of sample indices, resumable at any (epoch, index): this rank's share of
+    global batches of `batch_size` × `world` samples (see the module docstring)."""
 
     def __init__(
         self, lengths: list[int], batch_size: int, seed: int, rank: int = 0, world: int = 1, bucket: bool = True
     ) -> None:
         if not lengths:
             raise InputError("no training samples: the data set is empty after filtering.")
+        if len(lengths) < world:
+            raise InputError(f"{len(lengths)} training samples for {world} processes: each rank needs one; "
+                             "add data or run fewer processes.")
         self.lengths = lengths
         self.batch_size = batch_size
         self.seed = seed
         self.rank = rank
         self.world = world
         self.bucket = bucket
+        self.global_size = batch_size * world
         self.epoch = 0
         self.index = 0
+        self.resized_from: dict[str, int] | None = None  # set by a load of another global batch size
         self._batches = self.epoch_batches(0)
 
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """Return this rank's batches of `epoch` (the same on every call)."""
+    def global_batches(self, epoch: int, size: int | None = None) -> list[list[int]]:
+        """Return the global batches of `epoch` (of `size` samples, default the run's global batch): the same on
+        every call and every rank."""
+        size = size or self.global_size
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         order = torch.randperm(len(self.lengths), generator=g).tolist()
         if self.bucket:
-            window = self.batch_size * BUCKET_WINDOW
+            window = size * BUCKET_WINDOW
             order = [i for s in range(0, len(order), window) for i in sorted(order[s : s + window], key=self.lengths.__getitem__)]
-        batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
+        batches = [order[s : s + size] for s in range(0, len(order), size)]
         batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
-        usable = len(batches) - len(batches) % self.world or len(batches)
-        return batches[:usable][self.rank :: self.world] or batches[:1]
+        return [batch for batch in batches if len(batch) >= self.world]
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """Return this rank's batches of `epoch`: its share of each global batch (the same on every call)."""
+        return [share(batch, self.rank, self.world) for batch in self.global_batches(epoch)]
 
     def __iter__(self) -> Iterator[list[int]]:
         while True:
@@ -78,7 +94,7 @@ class Batcher:
         return self._batches[self.index : self.index + count]
 
     def padding_share(self, epoch: int = 0) -> float:
-        """Return the share of padded positions over the batches of `epoch` (0 = no padding)."""
+        """Return the share of padded positions over this rank's batches of `epoch` (0 = no padding)."""
         padded = real = 0
         for batch in self.epoch_batches(epoch):
             lengths = [self.lengths[i] for i in batch]
@@ -87,13 +103,26 @@ class Batcher:
         return 1.0 - real / padded if padded else 0.0
 
     def state_dict(self) -> dict[str, int]:
-        """Return the position: the epoch and the index of the next batch in it."""
-        return {"epoch": self.epoch, "index": self.index}
+        """Return the position: the epoch, the index of the next global batch in it and the global batch size."""
+        return {"epoch": self.epoch, "index": self.index, "global_batch": self.global_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        """Continue from a saved position."""
+        """Continue from a saved position. Saved with another global batch size, the position becomes the same
+        share of the epoch in this run's batches (`resized_from` then holds the saved size and index)."""
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
         self._batches = self.epoch_batches(self.epoch)
+        saved_size = int(state.get("global_batch", self.global_size))
+        if saved_size != self.global_size:
+            saved_count = len(self.global_batches(self.epoch, saved_size))
+            self.resized_from = {"global_batch": saved_size, "index": self.index}
+            self.index = min(round(self.index * len(self._batches) / max(saved_count, 1)), len(self._batches))
+
+
+def share(batch: list[int], rank: int, world: int) -> list[int]:
+    """Return rank `rank`'s consecutive slice of `batch` split over `world` ranks (sizes differ by at most one)."""
+    size, extra = divmod(len(batch), world)
+    start = rank * size + min(rank, extra)
+    return batch[start : start + size + (rank < extra)]
 
 
 def replay_count(batch_size: int, share: float) -> int:
@@ -119,10 +148,11 @@ def joined_samples(first: SampleSet, second: SampleSet) -> SampleSet:
 
 
 class ReplayBatcher:
-    """Batches of `Batcher`'s interface over `joined_samples(new, replay)`: each batch is a length-bucketed
-    batch of `batch_size - replayed` new-language samples plus exactly `replayed` base-language ones
-    (indices offset by `len(new)`), taken in turn from a seeded shuffle of the replay clips that is drawn
-    anew each time it runs out. The position is both sides' positions."""
+    """Batches of `Batcher`'s interface over `joined_samples(new, replay)`: each rank's batch is its share of a
+    length-bucketed global batch of (`batch_size` - `replayed`) × world new-language samples plus its
+    `replayed` of the global batch's `replayed` × world base-language ones (indices offset by `len(new)`),
+    taken in turn from one seeded shuffle of the replay clips, the same on every rank, drawn anew each time it
+    runs out. The position is both sides' positions (the replay side's counts clips over all ranks)."""
 
     def __init__(self, new_lengths: list[int], replay_lengths: list[int], batch_size: int, replayed: int, seed: int,
                  rank: int = 0, world: int = 1) -> None:
@@ -130,33 +160,44 @@ class ReplayBatcher:
         self.offset = len(new_lengths)
         self.lengths = new_lengths + replay_lengths
         self.replayed = replayed
-        self.seed = seed * 1_000_003 + 7919 * (rank + 1)
+        self.rank = rank
+        self.world = world
+        self.seed = seed * 1_000_003 + 7919
         self.count = len(replay_lengths)
-        self.drawn = 0  # replay clips handed out so far (over all rounds)
+        self.drawn = 0  # replay clips handed out so far (over all rounds and ranks)
 
     @property
     def epoch(self) -> int:
         """Return the new-language side's epoch."""
         return self.main.epoch
 
+    @property
+    def resized_from(self) -> dict[str, int] | None:
+        """Return the new-language side's `Batcher.resized_from`."""
+        return self.main.resized_from
+
     def _replay(self, start: int) -> list[int]:
-        """Return the `replayed` replay indices from position `start` of the endless shuffled stream."""
+        """Return this rank's `replayed` replay indices of the global draw at position `start` of the endless
+        shuffled stream."""
         picked = []
-        for position in range(start, start + self.replayed):
+        first = start + self.rank * self.replayed
+        for position in range(first, first + self.replayed):
             round_, index = divmod(position, self.count)
             order = torch.randperm(self.count, generator=torch.Generator().manual_seed(self.seed + round_)).tolist()
             picked.append(self.offset + order[index])
         return picked
 
     def __iter__(self) -> Iterator[list[int]]:
+        step = self.replayed * self.world
         for new in self.main:
             batch = new + self._replay(self.drawn)
-            self.drawn += self.replayed
+            self.drawn += step
             yield batch
 
     def upcoming(self, count: int) -> list[list[int]]:
         """Return up to `count` batches that follow the current position within the new-language epoch."""
-        return [new + self._replay(self.drawn + k * self.replayed) for k, new in enumerate(self.main.upcoming(count))]
+        step = self.replayed * self.world
+        return [new + self._replay(self.drawn + k * step) for k, new in enumerate(self.main.upcoming(count))]
 
     def padding_share(self, epoch: int = 0) -> float:
         """Return the padding share of the new-language side's batches of `epoch`."""

@@ -161,18 +161,21 @@ def remap_optimizer_state(
     """Return (optimizer state dict for the current parameters, {name: old row count} of grown ones).
 
     State is matched by parameter name. A tensor whose first dimension grew keeps its old rows'
-    moments and gets zero moments for the appended rows. Raises InputError when names differ
-    (another freeze mode or model) or a shape changed other than by appended rows.
+    moments and gets zero moments for the appended rows. A saved parameter that never stepped (no
+    state: it got no gradient, like a module a family now freezes as `unused_in_training`) is
+    dropped. Raises InputError when names differ otherwise (another freeze mode or model) or a
+    shape changed other than by appended rows.
     """
-    if sorted(saved_names) != sorted(names):
+    index = {name: i for i, name in enumerate(saved_names)}
+    gone = set(saved_names) - set(names)
+    if set(names) - set(saved_names) or any(saved["state"].get(index[name]) is not None for name in gone):
         missing = sorted(set(names) - set(saved_names))[:5]
-        extra = sorted(set(saved_names) - set(names))[:5]
+        extra = sorted(gone)[:5]
         raise InputError(
             "the checkpoint's optimiser covers other parameters than this run trains "
             f"(new: {missing}, gone: {extra}); the freeze mode or model changed. Keep them, or pass "
             "--reset-optimizer to start a fresh optimiser deliberately."
         )
-    index = {name: i for i, name in enumerate(saved_names)}
     state: dict[int, dict[str, Any]] = {}
     grown: dict[str, int] = {}
     for new_i, name in enumerate(names):
@@ -191,10 +194,7 @@ def remap_optimizer_state(
             pad = moment.new_zeros((shape[0] - moment.shape[0], *shape[1:]))
             entry[key] = torch.cat([moment, pad])
         state[new_i] = entry
-    groups = []
-    offset = 0
-    for group in saved["param_groups"]:
-        count = len(group["params"])
-        groups.append({**group, "params": list(range(offset, offset + count))})
-        offset += count
+    position = {name: i for i, name in enumerate(names)}
+    groups = [{**group, "params": [position[saved_names[i]] for i in group["params"] if saved_names[i] in position]}
+              for group in saved["param_groups"]]
     return {"state": state, "param_groups": groups}, grown

@@ -5,17 +5,23 @@ Order is fixed: plan the run → resolve the tokenizer → size the model from i
 → train. The run folder `runs/<name>/` receives config.yaml, metrics.jsonl, tb/, checkpoints/
 (step_*.pt, best.pt), log.txt and status.json. With `schedule.eval_every: N`
 (tts) every N-th regular checkpoint, and the last one, is evaluated on the run's fixed evaluation set
-(`core.training.eval_set`: `eval_set.json`, new and base language) by `core.training.periodic_eval`:
-`checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line; `best.pt` then follows the
-quality score by default (`schedule.best_metric`). A failed eval is logged only.
+(`core.training.eval_set`: `eval_set.json`, new and base language) by `core.training.evaluation`,
+which also chooses `best.pt` (the quality score by default, `schedule.best_metric`):
+`checkpoints/eval.json`, `eval_audio/` and a `split: eval` metrics line. A failed eval is logged only.
 Touching `runs/<name>/STOP` or sending SIGTERM makes the trainer finish the step, save and exit with state `stopped`.
 Nothing a run made is lost: a folder that holds checkpoints is trained further only with `resume`
 (else the start is refused, naming `--resume auto` and `--fresh`), `fresh` moves it aside first
 (`runs/<name>.old-<time>`), and a start refused during set-up leaves the folder of a run with
 checkpoints as it was (a folder without any records why the start failed in status.json). At the start, temporary files of saves a kill interrupted are removed and metrics.jsonl keeps
 only the steps up to the resumed one (later ones run again).
-Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA);
-only rank 0 writes files.
+Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, nccl on CUDA) and the
+family's forward is handed the wrapper, so every gradient is averaged over the ranks; each rank
+takes its share of every global batch (`core.training.data.Batcher`) and the losses and metrics are
+reduced so that W ranks of `batch.size` B compute what one process computes with W × B
+(`core.training.reduction`); validation shares its batches out too. Only rank 0 writes files and
+evaluates; the ranks agree on STOP/SIGTERM at logging steps; at the end every rank's weights'
+sha256 goes into status.json (`rank_weights_sha256`). A run stopped under W ranks resumes under
+any other number (`Batcher.load_state_dict`).
 
 The step never waits for the host: batches come from a `Prefetcher` (background thread, pinned
 memory, non-blocking copies), metrics are summed on the device (`MetricWindow`) and read at
@@ -26,8 +32,10 @@ with a fallback to eager that logs why when compilation fails.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import datetime
 import hashlib
 import os
 import sys
@@ -48,17 +56,18 @@ from core.errors import InputError
 from core.families import rows_for
 from core.families.contract import SampleSet, TaskData
 from core.processes import is_alive
-from core.runs import RUNS_DIR, eval_file_beside, run_folder_of_config
-from core.training.run_config import RunConfig, best_metric_of, save_run_config
+from core.runs import RUNS_DIR, run_folder_of_config
+from core.training.run_config import RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, Prefetcher, ReplayBatcher, eval_batches, joined_samples, replay_count, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
 from core.training.log import RunLog
 from core.training.plan import Preflight, RunPlan, plan_run
 from core.training.optim import RowWarmup, build_optimizer, build_scheduler
+from core.training.evaluation import RunEvaluation
+from core.training.reduction import ScoredSums, step_loss
 from core.training.state import (
     check_resume_source,
-    link_as_best,
     remap_optimizer_state,
     resolve_resume,
     restore_rng,
@@ -72,6 +81,8 @@ from core.training.adapter import trained_tensors
 GROWTH_INIT = "fvt"
 STATUS_INTERVAL_S = 1.0  # status.json step is refreshed at least this often, whatever log_every is
 COMPILE_BACKEND: Any = "inductor"  # torch.compile backend (tests swap in a failing one to check the fallback)
+# how long a rank waits at a collective: the other ranks wait at the next step while rank 0 evaluates a checkpoint
+COLLECTIVE_TIMEOUT = datetime.timedelta(hours=2)
 
 
 @dataclass
@@ -102,10 +113,18 @@ class TrainResult:
 
 
 def _distributed() -> tuple[int, int]:
+    """Return (rank, world size), joining the process group under torchrun (destroyed at the process's exit,
+    as PyTorch asks of a program that ends normally)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=COLLECTIVE_TIMEOUT)
+        atexit.register(_leave_process_group)
     return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def _leave_process_group() -> None:
+    if dist.is_initialized():  # no collective here: a rank that failed must exit at once, so torchrun stops the rest
+        dist.destroy_process_group()
 
 
 def _device(rank: int) -> torch.device:
@@ -152,7 +171,6 @@ class Trainer:
         preflight: Preflight | None = None,
     ) -> None:
         self.config = config
-        self.best_metric = best_metric_of(config)  # `auto` resolved: quality where periodic evaluation runs
         self.preflight = preflight
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
@@ -269,12 +287,8 @@ class Trainer:
         self.resumed_from: str | None = None
         self.grown_rows: dict[str, int] = {}
         self.step = 0
-        self.best_val: float | None = None
-        self.best_eval: float | None = None
-        self._best_quality: tuple[tuple[float, float, float], int] | None = None  # (score, step) of best.pt
-        self._last_val_loss: float | None = None
-        self._retention_start: float | None = None  # val_base_loss at step 0
-        self._eval_set: Any = None  # the run's fixed evaluation set (eval_set.json), read or chosen at the first eval
+        self.evaluation = RunEvaluation(config, self.folder, self.settings, self.log, self.family_run.model_dir,
+                                        self.validate_base)
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
         self.init_rows = base_meta.get("init_rows") if self.base else None
@@ -298,8 +312,14 @@ class Trainer:
         self.base_sha_start = self.base_rows_sha256()
         if resume_loaded is not None:
             self._resume(resume_loaded, reset_optimizer)
+        # Buffers are not re-sent every step: the frozen text rows are buffers (hundreds of MB at full size),
+        # identical on every rank from the start; a buffer a training forward updates is reduced over the
+        # ranks by the model itself (GPTTTS.speech_rate). Every trainable parameter gets a gradient at every
+        # step (families freeze what the cached features leave unused: `unused_in_training`), so DDP needs
+        # no search for unused parameters.
         self.ddp = (
-            nn.parallel.DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            nn.parallel.DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                                                broadcast_buffers=False)
             if self.world > 1 else None
         )
 
@@ -309,7 +329,7 @@ class Trainer:
         the replay manifest's val split becomes the base-language validation (`base_*` val metrics)."""
         replay = self.config.data.replay
         run = dataclasses.replace(self.family_run, manifest=self.settings.resolve(replay.manifest), extra=dict(self.family_run.extra))
-        replay_data = self.family.task_data(run, self.model_cfg, self.family.prepare_features(run))
+        replay_data = self.family.task_data(run, self.model_cfg, self._rank_zero_first(lambda: self.family.prepare_features(run)))
         size = self.config.batch.size
         count = replay_count(size, replay.share)
         self.batcher = ReplayBatcher(self.data.train.lengths, replay_data.train.lengths, size, count,
@@ -320,13 +340,17 @@ class Trainer:
                        "clips": len(replay_data.train), "val_clips": len(replay_data.val)}
 
     def _prepare_cache(self) -> Path | None:
-        # Rank 0 builds the cache; the other ranks wait for it, then reuse it.
+        return self._rank_zero_first(lambda: self.family.prepare_features(self.family_run))
+
+    def _rank_zero_first(self, prepare: Any) -> Any:
+        """Return `prepare()` (a feature cache's folder): rank 0 builds the cache, the other ranks wait for it,
+        then find it complete."""
         if self.rank != 0:
             dist.barrier()
-        cache_dir = self.family.prepare_features(self.family_run)
+        result = prepare()
         if self.rank == 0 and self.world > 1:
             dist.barrier()
-        return cache_dir
+        return result
 
     def _setup_adapter(self, resume_loaded: Any) -> None:
         """Load the base weights (with a resumed adapter checkpoint's trained rows, grown when the
@@ -400,28 +424,22 @@ class Trainer:
             self.scaler.load_state_dict(extra["scaler"])
         restore_rng(extra["rng"])
         self.batcher.load_state_dict(extra["data_position"])
+        resized = self.batcher.resized_from
+        if resized is not None:
+            position = self.batcher.state_dict()
+            ranks = {n: f"{n} rank" + "s" * (n != 1) for n in (int(extra.get("world_size", 1)), self.world)}
+            self.log.line(f"the checkpoint's global batch was {resized['global_batch']} samples "
+                          f"({ranks[int(extra.get('world_size', 1))]}), this run's is {position['global_batch']} "
+                          f"({ranks[self.world]}): epoch {position['epoch']} continues at the same share, its batch "
+                          f"{position['index']} (was {resized['index']}), cut anew")
         self.window.load_state_dict(extra.get("metric_window", {}), self.device)
         self.step = int(extra["step"])
-        self.best_val = extra.get("best_val_loss")
-        self._retention_start = extra.get("val_base_loss_start")
-        if self.best_metric == "quality":
-            from core.training.periodic_eval import best_quality_recorded
-
-            self._best_quality = best_quality_recorded(eval_file_beside(loaded.path), self.step)
-        elif self.best_metric != "val_loss":
-            from core.training.periodic_eval import best_recorded
-
-            self.best_eval = best_recorded(eval_file_beside(loaded.path), self.best_metric, self.step)
+        self.evaluation.resume(extra, loaded.path, self.step)
         self.parent = (loaded.meta or {}).get("parent", self.parent)
         self.resumed_from = str(loaded.path)
         self.log.line(f"resumed from {loaded.path} at step {self.step} ({plan.kind} tokenizer)")
 
     # -- the loop --------------------------------------------------------------------------
-    def _autocast(self) -> Any:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
-
     def _should_stop(self, collective: bool) -> bool:
         """Return True when STOP or SIGTERM asked to stop. Several ranks agree only when `collective`
         (at logging steps), so the other steps carry no host sync."""
@@ -471,32 +489,31 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def _forward_backward(self, micro: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        """Run forward and backward over the micro-batches; return the metrics as device tensors."""
+        """Run forward and backward over the micro-batches; return the metrics (the global batch's, the same on
+        every rank: `core.training.reduction`) as device tensors."""
         totals: dict[str, torch.Tensor] = {}
         accumulate = len(micro)
         for index, batch in enumerate(micro):
             sync = self.ddp is None or index == accumulate - 1
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()), self._autocast():
-                out = self.data.forward(self.forward_module, batch)
-                self.scaler.scale(out["loss"] / accumulate).backward()
-            tokens = out.pop("tokens")
-            self._device_tokens = self._device_tokens + tokens if index else tokens
-            for name, value in out.items():
-                value = value.detach() / accumulate
+                loss, metrics = step_loss(self.data.forward(self.forward_module, batch), self.data.loss_weights, self.world)
+                self.scaler.scale(loss / accumulate).backward()
+            for name, value in metrics.items():
+                value = value / accumulate
                 totals[name] = totals[name] + value if name in totals else value
         return totals
 
     def _train_step(self, batches: Prefetcher) -> tuple[dict[str, torch.Tensor], int]:
         """Run one optimiser step on the next `batch.accumulate` batches.
 
-        Returns the step's metrics as device tensors (nothing is read back to the host) and its
-        real token count (known on the host from the collate). The step's learning rate is left in
+        Returns the step's metrics as device tensors (nothing is read back to the host) and this
+        rank's real token count (known on the host from the collate). The step's learning rate is left in
         `self.last_lr`. A failing first compiled step is redone eagerly (see `_fall_back_to_eager`).
         """
         self.model.train()
         micro = [batches.next() for _ in range(self.config.batch.accumulate)]
         self.data_position = batches.position
-        counted = [batch.pop("n_tokens", None) for batch in micro]
+        tokens = sum(batch.pop("n_tokens") for batch in micro)  # this rank's, counted by the collate on the host
         if self._compile_unproven:
             saved = rng_state()
             try:
@@ -521,46 +538,42 @@ class Trainer:
         self.row_warmup.after()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        # a collate that does not count tokens on the host (`n_tokens`) costs one sync here
-        tokens = sum(counted) if None not in counted else int(self._device_tokens)
         return totals, tokens
 
     def validate(self) -> dict[str, float]:
         """Return the validation metrics over the whole val split (empty when it has no samples), and with
-        replay the same over the replay manifest's val split, prefixed `base_`."""
+        replay the same over the replay manifest's val split, prefixed `base_`. Under several ranks every rank
+        calls it: they share the batches out and sum what they scored."""
         metrics = self._validate_set(self.data.val)
         if self.replay_val is not None and len(self.replay_val):
             metrics.update({f"base_{k}": v for k, v in self._validate_set(self.replay_val).items()})
         return metrics
 
-    @torch.no_grad()
     def _validate_set(self, val: SampleSet) -> dict[str, float]:
-        """Return the metrics over `val`: sums stay on the device (weighted by each batch's tokens), read once at the end."""
+        """Return the metrics over `val`, its batches shared out over the ranks."""
         if len(val) == 0:
             return {}
-        return self._validate_over(val, list(range(len(val))))
+        return self._validate_over(val, list(range(len(val))), shard=True)
 
-    def _validate_over(self, val: SampleSet, subset: list[int]) -> dict[str, float]:
-        """Return the validation metrics over the samples of `val` at `subset` (non-empty)."""
+    @torch.no_grad()
+    def _validate_over(self, val: SampleSet, subset: list[int], shard: bool = False) -> dict[str, float]:
+        """Return the validation metrics over the samples of `val` at `subset` (non-empty): each entry's mean over
+        every token it scores, the loss Σ weight × mean (`ScoredSums`: sums stay on the device, read once).
+
+        With `shard` under several ranks (every rank calls it) each rank takes every world-th batch and the
+        sums are added over the ranks; with fewer batches than ranks every rank takes all of them.
+        """
         self.model.eval()
-        sums: dict[str, torch.Tensor] = {}
-        weight = 0
-        for positions in eval_batches(len(subset), self.config.batch.size):
-            indices = [subset[p] for p in positions]
-            batch = to_device(self.data.collate(val.take(indices)), self.device)
-            counted = batch.pop("n_tokens", None)
+        batches = eval_batches(len(subset), self.config.batch.size)
+        shared = shard and self.world > 1 and len(batches) >= self.world
+        sums = ScoredSums()
+        for positions in batches[self.rank :: self.world] if shared else batches:
+            batch = to_device(self.data.collate(val.take([subset[p] for p in positions])), self.device)
+            tokens = batch.pop("n_tokens")
             with self._autocast():
-                out = self.data.forward(self.model, batch)
-            tokens = counted if counted is not None else int(out["tokens"])
-            out.pop("tokens")
-            weight += tokens
-            for name, value in out.items():
-                value = value.detach().to(torch.float64) * tokens
-                sums[name] = sums[name] + value if name in sums else value
-        names = list(sums)
-        totals = torch.stack([sums[n] for n in names]).tolist()
-        metrics = {name: total / weight for name, total in zip(names, totals)}
-        return self.data.finish_val(metrics, weight)
+                sums.add(self.data.forward(self.model, batch), tokens)
+        metrics, tokens = sums.means(self.data.loss_weights, self.device, all_ranks=shared)
+        return self.data.finish_val(metrics, tokens)
 
     @torch.no_grad()
     def validate_base(self) -> float | None:
@@ -571,22 +584,6 @@ class Trainer:
         if not subset:
             return None
         return self._validate_over(self.data.val, subset).get("loss")
-
-    def check_retention(self) -> dict[str, Any] | None:
-        """Measure `val_base_loss` now, compare it with step 0's (`retention.start`, saved in each checkpoint),
-        write `retention` to status.json and warn in log.txt when it rose by more than `eval.base_loss_warn`.
-        Returns the retention record, or None without base-language val samples."""
-        from core.training.retention import retention_record
-
-        value = self.validate_base()
-        if value is None:
-            return None
-        record = retention_record(value, self.step, self._retention_start, self.config.eval.base_loss_warn)
-        self._retention_start = record["start"]  # step 0's; checkpoints carry it across resumes
-        if record["warning"]:
-            self.log.line(f"WARNING: {record['warning']}")
-        self.log.update_status(retention=record)
-        return record
 
     def _meta(self) -> CheckpointMeta:
         return CheckpointMeta(
@@ -612,10 +609,7 @@ class Trainer:
         require_unchanged(self.base_sha_start, self.base_rows_sha256(), f"at step {self.step}")
         if self.rank != 0:
             return None
-        self._last_val_loss = val_loss
-        is_best = val_loss is not None and (self.best_val is None or val_loss <= self.best_val)
-        if is_best:
-            self.best_val = val_loss  # the checkpoint records the best validation loss up to and including its own
+        is_best = self.evaluation.note_val_loss(val_loss)
         extra = {
             "optimizer": self.optimizer.state_dict(),
             "optimizer_names": self.param_names,
@@ -625,121 +619,28 @@ class Trainer:
             "step": self.step,
             "data_position": self.data_position,
             "metric_window": self.window.state_dict(),
-            "best_val_loss": self.best_val,
+            **self.evaluation.checkpoint_extra(),
             "tokenizer_path": str(self.tokenizer.path),
             "codec_path": str(self.settings.resolve(self.config.codec)) if self.codec is not None else None,
             "frozen_rows": self.frozen_rows,
             "base_size": self.base_size,
+            "world_size": self.world,
             "base_rows_sha256_start": self.base_sha_start,
             "row_warmup": self.row_warmup.state_dict(),
-            "val_base_loss_start": self._retention_start,
         }
         weights = trained_tensors(self.model) if self.adapter is not None else self.model.state_dict()
         path = save_checkpoint(self.folder.step_checkpoint(self.step), weights, self._meta(), extra)
-        if is_best and self.best_metric == "val_loss":
-            link_as_best(path)
-            self.log.update_status(best={"metric": "val_loss", "step": self.step, "value": val_loss,
-                                         "why": f"step {self.step}: lowest validation loss so far, {val_loss:.4f}"})
+        self.evaluation.after_save(path, self.step, is_best)
         rotate(self.run_dir, self.config.schedule.keep_last)
         self.log.update_status(last_checkpoint=str(path), step=self.step)
         return path
 
     def evaluate(self, checkpoint: Path) -> dict[str, float] | None:
-        """Evaluate a saved checkpoint on the run's fixed evaluation set (tts, rank 0; a model family speaks
-        through its Speaker with the run's model folder): one `eval tts` per language section, joined
-        into one eval.json entry; log a `split: eval` line; refresh `best.pt` when it beats the best so far
-        by the run's best metric (`best_metric_of`).
-
-        Returns the logged metrics, or None when skipped or failed. An eval failure never stops
-        training: its message goes to log.txt and status.json (`eval_error`).
-        """
+        """Evaluate a saved checkpoint (tts, rank 0: `RunEvaluation.evaluate`); return the logged metrics, or None
+        when skipped or failed."""
         if self.rank != 0 or self.config.task != "tts":
             return None
-        from core.eval.tts import update_eval_json
-        from core.eval.sections import entry_with_sections
-        from core.training.periodic_eval import eval_metrics, is_better, metric_value
-
-        saved_rng = rng_state()
-        try:
-            eval_set = self._fixed_eval_set()
-            new = eval_set.section("new_language")
-            if not new.usable:
-                raise InputError(f"eval_set.json: new-language set {new.note}. Raise data.val_ratio or set eval.sentences.")
-            result = self._speak_section(checkpoint, new, record=True)
-            base = eval_set.section("base_language")
-            base_result = self._speak_section(checkpoint, base, record=False) if base and base.usable else None
-        except Exception as exc:  # noqa: BLE001 — training goes on; the reason is logged
-            self.log.line(f"eval at step {self.step} failed: {type(exc).__name__}: {exc}")
-            self.log.update_status(eval_error=f"step {self.step}: {exc}")
-            return None
-        finally:
-            restore_rng(saved_rng)
-        entry = {**entry_with_sections(result, base_result, eval_set.summary()), "val_loss": self._last_val_loss}
-        update_eval_json(eval_file_beside(checkpoint), checkpoint.name, entry)
-        metrics = eval_metrics(entry)
-        retention = self.check_retention()
-        if retention is not None:
-            metrics["val_base_loss"] = retention["val_base_loss"]
-            metrics["val_base_loss_change"] = retention["change"]
-        self.log.metrics(self.step, "eval", metrics, tensorboard=False)  # evaluate_checkpoint wrote eval/ scalars
-        spoken = " + ".join(f"{len(s.sentences)} {s.language}" for s in (new, base) if s is not None and s.usable)
-        self.log.line(f"eval at step {self.step} ({spoken} sentences): " + ", ".join(f"{k} {v:g}" for k, v in metrics.items()))
-        if self.best_metric == "quality":
-            self._choose_best_by_quality(checkpoint, entry)
-        elif self.best_metric != "val_loss":
-            value = metric_value(self.best_metric, metrics)
-            if value is None:
-                self.log.line(f"best_metric {self.best_metric}: not computed at step {self.step}")
-            elif is_better(self.best_metric, value, self.best_eval):
-                self.best_eval = value
-                link_as_best(checkpoint)
-                self.log.update_status(best={"metric": self.best_metric, "value": value, "step": self.step,
-                                             "why": f"step {self.step}: best {self.best_metric} so far, {value:g}"})
-        return metrics
-
-    def _fixed_eval_set(self) -> Any:
-        """Return the run's evaluation set: read from eval_set.json, or chosen now and written there (logged)."""
-        from core.training.eval_set import eval_spec, fixed_eval_set
-
-        if self._eval_set is None:
-            self._eval_set, chosen = fixed_eval_set(self.folder, self.config, self.settings, self.step)
-            sizes = ", ".join(f"{s.role} {len(s.sentences)} {s.language}" + (f" ({s.note})" if s.note else "")
-                              for s in self._eval_set.sections)
-            how = f"chosen at step {self.step}" if chosen else f"read from eval_set.json (chosen at step {self._eval_set.chosen_at_step})"
-            self.log.line(f"evaluation set {how}: {sizes}")
-            if not chosen and self._eval_set.chosen_for != eval_spec(self.config):
-                self.log.line("evaluation set kept as chosen although the run config's eval/data keys changed since; "
-                              f"delete {self.folder.eval_set_file} to choose it again")
-        return self._eval_set
-
-    def _speak_section(self, checkpoint: Path, section: Any, record: bool) -> dict[str, Any]:
-        """Return `eval tts` of `checkpoint` on one language section of the evaluation set; a section other than
-        the new language's speaks into `eval_audio/<checkpoint stem>/<language>/`, is not recorded alone, and is
-        judged by its own references' length range (the checkpoint records the run's training data's)."""
-        from core.eval.tts import evaluate_checkpoint
-        from core.runs import eval_audio_beside
-
-        audio_dir = None if record else eval_audio_beside(checkpoint) / section.language
-        return evaluate_checkpoint(checkpoint, section.sentences, section.references, section.language, self.settings,
-                                   wer=self.config.eval.wer, seed=self.config.seed, model_dir=self.family_run.model_dir,
-                                   options=self.config.eval.synthesis, asr=self.config.eval.asr, mos=self.config.eval.mos,
-                                   audio_dir=audio_dir, record=record, recorded_bounds=record)
-
-    def _choose_best_by_quality(self, checkpoint: Path, entry: dict[str, Any]) -> None:
-        """Link `best.pt` to `checkpoint` when its quality score (flags, intelligibility, val loss) beats the
-        best so far, and say why in status.json (`best`: metric, step, score, parts, why)."""
-        from core.eval.quality.report import best_reason, quality_score, score_parts
-
-        val_loss = self._last_val_loss
-        score = quality_score(entry, val_loss)
-        if self._best_quality is None or score <= self._best_quality[0]:
-            previous = self._best_quality[1] if self._best_quality is not None else None
-            self._best_quality = (score, self.step)
-            link_as_best(checkpoint)
-            reason = best_reason(entry, val_loss, previous)
-            self.log.line(f"best.pt → step {self.step}: {reason}")
-            self.log.update_status(best={"metric": "quality", "step": self.step, "score": list(score),
-                                         "parts": score_parts(entry, val_loss), "why": reason})
+        return self.evaluation.evaluate(checkpoint, self.step)
 
     def _install_sigterm(self) -> Any:
         def request_stop(signum: int, frame: Any) -> None:  # noqa: ARG001
@@ -790,11 +691,11 @@ class Trainer:
             dist.all_gather_object(gathered, weights_sha256(self.model))
             info["rank_weights_sha256"] = gathered
         if self.config.schedule.eval_every > 0:
-            info["best_metric"] = self.best_metric
-            info["best_eval"] = self.best_eval
+            info["best_metric"] = self.evaluation.best_metric
+            info["best_eval"] = self.evaluation.best_eval
         self.log.update_status(state=state, step=self.step, base_rows_sha256=sha, **info)
         self.log.line(f"{state} at step {self.step}; base rows sha256 {sha['now']}")
-        return TrainResult(state, self.step, self.run_dir, last, self.best_val, sha, val, info)
+        return TrainResult(state, self.step, self.run_dir, last, self.evaluation.best_val, sha, val, info)
 
     def _adapter_summary(self) -> dict[str, Any] | None:
         """Return the adapter's kind, rank, alpha and targets, and the trainable parameter count (None without one)."""
@@ -831,7 +732,7 @@ class Trainer:
         window_tokens, window_start = 0, time.monotonic()
         status_written = window_start
         if cfg.eval_every > 0 and self.step == 0 and self.config.task == "tts" and self.rank == 0:
-            self.check_retention()  # step 0's val_base_loss, the baseline of the retention warning
+            self.evaluation.check_retention(self.step)  # step 0's val_base_loss, the baseline of the retention warning
         while self.step < self.stop_at:
             metrics, tokens = self._train_step(batches)
             self.step += 1
@@ -843,7 +744,7 @@ class Trainer:
                 elapsed = max(time.monotonic() - window_start, 1e-9)
                 values = self.window.read(reset=on_grid)  # the one device-to-host transfer of the window
                 values["lr"] = self.last_lr
-                values["tokens_per_s"] = window_tokens * self.world / elapsed
+                values["tokens_per_s"] = window_tokens * self.world / elapsed  # rank shares differ by ≤ 1 sample
                 self.log.metrics(self.step, "train", self.data.train_metrics(values))
                 self.log.update_status(step=self.step)
                 window_tokens, window_start = 0, time.monotonic()

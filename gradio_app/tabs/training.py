@@ -74,13 +74,14 @@ INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "�
 PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir")
 
 
-def preview_command(ctx: UIContext, name: str) -> str:
-    """Return the exact command Start runs for run `name`: the train job's argv, planned as `submit` plans it.
+def preview_command(ctx: UIContext, name: str, nproc: int = 1) -> str:
+    """Return the exact command Start runs for run `name` on `nproc` GPUs: the train job's argv, planned as
+    `submit` plans it (under torchrun with more than one).
 
     A bad run name gives its message as a `#` comment line instead.
     """
     try:
-        return ctx.runner.preview("train", {"config": run_config_path(name)})
+        return ctx.runner.preview("train", {"config": run_config_path(name)}, nproc)
     except InputError as exc:
         return f"# {exc}"
 
@@ -347,10 +348,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
               adapter_kind, adapter_rank, adapter_alpha]
     error_boxes = list(errors.values())
 
-    def on_change(base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
+    def on_change(gpu_count: float | None, base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
         rows, ok, text, by_field = preflight(ctx, base_value, list(values))
         shown = [f"**{by_field[key]}**" if key in by_field else "" for key in errors]
-        return (rows, text, gr.update(interactive=ok), preview_command(ctx, values[0]),
+        return (rows, text, gr.update(interactive=ok), preview_command(ctx, values[0], int(gpu_count or 1)),
                 settings_yaml(ctx, base_value, list(values)), *shown)
 
     @ui_action(outputs=2 + len(FORM_KEYS))
@@ -377,7 +378,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
         save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel}, nproc=int(gpu_count or 1))
-        return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name)}`."
+        return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name, int(gpu_count or 1))}`."
 
     @ui_action()
     def stop(current: str) -> str:
@@ -436,10 +437,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     # One queue for every preflight of the tab, run in the order triggered: a slow check of older values (a
     # family switch) can never land after, and overwrite, the check of what Load filled in since.
-    check = {"fn": on_change, "inputs": [base, *fields], "show_progress": "hidden", "concurrency_limit": 1,
+    check = {"fn": on_change, "inputs": [nproc, base, *fields], "show_progress": "hidden", "concurrency_limit": 1,
              "concurrency_id": "train-preflight",
              "outputs": [table, summary, start_btn, command, all_settings, *error_boxes]}
-    gr.on([field.change for field in fields], trigger_mode="always_last", **check)
+    gr.on([field.change for field in (nproc, *fields)], trigger_mode="always_last", **check)
     load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
     start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])

@@ -21,7 +21,7 @@ synthesis runs T3 + S3Gen itself, checking the tag against the tokenizer.
 from __future__ import annotations
 
 import shutil
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,12 +62,14 @@ class ChatterboxFamily(ModelFamily):
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
-    model_keys = ("preset", "text_tokens_dict_size")
+    model_keys = ("preset", "text_tokens_dict_size", "dropout")
     speech_options = {
         "temperature": TEMPERATURE, "cfg_weight": NumberRange(0.0, 10.0), "repetition_penalty": NumberRange(0.0, 10.0, low_open=True),
         "min_p": NumberRange(0.0, 1.0), "top_p": NumberRange(0.0, 1.0, low_open=True), "exaggeration": NumberRange(0.0, 2.0),
         "cfm_steps": NumberRange(1, 100, integer=True),
     }
+    # T3 hands its Llama backbone `inputs_embeds`: the backbone's own token table is never used
+    unused_in_training = ("tfmr.embed_tokens",)
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
@@ -125,7 +127,8 @@ class ChatterboxFamily(ModelFamily):
             raise InputError(f"{run.source}: family {self.name} starts from a T3 checkpoint: set model_dir (its "
                              f"{self.marker_names[0]}) or base_checkpoint (from `embeddings extend --family {self.name}`).")
         shape = self.read_backbone(run.base.state_dict, str(run.base.path))
-        return self.config_class(text_tokens_dict_size=run.tokenizer.size, **shape)
+        return self.config_class(text_tokens_dict_size=run.tokenizer.size, **shape,
+                                 dropout=self.training_dropout(run.model, run.source))
 
     @staticmethod
     def read_backbone(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
@@ -148,9 +151,10 @@ class ChatterboxFamily(ModelFamily):
 
         return ChatterboxFeatures(run.tokenizer, self.published_files(run.model_dir), device)
 
-    def training_functions(self, run: FamilyRun) -> tuple[Any, Any]:
-        """Return (collate, forward) of the family's one sequence layout, the loss weighted by the run's weights."""
-        return collate, partial(t3_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
+    def training_functions(self, run: FamilyRun) -> tuple[Any, Any, dict[str, float]]:
+        """Return (collate, forward, loss weights) of the family's one sequence layout: the loss is the run's
+        weights over the forward's text and speech losses."""
+        return collate, t3_forward, {"text_loss": run.text_weight, "mel_loss": run.mel_weight}
 
     def feature_fingerprint(self, run: FamilyRun) -> str | None:
         """Return the fingerprint of the voice encoder and S3 tokenizer files (None without a model folder)."""

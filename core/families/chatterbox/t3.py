@@ -7,7 +7,7 @@ registered in `LLAMA_CONFIGS` under a derived name when it differs from `Llama_5
 test model and the published one go through the same code. `build_t3` returns the published `T3`
 (`LinguaForgeT3` only adds a training forward; its state-dict keys are T3's) with `text_emb` /
 `text_head` as `SplitEmbedding` / `SplitHead` (frozen base rows as buffers); `t3_forward` is the
-training loss.
+training forward (losses through the module it is handed, the DDP wrapper under `torchrun`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.errors import InputError
+from core.families.contract import Scored
 from core.families.chatterbox.layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
 
 SPEECH_CODES = 6561
@@ -45,6 +46,7 @@ class ChatterboxConfig:
     max_text_tokens: int = MAX_TEXT_TOKENS
     max_speech_tokens: int = MAX_SPEECH_TOKENS
     speech_cond_prompt_len: int = 150
+    dropout: float | None = None  # the run's `model.dropout` for every dropout of T3 (None: T3's own rates)
 
     @property
     def is_multilingual(self) -> bool:
@@ -117,7 +119,8 @@ def _trainable_t3_class() -> type:
             return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from `collate`."""
+            """Return text_loss, mel_loss (speech tokens) and mel_top1 (means) and the tokens they score,
+            `text_tokens` and `mel_tokens`, for a batch from `collate`."""
             layout = lay_out_batch(self, batch)
             text = batch["text_ids"]
             return layout_losses(self, layout, batch, (layout.text_start, text.size(1) - 1),
@@ -128,7 +131,8 @@ def _trainable_t3_class() -> type:
 
 def layout_losses(t3: Any, layout: Any, batch: dict[str, torch.Tensor], text_positions: tuple[torch.Tensor, int],
                   text_targets: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Return text_loss, mel_loss, mel_top1 and tokens of a laid-out batch (`BatchLayout`): the backbone over
+    """Return text_loss, mel_loss, mel_top1 (means) and the tokens they score (`text_tokens`, `mel_tokens`) of a
+    laid-out batch (`BatchLayout`): the backbone over
     the embeddings with the mask, the text head at `text_positions` (each row's first scored position, the
     count) against `text_targets`, the speech head from each start-of-speech token against the next speech
     tokens. Shared by every T3 layout (the multilingual one and Turbo's)."""
@@ -142,28 +146,32 @@ def layout_losses(t3: Any, layout: Any, batch: dict[str, torch.Tensor], text_pos
     mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
     scored = speech_targets != IGNORE
     top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
-    tokens = scored.sum() + (text_targets != IGNORE).sum()
-    return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(), "tokens": tokens}
+    return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(),
+            "text_tokens": (text_targets != IGNORE).sum(), "mel_tokens": scored.sum()}
 
 
 _LINGUAFORGE_T3: type | None = None
 
 
 def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
-    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers."""
+    """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers
+    (every dropout at `config.dropout` when set)."""
+    from core.families.base import set_dropout
     from models.rows import SplitEmbedding, SplitHead
 
     global _LINGUAFORGE_T3
     if _LINGUAFORGE_T3 is None:
         _LINGUAFORGE_T3 = _trainable_t3_class()
     model = _LINGUAFORGE_T3(t3_hparams(config))
+    if config.dropout is not None:
+        set_dropout(model, config.dropout)
     model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
     model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
     return model
 
 
-def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
-    """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a T3 on a batch."""
+def t3_forward(module: nn.Module, batch: dict[str, torch.Tensor]) -> Scored:
+    """Return `text_loss`, `mel_loss` and `mel_top1` of a T3 (or its DDP wrapper) on a batch, with the tokens each scores."""
     out = module(batch=batch)
-    out["loss"] = text_weight * out["text_loss"] + mel_weight * out["mel_loss"]
-    return out
+    return {"text_loss": (out["text_loss"], out["text_tokens"]), "mel_loss": (out["mel_loss"], out["mel_tokens"]),
+            "mel_top1": (out["mel_top1"], out["mel_tokens"])}

@@ -13,7 +13,6 @@ Turbo and Nano are one family told apart by the checkpoint's shapes (Nano: GPT-2
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -98,9 +97,9 @@ class ChatterboxTurboFamily(ChatterboxFamily):
 
         return TurboFeatures(run.tokenizer, self.published_files(run.model_dir), device)
 
-    def training_functions(self, run: FamilyRun) -> tuple[Any, Any]:
-        """Return (collate, forward) of Turbo's one sequence layout, the loss weighted by the run's weights."""
-        return collate, partial(t3_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
+    def training_functions(self, run: FamilyRun) -> tuple[Any, Any, dict[str, float]]:
+        """Return (collate, forward, loss weights) of Turbo's one sequence layout (the run's text and speech weights)."""
+        return collate, t3_forward, {"text_loss": run.text_weight, "mel_loss": run.mel_weight}
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:

@@ -49,6 +49,7 @@ class TurboConfig:
     max_text_tokens: int = MAX_TEXT_TOKENS
     max_speech_tokens: int = MAX_SPEECH_TOKENS
     speech_cond_prompt_len: int = PROMPT_TOKENS
+    dropout: float | None = None  # the run's `model.dropout` for every dropout of the T3 (None: GPT-2's own rates)
 
     @property
     def variant(self) -> str:
@@ -154,7 +155,9 @@ _TRAINABLE: type | None = None
 
 
 def build_turbo_t3(config: TurboConfig, frozen_rows: int = 0) -> nn.Module:
-    """Return a random-initialised `LinguaForgeTurboT3` whose first `frozen_rows` text rows are frozen buffers."""
+    """Return a random-initialised `LinguaForgeTurboT3` whose first `frozen_rows` text rows are frozen buffers
+    (every dropout at `config.dropout` when set)."""
+    from core.families.base import set_dropout
     from models.rows import SplitEmbedding, SplitHead
 
     global _TRAINABLE
@@ -164,4 +167,6 @@ def build_turbo_t3(config: TurboConfig, frozen_rows: int = 0) -> nn.Module:
     model.tfmr.wte = UnreadTable(model.tfmr.wte.weight)
     model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
     model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
+    if config.dropout is not None:
+        set_dropout(model, config.dropout)
     return model

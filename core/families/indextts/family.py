@@ -25,7 +25,6 @@ from core.families.indextts.gpt import (
     ROWS,
     SEQUENCE_LAYOUT,
     STATS_NAME,
-    build_unified_voice,
     gpt_kwargs_from_state_dict,
     read_indextts_config,
 )
@@ -43,7 +42,10 @@ class IndexTTSFamily(ModelFamily):
                       "diffusion_steps": NumberRange(1, 200, integer=True)}
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tasks = ("tts",)
-    model_keys = ("preset", "number_text_tokens")  # the declared size the doctor checks against the tokenizer
+    model_keys = ("preset", "number_text_tokens", "dropout")  # number_text_tokens: the size the doctor checks
+    # the conditioning and emotion encoders: their outputs (latents, emotion vector) come from the feature cache
+    unused_in_training = ("conditioning_encoder", "perceiver_encoder", "emo_conditioning_encoder", "emo_perceiver_encoder",
+                          "emovec_layer", "emo_layer")
 
     def __init__(self) -> None:
         from core.families import get_family
@@ -110,24 +112,23 @@ class IndexTTSFamily(ModelFamily):
         if run.base is None:
             raise InputError(f"{run.source}: family indextts trains from a checkpoint; set base_checkpoint or model_dir.")
         config = self._indextts_config(run)
-        return IndexTTSModelConfig(gpt_kwargs_from_state_dict(run.base.state_dict, config, run.tokenizer.size), config)
+        return IndexTTSModelConfig(gpt_kwargs_from_state_dict(run.base.state_dict, config, run.tokenizer.size), config,
+                                   self.training_dropout(run.model, run.source))
 
     def build_model(self, model_config: Any, frozen_rows: int) -> torch.nn.Module:
-        """Return a UnifiedVoice whose first `frozen_rows` text rows and the extra row are frozen buffers."""
-        from core.families.indextts.training import split_text_rows
+        """Return a UnifiedVoice whose first `frozen_rows` text rows and the extra row are frozen buffers (every
+        dropout at the run's `model.dropout` when set)."""
+        from core.families.base import set_dropout
+        from core.families.indextts.training import build_trainable_gpt
 
-        return split_text_rows(build_unified_voice(model_config.kwargs), frozen_rows)
+        model = build_trainable_gpt(model_config.kwargs, frozen_rows)
+        if model_config.dropout is not None:
+            set_dropout(model, model_config.dropout)
+        return model
 
     def text_row_modules(self, model: torch.nn.Module) -> list[Any]:
         """Return [text_embedding, text_head]."""
         return [model.text_embedding, model.text_head]
-
-    def apply_freeze(self, model: torch.nn.Module, mode: str) -> None:
-        """Apply the freeze mode, then freeze the conditioning and emotion encoders (their outputs are cached)."""
-        from core.families.indextts.training import freeze_conditioning
-
-        super().apply_freeze(model, mode)
-        freeze_conditioning(model)
 
     # -- data -------------------------------------------------------------------------------
     def prepare_features(self, run: Any) -> Path:
@@ -142,14 +143,12 @@ class IndexTTSFamily(ModelFamily):
 
     def task_data(self, run: Any, model_config: Any, cache_dir: Path | None) -> Any:
         """Return the TaskData: prompt-paired cache samples, IndexTTS2's collate and its 0.2/0.8 loss."""
-        from functools import partial
-
         from core.families.indextts.training import collate_indextts, indextts_forward, paired_samples
         from core.families.contract import TaskData
 
         splits = paired_samples(cache_dir, model_config.max_text_tokens, model_config.max_speech_tokens)
-        forward = partial(indextts_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
-        return TaskData(splits["train"], splits["val"], collate_indextts, forward)
+        return TaskData(splits["train"], splits["val"], collate_indextts, indextts_forward,
+                        {"text_loss": run.text_weight, "mel_loss": run.mel_weight})
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:

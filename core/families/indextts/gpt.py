@@ -228,6 +228,7 @@ class IndexTTSModelConfig:
 
     kwargs: dict[str, Any]
     indextts_config: dict[str, Any]
+    dropout: float | None = None  # the run's `model.dropout` for every dropout of the GPT (None: GPT-2's 0.1)
 
     @property
     def max_text_tokens(self) -> int:
@@ -245,6 +246,7 @@ class IndexTTSModelConfig:
             "family": "indextts",
             "kwargs": copy.deepcopy(self.kwargs),
             "indextts_config": copy.deepcopy(self.indextts_config),
+            "dropout": self.dropout,
             "max_text_tokens": self.max_text_tokens,
             "max_speech_tokens": self.max_speech_tokens,
             # the shape names the memory estimate (core.training.memory) reads
@@ -261,4 +263,4 @@ class IndexTTSModelConfig:
         """Return the config recorded by `to_dict`; raises InputError when it is not an IndexTTS2 record."""
         if not isinstance(data, Mapping) or "kwargs" not in data or "indextts_config" not in data:
             raise InputError("checkpoint metadata has no IndexTTS2 model_config; was it trained with family indextts?")
-        return cls(dict(data["kwargs"]), dict(data["indextts_config"]))
+        return cls(dict(data["kwargs"]), dict(data["indextts_config"]), data.get("dropout"))

@@ -7,6 +7,10 @@ in start 8192 / stop 8193, each sample's speech right after its own text and pad
 its own speech. Loss = text_weight × text CE + mel_weight × code CE, each the mean over the
 batch's scored tokens (every text id and code plus one stop each; padding is never scored and,
 coming after a sample's last token, never seen by its real positions).
+
+`build_trainable_gpt` returns the published `UnifiedVoice` with one added call, `model(batch=…)`, that
+computes these losses: the trainer calls it through the module it hands the forward (the DDP
+wrapper under `torchrun`), so the gradients are reduced over the ranks.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from core.data.feature_cache import load_item, open_cache
 from core.data.pairs import load_pairs
 from core.families.indextts.features import CACHE_FORMAT
 from core.families.indextts.layout import IGNORE, collate_layouts, layout_hidden, layout_sample
-from core.families.contract import SampleSet
+from core.families.contract import SampleSet, Scored
 
 
 def split_text_rows(model: nn.Module, frozen_rows: int) -> nn.Module:
@@ -38,15 +42,6 @@ def split_text_rows(model: nn.Module, frozen_rows: int) -> nn.Module:
     model.text_embedding = SplitEmbedding.from_module(model.text_embedding, frozen_rows, ROWS.row_offset)
     model.text_head = SplitHead.from_module(model.text_head, frozen_rows, ROWS.row_offset)
     return model
-
-
-def freeze_conditioning(model: nn.Module) -> None:
-    """Freeze the modules whose outputs come from the cache (conditioning and emotion encoders)."""
-    for name in ("conditioning_encoder", "perceiver_encoder", "emo_conditioning_encoder", "emo_perceiver_encoder", "emovec_layer", "emo_layer"):
-        module = getattr(model, name, None)
-        if module is not None:
-            for param in module.parameters():
-                param.requires_grad = False
 
 
 def token_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -72,20 +67,56 @@ def sample_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> tuple[
     return text, mel
 
 
-def indextts_forward(model: nn.Module, batch: Mapping[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
-    """Return `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of one collated batch."""
+def training_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Return `text_loss`, `mel_loss` and `mel_top1` (means over the batch's scored tokens) and the tokens they
+    score, `text_tokens` and `mel_tokens`, of a `collate_indextts` batch on the bare UnifiedVoice `model`."""
     losses = token_losses(model, batch)
     text_scored, mel_scored = losses["text_scored"], losses["mel_scored"]
-    text_loss = losses["text"].sum() / text_scored.sum()
-    mel_loss = losses["mel"].sum() / mel_scored.sum()
-    top1 = losses["mel_hit"][mel_scored].float().mean()
+    text_tokens, mel_tokens = text_scored.sum(), mel_scored.sum()
     return {
-        "loss": text_weight * text_loss + mel_weight * mel_loss,
-        "text_loss": text_loss.detach(),
-        "mel_loss": mel_loss.detach(),
-        "mel_top1": top1.detach(),
-        "tokens": text_scored.sum() + mel_scored.sum(),
+        "text_loss": losses["text"].sum() / text_tokens,
+        "mel_loss": losses["mel"].sum() / mel_tokens,
+        "mel_top1": losses["mel_hit"][mel_scored].float().mean().detach(),
+        "text_tokens": text_tokens,
+        "mel_tokens": mel_tokens,
     }
+
+
+def _trainable_unified_voice_class() -> type:
+    from indextts.gpt.model_v2 import UnifiedVoice
+
+    class LinguaForgeUnifiedVoice(UnifiedVoice):
+        """IndexTTS2's UnifiedVoice with a training forward: `model(batch=…)` returns `training_losses`.
+
+        Any other call is the published forward; the state-dict keys are UnifiedVoice's.
+        """
+
+        def forward(self, *args: Any, batch: Mapping[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
+            if batch is None:
+                return super().forward(*args, **kwargs)
+            return training_losses(self, batch)
+
+    return LinguaForgeUnifiedVoice
+
+
+_LINGUAFORGE_UNIFIED_VOICE: type | None = None
+
+
+def build_trainable_gpt(kwargs: Mapping[str, Any], frozen_rows: int) -> nn.Module:
+    """Return a random-initialised `LinguaForgeUnifiedVoice(**kwargs)` (a UnifiedVoice) whose first `frozen_rows`
+    text rows and the extra row are frozen buffers (`split_text_rows`)."""
+    global _LINGUAFORGE_UNIFIED_VOICE
+    if _LINGUAFORGE_UNIFIED_VOICE is None:
+        _LINGUAFORGE_UNIFIED_VOICE = _trainable_unified_voice_class()
+    return split_text_rows(_LINGUAFORGE_UNIFIED_VOICE(**dict(kwargs)), frozen_rows)
+
+
+def indextts_forward(module: nn.Module, batch: Mapping[str, torch.Tensor]) -> Scored:
+    """Return `text_loss`, `mel_loss` and `mel_top1` of a LinguaForgeUnifiedVoice (or its DDP wrapper) on one
+    collated batch, with the tokens each scores."""
+    out = module(batch=batch)
+    return {"text_loss": (out["text_loss"], out["text_tokens"]), "mel_loss": (out["mel_loss"], out["mel_tokens"]),
+            "mel_top1": (out["mel_top1"], out["mel_tokens"])}
 
 
 def collate_indextts(samples: list[dict[str, np.ndarray]]) -> dict[str, Any]:

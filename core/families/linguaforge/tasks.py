@@ -1,7 +1,8 @@
 """LinguaForge's own models, what differs between the LM and TTS tasks: data, collation, loss and metrics.
 
 `build_task_data(run, model_config, cache_dir)` returns a `TaskData` whose `forward(module, batch)`
-returns `loss`, the task's metrics and the token count.
+returns the task's losses and metrics (`core.families.contract.Scored`): the LM's `loss`, the TTS's
+`text_loss`, `mel_loss` and `mel_top1`, weighted by `loss.text_weight` / `loss.mel_weight`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from torch.nn.utils.rnn import pad_sequence
 from core.data.splits import TRAIN, VAL, split_of
 from core.errors import InputError
 from core.families.base import FamilyRun
-from core.families.contract import SampleSet, TaskData, special_ids
+from core.families.contract import SampleSet, Scored, TaskData, special_ids
 from core.text import normalize_text
 from core.tokenizers.tokenizer import Tokenizer
 
@@ -100,17 +101,17 @@ def collate_tts(samples: list[dict[str, torch.Tensor]], model_config: Any = None
     return batch
 
 
-def lm_forward(module: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Return `loss` (nats per token) and `tokens` of a GPTLM on a collated batch."""
+def lm_forward(module: nn.Module, batch: dict[str, torch.Tensor]) -> Scored:
+    """Return `loss` (nats per token) of a GPTLM on a collated batch, with the tokens it scores."""
     out = module(batch["ids"], batch["targets"])
-    return {"loss": out["loss"], "tokens": out["tokens"]}
+    return {"loss": (out["loss"], out["tokens"])}
 
 
-def tts_forward(module: nn.Module, batch: dict[str, torch.Tensor], text_weight: float, mel_weight: float) -> dict[str, torch.Tensor]:
-    """Return the weighted `loss`, `text_loss`, `mel_loss`, `mel_top1` and `tokens` of a GPTTTS."""
+def tts_forward(module: nn.Module, batch: dict[str, torch.Tensor]) -> Scored:
+    """Return `text_loss`, `mel_loss` and `mel_top1` of a GPTTTS on a collated batch, with the tokens each scores."""
     out = module(batch)
-    out["loss"] = text_weight * out["text_loss"] + mel_weight * out["mel_loss"]
-    return out
+    return {"text_loss": (out["text_loss"], out["text_tokens"]), "mel_loss": (out["mel_loss"], out["mel_tokens"]),
+            "mel_top1": (out["mel_top1"], out["mel_tokens"])}
 
 
 def _lm_data(run: FamilyRun, model_config: Any) -> TaskData:
@@ -120,7 +121,8 @@ def _lm_data(run: FamilyRun, model_config: Any) -> TaskData:
     train = splits["train"]
     tokens = sum(train.lengths)
     _, eos = special_ids(run.tokenizer)
-    return TaskData(train, splits["val"], partial(collate_lm, pad_id=eos), lm_forward, tokens / max(train.n_bytes, 1))
+    return TaskData(train, splits["val"], partial(collate_lm, pad_id=eos), lm_forward, {"loss": 1.0},
+                    tokens / max(train.n_bytes, 1))
 
 
 def build_task_data(run: FamilyRun, model_config: Any, cache_dir: Path | None) -> TaskData:
@@ -133,5 +135,5 @@ def build_task_data(run: FamilyRun, model_config: Any, cache_dir: Path | None) -
     from core.families.linguaforge.data import tts_samples
 
     splits = tts_samples(run, model_config, cache_dir)
-    forward = partial(tts_forward, text_weight=run.text_weight, mel_weight=run.mel_weight)
-    return TaskData(splits["train"], splits["val"], partial(collate_tts, model_config=model_config), forward)
+    return TaskData(splits["train"], splits["val"], partial(collate_tts, model_config=model_config), tts_forward,
+                    {"text_loss": run.text_weight, "mel_loss": run.mel_weight})
