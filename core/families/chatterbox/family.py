@@ -30,9 +30,12 @@ from torch import nn
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import FamilyRun, ModelFamily
+from core.families.base import FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks
 from core.families.chatterbox.layout import LAYOUT, collate
+from core.families.chatterbox.speech import SPEECH_TOKENS_PER_SECOND
 from core.families.chatterbox.t3 import (
+    CONDITIONING_POSITIONS,
+    HEAD_DIM,
     ENGLISH_FILES,
     MULTILINGUAL_FILES,
     MULTILINGUAL_ROWS,
@@ -63,6 +66,7 @@ class ChatterboxFamily(ModelFamily):
     tasks = ("tts",)
     model_keys = ("preset", "text_tokens_dict_size")
     speech_options = ("temperature", "cfg_weight", "repetition_penalty", "min_p", "top_p", "exaggeration", "cfm_steps")
+    speech_tokens_per_second = SPEECH_TOKENS_PER_SECOND
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
@@ -127,6 +131,21 @@ class ChatterboxFamily(ModelFamily):
     def text_row_modules(self, model: nn.Module) -> list[Any]:
         """Return [text_emb, text_head]."""
         return [model.text_emb, model.text_head]
+
+    def memory_shape(self, model_config: Mapping[str, Any]) -> MemoryShape:
+        """Return T3's shape for the memory plan: the Llama backbone, 34 conditioning positions, the perceiver's
+        prompt, text wrapped in start/stop, speech in start/stop, the published speech head's rows."""
+        from chatterbox.models.t3.modules.t3_config import T3Config
+
+        config = ChatterboxConfig.from_dict(model_config)
+        return MemoryShape(block="llama", layers=config.n_layers, width=config.hidden_size, heads=config.hidden_size // HEAD_DIM,
+                           mlp_width=config.intermediate_size, text_rows=config.text_tokens_dict_size,
+                           speech_rows=T3Config(text_tokens_dict_size=config.text_tokens_dict_size).speech_tokens_dict_size,
+                           conditioning=CONDITIONING_POSITIONS, prompt_tokens=config.speech_cond_prompt_len)
+
+    def enable_activation_checkpointing(self, model: nn.Module) -> bool:
+        """Checkpoint every Llama layer of T3's backbone (`tfmr`)."""
+        return checkpoint_hf_blocks(model.tfmr)
 
     def feature_fingerprint(self, run: FamilyRun) -> str | None:
         """Return the fingerprint of the voice encoder and S3 tokenizer files (None without a model folder)."""
