@@ -34,9 +34,8 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # bench/tokenizers.py would shadow the `tokenizers` package that transformers imports
@@ -58,8 +57,7 @@ SMALL_CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, 
                    "perceiver_mult": 2}
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(NamedTuple):
     """One training step to run: family, shape (`full`, `smoke`: 1 layer, `reduced`: 2 layers at full width),
     LoRA or full fine-tune, batch, text ids and speech tokens per sample, precision, compile, device type."""
 
@@ -325,7 +323,7 @@ def measure_rss(case: Case, steps: int = 2) -> dict[str, Any]:
     for _ in range(steps):
         stepper.step()
     measured = _status_kib("VmHWM") - baseline
-    return {"case": asdict(case), "measured": measured, "plan": plan.peak, "error": round(measured / plan.peak - 1, 3),
+    return {"case": case._asdict(), "measured": measured, "plan": plan.peak, "error": round(measured / plan.peak - 1, 3),
             "parts": plan.parts, "trainable": plan.parameters.trainable}
 
 
@@ -342,7 +340,7 @@ def memory_table(cases: list[Case]) -> list[dict[str, Any]]:
         for name, extra in (("mmap", {"MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD}), ("default", {})):
             env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
             env.update({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"), **extra})
-            proc = subprocess.run([sys.executable, __file__, "--measure", json.dumps(asdict(case))], capture_output=True,
+            proc = subprocess.run([sys.executable, __file__, "--measure", json.dumps(case._asdict())], capture_output=True,
                                   text=True, env=env)
             if proc.returncode != 0:
                 raise RuntimeError(f"{case}: {proc.stderr[-2000:]}")
