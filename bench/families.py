@@ -279,7 +279,8 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: fl
     }
 
 
-def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | None = None) -> list[dict[str, Any]]:
+def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | None = None,
+         families: tuple[str, ...] = ("chatterbox", "indextts")) -> list[dict[str, Any]]:
     """Return the table's rows (bench/gpu.py's family rows): per family, full fine-tune and LoRA with compile off
     and on (on CUDA; off only on the CPU unless asked), then the plain loop; batch 8 (smoke: 2)."""
     batch, warmup, steps = (2, 1, 1) if smoke else (8, 2, 5)
@@ -288,7 +289,7 @@ def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | No
     shape = "smoke" if smoke else "full"
     peak = peak_tflops(device, None)
     out: list[dict[str, Any]] = []
-    for family in ("chatterbox", "indextts"):
+    for family in families:
         text, speech = LENGTHS[family]
         for lora in (False, True):
             for compiled in modes:
@@ -383,6 +384,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="reduced shapes (1 layer; --memory: 2 layers) on the CPU")
     parser.add_argument("--memory", action="store_true", help="the plan against the measured peak RSS on the CPU")
     parser.add_argument("--compile", choices=["off", "on", "both"], default=None, help="compile modes (default: both on CUDA, off on the CPU)")
+    parser.add_argument("--family", action="append", choices=["chatterbox", "indextts"], help="only this family (repeatable)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one `--memory` case, in its own process
@@ -398,7 +400,7 @@ def main() -> None:
                          f"({r['error']:+.1%}); glibc defaults {r['measured_default'] / GIB:.2f} GiB" for r in report["memory"])
     else:
         modes = {"off": (False,), "on": (True,), "both": (False, True), None: None}[args.compile]
-        table = rows(device, args.smoke, modes)
+        table = rows(device, args.smoke, modes, tuple(args.family or ("chatterbox", "indextts")))
         report = {"device": device_name(device), "torch": torch.__version__, "rows": table}
         text = render(table)
     if args.output:

@@ -242,11 +242,11 @@ def test_doctor_refuses_a_chatterbox_run_that_does_not_fit_a_named_size_and_pass
     code, check, _ = _doctor(ws, capsys, "--device-memory", "400MiB")
     assert code == 2 and check["status"] == "fail", check
     assert "does not fit: 400.0 MiB named for cuda, 360.0 MiB usable" in check["message"]
-    assert check["fix"].startswith("Any one of these fits: adapter: {kind: lora}") and "MiB)" in check["fix"]
+    assert check["fix"].startswith("Any one of these fits: adapter: {kind: lora}") and "→ peak" in check["fix"]
 
     code, check, _ = _doctor(ws, capsys, "--device-memory", "300MiB")
     assert code == 2 and check["fix"].startswith("Together, activation_checkpointing: true, adapter: {kind: lora}"), check
-    assert "batch.size: 2 with batch.accumulate: 4 fit" in check["fix"]
+    assert "batch.size: 2 with batch.accumulate: 4 fit → peak" in check["fix"]
 
     code, check, _ = _doctor(ws, capsys, "--device-memory", "40MiB")
     assert code == 2 and check["status"] == "fail" and "Even micro-batch 1 with" in check["fix"], check

@@ -148,53 +148,78 @@ def _half(precision: str, device: str) -> bool:
     return precision in ("bf16", "fp16") or (precision == "auto" and device.startswith("cuda"))
 
 
+@dataclass
+class RunMemory:
+    """A run's memory plan at any micro-batch, precision, recomputation and adapter: its model, its longest
+    text and speech, and the device type it trains on."""
+
+    model: RunModel
+    lengths: Lengths
+    device: str
+    run: Any
+
+    @classmethod
+    def of(cls, ctx: DoctorContext) -> "RunMemory | None":
+        """Return the run's memory planner, None when its model is not known yet."""
+        model = run_model(ctx)
+        if model is None:
+            return None
+        return cls(model, data_lengths(ctx, model), run_device(ctx), ctx.run_config)
+
+    @property
+    def lora(self) -> Any:
+        """Return the run's LoRA adapter config, None for a full fine-tune."""
+        return self.run.adapter if self.run.adapter.kind != "none" else None
+
+    def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run") -> MemoryPlan | None:
+        """Return the plan at micro-batch `batch` with the run's settings, or those given (None: the family states no shape).
+
+        Raises InputError for adapter targets that match no module of the model.
+        """
+        step = StepShape(batch, self.lengths.text, self.lengths.speech,
+                         _half(self.run.precision, self.device) if half is None else half,
+                         self.run.activation_checkpointing if checkpointing is None else checkpointing,
+                         "cuda" if self.device.startswith("cuda") else "cpu")
+        return plan_memory(self.model.family, self.model.config, step, frozen_rows=self.model.frozen_rows,
+                           freeze_mode=self.run.freeze.mode, adapter=self.lora if adapter == "run" else adapter,
+                           host_bytes=self.model.host_bytes)
+
+
 @register_check(CHECK_ID, order=80)
 def check_memory(ctx: DoctorContext) -> CheckResult | None:
     """Return pass when the plan of one step peaks within the device's usable memory (naming the largest
     micro-batch that fits), else fail naming what would fit; None when the run's model is not known yet."""
     from core.training.run_config import AdapterConfig
 
-    model = run_model(ctx)
-    if model is None:
+    memory = RunMemory.of(ctx)
+    if memory is None:
         return None
-    run = ctx.run_config
-    device = run_device(ctx)
-    device_type = "cuda" if device.startswith("cuda") else "cpu"
-    lengths = data_lengths(ctx, model)
-    lora = run.adapter if run.adapter.kind != "none" else None
-
-    def plan_at(batch: int, checkpointing: bool = run.activation_checkpointing, half: bool = _half(run.precision, device),
-                adapter: Any = lora) -> MemoryPlan:
-        step = StepShape(batch, lengths.text, lengths.speech, half, checkpointing, device_type)
-        return plan_memory(model.family, model.config, step, frozen_rows=model.frozen_rows, freeze_mode=run.freeze.mode,
-                           adapter=adapter, host_bytes=model.host_bytes)
-
+    run, device, lengths, lora = memory.run, memory.device, memory.lengths, memory.lora
     try:
-        plan = plan_at(run.batch.size)
+        plan = memory.plan(run.batch.size)
     except InputError as exc:  # adapter targets that match no module: the adapter check names them
         return CheckResult(CHECK_ID, "warn", f"no memory plan: {exc}")
     if plan is None:
         return None
+    described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
     if ctx.device_memory is not None:
-        budget, where = int(ctx.device_memory * NAMED_HEADROOM), f"{format_size(ctx.device_memory)} named for {device_type}"
+        budget, where = int(ctx.device_memory * NAMED_HEADROOM), f"{format_size(ctx.device_memory)} named for {plan.step.device}"
     else:
         free = free_bytes(device)
         if free is None:
-            return CheckResult(CHECK_ID, "warn", f"{_described(model, plan, lengths, lora)}: peak {format_size(plan.peak)} "
-                               f"({plan.describe()}); free memory of {device} unknown.",
+            return CheckResult(CHECK_ID, "warn", f"{described}; free memory of {device} unknown.",
                                "Name the device's size: doctor --device-memory 24GiB.")
         budget, where = int(free * HEADROOM), f"{device} has {format_size(free)} free"
     usable = f"{where}, {format_size(budget)} usable"
-    described = f"{_described(model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
     effective = run.batch.size * run.batch.accumulate
     if plan.peak <= budget:
-        largest = largest_fitting_batch(plan_at, budget, MICRO_BATCH_CAP)
+        largest = largest_fitting_batch(memory.plan, budget, MICRO_BATCH_CAP)
         message = f"{described}; {usable}; micro-batches up to {largest} fit."
         size, steps = micro_batch_plan(effective, largest)
         if size > run.batch.size:
             message += f" Faster with the same effective batch {effective}: batch.size: {size}, batch.accumulate: {steps}."
         return CheckResult(CHECK_ID, "pass", message)
-    fixes = _what_fits(plan_at, budget, run, effective, device_type, lora is None, AdapterConfig(kind="lora"))
+    fixes = _what_fits(memory.plan, budget, run, effective, plan.step.device, lora is None, AdapterConfig(kind="lora"))
     return CheckResult(CHECK_ID, "fail", f"{described} does not fit: {usable}.", fixes)
 
 
@@ -214,19 +239,19 @@ def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, run: Any, effect
     fits = largest_fitting_batch(plan_at, budget, run.batch.size)
     if fits:
         size, steps = micro_batch_plan(effective, fits)
-        options.append(f"batch.size: {size} with batch.accumulate: {steps} (same effective batch {effective}; "
-                       f"peak {format_size(plan_at(size).peak)})")
+        options.append(f"batch.size: {size} with batch.accumulate: {steps}, the same effective batch {effective} "
+                       f"→ peak {format_size(plan_at(size).peak)}")
     changes: list[tuple[str, dict[str, Any]]] = []
     if not plan_at(run.batch.size).step.checkpointing:
         changes.append(("activation_checkpointing: true", {"checkpointing": True}))
     if can_lora:
-        changes.append(("adapter: {kind: lora} (rank 16 on the default targets)", {"adapter": lora}))
+        changes.append(("adapter: {kind: lora} (rank 16, the default targets)", {"adapter": lora}))
     if device == "cuda" and not plan_at(run.batch.size).step.half:
         changes.append(("precision: bf16", {"half": True}))
     for label, change in changes:
         peak = plan_at(run.batch.size, **change).peak
         if peak <= budget:
-            options.append(f"{label} (peak {format_size(peak)})")
+            options.append(f"{label} → peak {format_size(peak)}")
     if options:
         return "Any one of these fits: " + "; ".join(options) + "."
     together = {k: v for _, change in changes for k, v in change.items()}
@@ -235,7 +260,7 @@ def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, run: Any, effect
     if fits and changes:
         size, steps = micro_batch_plan(effective, fits)
         return (f"Together, {labels} and batch.size: {size} with batch.accumulate: {steps} fit "
-                f"(peak {format_size(plan_at(size, **together).peak)}).")
+                f"→ peak {format_size(plan_at(size, **together).peak)}.")
     smallest = plan_at(1, **together).peak
     return (f"Even micro-batch 1{' with ' + labels if labels else ''} peaks at {format_size(smallest)}: use a device with at least "
             f"{format_size(math.ceil(smallest / NAMED_HEADROOM))}, or shorter clips.")
