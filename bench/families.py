@@ -280,9 +280,11 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: fl
 
 
 def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | None = None,
-         families: tuple[str, ...] = ("chatterbox", "indextts")) -> list[dict[str, Any]]:
+         families: tuple[str, ...] = ("chatterbox", "indextts"),
+         on_row: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """Return the table's rows (bench/gpu.py's family rows): per family, full fine-tune and LoRA with compile off
-    and on (on CUDA; off only on the CPU unless asked), then the plain loop; batch 8 (smoke: 2)."""
+    and on (on CUDA; off only on the CPU unless asked), then the plain loop; batch 8 (smoke: 2). `on_row` sees
+    the rows so far after each one (to keep what finished when a time limit stops the run)."""
     batch, warmup, steps = (2, 1, 1) if smoke else (8, 2, 5)
     half = device.type == "cuda"
     modes = compile_modes if compile_modes is not None else ((False, True) if device.type == "cuda" else (False,))
@@ -295,8 +297,12 @@ def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | No
             for compiled in modes:
                 case = Case(family, shape, lora, batch, text, speech, half, compiled, device.type)
                 out.append(run_case(case, device, warmup + compiled, steps, peak))
+                if on_row:
+                    on_row(out)
         out.append(run_case(Case(family, shape, False, batch, text, speech, half, False, device.type), device, warmup, steps, peak,
                             plain=True))
+        if on_row:
+            on_row(out)
     return out
 
 
@@ -400,8 +406,14 @@ def main() -> None:
                          f"({r['error']:+.1%}); glibc defaults {r['measured_default'] / GIB:.2f} GiB" for r in report["memory"])
     else:
         modes = {"off": (False,), "on": (True,), "both": (False, True), None: None}[args.compile]
-        table = rows(device, args.smoke, modes, tuple(args.family or ("chatterbox", "indextts")))
-        report = {"device": device_name(device), "torch": torch.__version__, "rows": table}
+        head = {"device": device_name(device), "torch": torch.__version__}
+
+        def keep(done: list[dict[str, Any]]) -> None:
+            if args.output:
+                args.output.write_text(json.dumps({**head, "rows": done, "finished": False}, indent=2), encoding="utf-8")
+
+        table = rows(device, args.smoke, modes, tuple(args.family or ("chatterbox", "indextts")), keep)
+        report = {**head, "rows": table, "finished": True}
         text = render(table)
     if args.output:
         args.output.write_text(json.dumps(report, indent=2), encoding="utf-8")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -99,13 +99,12 @@ class StepShape:
 
 @dataclass
 class MemoryPlan:
-    """The plan of one step: its parts in bytes (`PARTS` order), the parameter count and the step's shape."""
+    """The plan of one step: its parts in bytes, the parameter count, the step's shape and a sample's positions."""
 
     parts: dict[str, int]
     parameters: ParameterCount
     step: StepShape
     positions: int
-    notes: list[str] = field(default_factory=list)
 
     @property
     def peak(self) -> int:
@@ -231,8 +230,7 @@ def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: St
         "logits": logits,
         "base checkpoint in memory": host_bytes if step.device == "cpu" else 0,
     }
-    notes = ["activations recomputed block by block (activation checkpointing)"] if step.checkpointing else []
-    return MemoryPlan(parts, params, step, positions_of(shape, step.text_tokens, step.speech_tokens)[0], notes)
+    return MemoryPlan(parts, params, step, positions_of(shape, step.text_tokens, step.speech_tokens)[0])
 
 
 def largest_fitting_batch(plan_at: Callable[[int], MemoryPlan], budget: int, upper: int) -> int:
