@@ -13,13 +13,15 @@ the model was built) and the memory plan's peak (`core.training.memory.plan_memo
 MFU = FLOPs per token × tokens/s ÷ the device's peak dense bf16 FLOP/s, FLOPs per token = 6 N (full
 fine-tune) or 4 N + 6 N_LoRA (LoRA), N = the weights the step multiplies by (blocks and heads; the
 cached conditioning encoders do not run). A plain loop over the published class (its own forward,
-AdamW over every parameter, compile off) is a reference row per family.
+AdamW over every parameter, compile off) is a reference row per family. Eager rows run first, then the
+compiled ones (one warm-up step more for compilation, two timed steps less); a row that fails says why,
+and with `--budget SECONDS` the rows not started in time are listed as skipped.
 
 `--memory`: the plan against the measured peak on the CPU, each case in its own process: peak RSS
 (VmHWM, reset after the idle baseline) less the idle baseline (after imports and the batch, before the
 model is built), at reduced (`--smoke`: width kept, depth 2) or full shapes, full fine-tune and LoRA.
 
-    .venv/bin/python bench/families.py --json                  # CUDA: every row, about 4 minutes on an H100
+    .venv/bin/python bench/families.py --json --budget 240 --output families.json   # CUDA: every row that starts in 4 min
     .venv/bin/python bench/families.py --smoke --json          # reduced shapes on the CPU, the whole path
     .venv/bin/python bench/families.py --memory --smoke        # plan vs measured peak RSS, reduced shapes
 """
@@ -266,11 +268,8 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: fl
     flops = (6 * n if not case.lora else 4 * n + 6 * trained) * tokens / seconds
     plan = plan_of(case, config) if not plain else None
     del stepper, model
-    mode = "plain loop" if plain else ("LoRA" if case.lora else "full fine-tune")
     return {
-        "model": f"{'chatterbox T3' if case.family == 'chatterbox' else 'indextts2 GPT'} ({case.shape}), {mode}",
-        "family": case.family, "mode": mode, "precision": "bf16" if case.half else "fp32", "batch": case.batch,
-        "text_tokens": case.text, "speech_tokens": case.speech, "compile": case.compile, "step_ms": round(seconds * 1000, 1),
+        **describe(case, plain), "step_ms": round(seconds * 1000, 1),
         "tokens_per_s": round(tokens / seconds, 1), "parameters": n,
         "mfu": round(flops / (peak * 1e12), 4) if peak else None,
         "peak_memory_gib": round(measured / GIB, 2) if measured is not None else None,
@@ -279,28 +278,42 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: fl
     }
 
 
+def describe(case: Case, plain: bool = False) -> dict[str, Any]:
+    """Return what names a row: model, family, mode, precision, batch, lengths, compile."""
+    mode = "plain loop" if plain else ("LoRA" if case.lora else "full fine-tune")
+    return {"model": f"{'chatterbox T3' if case.family == 'chatterbox' else 'indextts2 GPT'} ({case.shape}), {mode}",
+            "family": case.family, "mode": mode, "precision": "bf16" if case.half else "fp32", "batch": case.batch,
+            "text_tokens": case.text, "speech_tokens": case.speech, "compile": case.compile}
+
+
 def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | None = None,
-         families: tuple[str, ...] = ("chatterbox", "indextts"),
-         on_row: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-    """Return the table's rows (bench/gpu.py's family rows): per family, full fine-tune and LoRA with compile off
-    and on (on CUDA; off only on the CPU unless asked), then the plain loop; batch 8 (smoke: 2). `on_row` sees
-    the rows so far after each one (to keep what finished when a time limit stops the run)."""
-    batch, warmup, steps = (2, 1, 1) if smoke else (8, 2, 5)
+         families: tuple[str, ...] = ("chatterbox", "indextts"), on_row: Callable[[list[dict[str, Any]]], None] | None = None,
+         budget_s: float | None = None) -> list[dict[str, Any]]:
+    """Return the table's rows (bench/gpu.py's family rows): per family the full fine-tune, LoRA and the plain loop
+    eagerly, then the full fine-tune and LoRA compiled (compile: on CUDA; on the CPU only when asked); batch 8
+    (smoke: 2). A row that fails (a compile error, out of memory) says why instead of its figures; rows not started
+    within `budget_s` seconds are listed as skipped. `on_row` sees the rows so far after each one."""
+    batch, warmup, steps = (2, 1, 1) if smoke else (8, 1, 5)
     half = device.type == "cuda"
     modes = compile_modes if compile_modes is not None else ((False, True) if device.type == "cuda" else (False,))
     shape = "smoke" if smoke else "full"
     peak = peak_tflops(device, None)
-    out: list[dict[str, Any]] = []
-    for family in families:
-        text, speech = LENGTHS[family]
-        for lora in (False, True):
-            for compiled in modes:
-                case = Case(family, shape, lora, batch, text, speech, half, compiled, device.type)
-                out.append(run_case(case, device, warmup + compiled, steps, peak))
-                if on_row:
-                    on_row(out)
-        out.append(run_case(Case(family, shape, False, batch, text, speech, half, False, device.type), device, warmup, steps, peak,
-                            plain=True))
+    todo = [(Case(f, shape, lora, batch, *LENGTHS[f], half, False, device.type), plain)
+            for f in families for lora, plain in ((False, False), (True, False), (False, True))] if False in modes else []
+    todo += [(Case(f, shape, lora, batch, *LENGTHS[f], half, True, device.type), False)
+             for f in families for lora in (False, True)] if True in modes else []
+    start, out = time.monotonic(), []
+    for case, plain in todo:
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            out.append({**describe(case, plain), "skipped": f"not started within the {budget_s:.0f} s budget"})
+        else:
+            try:
+                out.append(run_case(case, device, warmup + case.compile, max(1, steps - 2 * case.compile), peak, plain))
+            except Exception as exc:  # noqa: BLE001 — a failed row says why; the others still run
+                out.append({**describe(case, plain), "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"})
+            finally:
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
         if on_row:
             on_row(out)
     return out
@@ -377,6 +390,9 @@ def render(table: list[dict[str, Any]]) -> str:
     lines = ["| model | precision | batch | compile | ms/step | tokens/s | MFU | peak GiB | plan GiB | measured/plan |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
+        if "step_ms" not in r:
+            lines.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {r['compile']} | {r.get('error') or r.get('skipped')} |")
+            continue
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
         ratio = f"{1 + r['plan_error']:.2f}" if r.get("plan_error") is not None else "-"
         lines.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {r['compile']} | {r['step_ms']} | {r['tokens_per_s']:,.0f} | "
@@ -391,6 +407,7 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="the plan against the measured peak RSS on the CPU")
     parser.add_argument("--compile", choices=["off", "on", "both"], default=None, help="compile modes (default: both on CUDA, off on the CPU)")
     parser.add_argument("--family", action="append", choices=["chatterbox", "indextts"], help="only this family (repeatable)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds after which rows not yet started are skipped")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one `--memory` case, in its own process
@@ -412,7 +429,7 @@ def main() -> None:
             if args.output:
                 args.output.write_text(json.dumps({**head, "rows": done, "finished": False}, indent=2), encoding="utf-8")
 
-        table = rows(device, args.smoke, modes, tuple(args.family or ("chatterbox", "indextts")), keep)
+        table = rows(device, args.smoke, modes, tuple(args.family or ("chatterbox", "indextts")), keep, args.budget)
         report = {**head, "rows": table, "finished": True}
         text = render(table)
     if args.output:
