@@ -108,6 +108,19 @@ def test_plan_within_25_percent_of_the_measured_cpu_peak(family: str, lora: bool
     assert abs(result["measured"] / result["plan"] - 1) <= 0.25, result
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["chatterbox", "indextts"])
+@pytest.mark.parametrize("lora", [False, True])
+def test_plan_within_25_percent_of_the_cuda_allocator_peak(family: str, lora: bool) -> None:
+    """On CUDA: the family step of a reduced model (2 layers at full width), batch 8, bf16 autocast, against the
+    allocator's peak less what was allocated before the model was built (bench/families.py's row)."""
+    from bench.families import LENGTHS, Case, run_case
+
+    row = run_case(Case(family, "reduced", lora, 8, *LENGTHS[family], True, False, "cuda"), torch.device("cuda"), 1, 2, None)
+    assert row["peak_memory_gib"] > 0.1 and abs(row["plan_error"]) <= 0.25, row
+
+
 def _backbone(kind: str, layers: int) -> torch.nn.Module:
     """Return the backbone a block kind names, at width 256 (MLP 512 where the class takes it, 4 heads), training mode."""
     if kind == "llama":
