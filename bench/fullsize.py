@@ -289,7 +289,7 @@ def rehearse(family: str, root: Path, wait_minutes: float, glibc_defaults: bool)
     else:
         base_tokenizer, tokenizer = folder / "bpe.model", workspace / "tokenizers" / "am.model"
         runner.run("tokenizer extend", [*cli, "tokenizer", "extend", "--base", str(base_tokenizer), "--corpus", str(corpus),
-                                        "--target-size", "12400", "--output", str(tokenizer)])
+                                        "--target-size", "12600", "--output", str(tokenizer)])
         published, extended = folder / "gpt.pth", workspace / "checkpoints" / "gpt_am.pt"
     runner.run("embeddings extend", [*cli, "embeddings", "extend", "--family", family, "--checkpoint", str(published),
                                      "--base-tokenizer", str(base_tokenizer), "--tokenizer", str(tokenizer), "--output", str(extended)],

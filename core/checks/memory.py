@@ -117,7 +117,7 @@ def _manifest_lengths(path: str, stamp: tuple[int, int], tokenizer: Any, rate: f
     if not fitting:
         return None
     speech, longest = max(fitting, key=lambda pair: pair[0])
-    text = min(limits[0], max(len(tokenizer.encode(row.text)) + 1 for _, row in fitting))  # + 1: a language tag
+    text = min(limits[0], max(len(tokenizer.encode(row.text)) + 1 for _, row in fitting))  # + 1: a language tag, where the family adds one
     return Lengths(text, speech, f"the manifest's longest clip, {longest.duration:.1f} s")
 
 
@@ -127,11 +127,13 @@ def data_lengths(ctx: DoctorContext, model: RunModel) -> Lengths:
     config, run = model.config, ctx.run_config
     limits = (int(config.get("max_text_tokens", 128)), int(config.get("max_speech_tokens", 0)) if run.task == "tts" else 0)
     index = Path(ctx.cache_dir) / "index.json" if ctx.cache_dir else None
-    if index is not None and index.is_file():
-        items = [i for i in json.loads(index.read_text(encoding="utf-8")).get("items", [])
-                 if i.get("n_text", 0) <= limits[0] and i.get("n_codes", 0) <= limits[1]]
-        if items:
-            return Lengths(max(i["n_text"] for i in items), max(i["n_codes"] for i in items), "the feature cache's longest item")
+    try:
+        entries = json.loads(index.read_text(encoding="utf-8")).get("items", []) if index is not None and index.is_file() else []
+    except (OSError, ValueError, AttributeError):  # an unreadable index: the cache checks name it
+        entries = []
+    items = [i for i in entries if i.get("n_text", 0) <= limits[0] and i.get("n_codes", 0) <= limits[1]]
+    if items:
+        return Lengths(max(i["n_text"] for i in items), max(i["n_codes"] for i in items), "the feature cache's longest item")
     rate = model.family.speech_tokens_per_second
     if run.task == "tts" and run.data.manifest and rate:
         path = ctx.get_settings().resolve(run.data.manifest)
