@@ -265,6 +265,15 @@ def test_doctor_refuses_a_chatterbox_run_that_does_not_fit_a_named_size_and_pass
     assert code == 2 and check["status"] == "fail" and "Even micro-batch 1 with" in check["fix"], check
 
 
+def test_a_known_feature_cache_sizes_the_plan_by_its_longest_item(ws: Path, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """With the cache known (`--cache`, or the trainer's cache preflight), the lengths are its longest item's."""
+    index = {"items": [{"id": "a", "n_text": 40, "n_codes": 200}, {"id": "b", "n_text": 90, "n_codes": 120},
+                       {"id": "long", "n_text": 10, "n_codes": 5000}]}   # over max_speech_tokens 508: training filters it
+    (tmp_path / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    _, check, _ = _doctor(ws, capsys, "--device-memory", "24GiB", "--cache", str(tmp_path))
+    assert "(90 text + 200 speech tokens: the feature cache's longest item)" in check["message"], check
+
+
 def test_a_bad_device_memory_value_is_one_line_and_exit_2(ws: Path, capsys: pytest.CaptureFixture) -> None:
     for command in (["doctor", "--config", str(ws / "cb.yaml")], ["train", "--config", str(ws / "cb.yaml")]):
         with pytest.raises(SystemExit) as exit_info:
