@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from bench.common import peak_tflops  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES  # noqa: E402
@@ -49,8 +50,6 @@ from core.recipe import prepare_trainer  # noqa: E402
 from models.registry import MODEL_SIZES, model_config  # noqa: E402
 from models.tts import GPTTTS  # noqa: E402
 
-# Peak dense bf16 tensor TFLOP/s by a substring of the device name (vendor data sheets, SXM parts).
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0}
 FULL = {
     "shapes": {"base": dict(MODEL_SIZES["base"]),
                "d1280x24": {"d_model": 1280, "n_layers": 24, "n_heads": 20, "max_text_tokens": 400}},
@@ -62,16 +61,6 @@ SMOKE = {
     "batch": 4, "warmup": 1, "steps": 1, "per_language": 3, "codes": 20, "codebook": 32,
 }
 CODES_PER_SECOND = 62.5  # the codec's frame rate at 16 kHz, hop 256
-
-
-def peak_tflops(device: torch.device, override: float | None) -> float | None:
-    """Return the peak dense bf16 TFLOP/s used for MFU: `override`, else by GPU name, else None."""
-    if override is not None:
-        return override
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in PEAK_BF16_TFLOPS.items() if key in name), None)
 
 
 def device_name(device: torch.device) -> str:

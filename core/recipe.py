@@ -11,6 +11,7 @@ which import neither each other's trainer nor doctor.
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 from core.checks.doctor import doctor_preflight
@@ -26,12 +27,15 @@ def prepare_trainer(
     **options: Any,
 ) -> Trainer:
     """Return the run's Trainer, set up and checked by the doctor (plan → doctor), ready to `run()`;
-    `options` are the Trainer's (`resume`, `max_steps`, `reset_optimizer`, `fresh`).
+    `options` are the Trainer's (`resume`, `max_steps`, `reset_optimizer`, `fresh`) and `device_memory`
+    (bytes: the doctor's memory plan must fit a device of this size instead of the device's free memory).
 
     Raises InputError on bad config, data, tokenizer or checkpoint (the doctor's failures
     included), when the run folder holds checkpoints and neither `resume` nor `fresh` is given.
     """
-    return Trainer(config, config_path, settings, preflight=doctor_preflight, **options)
+    device_memory = options.pop("device_memory", None)
+    preflight = doctor_preflight if device_memory is None else partial(doctor_preflight, device_memory=device_memory)
+    return Trainer(config, config_path, settings, preflight=preflight, **options)
 
 
 def train(

@@ -1,4 +1,4 @@
-"""Doctor checks added by the trainer: resume compatibility and the memory estimate."""
+"""Doctor checks added by the trainer: resume compatibility and the memory plan."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, run_doctor
 from core.training.run_config import load_run_config
-from core.training.memory import estimate_bytes, largest_fitting_batch, micro_batch_plan
+from core.families.registry import get_model_family
+from core.training.memory import StepShape, largest_fitting_batch, micro_batch_plan, plan_memory
 from core.recipe import train
 from tests.trainer_helpers import english_words, lm_config, lm_workspace, write_word_tokenizer
 import core.checkpoint
@@ -48,16 +49,24 @@ def test_resume_check_names_same_extension_and_incompatible(workspace: Path) -> 
     assert outcomes["swapped"].status == "fail" and "id 4 is" in outcomes["swapped"].message
 
 
-def test_memory_estimate_scales_and_suggests_a_batch() -> None:
-    config = {"d_model": 512, "n_layers": 8, "n_heads": 8, "max_text_tokens": 400, "max_speech_tokens": 800,
-              "text_rows": 12000, "codebook_size": 8192, "n_mels": 80, "n_latents": 4}
-    one, eight = (estimate_bytes(config, "tts", b, half_activations=True) for b in (1, 8))
-    assert one["states"] == eight["states"] == one["parameters"] * 16
-    assert 30e6 < one["parameters"] < 60e6
-    assert eight["activations"] == 8 * one["activations"]
-    budget = one["states"] + 3 * one["activations"] + 1
-    assert largest_fitting_batch(config, "tts", True, budget, 32) == 3
-    assert largest_fitting_batch(config, "tts", True, one["states"], 32) == 0
+BASE_TTS = {"d_model": 512, "n_layers": 8, "n_heads": 8, "max_text_tokens": 400, "max_speech_tokens": 800,
+            "text_rows": 12000, "codebook_size": 8192, "n_mels": 80, "n_latents": 4}
+
+
+def _plan(batch: int, checkpointing: bool = False) -> Any:
+    step = StepShape(batch, 400, 800, half=True, checkpointing=checkpointing, device="cuda")
+    return plan_memory(get_model_family("linguaforge"), BASE_TTS, step, frozen_rows=0, freeze_mode="none")
+
+
+def test_memory_plan_scales_and_suggests_a_batch() -> None:
+    one, eight = _plan(1), _plan(8)
+    assert one.parts["optimizer state"] == eight.parts["optimizer state"] == 8 * one.parameters.trainable
+    assert 30e6 < one.parameters.trainable < 60e6
+    assert eight.parts["activations"] == 8 * one.parts["activations"]
+    per_sample = one.parts["activations"] + one.parts["logits"]
+    budget = one.peak + 2 * per_sample + 1
+    assert largest_fitting_batch(_plan, budget, 32) == 3
+    assert largest_fitting_batch(_plan, one.peak - per_sample, 32) == 0
 
 
 def test_memory_check_passes_for_the_tiny_preset(workspace: Path) -> None:
@@ -121,13 +130,10 @@ def test_train_setup_loads_each_checkpoint_and_the_tokenizer_once(
 
 
 def test_checkpointing_shrinks_activations_and_the_plan_keeps_the_effective_batch() -> None:
-    config = {"d_model": 1280, "n_layers": 24, "n_heads": 20, "max_text_tokens": 400, "max_speech_tokens": 800,
-              "text_rows": 12000, "codebook_size": 8192, "n_mels": 80, "n_latents": 4}
-    plain = estimate_bytes(config, "tts", 8, half_activations=True)
-    recomputed = estimate_bytes(config, "tts", 8, half_activations=True, checkpointing=True)
-    assert recomputed["states"] == plain["states"] and recomputed["activations"] < plain["activations"] / 2
-    budget = plain["states"] + plain["activations"]
-    assert largest_fitting_batch(config, "tts", True, budget, 512, checkpointing=True) > 8
+    plain, recomputed = _plan(8), _plan(8, checkpointing=True)
+    assert recomputed.parts["optimizer state"] == plain.parts["optimizer state"]
+    assert recomputed.parts["activations"] < plain.parts["activations"] / 2
+    assert largest_fitting_batch(lambda b: _plan(b, True), plain.peak, 512) > 8
     assert micro_batch_plan(64, 20) == (16, 4) and micro_batch_plan(12, 100) == (12, 1) and micro_batch_plan(7, 3) == (1, 7)
 
 

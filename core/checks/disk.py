@@ -12,10 +12,10 @@ from __future__ import annotations
 import shutil
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
-from core.checks.memory import format_size, own_model_config
+from core.checks.memory import model_parameters
 from core.fsutil import nearest_existing
 from core.runs import run_folder
-from core.training.memory import parameter_count
+from core.training.memory import format_size
 
 CHECK_ID = "disk.checkpoints"
 FP32_BYTES = 4
@@ -26,10 +26,7 @@ def _parameters(ctx: DoctorContext) -> int | None:
     loaded = ctx.checkpoint_or_none()
     if loaded is not None:
         return sum(tensor.numel() for tensor in loaded.state_dict.values())
-    config = own_model_config(ctx)
-    if config is None or ctx.run_config is None:
-        return None
-    return parameter_count(config, ctx.run_config.task)
+    return model_parameters(ctx)
 
 
 @register_check(CHECK_ID, order=85)

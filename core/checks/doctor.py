@@ -163,6 +163,8 @@ class DoctorContext:
     cache_dir: Path | None = None
     resume_checkpoint: Path | None = None
     device: str | None = None
+    #: a device size in bytes the memory plan must fit (`--device-memory`), instead of the device's free memory
+    device_memory: int | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     settings: Settings | None = None
     #: loads the checkpoint at `resume_checkpoint` (default `core.checkpoint.load_checkpoint`; the trainer's plan shares its own)
@@ -283,7 +285,7 @@ class DoctorContext:
             return None
 
 
-def doctor_context_from_plan(plan: RunPlan) -> DoctorContext:
+def doctor_context_from_plan(plan: RunPlan, device_memory: int | None = None) -> DoctorContext:
     """Return a DoctorContext for a run's plan (`core.training.plan.plan_run`), with what the trainer
     has loaded of it (`plan.loaded`: tokenizer, base checkpoint, resume checkpoint, device, model
     config, feature cache) handed to the checks so they load nothing again.
@@ -293,6 +295,7 @@ def doctor_context_from_plan(plan: RunPlan) -> DoctorContext:
     `n_vocab`, `number_text_tokens`, `vocab_size` or `text_tokens_dict_size` becomes the declared
     vocab size. A foreign `family:` names the context's family; the plan's base checkpoint (the
     family's published one when the run names none) is the checkpoint, except when resuming.
+    `device_memory` (bytes) is the device size the memory plan must fit (`--device-memory`).
     """
     config, loaded = plan.config, plan.loaded
     declared = None
@@ -312,6 +315,7 @@ def doctor_context_from_plan(plan: RunPlan) -> DoctorContext:
         cache_dir=loaded.cache_dir,
         resume_checkpoint=loaded.resume_path,
         device=loaded.device,
+        device_memory=device_memory,
         settings=plan.settings,
         resume_loader=lambda _path: loaded.load_resume(),
     )
@@ -331,10 +335,11 @@ def doctor_context_from_run_config(
     return doctor_context_from_plan(plan_run(config, settings, config_path))
 
 
-def doctor_preflight(plan: RunPlan, only: str | None = None) -> DoctorReport:
+def doctor_preflight(plan: RunPlan, only: str | None = None, device_memory: int | None = None) -> DoctorReport:
     """Return the doctor's report on a run's plan (only the checks whose id starts with `only`, if given):
-    the `Preflight` the trainer runs before preprocessing and on the built feature cache."""
-    return run_doctor(doctor_context_from_plan(plan), only)
+    the `Preflight` the trainer runs before preprocessing and on the built feature cache. `device_memory`
+    (bytes, `train --device-memory`) caps the memory the run's plan may use."""
+    return run_doctor(doctor_context_from_plan(plan, device_memory), only)
 
 
 def _as_results(check_id: str, outcome: Any) -> list[CheckResult]:

@@ -1,87 +1,268 @@
-"""Doctor check `memory.batch`: does the chosen batch fit the free memory of the device the run will use?
+"""Doctor check `memory.batch`: does one training step of the run fit its device, or a device size the user names?
 
-The device is the trainer's, or for `doctor --config` the one training would pick (CUDA when
-present). A passing check names the largest micro-batch that fits and, when gradient accumulation
-is on, the split of the same effective batch into fewer, larger micro-batches (faster on a GPU).
+The plan is `core.training.memory.plan_memory` for the run's family, model, freeze mode or LoRA adapter,
+precision and activation checkpointing, part by part. The device: a size named with `--device-memory`
+(a CUDA device unless `--device cpu`; 90 % of it usable), else the device the run will use (the
+trainer's; for `doctor --config`, CUDA when present) and 80 % of its free memory. The lengths: the
+feature cache's longest item when the cache is known, else the manifest's longest clip (its duration
+× the family's speech tokens per second, its text through the tokenizer), else the model's position
+limits. A passing check names the largest micro-batch that fits and the split of the same effective
+batch into fewer, larger micro-batches; a failing one names what would fit (micro-batch + accumulation,
+activation checkpointing, LoRA, bf16) and, when nothing does, the device size the run needs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
-from core.training.memory import HEADROOM, estimate_bytes, free_bytes, largest_fitting_batch, micro_batch_plan
+from core.errors import InputError
+from core.training.memory import (
+    HEADROOM,
+    NAMED_HEADROOM,
+    MemoryPlan,
+    StepShape,
+    count_parameters,
+    format_size,
+    free_bytes,
+    largest_fitting_batch,
+    micro_batch_plan,
+    plan_memory,
+)
 
-GIB = 1024**3
+CHECK_ID = "memory.batch"
 MICRO_BATCH_CAP = 512
 
 
-def format_size(n: int) -> str:
-    """Return `n` bytes as GiB (2 decimals) from 1 GiB up, else as MiB (1 decimal)."""
-    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 1024**2:.1f} MiB"
+@dataclass(frozen=True)
+class Lengths:
+    """The longest text and speech (tokens) a micro-batch of the run holds, and where they come from."""
+
+    text: int
+    speech: int
+    source: str
 
 
-def own_model_config(ctx: DoctorContext) -> dict[str, Any] | None:
-    """Return the shape of the run's own LinguaForge GPT for the estimates, or None for a model family run."""
-    if ctx.extras.get("model_config"):
-        config = dict(ctx.extras["model_config"])
-        return config if "d_model" in config else None  # the estimate covers LinguaForge's own GPT shapes only
-    tokenizer = ctx.tokenizer_or_none()
-    if ctx.run_config is None or tokenizer is None or ctx.run_config.family != "linguaforge":
-        return None
-    from models.registry import model_shape
+@dataclass
+class RunModel:
+    """What the plan needs of a run: its family, model config (`to_dict()`), frozen rows and the checkpoint it keeps loaded."""
 
-    try:
-        shape = model_shape(ctx.run_config.model)
-    except ValueError:
-        return None
-    shape.setdefault("max_text_tokens", 128)
-    shape.setdefault("max_speech_tokens", 256)
-    return {**shape, "text_rows": tokenizer.size, "codebook_size": 1024, "n_mels": 80}
+    family: Any
+    config: dict[str, Any]
+    frozen_rows: int
+    host_bytes: int
 
 
 def run_device(ctx: DoctorContext) -> str:
-    """Return the device the run will train on: the trainer's, else CUDA when present, else the CPU."""
+    """Return the device the run will train on: the context's, else CUDA when a size is named or CUDA is present, else the CPU."""
     if ctx.device:
         return ctx.device
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if ctx.device_memory is not None or torch.cuda.is_available() else "cpu"
 
 
-@register_check("memory.batch", order=80)
-def check_memory(ctx: DoctorContext) -> CheckResult | None:
-    """Return pass when the estimate for the run's batch fits 80 % of the free memory of the device the
-    run will use (naming the largest micro-batch that fits), else fail with a batch that fits."""
-    config = own_model_config(ctx)
-    if config is None or ctx.run_config is None:
+def _state_bytes(loaded: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in loaded.state_dict.values()) if loaded is not None else 0
+
+
+def run_model(ctx: DoctorContext) -> RunModel | None:
+    """Return the run's family, model config, frozen rows and loaded checkpoint size; None when they cannot be
+    known yet (the checks that own the tokenizer, checkpoint and config report why)."""
+    from core.families.registry import get_model_family
+    from core.training.freeze import frozen_row_count
+    from core.training.plan import plan_run
+
+    run, tokenizer = ctx.run_config, ctx.tokenizer_or_none()
+    if run is None or tokenizer is None:
         return None
-    run = ctx.run_config
-    task, batch, accumulate = run.task, run.batch.size, run.batch.accumulate
-    checkpointing = bool(getattr(run, "activation_checkpointing", False))
-    device = run_device(ctx)
-    half = device.startswith("cuda") and run.precision in ("auto", "bf16", "fp16")
-    estimate = estimate_bytes(config, task, batch, half, checkpointing)
-    free = free_bytes(device)
-    if free is None:
-        return CheckResult("memory.batch", "warn", f"estimate {format_size(estimate['total'])}; free memory of {device} unknown.")
-    budget = int(free * HEADROOM)
-    described = f"batch {batch} needs about {format_size(estimate['total'])}; {device} has {format_size(free)} free"
-    effective = batch * accumulate
-    if estimate["total"] <= budget:
-        largest = largest_fitting_batch(config, task, half, budget, MICRO_BATCH_CAP, checkpointing)
-        message = described + f"; micro-batches up to {largest} fit."
+    try:
+        family = get_model_family(run.family)
+        base, resume = ctx.checkpoint_or_none(), ctx.resume()
+        config = ctx.extras.get("model_config")
+        if not config:
+            plan = plan_run(run, ctx.get_settings(), ctx.config_path)
+            family_run = plan.family_run(tokenizer, base if resume is None else resume)
+            family_run.codec = family.load_codec(family_run)
+            config = family.model_config(family_run).to_dict()
+        if resume is not None and "frozen_rows" in resume.extra:
+            frozen = int(resume.extra["frozen_rows"])
+        else:
+            frozen = frozen_row_count(run.freeze, family.base_size(base), tokenizer.size)
+    except InputError:
+        return None
+    return RunModel(family, dict(config), frozen, _state_bytes(base if base is not None else resume))
+
+
+def model_parameters(ctx: DoctorContext) -> int | None:
+    """Return the number of elements of the run's model tensors (counted on the `meta` device), None when
+    the model is not known yet."""
+    model = run_model(ctx)
+    if model is None:
+        return None
+    return count_parameters(model.family, model.config, model.frozen_rows, ctx.run_config.freeze.mode).elements
+
+
+@lru_cache(maxsize=8)
+def _manifest_lengths(path: str, stamp: tuple[int, int], tokenizer: Any, rate: float, limits: tuple[int, int]) -> Lengths | None:
+    from core.data.manifest import read_manifest
+
+    rows, _ = read_manifest(path, check_audio=False)
+    fitting = [(math.ceil(row.duration * rate), row) for row in rows if row.duration and math.ceil(row.duration * rate) <= limits[1]]
+    if not fitting:
+        return None
+    speech, longest = max(fitting, key=lambda pair: pair[0])
+    text = min(limits[0], max(len(tokenizer.encode(row.text)) + 1 for _, row in fitting))  # + 1: a language tag, where the family adds one
+    return Lengths(text, speech, f"the manifest's longest clip, {longest.duration:.1f} s")
+
+
+def data_lengths(ctx: DoctorContext, model: RunModel) -> Lengths:
+    """Return the longest text and speech of the run's micro-batches: the feature cache's longest item when the
+    cache is known, else the manifest's longest clip, else the model's position limits."""
+    config, run = model.config, ctx.run_config
+    limits = (int(config.get("max_text_tokens", 128)), int(config.get("max_speech_tokens", 0)) if run.task == "tts" else 0)
+    index = Path(ctx.cache_dir) / "index.json" if ctx.cache_dir else None
+    try:
+        entries = json.loads(index.read_text(encoding="utf-8")).get("items", []) if index is not None and index.is_file() else []
+    except (OSError, ValueError, AttributeError):  # an unreadable index: the cache checks name it
+        entries = []
+    items = [i for i in entries if i.get("n_text", 0) <= limits[0] and i.get("n_codes", 0) <= limits[1]]
+    if items:
+        return Lengths(max(i["n_text"] for i in items), max(i["n_codes"] for i in items), "the feature cache's longest item")
+    rate = model.family.speech_tokens_per_second
+    if run.task == "tts" and run.data.manifest and rate:
+        path = ctx.get_settings().resolve(run.data.manifest)
+        if path.is_file():
+            stat = path.stat()
+            found = _manifest_lengths(str(path), (stat.st_size, stat.st_mtime_ns), ctx.tokenizer(), float(rate), limits)
+            if found is not None:
+                return found
+    return Lengths(limits[0], limits[1], "the model's position limits")
+
+
+def _half(precision: str, device: str) -> bool:
+    """Return whether the trainer runs the step under 16-bit autocast (`precision`, `auto` = bf16 on CUDA)."""
+    return precision in ("bf16", "fp16") or (precision == "auto" and device.startswith("cuda"))
+
+
+@dataclass
+class RunMemory:
+    """A run's memory plan at any micro-batch, precision, recomputation and adapter: its model, its longest
+    text and speech, and the device type it trains on."""
+
+    model: RunModel
+    lengths: Lengths
+    device: str
+    run: Any
+
+    @classmethod
+    def of(cls, ctx: DoctorContext) -> "RunMemory | None":
+        """Return the run's memory planner, None when its model is not known yet."""
+        model = run_model(ctx)
+        if model is None:
+            return None
+        return cls(model, data_lengths(ctx, model), run_device(ctx), ctx.run_config)
+
+    @property
+    def lora(self) -> Any:
+        """Return the run's LoRA adapter config, None for a full fine-tune."""
+        return self.run.adapter if self.run.adapter.kind != "none" else None
+
+    def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run") -> MemoryPlan | None:
+        """Return the plan at micro-batch `batch` with the run's settings, or those given (None: the family states no shape).
+
+        Raises InputError for adapter targets that match no module of the model.
+        """
+        step = StepShape(batch, self.lengths.text, self.lengths.speech,
+                         _half(self.run.precision, self.device) if half is None else half,
+                         self.run.activation_checkpointing if checkpointing is None else checkpointing,
+                         "cuda" if self.device.startswith("cuda") else "cpu")
+        return plan_memory(self.model.family, self.model.config, step, frozen_rows=self.model.frozen_rows,
+                           freeze_mode=self.run.freeze.mode, adapter=self.lora if adapter == "run" else adapter,
+                           host_bytes=self.model.host_bytes)
+
+
+@register_check(CHECK_ID, order=80)
+def check_memory(ctx: DoctorContext) -> CheckResult | None:
+    """Return pass when the plan of one step peaks within the device's usable memory (naming the largest
+    micro-batch that fits), else fail naming what would fit; None when the run's model is not known yet."""
+    from core.training.run_config import AdapterConfig
+
+    memory = RunMemory.of(ctx)
+    if memory is None:
+        return None
+    run, device, lengths, lora = memory.run, memory.device, memory.lengths, memory.lora
+    try:
+        plan = memory.plan(run.batch.size)
+    except InputError as exc:  # adapter targets that match no module: the adapter check names them
+        return CheckResult(CHECK_ID, "warn", f"no memory plan: {exc}")
+    if plan is None:
+        return None
+    described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
+    if ctx.device_memory is not None:
+        budget, where = int(ctx.device_memory * NAMED_HEADROOM), f"{format_size(ctx.device_memory)} named for {plan.step.device}"
+    else:
+        free = free_bytes(device)
+        if free is None:
+            return CheckResult(CHECK_ID, "warn", f"{described}; free memory of {device} unknown.",
+                               "Name the device's size: doctor --device-memory 24GiB.")
+        budget, where = int(free * HEADROOM), f"{device} has {format_size(free)} free"
+    usable = f"{where}, {format_size(budget)} usable"
+    effective = run.batch.size * run.batch.accumulate
+    if plan.peak <= budget:
+        largest = largest_fitting_batch(memory.plan, budget, MICRO_BATCH_CAP)
+        message = f"{described}; {usable}; micro-batches up to {largest} fit."
         size, steps = micro_batch_plan(effective, largest)
-        if size > batch:
-            message += (f" Faster with the same effective batch {effective}: batch.size: {size}, "
-                        f"batch.accumulate: {steps}.")
-        return CheckResult("memory.batch", "pass", message)
-    fits = largest_fitting_batch(config, task, half, budget, batch, checkpointing)
-    if fits == 0:
-        fix = "Use a smaller model preset, shorter max_text_tokens / max_speech_tokens, or a larger device."
-        if not checkpointing and largest_fitting_batch(config, task, half, budget, batch, True) > 0:
-            fix = "Set activation_checkpointing: true (recomputes each block in the backward pass), or " + fix[0].lower() + fix[1:]
-        return CheckResult("memory.batch", "fail", described + "; even batch 1 does not fit.", fix)
-    size, steps = micro_batch_plan(effective, fits)
-    return CheckResult("memory.batch", "fail", described + f"; batch {fits} fits.",
-                       f"Set batch.size: {size} and batch.accumulate: {steps} to keep the effective batch.")
+        if size > run.batch.size:
+            message += f" Faster with the same effective batch {effective}: batch.size: {size}, batch.accumulate: {steps}."
+        return CheckResult(CHECK_ID, "pass", message)
+    fixes = _what_fits(memory.plan, budget, run, effective, plan.step.device, lora is None, AdapterConfig(kind="lora"))
+    return CheckResult(CHECK_ID, "fail", f"{described} does not fit: {usable}.", fixes)
+
+
+def _described(model: RunModel, plan: MemoryPlan, lengths: Lengths, lora: Any) -> str:
+    step = plan.step
+    kind = f"LoRA rank {lora.rank}" if lora is not None else "full fine-tune"
+    extras = ", activation checkpointing" if step.checkpointing else ""
+    return (f"{model.family.name} {kind} ({plan.parameters.trainable / 1e6:.1f}M trainable), micro-batch {step.batch} × "
+            f"{plan.positions} positions ({lengths.text} text + {lengths.speech} speech tokens: {lengths.source}), "
+            f"{'bf16' if step.half else 'fp32'}{extras}")
+
+
+def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, run: Any, effective: int, device: str, can_lora: bool,
+               lora: Any) -> str:
+    """Return the fix: each change that alone makes the step fit, with its peak; else the changes together; else the size needed."""
+    options: list[str] = []
+    fits = largest_fitting_batch(plan_at, budget, run.batch.size)
+    if fits:
+        size, steps = micro_batch_plan(effective, fits)
+        options.append(f"batch.size: {size} with batch.accumulate: {steps}, the same effective batch {effective} "
+                       f"→ peak {format_size(plan_at(size).peak)}")
+    changes: list[tuple[str, dict[str, Any]]] = []
+    if not plan_at(run.batch.size).step.checkpointing:
+        changes.append(("activation_checkpointing: true", {"checkpointing": True}))
+    if can_lora:
+        changes.append(("adapter: {kind: lora} (rank 16, the default targets)", {"adapter": lora}))
+    if device == "cuda" and not plan_at(run.batch.size).step.half:
+        changes.append(("precision: bf16", {"half": True}))
+    for label, change in changes:
+        peak = plan_at(run.batch.size, **change).peak
+        if peak <= budget:
+            options.append(f"{label} → peak {format_size(peak)}")
+    if options:
+        return "Any one of these fits: " + "; ".join(options) + "."
+    together = {k: v for _, change in changes for k, v in change.items()}
+    labels = ", ".join(label for label, _ in changes)
+    fits = largest_fitting_batch(lambda b: plan_at(b, **together), budget, run.batch.size)
+    if fits and changes:
+        size, steps = micro_batch_plan(effective, fits)
+        return (f"Together, {labels} and batch.size: {size} with batch.accumulate: {steps} fit "
+                f"→ peak {format_size(plan_at(size, **together).peak)}.")
+    smallest = plan_at(1, **together).peak
+    return (f"Even micro-batch 1{' with ' + labels if labels else ''} peaks at {format_size(smallest)}: use a device with at least "
+            f"{format_size(math.ceil(smallest / NAMED_HEADROOM))}, or shorter clips.")

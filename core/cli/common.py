@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
 
@@ -59,6 +60,24 @@ def float_in(low: float, high: float, low_open: bool = False, high_open: bool = 
 
 
 SEED_ARG = number_type(SEED)
+
+
+SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "k": 1000, "m": 1000**2, "g": 1000**3,
+              "t": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+
+
+def memory_size(value: str) -> int:
+    """Parse a memory size such as `24GiB`, `80GB`, `24576MiB` or `1.5TiB` into bytes (GB = 10⁹, GiB = 2³⁰)."""
+    text = value.strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):]
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = math.nan
+    if unit not in SIZE_UNITS or not math.isfinite(amount) or amount <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a memory size; give a number and a unit such as 24GiB, 80GB or 24576MiB")
+    return int(amount * SIZE_UNITS[unit])
 
 
 def add_command(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, int_in
+from core.cli.common import Result, add_command, int_in, memory_size
 from core.numbers import MAX_STEPS
 from core.config import load_settings
 from core.paths import CLI_PATH, PathType
@@ -28,7 +28,7 @@ def _train(args: argparse.Namespace) -> Result:
 
     config = load_run_config(args.config)
     result = train(config, args.config, load_settings(), resume=args.resume, max_steps=args.max_steps,
-                   reset_optimizer=args.reset_optimizer, fresh=args.fresh)
+                   reset_optimizer=args.reset_optimizer, fresh=args.fresh, device_memory=args.device_memory)
     data = result.to_dict()
     shown = {k: data[k] for k in ("state", "step", "run_dir", "last_checkpoint", "best_val_loss")}
     shown.update({f"val_{k}": round(v, 4) for k, v in result.val.items()})
@@ -45,5 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="start over: move a run already in runs/<name>/ aside to runs/<name>.old-<time>, then train from step 0")
     parser.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=None,
                         help="stop at this step (the lr schedule still follows schedule.max_steps)")
+    parser.add_argument("--device-memory", type=memory_size, metavar="SIZE",
+                        help="refuse to start unless the doctor's memory plan fits this much device memory (24GiB, 80GB, …)")
     parser.add_argument("--reset-optimizer", action="store_true",
                         help="when resuming, start a fresh AdamW state on purpose (never done silently)")

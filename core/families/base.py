@@ -15,6 +15,11 @@ The hooks take plain values: `FamilyRun` carries what a family reads of one trai
 trainer's plan, `core.training.plan`, fills it in from the run config and settings); families
 import nothing of `core.training`. Families register in `core.families.registry`;
 `get_model_family(name)` returns one.
+
+The memory plan (`core.training.memory`) counts a family's parameters by building its model on the
+`meta` device with the run's freeze or LoRA applied; what a training step holds beyond them comes
+from one small hook, `memory_shape` (a `MemoryShape`: the backbone's block kind and size, the positions
+a sample takes around its text and speech, the rows of the two heads).
 """
 
 from __future__ import annotations
@@ -86,6 +91,47 @@ class FamilyRun:
     def base_meta(self) -> dict[str, Any]:
         """Return the base checkpoint's LinguaForge metadata ({} without one)."""
         return dict(self.base.meta or {}) if self.base is not None else {}
+
+
+@dataclass(frozen=True)
+class MemoryShape:
+    """What one training step of a family holds beyond its parameters, for the memory plan.
+
+    `block` names the backbone's transformer block (`llama`, `gpt2` or `linguaforge`: what autograd
+    keeps per position of it is the plan's, `core.training.memory.BLOCKS`) with `layers`, `width`,
+    `heads` and `mlp_width`; `attention_dropout` > 0 keeps attention scores where the attention
+    kernel cannot drop out itself (the CPU), `naive_attention` keeps them always. A sample is
+    `conditioning` positions, its text ids + `text_extra`, its speech tokens + `speech_extra`; the text
+    head has `text_rows` rows and scores every text position, the speech head `speech_rows` and every
+    speech position. `prompt_tokens`: prompt tokens each sample encodes inside the step (Chatterbox's
+    perceiver over its 150-token prompt). `recomputes`: the model checkpoints its blocks by itself
+    (IndexTTS2's `gpt.checkpointing`, on by default).
+    """
+
+    block: str
+    layers: int
+    width: int
+    heads: int
+    mlp_width: int
+    text_rows: int
+    speech_rows: int
+    conditioning: int
+    text_extra: int = 2
+    speech_extra: int = 2
+    prompt_tokens: int = 0
+    attention_dropout: float = 0.0
+    naive_attention: bool = False
+    recomputes: bool = False
+
+
+def checkpoint_hf_blocks(backbone: nn.Module) -> bool:
+    """Turn on Hugging Face activation checkpointing (non-reentrant) in a transformers backbone; return True."""
+    enable = getattr(backbone, "activation_checkpointing_enable", None)
+    if enable is not None:  # transformers ≥ 5.20 (`gradient_checkpointing_enable` is its deprecated alias)
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return True
 
 
 @dataclass
@@ -289,6 +335,8 @@ class ModelFamily(ABC):
     #: model never calls them): frozen in every mode and never adapted, so every trainable parameter gets a
     #: gradient at every step, as DDP's reduction needs
     unused_in_training: tuple[str, ...] = ()
+    #: speech tokens per second of audio (the memory plan sizes a clip's speech from its duration; None: from the position limits)
+    speech_tokens_per_second: float | None = None
 
     def check_model_keys(self, model: Mapping[str, Any], source: str) -> None:
         """Return None when every key of a run config's `model:` entry applies to this family (`model_keys`).
@@ -390,8 +438,18 @@ class ModelFamily(ABC):
 
     @abstractmethod
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
-        """Return a freshly initialised model whose first `frozen_rows` text rows (and the layout's
-        extra rows) are frozen buffers, the rest trainable."""
+        """Return a freshly initialised model (of the model config or its `to_dict()`) whose first
+        `frozen_rows` text rows (and the layout's extra rows) are frozen buffers, the rest trainable."""
+
+    def memory_shape(self, model_config: Mapping[str, Any]) -> MemoryShape | None:
+        """Return what a training step of the model of `model_config` (its `to_dict()`) holds beyond its
+        parameters, for the memory plan; None when the family states none (the doctor then skips the plan)."""
+        return None
+
+    def enable_activation_checkpointing(self, model: nn.Module) -> bool:
+        """Make `model` keep only each block's input while training and recompute the block in the backward
+        pass (the run's `activation_checkpointing: true`); return False when its backbone cannot."""
+        return False
 
     @abstractmethod
     def text_row_modules(self, model: nn.Module) -> list["_SplitRows"]:

@@ -457,12 +457,8 @@ class Trainer:
         """Choose the forward module (compiled or eager) and activation checkpointing; no effect on results."""
         self.data_position = self.batcher.state_dict()
         self.forward_module: nn.Module = self.ddp or self.model
-        backbone = getattr(self.model, "gpt", None)
-        if self.config.activation_checkpointing:
-            if hasattr(backbone, "activation_checkpointing"):
-                backbone.activation_checkpointing = True
-            else:
-                self.log.line("activation_checkpointing: not supported by this model; ignored")
+        if self.config.activation_checkpointing and not self.family.enable_activation_checkpointing(self.model):
+            self.log.line("activation_checkpointing: not supported by this model; ignored")
         wanted = self.config.compile
         self.compiled = wanted is True or (wanted == "auto" and self.device.type == "cuda")
         self._compile_unproven = self.compiled

@@ -31,9 +31,12 @@ from torch import nn
 from core.errors import InputError
 from core.numbers import NumberRange
 from core.families import get_family
-from core.families.base import TEMPERATURE, FamilyRun, ModelFamily
+from core.families.base import TEMPERATURE, FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks
 from core.families.chatterbox.layout import LAYOUT, collate
+from core.families.chatterbox.speech import SPEECH_TOKENS_PER_SECOND
 from core.families.chatterbox.t3 import (
+    CONDITIONING_POSITIONS,
+    HEAD_DIM,
     ENGLISH_FILES,
     MULTILINGUAL_FILES,
     MULTILINGUAL_ROWS,
@@ -70,6 +73,7 @@ class ChatterboxFamily(ModelFamily):
     }
     # T3 hands its Llama backbone `inputs_embeds`: the backbone's own token table is never used
     unused_in_training = ("tfmr.embed_tokens",)
+    speech_tokens_per_second = SPEECH_TOKENS_PER_SECOND
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
@@ -155,6 +159,21 @@ class ChatterboxFamily(ModelFamily):
         """Return (collate, forward, loss weights) of the family's one sequence layout: the loss is the run's
         weights over the forward's text and speech losses."""
         return collate, t3_forward, {"text_loss": run.text_weight, "mel_loss": run.mel_weight}
+    def memory_shape(self, model_config: Mapping[str, Any]) -> MemoryShape:
+        """Return T3's shape for the memory plan: the Llama backbone, 34 conditioning positions, the perceiver's
+        prompt, text wrapped in start/stop, speech in start/stop, the published speech head's rows."""
+        from chatterbox.models.t3.modules.t3_config import T3Config
+
+        config = ChatterboxConfig.from_dict(model_config)
+        return MemoryShape(block="llama", layers=config.n_layers, width=config.hidden_size, heads=config.hidden_size // HEAD_DIM,
+                           mlp_width=config.intermediate_size, text_rows=config.text_tokens_dict_size,
+                           speech_rows=T3Config(text_tokens_dict_size=config.text_tokens_dict_size).speech_tokens_dict_size,
+                           conditioning=CONDITIONING_POSITIONS, prompt_tokens=config.speech_cond_prompt_len,
+                           attention_dropout=config.dropout or 0.0)
+
+    def enable_activation_checkpointing(self, model: nn.Module) -> bool:
+        """Checkpoint every layer of T3's backbone (`tfmr`: Llama, GPT-2 for Turbo)."""
+        return checkpoint_hf_blocks(model.tfmr)
 
     def feature_fingerprint(self, run: FamilyRun) -> str | None:
         """Return the fingerprint of the voice encoder and S3 tokenizer files (None without a model folder)."""

@@ -24,6 +24,8 @@ from core.families.contract import Scored
 from core.families.chatterbox.layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
 
 SPEECH_CODES = 6561
+#: T3's conditioning positions before the text: the speaker embedding, the perceiver's 32 latents, the emotion scalar
+CONDITIONING_POSITIONS = 1 + 32 + 1
 MULTILINGUAL_ROWS = 2454
 MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
 HEAD_DIM = 64

@@ -20,12 +20,13 @@ import torch
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import FamilyRun
+from core.families.base import FamilyRun, MemoryShape
 from core.families.chatterbox.family import ChatterboxFamily
 from core.families.chatterbox.t3 import t3_forward
 from core.families.chatterbox_turbo.layout import LAYOUT, collate
 from core.families.chatterbox_turbo.t3 import (
-    PUBLISHED_BACKBONES, PUBLISHED_TEXT_ROWS, T3_FILES, TurboConfig, backbone_shape, build_turbo_t3, turbo_hparams,
+    PUBLISHED_BACKBONES, PUBLISHED_TEXT_ROWS, SPEECH_ROWS, T3_FILES, TurboConfig, backbone_shape, build_turbo_t3,
+    gpt2_config_name, turbo_hparams,
 )
 from core.tokenizers.hf_folder import SLOW_FILES, TOKENIZER_JSON
 
@@ -100,6 +101,19 @@ class ChatterboxTurboFamily(ChatterboxFamily):
     def training_functions(self, run: FamilyRun) -> tuple[Any, Any, dict[str, float]]:
         """Return (collate, forward, loss weights) of Turbo's one sequence layout (the run's text and speech weights)."""
         return collate, t3_forward, {"text_loss": run.text_weight, "mel_loss": run.mel_weight}
+
+    def memory_shape(self, model_config: Mapping[str, Any]) -> MemoryShape:
+        """Return the GPT-2 T3's shape for the memory plan: GPT-2 blocks as its `LLAMA_CONFIGS` entry sets them (MLP
+        4 × width, attention dropout 0.1 unless the run sets `model.dropout`), the speaker position and the prompt's
+        speech tokens as conditioning, the text as it is (no start/stop), speech in start/stop."""
+        from chatterbox.models.t3.llama_configs import LLAMA_CONFIGS
+
+        config = TurboConfig.from_dict(model_config)
+        gpt2 = LLAMA_CONFIGS[gpt2_config_name(config)]
+        return MemoryShape(block="gpt2", layers=config.n_layers, width=config.hidden_size, heads=int(gpt2["n_head"]),
+                           mlp_width=int(gpt2.get("n_inner") or 4 * config.hidden_size), text_rows=config.text_tokens_dict_size,
+                           speech_rows=SPEECH_ROWS, conditioning=1 + config.speech_cond_prompt_len, text_extra=0, speech_extra=2,
+                           attention_dropout=float(gpt2["attn_pdrop"]) if config.dropout is None else config.dropout)
 
     # -- export and speech ------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:

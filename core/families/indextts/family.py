@@ -9,20 +9,23 @@ none of which imports this one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
 from core.errors import InputError
 from core.numbers import NumberRange
-from core.families.base import TEMPERATURE, ModelFamily
+from core.families import rows_for
+from core.families.base import TEMPERATURE, MemoryShape, ModelFamily, checkpoint_hf_blocks
 from core.families.rows import text_rows
 from core.families.indextts.gpt import (
     BPE_NAME,
+    CONDITIONING_LATENTS,
     CONFIG_NAME,
     GPT_NAME,
     IndexTTSModelConfig,
     ROWS,
+    SEMANTIC_CODES_PER_SECOND,
     SEQUENCE_LAYOUT,
     STATS_NAME,
     gpt_kwargs_from_state_dict,
@@ -46,6 +49,7 @@ class IndexTTSFamily(ModelFamily):
     # the conditioning and emotion encoders: their outputs (latents, emotion vector) come from the feature cache
     unused_in_training = ("conditioning_encoder", "perceiver_encoder", "emo_conditioning_encoder", "emo_perceiver_encoder",
                           "emovec_layer", "emo_layer")
+    speech_tokens_per_second = SEMANTIC_CODES_PER_SECOND
 
     def __init__(self) -> None:
         from core.families import get_family
@@ -121,10 +125,37 @@ class IndexTTSFamily(ModelFamily):
         from core.families.base import set_dropout
         from core.families.indextts.training import build_trainable_gpt
 
+        if isinstance(model_config, Mapping):
+            model_config = IndexTTSModelConfig.from_dict(model_config)
         model = build_trainable_gpt(model_config.kwargs, frozen_rows)
         if model_config.dropout is not None:
             set_dropout(model, model_config.dropout)
         return model
+
+    def memory_shape(self, model_config: Mapping[str, Any]) -> MemoryShape:
+        """Return the GPT's shape for the memory plan: GPT-2 blocks as `build_hf_gpt_transformer` configures them
+        (its GPT2Config defaults: MLP 4 × width, attention dropout), 34 conditioning positions, text wrapped in
+        start/stop, speech after its start token, and whether the config's `gpt.checkpointing` (UnifiedVoice's
+        default: on) recomputes the blocks."""
+        import inspect
+
+        from indextts.gpt.model_v2 import UnifiedVoice
+        from transformers import GPT2Config
+
+        config = IndexTTSModelConfig.from_dict(model_config)
+        kwargs = config.kwargs
+        published = GPT2Config()
+        width = int(kwargs["model_dim"])
+        recomputes = kwargs.get("checkpointing", inspect.signature(UnifiedVoice).parameters["checkpointing"].default)
+        return MemoryShape(block="gpt2", layers=int(kwargs["layers"]), width=width, heads=int(kwargs["heads"]),
+                           mlp_width=published.n_inner or 4 * width, text_rows=rows_for(ROWS, int(kwargs["number_text_tokens"])),
+                           speech_rows=int(kwargs["number_mel_codes"]), conditioning=CONDITIONING_LATENTS + 2, text_extra=2,
+                           speech_extra=1,
+                           attention_dropout=published.attn_pdrop if config.dropout is None else config.dropout, recomputes=bool(recomputes))
+
+    def enable_activation_checkpointing(self, model: torch.nn.Module) -> bool:
+        """Checkpoint every GPT-2 block of the backbone (`gpt`), as `gpt.checkpointing: true` does."""
+        return checkpoint_hf_blocks(model.gpt)
 
     def text_row_modules(self, model: torch.nn.Module) -> list[Any]:
         """Return [text_embedding, text_head]."""

@@ -30,6 +30,7 @@ from core.families.rows import text_rows
 ROWS = get_family("indextts")
 START_TEXT, STOP_TEXT = 0, 1
 SEMANTIC_CODES = 8192
+SEMANTIC_CODES_PER_SECOND = 50  # w2v-BERT's 50 Hz frames, one semantic code each
 START_MEL, STOP_MEL = 8192, 8193
 #: the sequence layout training and every decoder share (core.families.indextts.layout); in checkpoints and exports
 SEQUENCE_LAYOUT = {"family": "indextts", "version": 2}
@@ -249,13 +250,6 @@ class IndexTTSModelConfig:
             "dropout": self.dropout,
             "max_text_tokens": self.max_text_tokens,
             "max_speech_tokens": self.max_speech_tokens,
-            # the shape names the memory estimate (core.training.memory) reads
-            "d_model": int(self.kwargs["model_dim"]),
-            "n_layers": int(self.kwargs["layers"]),
-            "n_heads": int(self.kwargs["heads"]),
-            "text_rows": rows_for(ROWS, int(self.kwargs["number_text_tokens"])),
-            "codebook_size": SEMANTIC_CODES,
-            "n_latents": CONDITIONING_LATENTS + 2,
         }
 
     @classmethod

@@ -25,6 +25,7 @@ from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.indextts.gpt import (
     CONFIG_NAME,
     SEMANTIC_CODES,
+    SEMANTIC_CODES_PER_SECOND,
     STATS_NAME,
     IndexTextNormalizer,
     load_unified_voice,
@@ -36,7 +37,6 @@ from core.families.indextts.decode import Sampling, decode_steps
 from core.families.indextts.models import SemanticFeatures, emotion_vectors, model_paths, speaker_latents
 
 SAMPLE_RATE = 22050
-SEMANTIC_CODES_PER_SECOND = 50
 DIFFUSION_STEPS = 25
 CFG_RATE = 0.7
 

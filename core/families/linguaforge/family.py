@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from torch import nn
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import FamilyRun, ModelFamily
+from core.families.base import FamilyRun, MemoryShape, ModelFamily
 
 
 class LinguaForgeFamily(ModelFamily):
@@ -52,11 +52,31 @@ class LinguaForgeFamily(ModelFamily):
         return model_config(run.task, {k: v for k, v in shape.items() if k not in sizes}, **sizes)
 
     def build_model(self, model_config: Any, frozen_rows: int) -> nn.Module:
-        """Return a GPTTTS or GPTLM (by the config's type) with `frozen_rows` frozen text rows."""
+        """Return a GPTTTS or GPTLM (by the config's type; a dict with a codebook is a tts config) with
+        `frozen_rows` frozen text rows."""
         from models.registry import build_model
         from models.tts import TTSConfig
 
-        return build_model("tts" if isinstance(model_config, TTSConfig) else "lm", model_config, frozen_rows)
+        tts = "codebook_size" in model_config if isinstance(model_config, Mapping) else isinstance(model_config, TTSConfig)
+        return build_model("tts" if tts else "lm", dict(model_config) if isinstance(model_config, Mapping) else model_config,
+                           frozen_rows)
+
+    def memory_shape(self, model_config: Mapping[str, Any]) -> MemoryShape:
+        """Return the own GPT's shape for the memory plan (`models.gpt`: MLP 4 × width; tts: the latents, text and
+        speech each wrapped in start/stop, a speech head over the codes and their start/stop; lm: the text only)."""
+        width = int(model_config["d_model"])
+        tts = "codebook_size" in model_config
+        return MemoryShape(block="linguaforge", layers=int(model_config["n_layers"]), width=width, heads=int(model_config["n_heads"]),
+                           mlp_width=4 * width, text_rows=int(model_config["text_rows"]),
+                           speech_rows=int(model_config["codebook_size"]) + 2 if tts else 0,
+                           conditioning=int(model_config.get("n_latents", 4)) if tts else 0, speech_extra=2 if tts else 0,
+                           attention_dropout=float(model_config.get("dropout", 0.0)),
+                           naive_attention=model_config.get("attention") == "naive")
+
+    def enable_activation_checkpointing(self, model: nn.Module) -> bool:
+        """Checkpoint every block of the own GPT backbone (`models.gpt.GPT.activation_checkpointing`)."""
+        model.gpt.activation_checkpointing = True
+        return True
 
     def text_row_modules(self, model: nn.Module) -> list[Any]:
         """Return [text_embedding, text_head]."""
