@@ -29,6 +29,7 @@ from core.cli.catalogue import cli_catalogue
 from core.config import WORKSPACE_ENV, load_settings
 from core.errors import InputError, LinguaForgeError
 from core.tensorboard_proc import TensorBoardProcess
+from core.uploads import upload_limit_bytes
 from gradio_app.common import UIContext
 from gradio_app.runner import JobRunner
 from gradio_app.server import TENSORBOARD_PREFIX, build_server, parse_auth
@@ -77,6 +78,7 @@ def serve(args: argparse.Namespace) -> int:
     host = args.host or settings.get("ui.host", "127.0.0.1") or "127.0.0.1"
     port = int(args.port or settings.get("ui.port", 7860) or 7860)
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
+    upload_limit = upload_limit_bytes(settings)
     _check_port_free(host, port)
 
     runner = JobRunner(settings, cli_catalogue())  # first: a damaged jobs.sqlite stops the start here
@@ -101,7 +103,7 @@ def serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, request_stop)
         tensorboard.start()
         ctx = UIContext(settings=settings, runner=runner, tensorboard_path=TENSORBOARD_PREFIX + "/")
-        app = build_server(build_ui(ctx), tensorboard, auth, settings.allowed_roots)
+        app = build_server(build_ui(ctx), tensorboard, auth, settings.allowed_roots, upload_limit)
         server.append(uvicorn.Server(uvicorn.Config(
             app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S
         )))

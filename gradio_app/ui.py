@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 
 from gradio_app.common import UIContext
@@ -9,6 +11,7 @@ from gradio_app.tabs import (dataset, embeddings, export, finetune, inference, j
                              training)
 
 TITLE = "LinguaForge"
+ANNOUNCE_EVERY_S = 3.0
 
 
 def build_ui(ctx: UIContext) -> gr.Blocks:
@@ -16,11 +19,23 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
             f"## {TITLE} — teach a pretrained TTS model or GPT LM a new language\n"
-            f"Workspace: `{ctx.settings.workspace}`. Paths typed below are relative to it."
+            f"Workspace: `{ctx.settings.workspace}`. Files are picked from it (or uploaded into it); paths shown are "
+            "relative to it."
         )
+        announce = gr.Markdown(elem_id="lf-announce")
+        opened = gr.State(0.0)
         with gr.Tabs():
             for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training, inference, quality, export, jobs,
                         tensorboard):
                 tab.build(ctx, demo)
+        timer = gr.Timer(ANNOUNCE_EVERY_S)
+
+        def announcement(since: float) -> tuple[str, float]:
+            """Every open page: the jobs that ended since it opened (at most ANNOUNCE_FOR_S ago)."""
+            since = since or time.time()
+            return jobs.finished_lines(ctx.runner.list(50), max(since, time.time() - jobs.ANNOUNCE_FOR_S)), since
+
+        demo.load(lambda: ("", time.time()), None, [announce, opened])
+        timer.tick(announcement, opened, [announce, opened], show_progress="hidden")
     demo.queue(default_concurrency_limit=4)
     return demo

@@ -283,7 +283,7 @@ def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> No
     # Compare checkpoints: an eval.tts job for the trained checkpoint, then its row and a player
     (dashboard.workspace / "heldout.txt").write_text("Hello there.\nGood morning.\n", encoding="utf-8")
     page.get_by_role("tab", name="Compare checkpoints").click()
-    open_accordion(page, "Evaluate a checkpoint (eval.tts job)", "cmp-sentences")
+    open_accordion(page, "Evaluate a checkpoint", "cmp-sentences")
     fill(page, "cmp-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
     fill(page, "cmp-sentences", "heldout.txt")
     page.locator("#cmp-eval-btn").click()

@@ -44,9 +44,10 @@ from core.eval.metrics import (
 )
 from core.fsutil import atomic_write_json
 from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside, read_evaluations
-from core.progress import Progress
+from core.progress import Progress, detached_progress_file
 
 ESPEAK = "espeak"
+SCORING_STEPS = 2  # the progress steps after synthesis: the rows' numbers, then the quality report
 
 
 def read_sentences(path: str | os.PathLike[str]) -> tuple[list[str], list[Path] | None]:
@@ -290,11 +291,14 @@ def evaluate_checkpoint(
             raise InputError(f"{len(reference_paths)} reference clips for {len(sentences)} sentences; pass one per sentence.")
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
     codec, rate = voice.codec, voice.sample_rate
-    progress = Progress("eval tts: synthesize", total=len(sentences))
+    # one line of progress over the whole evaluation: a sentence each, then the scoring (SCORING_STEPS); the
+    # synthesis inside reports to stderr only, never into this command's progress file
+    progress = Progress("eval tts", total=len(sentences) + SCORING_STEPS)
     synthesized, codec_wavs, audio, spoken = [], [], [], []
     for i, sentence in enumerate(sentences):
         prompt = reference_paths[(i + 1) % len(sentences)]
-        wav, spoken_info = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        with detached_progress_file():
+            wav, spoken_info = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
         spoken.append(spoken_info)
         audio.append(str(write_wav(out_dir / f"{i + 1:03d}.wav", wav, rate)))
         synthesized.append(resample(wav, rate, SAMPLE_RATE) if wav.numel() else wav)
@@ -302,14 +306,16 @@ def evaluate_checkpoint(
             at_codec_rate = read_audio(reference_paths[i], codec.sample_rate)[0]
             codec_wavs.append(resample(codec.decode(codec.encode(at_codec_rate)), codec.sample_rate, SAMPLE_RATE))
         progress.update()
-    progress.finish()
     sphinx = SphinxJudge(sentences) if language.split("-")[0] == "en" else None
     rows = {"model": score_row(synthesized, reference_wavs, sentences, sphinx, wer)}
     if codec is not None:
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
+    progress.update()
     quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
                        length_bounds or voice.length_bounds, mos, transcriber)
+    progress.update()
+    progress.finish()
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),

@@ -4,17 +4,18 @@ summary with a duration histogram, players for kept and filtered-out clips, and 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
-import pandas as pd
+import plotly.graph_objects as go
 
 from core.confine import check_name_path
 from core.errors import InputError
 from core.fsutil import read_json, read_jsonl
-from core.workspace_files import DATASETS_DIR, dataset_names
+from core.uploads import DATASET, store_upload
+from core.workspace_files import DATASETS_DIR, TOKENIZERS, dataset_names, find_files, input_folders
+from gradio_app.charts import histogram_figure, plot
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -28,6 +29,7 @@ from gradio_app.common import (
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest", "commonvoice", "hf"]
 ROWS_SHOWN = 200
+SHORT_ID = 10  # characters of a long speaker or clip id shown in the tables
 LABELS = {"input": "Input folder or file", "output": "Dataset name", "language": "Language", "speaker": "Speaker",
           "per_language": "Clips per language", "languages": "Languages", "codebook_size": "Codebook size",
           "iterations": "k-means iterations"}
@@ -61,26 +63,30 @@ def _listed_dataset(ctx: UIContext, name: str) -> Path:
 
 
 def store_uploads(ctx: UIContext, files: list[str] | None, name: str) -> Path:
-    """Copy uploaded files into `uploads/<name>/` in the workspace and return that folder."""
-    if not files:
-        raise InputError("no files uploaded; drop the dataset's files (audio, transcripts, metadata) first.")
-    folder = ctx.settings.workspace / "uploads" / check_name_path(name, "Dataset name")
-    folder.mkdir(parents=True, exist_ok=True)
-    for item in files:
-        shutil.copyfile(item, folder / Path(item).name)
-    return folder
+    """Write uploaded files (clips and their table, or a zip of them) into `uploads/<name>/` in the workspace
+    (`core.uploads`: names, roots and the size limit enforced) and return the folder to import: the one
+    folder a zip held when it held nothing else."""
+    store_upload(ctx.settings, DATASET, files or [], name.replace("/", "-"))
+    folder = ctx.settings.workspace / DATASET.folder / name.replace("/", "-")
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
 
 
-def filter_view(summary: dict[str, Any]) -> tuple[str, pd.DataFrame]:
-    """Return (filter summary text, duration histogram table) from a dataset's summary.json (empty without filters)."""
+def short(value: Any, keep: int = SHORT_ID) -> Any:
+    """Return a long id (a Common Voice client id is 128 characters) cut to `keep` characters and "…"."""
+    return f"{value[:keep]}…" if isinstance(value, str) and len(value) > keep + 1 else value
+
+
+def filter_view(summary: dict[str, Any]) -> tuple[str, go.Figure]:
+    """Return (filter summary text, duration histogram chart) from a dataset's summary.json (its histogram is
+    `filters.duration_histogram`; empty without filters)."""
     filters = summary.get("filters")
     if not isinstance(filters, dict):
-        return "", pd.DataFrame({"seconds": [], "clips": []})
-    removed = ", ".join(f"{k} {v}" for k, v in (filters.get("removed") or {}).items())
-    text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits verbalised "
-            f"in {filters.get('digits_verbalised', 0)}.")
-    histogram = filters.get("duration_histogram") or {}
-    return text, pd.DataFrame({"seconds": list(histogram), "clips": list(histogram.values())})
+        return "", histogram_figure({})
+    removed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (filters.get("removed") or {}).items()) or "nothing"
+    text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits written out "
+            f"as words in {filters.get('digits_verbalised', 0)}.")
+    return text, histogram_figure(filters.get("duration_histogram") or {})
 
 
 def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
@@ -98,8 +104,10 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
     reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
     text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
             f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
-    kept_rows = [[r.get("id"), r.get("speaker"), r.get("language"), r.get("duration"), r.get("text")] for r in kept[:ROWS_SHOWN]]
-    reject_rows = [[r.get("source"), r.get("line"), r.get("id"), r.get("reason")] for r in rejects[:ROWS_SHOWN]]
+    kept_rows = [[short(r.get("id")), short(r.get("speaker")), r.get("language"), r.get("duration"), r.get("text")]
+                 for r in kept[:ROWS_SHOWN]]
+    reject_rows = [[Path(str(r.get("source"))).name, r.get("line"), short(r.get("id")), r.get("reason")]
+                   for r in rejects[:ROWS_SHOWN]]
     clips = [r["id"] for r in kept[:ROWS_SHOWN] if r.get("id")]
     removed = [r["id"] for r in rejects if r.get("audio") and r.get("id")][:ROWS_SHOWN]
     filter_text, histogram = filter_view(summary)
@@ -149,7 +157,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
                   "confine_to_roots": True,
                   "language": language.strip() or None, "speaker": speaker.strip() or None,
-                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None,
+                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if (tokenizer or "").strip() else None,
                   "tsv": tsv.strip() or None, "text_column": text_column.strip() or None,
                   "speaker_column": speaker_column.strip() or None, "filter": bool(filtered)}
         yield from finish(runner.submit("dataset.import", params), name)
@@ -175,20 +183,23 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Accordion("Import", open=True):
             with gr.Row():
                 fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format", elem_id="ds-format")
-                source = gr.Textbox(label="Input folder or file (inside the workspace)", elem_id="ds-input")
+                source = gr.Dropdown(input_folders(settings), label="Input folder or file (uploads, or a data root)",
+                                     allow_custom_value=True, elem_id="ds-input")
                 name = gr.Textbox(label="Dataset name", value="mydata", elem_id="ds-name")
             with gr.Row():
                 language = gr.Textbox(label="Language (folder, srt)")
                 speaker = gr.Textbox(label="Speaker (optional)")
-                tokenizer = gr.Textbox(label="Reject text this tokenizer cannot encode (optional)")
+                tokenizer = gr.Dropdown(find_files(settings, TOKENIZERS), value=None, allow_custom_value=True,
+                                        label="Reject text this tokenizer cannot encode (optional)")
             with gr.Row():
                 tsv = gr.Textbox(label="Common Voice table", value="validated.tsv", elem_id="ds-tsv")
                 text_column = gr.Textbox(label="HF text column", value="text", elem_id="ds-text-column")
                 speaker_column = gr.Textbox(label="HF speaker column (optional)", elem_id="ds-speaker-column")
                 filtered = gr.Checkbox(True, label="Filter clips (duration, clipping, SNR, silence, text, rate, duplicates)",
                                        elem_id="ds-filter")
-            files = gr.File(label="…or upload the files (metadata, transcripts, audio)", file_count="multiple",
-                            type="filepath")
+            files = gr.File(label="…or upload the clips and their table (or one zip of them); they are kept in the "
+                                  "workspace's uploads/<dataset name>/", file_count="multiple", type="filepath",
+                            elem_id="ds-upload")
             import_btn = gr.Button("Import", variant="primary", elem_id="ds-import-btn")
             import_status = gr.Markdown(elem_id="ds-import-status")
         with gr.Accordion("espeak-ng sample dataset", open=True):
@@ -205,12 +216,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         view_status = gr.Markdown(elem_id="ds-view-status")
         summary = gr.Markdown(elem_id="ds-summary")
         filter_summary = gr.Markdown(elem_id="ds-filter-summary")
-        histogram = gr.BarPlot(filter_view({})[1], x="seconds", y="clips", title="Clip durations (s)",
-                               elem_id="ds-histogram")
+        histogram = plot("ds-histogram", filter_view({})[1])
         hours = gr.Dataframe(headers=["by", "name", "clips", "hours"], value=[], interactive=False)
         with gr.Tab("Kept"):
             kept = gr.Dataframe(headers=["id", "speaker", "language", "seconds", "text"], value=[], interactive=False,
-                                wrap=True, elem_id="ds-kept")
+                                wrap=True, column_widths=["12%", "12%", "8%", "8%", "60%"], elem_id="ds-kept")
         with gr.Tab("Rejected"):
             rejected = gr.Dataframe(headers=["source", "line", "id", "reason"], value=[], interactive=False, wrap=True,
                                     elem_id="ds-rejected")
@@ -237,8 +247,12 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def refresh_choices() -> Any:
         return gr.update(choices=dataset_choices(ctx))
 
+    def refresh_inputs() -> tuple[Any, ...]:
+        return (gr.update(choices=dataset_choices(ctx)), gr.update(choices=input_folders(settings)),
+                gr.update(choices=find_files(settings, TOKENIZERS)))
+
     refresh.click(refresh_choices, None, chosen)
-    tab.select(refresh_choices, None, chosen, show_progress="hidden")
+    tab.select(refresh_inputs, None, [chosen, source, tokenizer], show_progress="hidden")
     clip.change(ui_action(outputs=2)(lambda n, c: ("", clip_path(ctx, n, c))), [chosen, clip], [view_status, player])
     removed_clip.change(ui_action(outputs=2)(lambda n, c: ("", rejected_clip_path(ctx, n, c))), [chosen, removed_clip],
                         [view_status, removed_player])

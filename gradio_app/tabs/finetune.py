@@ -25,9 +25,12 @@ from core.runs import run_folder
 from core.tokenizers.vocab import INIT_METHODS
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
-from core.workspace_files import CHECKPOINTS, TOKENIZERS, TRAINING_MANIFESTS, FileKind, find_files
+from core.uploads import CORPUS, MODEL, VOICE
+from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
 from gradio_app.common import (
     UIContext,
+    corpus_field,
+    upload_into,
     follow_job,
     inside_workspace,
     job_line,
@@ -77,6 +80,29 @@ def english_kept(report: dict[str, Any]) -> str:
     if not drift:
         return ""
     return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
+
+
+def text_of_language(settings: Any, tag: str) -> list[str]:
+    """Return the workspace's text file of language `tag` to preselect (a quickstart's `text/am.txt`): the newest
+    `<tag>.txt` among the corpora, as a one-item list ([] when there is none)."""
+    named = [path for path in find_files(settings, CORPORA) if Path(path).name == f"{tag}.txt"]
+    return [max(named, key=lambda path: settings.resolve(path).stat().st_mtime)] if named else []
+
+
+def only_or_kept(choices: list[str], current: str | None) -> str | None:
+    """Return the value a refreshed list keeps: the current one while it is listed, else the only choice, else None."""
+    if current in choices:
+        return current
+    return choices[0] if len(choices) == 1 else None
+
+
+def free_folder_name(settings: Any, base: str) -> str:
+    """Return `base`, or `base-2`, `base-3`, … : the first name with no folder under models/ yet."""
+    name, number = base, 1
+    while (settings.workspace / MODEL.folder / name).exists():
+        number += 1
+        name = f"{base}-{number}"
+    return name
 
 
 def _whole(value: float | None, what: str, least: int = 1) -> int:
@@ -131,7 +157,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 relative(settings, files[model.tokenizer_role]), relative(settings, files[model.start_role]))
 
     @ui_action(outputs=2, labels=LABELS)
-    def make_tokenizer(name: str, base: str, corpus: str, pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
+    def make_tokenizer(name: str, base: str, corpus: list[str], pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
         from core.tokenizers.tokenizer import load_tokenizer
 
         name = check_name(name.strip(), "Name of the new model")
@@ -222,13 +248,17 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             folder = gr.Dropdown(folders, value=folders[0] if folders else None, label="Model folder",
                                  allow_custom_value=True, elem_id="ft-folder", scale=3)
             check_btn = gr.Button("Check the folder", elem_id="ft-check-btn", scale=1)
+            folder_upload = gr.UploadButton("Upload a model folder (its files, or a zip)", file_count="multiple",
+                                            size="sm", elem_id="ft-folder-upload", scale=1)
         folder_status = gr.Markdown(elem_id="ft-folder-status")
         gr.Markdown("### 2. The new-language tokenizer (English encodings kept)")
         with gr.Row():
             base_tok = gr.Textbox(label="Base tokenizer (from the folder)", interactive=False, elem_id="ft-base-tokenizer")
-            corpus = gr.Textbox(label="Text of the new language (files, comma-separated)", elem_id="ft-corpus")
+            corpus = corpus_field(settings, "Text of the new language", "ft-corpus", text_of_language(settings, "am"))
             pieces = gr.Number(400, label="New pieces", precision=0, elem_id="ft-pieces")
             tag = gr.Textbox("am", label="Language tag", elem_id="ft-tag")
+        corpus_upload = gr.UploadButton("Upload a text of the new language (.txt)", file_types=[".txt"], size="sm",
+                                        elem_id="ft-corpus-upload")
         tok_btn, tok_status = _step_action("Make the tokenizer", "tok")
         gr.Markdown("### 3. The grown embeddings")
         with gr.Row():
@@ -251,6 +281,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                 allow_custom_value=True, elem_id="ft-voice")
             max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
                                    precision=0, elem_id="ft-max-tokens")
+        voice_upload = gr.UploadButton("Upload a voice clip", file_types=["audio"], size="sm", elem_id="ft-voice-upload")
         speak_btn, speak_status = _step_action("Speak", "speak", primary=True)
         audio = gr.Audio(label="Sample (24 kHz for Chatterbox)", type="filepath", interactive=False, elem_id="ft-audio",
                          buttons=["download"])
@@ -274,10 +305,38 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     family.change(listed_folders, family, folder, show_progress="hidden")
 
-    def refresh(family_label: str) -> tuple[Any, ...]:
+    def refresh(family_label: str, current_folder: str | None, current_manifest: str | None) -> tuple[Any, ...]:
         checkpoints = find_files(settings, CHECKPOINTS)
-        return (gr.update(choices=find_model_folders(settings, FAMILIES[family_label])),
+        folders_now = find_model_folders(settings, FAMILIES[family_label])
+        manifests_now = find_files(settings, TRAINING_MANIFESTS)
+        return (gr.update(choices=folders_now, value=only_or_kept(folders_now, current_folder) or current_folder),
                 gr.update(choices=find_files(settings, TOKENIZERS)), gr.update(choices=checkpoints),
-                gr.update(choices=find_files(settings, TRAINING_MANIFESTS)), gr.update(choices=checkpoints))
+                gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
+                gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA)))
 
-    tab.select(refresh, family, [folder, new_tok, grown, manifest, trained], show_progress="hidden")
+    tab.select(refresh, [family, folder, manifest], [folder, new_tok, grown, manifest, trained, corpus],
+               show_progress="hidden")
+
+    @ui_action(outputs=2)
+    def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:
+        name = free_folder_name(settings, FAMILIES[family_label])
+        upload_into(settings, MODEL, files, name)
+        chosen = f"{MODEL.folder}/{name}"
+        return (f"Uploaded into `{chosen}`; chosen as the model folder. Check the folder next.",
+                gr.update(choices=find_model_folders(settings, FAMILIES[family_label]), value=chosen))
+
+    @ui_action(outputs=2)
+    def corpus_uploaded(files: Any, chosen: list[str] | None) -> tuple[Any, ...]:
+        written = upload_into(settings, CORPUS, files)
+        return (f"Uploaded `{written[0]}`; chosen as the text of the new language.",
+                gr.update(choices=find_files(settings, CORPORA), value=[*(chosen or []), *written]))
+
+    @ui_action(outputs=2)
+    def voice_uploaded(files: Any) -> tuple[Any, ...]:
+        written = upload_into(settings, VOICE, files)
+        return (f"Uploaded `{written[0]}`; chosen as the voice.",
+                gr.update(choices=[*written, *find_files(settings, VOICES)], value=written[0]))
+
+    folder_upload.upload(folder_uploaded, [folder_upload, family], [folder_status, folder])
+    corpus_upload.upload(corpus_uploaded, [corpus_upload, corpus], [tok_status, corpus])
+    voice_upload.upload(voice_uploaded, voice_upload, [speak_status, voice])

@@ -21,18 +21,20 @@ from core.config import Settings
 from core.confine import is_inside
 from core.errors import InputError
 from core.fsutil import read_json
-from core.progress import JourneyView, journey_view
+from core.progress import JourneyView, format_seconds, journey_view
 from core.workspace_files import quickstart_preset_files
-from gradio_app.charts import VAL_CURVE_METRICS, chart_html, metric_plot
+from journeys.quickstart import load_preset
+from gradio_app.charts import LOSS_MEASURES, metrics_figure, plot
 from gradio_app.common import (
     UIContext,
     inside_workspace,
     job_line,
     relative,
     require_text,
+    run_loss_weights,
     ui_action,
 )
-from gradio_app.runner import JobRunner, job_states
+from gradio_app.runner import job_states
 
 TTS_PRESETS = ["quick", "full"]
 VAL_CURVE_TITLE = "Validation loss of the new-language fine-tune"
@@ -40,6 +42,28 @@ KINDS = ("quickstart.tts", "quickstart.lm")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def measured_duration(preset: str) -> str:
+    """Return how long the built-in TTS preset `preset` takes by its measured stage seconds ("about 4m05s"),
+    or "" when its file records none."""
+    try:
+        seconds = load_preset(preset, "tts").get("stage_seconds") or {}
+    except InputError:
+        return ""
+    return f"about {format_seconds(sum(seconds.values()))}" if seconds else ""
+
+
+def intro() -> str:
+    """Return the tab's opening paragraph, with each built-in preset's measured duration."""
+    quick = measured_duration("quick")
+    return (
+        "Run the whole new-language journey on this machine, no model download: the espeak sample, an English base "
+        "tokenizer and model, the Amharic tokenizer extension, the new rows' embeddings, a fine-tune that keeps the "
+        "English rows frozen, pruning, synthesis of held-out sentences and their evaluation. "
+        + (f"`quick` took {quick} on an idle 2-core CPU; a busy or slower machine takes longer, and the progress line "
+           "says how much slower this run goes. " if quick else "")
+        + "`full` is for a GPU. Each stage is a job of its own in the Jobs tab.")
 
 
 def preset_choices(settings: Settings) -> list[str]:
@@ -58,34 +82,6 @@ def preset_param(settings: Settings, preset: str | None) -> str:
         raise InputError(f"Preset {chosen!r} is not one of the listed presets; pick one from the list "
                          "(your own go in the workspace's quickstart/ folder).")
     return chosen if chosen in TTS_PRESETS else str(inside_workspace(settings, chosen, "Preset"))
-
-
-class JourneyProgress:
-    """The progress of quickstart jobs as every page shows it (`core.progress.journey_view`), never lower
-    than what was shown before for the same job (a stage's own fraction restarts when it moves from
-    one phase, e.g. preprocessing, to the next)."""
-
-    def __init__(self) -> None:
-        self._shown: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def view(self, job: dict[str, Any], stage: dict[str, Any] | None) -> JourneyView:
-        """Return the view of quickstart `job` whose current stage job is `stage`."""
-        with self._lock:
-            view = journey_view(job, stage, self._shown.get(job["id"], 0.0))
-            self._shown[job["id"]] = view.fraction
-        return view
-
-
-def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | None:
-    """Return the record of the stage job the quickstart `job` is waiting for, or None between stages."""
-    stage_id = ((job.get("progress") or {}).get("metrics") or {}).get("current_job")
-    if not stage_id or job["status"] not in job_states.IN_PROGRESS:
-        return None
-    try:
-        return runner.get(stage_id)
-    except InputError:
-        return None
 
 
 def journey_html(view: JourneyView) -> str:
@@ -116,17 +112,23 @@ def served_links(markdown: str, run_dir: Path, settings: Settings) -> str:
     return MARKDOWN_LINK.sub(link, markdown)
 
 
+def val_curve_figure(report: dict[str, Any]) -> Any:
+    """Return the chart of a TTS quickstart report's validation curve (`training.val_curve`), its losses drawn
+    as the fine-tune run weighs them (a loss with weight 0 is not trained, so not drawn)."""
+    training = report.get("training") or {}
+    weights = run_loss_weights(Path(training["finetune_run"])) if training.get("finetune_run") else {}
+    return metrics_figure(training.get("val_curve") or [], LOSS_MEASURES, VAL_CURVE_TITLE, weights, default_split="val")
+
+
 def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any]:
-    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart HTML) for a
+    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart) for a
     finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
     if not paths or not markdown_path.is_file():
-        return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE)
-    saved = read_json(Path(paths.get("json", ""))) or {}  # the report file, as written, like the Markdown below
-    curve = chart_html((saved.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, VAL_CURVE_TITLE,
-                       split="val")
+        return "", None, None, None, val_curve_figure({})
+    curve = val_curve_figure(read_json(Path(paths.get("json", ""))) or {})  # the report file, as written
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
@@ -136,7 +138,6 @@ def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, An
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Quickstart tab."""
     runner, settings = ctx.runner, ctx.settings
-    journeys = JourneyProgress()
     start_lock = threading.Lock()
 
     def latest() -> dict[str, Any] | None:
@@ -166,19 +167,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if job is None:
             idle = gr.update(interactive=True)
             return ("No quickstart has run in this workspace yet.", "", *(gr.update(),) * 5, idle, idle, shown)
-        view = journeys.view(job, current_stage(runner, job))
+        view = journey_view(job)
         buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
         key = f"{job['id']}:{job['status'] in job_states.FINAL}"
         report = (gr.update(),) * 5 if key == shown else report_view(job, settings)
         return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
-        gr.Markdown(
-            "Run the whole new-language journey on this machine, no model download: the espeak sample, an "
-            "English base tokenizer and model, the Amharic tokenizer extension, `fvt` embeddings, a fine-tune "
-            "with frozen base rows, pruning, synthesis of held-out sentences and evaluation. `quick` finishes on "
-            "a 2-core CPU in under 15 minutes; `full` is for a GPU. Each stage is a job in the Jobs tab."
-        )
+        gr.Markdown(intro(), elem_id="qs-intro")
         with gr.Row():
             preset = gr.Dropdown(preset_choices(settings), value="quick", elem_id="qs-preset",
                                  label="Preset (built-in, or a YAML in the workspace's quickstart/ folder)")
@@ -191,7 +187,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             am_clip = gr.Audio(label="Amharic (held-out sentence)", type="filepath", interactive=False, elem_id="qs-am")
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
-        val_plot = metric_plot(VAL_CURVE_METRICS, VAL_CURVE_TITLE, "qs-val-plot")
+        val_plot = plot("qs-val-plot", val_curve_figure({}))
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
         timer = gr.Timer(FOLLOW_S)
