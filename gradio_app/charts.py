@@ -21,7 +21,9 @@ SPLITS = {"train": "training", "val": "validation"}  # a metrics row's split →
 SPLIT_COLOURS = {"train": "#4c78a8", "val": "#f58518"}
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b")
 PANEL_HEIGHT = 260
-MIN_HEIGHT = 320
+MIN_HEIGHT = 340
+MARKED_POINTS = 40  # a series of at most this many points marks each one (a longer one is a plain line)
+LISTED_STEPS = 8  # a step axis with at most this many distinct steps ticks exactly those steps
 HOVER = "%{y:.4~g}"
 FONT = dict(size=13)
 
@@ -84,15 +86,31 @@ def metric_series(rows: Sequence[Mapping[str, Any]], measure: Measure, split: st
     return steps, [points[step] for step in steps]
 
 
-def _style(figure: go.Figure, title: str, height: int, revision: str) -> go.Figure:
+def _style(figure: go.Figure, title: str, height: int, note: str = "") -> go.Figure:
+    """Give `figure` the dashboard's look: `title` (and `note` under it) at the top left, the legend under the
+    plot, rounded ticks, and zoom and legend choices kept across updates of the same chart."""
+    top = 84 if note else 56
     figure.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15)), height=height, template="plotly_white",
-        font=FONT, margin=dict(l=64, r=24, t=56, b=48), hovermode="x unified", uirevision=revision,
-        legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15),
+                   subtitle=dict(text=note, font=dict(size=12, color="#666"))),
+        height=height + 60, template="plotly_white", font=FONT, margin=dict(l=70, r=24, t=top, b=110),
+        hovermode="x unified", uirevision=title,
+        legend=dict(orientation="h", yanchor="top", y=-0.22 * MIN_HEIGHT / height, xanchor="left", x=0),
     )
     figure.update_xaxes(tickformat="~g", hoverformat="~g", showline=True, linecolor="#bbb")
     figure.update_yaxes(tickformat="~g", showline=True, linecolor="#bbb", zeroline=False)
     return figure
+
+
+def _mode(points: Sequence[Any]) -> str:
+    return "lines+markers" if len(points) <= MARKED_POINTS else "lines"
+
+
+def _step_ticks(figure: go.Figure, steps: Iterable[int]) -> None:
+    """Tick exactly the steps drawn when they are few (no "1999.5" between two checkpoints)."""
+    distinct = sorted(set(steps))
+    if 0 < len(distinct) <= LISTED_STEPS:
+        figure.update_xaxes(tickmode="array", tickvals=distinct, ticktext=[f"{step:,}" for step in distinct])
 
 
 def empty_figure(title: str, message: str = "no points yet") -> go.Figure:
@@ -100,7 +118,7 @@ def empty_figure(title: str, message: str = "no points yet") -> go.Figure:
     figure = go.Figure()
     figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                           font=dict(size=14, color="#888"))
-    _style(figure, title, MIN_HEIGHT // 2 + 40, title)
+    _style(figure, title, MIN_HEIGHT // 2)
     figure.update_xaxes(visible=False)
     figure.update_yaxes(visible=False)
     return figure
@@ -113,21 +131,22 @@ def metrics_figure(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure
     kept, notes = drawn_measures(rows, measures, weights)
     if not kept:
         return empty_figure(title, "; ".join(notes) or "no points yet")
-    figure = make_subplots(rows=len(kept), cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                           subplot_titles=[m.words for m in kept])
+    titles = [m.words for m in kept] if len(kept) > 1 else None
+    figure = make_subplots(rows=len(kept), cols=1, shared_xaxes=True, vertical_spacing=0.14, subplot_titles=titles)
+    steps_drawn: list[int] = []
     for index, measure in enumerate(kept, start=1):
         for split, words in SPLITS.items():
             steps, values = metric_series(rows, measure, split, default_split)
             if steps:
+                steps_drawn += steps
                 figure.add_trace(go.Scatter(
-                    x=steps, y=values, name=f"{measure.words} · {words}", mode="lines+markers",
+                    x=steps, y=values, name=f"{measure.words} · {words}", mode=_mode(steps),
                     line=dict(color=SPLIT_COLOURS[split], width=2.5), marker=dict(size=7),
                     hovertemplate=HOVER), row=index, col=1)
         figure.update_yaxes(title_text=measure.words.split(" (")[0], row=index, col=1)
     figure.update_xaxes(title_text="step", row=len(kept), col=1)
-    if notes:
-        title = f"{title}<br><sup>{'; '.join(notes)}</sup>"
-    return _style(figure, title, max(MIN_HEIGHT, PANEL_HEIGHT * len(kept)), title.split("<br>")[0])
+    _step_ticks(figure, steps_drawn)
+    return _style(figure, title, max(MIN_HEIGHT, PANEL_HEIGHT * len(kept)), "; ".join(notes))
 
 
 def bar_figure(labels: Sequence[str], values: Sequence[float], title: str, x_title: str, y_title: str,
@@ -139,8 +158,8 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], title: str, x_tit
     figure = go.Figure(go.Bar(x=list(labels), y=list(values), text=text, textposition="outside", cliponaxis=False,
                               marker_color=COLOURS[0], name=y_title,
                               hovertemplate="%{x}: " + ("%{y:.1%}" if percent else "%{y:,.4~g}") + "<extra></extra>"))
-    _style(figure, title, MIN_HEIGHT, title)
-    figure.update_layout(hovermode="closest", showlegend=False)
+    _style(figure, title, MIN_HEIGHT)
+    figure.update_layout(hovermode="closest", showlegend=False, margin=dict(b=60))
     figure.update_xaxes(type="category", title_text=x_title)
     figure.update_yaxes(title_text=y_title, rangemode="tozero", tickformat=".0%" if percent else "~g")
     return figure
@@ -172,7 +191,8 @@ def sweep_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
                                 hovertemplate="%{y:.1%}"), row=2, col=1)
     figure.update_yaxes(tickformat=".0%", row=2, col=1)
     figure.update_xaxes(title_text="vocabulary size", row=2, col=1)
-    return _style(figure, title, 2 * PANEL_HEIGHT, title)
+    figure.update_xaxes(tickmode="array", tickvals=sizes, ticktext=[f"{size:,}" for size in sizes])
+    return _style(figure, title, 2 * PANEL_HEIGHT)
 
 
 def measures_figure(panels: Mapping[str, Sequence[tuple[int, float]]], title: str, columns: int = 2) -> go.Figure:
@@ -191,8 +211,9 @@ def measures_figure(panels: Mapping[str, Sequence[tuple[int, float]]], title: st
             marker=dict(size=9), line=dict(color=COLOURS[index % len(COLOURS)], width=2.5), hovertemplate=HOVER),
             row=index // columns + 1, col=index % columns + 1)
     figure.update_xaxes(title_text="step")
-    _style(figure, title, max(MIN_HEIGHT, 280 * rows), title)
-    figure.update_layout(showlegend=False, hovermode="closest")
+    _step_ticks(figure, [step for points in filled.values() for step, _ in points])
+    _style(figure, title, max(MIN_HEIGHT, 280 * rows))
+    figure.update_layout(showlegend=False, hovermode="closest", margin=dict(b=60))
     return figure
 
 
@@ -215,7 +236,7 @@ def compare_figure(checkpoints: Sequence[str], measures: Mapping[str, Sequence[f
                                         name=f"{name} · codec ceiling", line=dict(color="#888", dash="dash"),
                                         hovertemplate="codec ceiling: %{y:.4~g}<extra></extra>"), row=1, col=col)
         figure.update_xaxes(type="category", row=1, col=col)
-    _style(figure, title, MIN_HEIGHT + 40, title)
+    _style(figure, title, MIN_HEIGHT)
     figure.update_layout(hovermode="closest")
     return figure
 
@@ -225,6 +246,3 @@ def plot(elem_id: str, figure: go.Figure | None = None) -> gr.Plot:
     return gr.Plot(figure, show_label=False, elem_id=elem_id, elem_classes=["lf-chart"])
 
 
-def panel_points(records: Iterable[Mapping[str, Any]], key: str) -> list[tuple[int, float]]:
-    """Return the (step, value) points of `key` in `records` (each with a `step`), values that are numbers only."""
-    return [(int(r["step"]), float(r[key])) for r in records if _number(r.get(key)) and isinstance(r.get("step"), int)]

@@ -187,7 +187,7 @@ def test_a_loss_with_weight_0_and_the_total_that_repeats_its_parts_are_not_drawn
     assert [(t.name, list(t.x), list(t.y)) for t in figure.data] == [
         ("speech loss (speech codes) · training", [1, 2], [2.5, 2.0]),
         ("speech loss (speech codes) · validation", [2], [2.2])]
-    assert "text loss (next text piece): not drawn, its weight in this run is 0" in figure.layout.title.text
+    assert "text loss (next text piece): not drawn, its weight in this run is 0" in figure.layout.title.subtitle.text
     both = metrics_figure(ROWS, LOSS_MEASURES, "Loss", {"text_weight": 0.4, "mel_weight": 0.6})
     assert [t.name for t in both.data] == [  # speech and text losses each on their own axis, no total
         "speech loss (speech codes) · training", "speech loss (speech codes) · validation",

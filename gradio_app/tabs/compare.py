@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from core.eval.tts import ESPEAK, collect_evaluations
 from core.errors import InputError
 from core.runs import run_folder_of_checkpoint
-from core.workspace_files import CHECKPOINTS, EVALUATIONS, find_files
+from core.workspace_files import CHECKPOINTS, CORPORA, EVALUATIONS, TRAINING_MANIFESTS, find_files
 from gradio_app.charts import compare_figure, plot
 from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
 from gradio_app.common import ui_action
@@ -93,9 +93,10 @@ def build(ctx: UIContext) -> None:
     def folder_choices() -> Any:
         return gr.update(choices=eval_folders(ctx))
 
-    def opened(current: str | None) -> Any:
-        """The folders when the tab opens; with none chosen yet, the last one (its change loads the table)."""
-        return gr.update(choices=eval_folders(ctx), value=current or newest_eval_folder(ctx))
+    def opened(current: str | None) -> tuple[Any, Any]:
+        """The folders when the tab opens; with none chosen yet, the newest (its change loads the table)."""
+        return (gr.update(choices=eval_folders(ctx), value=current or newest_eval_folder(ctx)),
+                gr.update(choices=find_files(settings, CORPORA, TRAINING_MANIFESTS)))
 
     def players(summaries: list[dict[str, Any]], sentence: int | None) -> list[Any]:
         shown = summaries[-MAX_PLAYERS:]
@@ -119,7 +120,8 @@ def build(ctx: UIContext) -> None:
         choices = sentence_choices(summaries)
         first = choices[0][1] if choices else None
         note = (f"{len(summaries)} evaluated checkpoint(s) in `{folder}`" if summaries
-                else f"No eval.json in `{folder}` yet: evaluate a checkpoint below, or let a training run evaluate its checkpoints as it saves them."
+                else f"No evaluation in `{folder}` yet: evaluate a checkpoint below, or let a training run evaluate "
+                "its checkpoints as it saves them."
                 if folder else "")
         checkpoints = [relative(settings, s["path"]) for s in summaries if s["exists"]]
         return (rows, summaries, gr.update(choices=choices, value=first), note,
@@ -160,8 +162,9 @@ def build(ctx: UIContext) -> None:
             with gr.Row():
                 checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
                                          allow_custom_value=True, elem_id="cmp-checkpoint", scale=3)
-                sentences_file = gr.Textbox(label="Sentences file (text, one per line, or manifest.jsonl)",
-                                            elem_id="cmp-sentences", scale=3)
+                sentences_file = gr.Dropdown(find_files(settings, CORPORA, TRAINING_MANIFESTS), value=None,
+                                             allow_custom_value=True, label="Sentences (a text file, one per line, or a "
+                                             "manifest)", elem_id="cmp-sentences", scale=3)
                 references = gr.Textbox(ESPEAK, label="References (`espeak` or a folder of <n>.wav)", scale=2)
                 language = gr.Textbox("en", label="Language", scale=1)
             eval_btn = gr.Button("Evaluate checkpoint", variant="primary", elem_id="cmp-eval-btn")
@@ -169,7 +172,7 @@ def build(ctx: UIContext) -> None:
 
     outputs = [table, summaries, sentence, note, checkpoint, chart, *audios]
     folder.change(load, folder, outputs)
-    tab.select(opened, folder, folder, show_progress="hidden")
+    tab.select(opened, folder, [folder, sentences_file], show_progress="hidden").then(load, folder, outputs)
     refresh.click(folder_choices, None, folder).then(load, folder, outputs)
     sentence.change(players, [summaries, sentence], audios)
     eval_btn.click(evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \

@@ -11,6 +11,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from core.confine import check_name_path
+from core.data.filters import duration_histogram
 from core.errors import InputError
 from core.fsutil import read_json, read_jsonl
 from core.uploads import DATASET, store_upload
@@ -77,16 +78,17 @@ def short(value: Any, keep: int = SHORT_ID) -> Any:
     return f"{value[:keep]}…" if isinstance(value, str) and len(value) > keep + 1 else value
 
 
-def filter_view(summary: dict[str, Any]) -> tuple[str, go.Figure]:
-    """Return (filter summary text, duration histogram chart) from a dataset's summary.json (its histogram is
-    `filters.duration_histogram`; empty without filters)."""
+def filter_view(summary: dict[str, Any], kept: list[dict[str, Any]] | None = None) -> tuple[str, go.Figure]:
+    """Return (filter summary text, duration histogram chart) of a dataset: the histogram its summary.json holds
+    (`filters.duration_histogram`, written by a filtered import), else the same bins counted over its kept rows."""
     filters = summary.get("filters")
+    durations = [float(r["duration"]) for r in kept or [] if isinstance(r.get("duration"), (int, float))]
     if not isinstance(filters, dict):
-        return "", histogram_figure({})
+        return "", histogram_figure(duration_histogram(durations))
     removed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (filters.get("removed") or {}).items()) or "nothing"
     text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits written out "
             f"as words in {filters.get('digits_verbalised', 0)}.")
-    return text, histogram_figure(filters.get("duration_histogram") or {})
+    return text, histogram_figure(filters.get("duration_histogram") or duration_histogram(durations))
 
 
 def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
@@ -110,7 +112,7 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
                    for r in rejects[:ROWS_SHOWN]]
     clips = [r["id"] for r in kept[:ROWS_SHOWN] if r.get("id")]
     removed = [r["id"] for r in rejects if r.get("audio") and r.get("id")][:ROWS_SHOWN]
-    filter_text, histogram = filter_view(summary)
+    filter_text, histogram = filter_view(summary, kept)
     return (text, filter_text, histogram, hours, kept_rows, reject_rows,
             gr.update(choices=clips, value=clips[0] if clips else None),
             gr.update(choices=removed, value=removed[0] if removed else None))

@@ -184,6 +184,6 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     folder.change(load, folder, outputs)
     demo.load(opened, folder, folder).then(load, folder, outputs)
-    tab.select(opened, folder, folder, show_progress="hidden")
+    tab.select(opened, folder, folder, show_progress="hidden").then(load, folder, outputs)
     refresh.click(lambda: gr.update(choices=eval_folders(ctx)), None, folder).then(load, folder, outputs)
     checkpoint.change(players, [summaries, checkpoint], audios)

@@ -52,7 +52,7 @@ def report_tables(report: dict[str, Any]) -> tuple[list[list[Any]], list[list[An
         return summary, [], bar_figure([], [], ID_SHARE_TITLE, "", "")
     summary += [
         ["corpus lines / tokens", f"{stats['lines']} / {stats['tokens']}"],
-        ["unknown-piece rate (text the tokenizer cannot encode)", f"{stats['unk_rate']:.2%}"],
+        ["unknown-piece rate", f"{stats['unk_rate']:.2%}"],
         ["characters per token", f"{stats['chars_per_token']:.3f}"],
         ["bytes per token", f"{stats['bytes_per_token']:.3f}"],
         ["vocabulary never used", f"{stats['unused_share']:.1%} ({size - stats['ids_used']} of {size} ids)"],
@@ -186,7 +186,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             i_btn = gr.Button("Inspect", elem_id="tok-inspect-btn")
         i_status = gr.Markdown(elem_id="tok-inspect-status")
         with gr.Row():
-            i_summary = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, elem_id="tok-report")
+            i_summary = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, wrap=True,
+                                     column_widths=["45%", "55%"], elem_id="tok-report")
             i_unknown = gr.Dataframe(headers=["unknown character", "codepoint", "count"], value=[], interactive=False)
             i_plot = plot("tok-inspect-plot", bar_figure([], [], ID_SHARE_TITLE, "", ""))
 

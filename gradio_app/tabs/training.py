@@ -343,8 +343,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                                                           elem_id="train-adapter-alpha"))
         with gr.Accordion("Every setting this run starts with (the loaded config with the form on top)", open=False):
             all_settings = gr.Code(language="yaml", interactive=False, elem_id="train-settings")
-        command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
-                             elem_id="train-command", buttons=["copy"])
+        with gr.Accordion("Details: the command Start runs (for the command line)", open=False):
+            command = gr.Textbox(label="Command", value=preview_command(ctx, "run"), interactive=False,
+                                 elem_id="train-command", buttons=["copy"])
         with gr.Group():
             gr.Markdown("### Preflight (the doctor, run live as the form changes)")
             summary = gr.Markdown(elem_id="preflight-summary")
@@ -409,7 +410,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                              "Start would do nothing. Give a new Run name, or raise Max steps to train it further.")
         save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel}, nproc=int(gpu_count or 1))
-        return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name)}`."
+        return new_id, f"Started training job `{new_id}` for run {escape_markdown(config.name)}."
 
     @ui_action()
     def stop(current: str) -> str:
