@@ -97,6 +97,11 @@ def find_files(settings: Settings, *kinds: FileKind) -> list[str]:
     return sorted(found)
 
 
+def newest_file(settings: Settings, *kinds: FileKind) -> str | None:
+    """Return the most recently written file of any of `kinds` (as `find_files` lists it), or None."""
+    return max(find_files(settings, *kinds), default=None, key=lambda path: (settings.workspace / path).stat().st_mtime)
+
+
 def dataset_names(settings: Settings) -> list[str]:
     """Return the datasets: each folder below `datasets/` holding a manifest.jsonl, as its path under `datasets/`."""
     names = (str(PurePosixPath(path).parent.relative_to(DATASETS_DIR)) for path in find_files(settings, MANIFESTS))

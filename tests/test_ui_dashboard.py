@@ -200,7 +200,8 @@ def test_pipeline_in_browser(dashboard: AppProcess, page, screens: Path) -> None
     try:
         wait_text(page, "train-progress-text", "finished", 400)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nlog:\n{page.locator('#train-log textarea').input_value()}") from None
+        job = JobStore(workspace / "jobs.sqlite").get(job_id)
+        raise AssertionError(f"{exc}\njob {job['status']}: {job.get('error')}") from None
     bar = page.locator("#train-progress")
     assert (bar.get_attribute("aria-valuenow"), bar.get_attribute("aria-valuemax")) == (str(MAX_STEPS), str(MAX_STEPS))
     run = RunFolder(workspace / "runs" / RUN)

@@ -255,10 +255,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Row():
             base_tok = gr.Textbox(label="Base tokenizer (from the folder)", interactive=False, elem_id="ft-base-tokenizer")
             corpus = corpus_field(settings, "Text of the new language", "ft-corpus", text_of_language(settings, "am"))
+            corpus_upload = gr.UploadButton("Upload a text (.txt)", file_types=[".txt"], size="sm",
+                                            elem_id="ft-corpus-upload")
             pieces = gr.Number(400, label="New pieces", precision=0, elem_id="ft-pieces")
             tag = gr.Textbox("am", label="Language tag", elem_id="ft-tag")
-        corpus_upload = gr.UploadButton("Upload a text of the new language (.txt)", file_types=[".txt"], size="sm",
-                                        elem_id="ft-corpus-upload")
         tok_btn, tok_status = _step_action("Make the tokenizer", "tok")
         gr.Markdown("### 3. The grown embeddings")
         with gr.Row():
@@ -305,16 +305,18 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     family.change(listed_folders, family, folder, show_progress="hidden")
 
-    def refresh(family_label: str, current_folder: str | None, current_manifest: str | None) -> tuple[Any, ...]:
+    def refresh(family_label: str, current_folder: str | None, current_manifest: str | None, current_corpus: list[str],
+                language: str) -> tuple[Any, ...]:
         checkpoints = find_files(settings, CHECKPOINTS)
         folders_now = find_model_folders(settings, FAMILIES[family_label])
         manifests_now = find_files(settings, TRAINING_MANIFESTS)
         return (gr.update(choices=folders_now, value=only_or_kept(folders_now, current_folder) or current_folder),
                 gr.update(choices=find_files(settings, TOKENIZERS)), gr.update(choices=checkpoints),
                 gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
-                gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA)))
+                gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA),
+                                                          value=current_corpus or text_of_language(settings, language)))
 
-    tab.select(refresh, [family, folder, manifest], [folder, new_tok, grown, manifest, trained, corpus],
+    tab.select(refresh, [family, folder, manifest, corpus, tag], [folder, new_tok, grown, manifest, trained, corpus],
                show_progress="hidden")
 
     @ui_action(outputs=2)

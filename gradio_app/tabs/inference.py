@@ -15,7 +15,7 @@ import gradio as gr
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
-from core.workspace_files import CHECKPOINTS, find_files
+from core.workspace_files import CHECKPOINTS, find_files, newest_file
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -135,12 +135,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         compare.build(ctx)
 
     checkpoint.change(ui_action(outputs=2)(lambda c: ("", checkpoint_meta(ctx, c))), checkpoint, [meta_status, meta])
-    def refresh_choices() -> Any:
-        return gr.update(choices=find_files(settings, CHECKPOINTS))
+    def refresh_choices(current: str | None) -> Any:
+        """The checkpoints listed again; the newest one chosen unless one the list still holds was chosen."""
+        listed = find_files(settings, CHECKPOINTS)
+        return gr.update(choices=listed, value=current if current in listed else newest_file(settings, CHECKPOINTS))
 
-    refresh.click(refresh_choices, None, checkpoint)
-    tab.select(refresh_choices, None, checkpoint, show_progress="hidden")
+    refresh.click(refresh_choices, checkpoint, checkpoint)
+    tab.select(refresh_choices, checkpoint, checkpoint, show_progress="hidden")
     tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed, model_dir],
                   [status, audio])
     lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [lm_status, generated])
-    demo.load(refresh_choices, None, checkpoint)
+    demo.load(lambda: refresh_choices(None), None, checkpoint)  # a page opens on the newest checkpoint

@@ -366,7 +366,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             loss_plot = plot("train-loss-plot", metrics_figure([], LOSS_MEASURES, LOSS_TITLE))
             top1_plot = plot("train-top1-plot", metrics_figure([], TOP1_MEASURES, TOP1_TITLE))
         drawn = gr.State("")
-        log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
+        with gr.Accordion("Details: the job's log", open=False):
+            log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
         gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
         timer = gr.Timer(LIVE_S)
 
