@@ -134,9 +134,11 @@ def require_text(value: str | None, message: str) -> str:
     return text
 
 
-def kind_words(kind: str | None) -> str:
-    """Return what the dashboard calls a job of `kind` ("training" for `train`): KIND_WORDS, else its words."""
-    return KIND_WORDS.get(kind or "", (kind or "job").replace(".", " ").replace("_", " "))
+def kind_words(kind: str | None, start: bool = False) -> str:
+    """Return what the dashboard calls a job of `kind` ("training" for `train`): KIND_WORDS, else its words;
+    with `start`, its first letter in capitals (to start a sentence)."""
+    words = KIND_WORDS.get(kind or "", (kind or "job").replace(".", " ").replace("_", " "))
+    return words[:1].upper() + words[1:] if start else words
 
 
 def escape_markdown(text: str) -> str:
@@ -150,7 +152,7 @@ def escape_markdown(text: str) -> str:
 def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
     """Return a one-line Markdown status of a job: its kind in words, id, status, progress and time so far
     (while running, unless `with_progress` is False because a progress box beside it shows it), error."""
-    parts = [f"{kind_words(job.get('kind')).capitalize()} job `{job['id']}`: **{job['status']}**"]
+    parts = [f"{kind_words(job.get('kind'), start=True)} job `{job['id']}`: **{job['status']}**"]
     view = progress_view(job.get("progress"), job_status=job["status"])
     if with_progress and job.get("status") == job_states.RUNNING:
         if view.fraction is not None:

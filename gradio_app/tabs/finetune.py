@@ -73,6 +73,19 @@ def run_config_data(name: str, family: str, folder: str, tokenizer: str, checkpo
     }
 
 
+def sizes_said(report: dict[str, Any], asked: int) -> str:
+    """Return what a tokenizer merge or extend report says of its size against the `asked` new pieces, as a
+    sentence: the base size, the pieces added (the text's pieces the model lacked, of those asked), the
+    language tag's id — why the grown model gets the rows it gets; "" when the report has no sizes."""
+    if not isinstance(report.get("new_size"), int) or not isinstance(report.get("base_size"), int):
+        return ""
+    added = report.get("pieces_added")
+    tag = f", plus the language tag {report['language_tag']}" if report.get("language_tag") else ""
+    return (f" The new tokenizer has {report['new_size']:,} pieces: the model's {report['base_size']:,} and "
+            f"{added if added is not None else report['new_size'] - report['base_size']:,} new ones of the {asked:,} "
+            f"asked (pieces the model already had are not added twice{tag}); step 3 grows the model's text rows to match.")
+
+
 def english_kept(report: dict[str, Any]) -> str:
     """Return what a tokenizer merge or extend report says of the protected English lines, as a sentence
     (" English: 0 of 49,887 protected lines encode differently."); "" when nothing was protected."""
@@ -172,7 +185,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             kind, output = "tokenizer.extend", f"tokenizers/{name}/{name}.model"
             params = {"base": str(base_path), "corpus": texts, "target_size": load_tokenizer(base_path).size + added}
         params["output"] = str(settings.resolve(output))
-        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3, english_kept)
+        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3,
+                            lambda report: sizes_said(report, added) + english_kept(report))
 
     @ui_action(outputs=2, labels=LABELS)
     def grow(name: str, family_label: str, checkpoint: str, base: str, tokenizer: str, init: str) -> Iterator[tuple[str, Any]]:

@@ -80,7 +80,7 @@ def finished_lines(jobs: list[dict[str, Any]], since: float, now: float | None =
     lines = []
     for job in sorted(ended, key=lambda j: j["finished_at"], reverse=True)[:ANNOUNCED]:
         mark = "✓" if job["status"] == job_states.SUCCEEDED else "✗"
-        lines.append(f"{mark} {kind_words(job.get('kind')).capitalize()} job `{job['id']}` ({names[job['id']]}) "
+        lines.append(f"{mark} {kind_words(job.get('kind'), start=True)} job `{job['id']}` ({names[job['id']]}) "
                      f"{job['status']} {format_seconds(now - job['finished_at'])} ago — details in the Jobs tab.")
     return "\n\n".join(lines)
 

@@ -61,8 +61,8 @@ def intro() -> str:
         "Run the whole new-language journey on this machine, no model download: the espeak sample, an English base "
         "tokenizer and model, the Amharic tokenizer extension, the new rows' embeddings, a fine-tune that keeps the "
         "English rows frozen, pruning, synthesis of held-out sentences and their evaluation. "
-        + (f"`quick` took {quick} on an idle 2-core CPU; a busy or slower machine takes longer, and the progress line "
-           "says how much slower this run goes. " if quick else "")
+        + (f"`quick` took {quick} on the busy 2-core CPU it was measured on; once this machine has run it, its own "
+           "run sets the pace, and the progress line says when a run goes slower. " if quick else "")
         + "`full` is for a GPU. Each stage is a job of its own in the Jobs tab.")
 
 

@@ -319,7 +319,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
                 freeze_until = beside("freeze_until", lambda: gr.Textbox(
                     "auto", label="Freeze rows below (auto: the base tokenizer's size)", elem_id="train-freeze-until"))
-                lr = beside("lr", lambda: gr.Number(5.0e-4, label="Learning rate", step=1e-4, minimum=0,
+                lr = beside("lr", lambda: gr.Number(5.0e-4, label="Learning rate", step=1e-4,
                                                     elem_id="train-lr"))
                 batch_size = beside("batch_size", lambda: gr.Number(16, label="Batch size", precision=0,
                                                                     elem_id="train-batch"))
