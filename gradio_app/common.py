@@ -179,7 +179,7 @@ def require_success(job: dict[str, Any]) -> dict[str, Any]:
     """Return the job's artifacts (its command's JSON output) when it succeeded; raise InputError otherwise."""
     if job["status"] != job_states.SUCCEEDED:
         raise InputError(f"{kind_words(job.get('kind'))} job {job['id']} {job['status']}: "
-                         f"{job.get('error') or 'no message'}. Its log is in the Jobs tab.")
+                         f"{(job.get('error') or 'no message').rstrip('.')}. Its log is in the Jobs tab.")
     return job.get("artifacts") or {}
 
 

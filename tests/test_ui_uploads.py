@@ -7,6 +7,7 @@ write nothing."""
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Iterator
@@ -23,6 +24,12 @@ expect = playwright_api.expect
 expect.set_options(timeout=60_000)
 
 LIMIT_MB = 1
+OUTCOME = """old => {  // the import's status line shows this click's outcome: a refusal, or a new job that ended
+  const t = document.querySelector('#ds-import-status').innerText.trim();
+  const job = text => (text.match(/job ([0-9a-f]{12})/) || [])[1];
+  if (t === '' || t === old.trim()) return false;
+  return t.startsWith('Error') && !job(t) ? true : job(t) !== job(old) && !/: (queued|running)/.test(t);
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +88,17 @@ def ljspeech_zip(clips: Path, target: Path, folder: str = "ljs") -> Path:
 
 
 def import_uploaded(page, fmt: str, name: str, files: list[Path]) -> None:
-    """Choose `fmt` and the dataset `name`, drop `files` on the Dataset tab's upload and press Import."""
+    """Choose `fmt` and the dataset `name`, drop `files` on the Dataset tab's upload and press Import; return
+    once the import's status line shows something new (this click's outcome, not the last one's)."""
     open_tab(page, "Dataset")
+    before = page.locator("#ds-import-status").inner_text()
     fill(page, "ds-format", fmt, commit=True)
     fill(page, "ds-name", name)
     page.locator("#ds-filter input").uncheck()  # espeak clips of 3 words: the rate filter is not the point here
     page.locator("#ds-upload input[type=file]").set_input_files([str(f) for f in files])
-    expect(page.locator("#ds-upload")).to_contain_text(files[0].name)
+    expect(page.locator("#ds-upload")).to_contain_text(files[0].stem)
     page.locator("#ds-import-btn").click()
+    page.wait_for_function(OUTCOME, arg=before, timeout=300_000)
 
 
 def test_an_ljspeech_zip_and_a_loose_manifest_land_in_the_workspace_and_import(page, dashboard: AppProcess,
@@ -103,12 +113,12 @@ def test_an_ljspeech_zip_and_a_loose_manifest_land_in_the_workspace_and_import(p
 
     rows = [json.loads(line) for line in (clips / "manifest.jsonl").read_text().splitlines()]
     (tmp_path / "loose").mkdir()
-    (tmp_path / "loose" / "metadata.jsonl").write_text("".join(
-        json.dumps({"audio": Path(r["audio"]).name, "text": r["text"]}) + "\n" for r in rows))
-    import_uploaded(page, "manifest", "loose", [tmp_path / "loose" / "metadata.jsonl",
+    (tmp_path / "loose" / "manifest.jsonl").write_text("".join(
+        json.dumps({**r, "audio": Path(r["audio"]).name}) + "\n" for r in rows))
+    import_uploaded(page, "manifest", "loose", [tmp_path / "loose" / "manifest.jsonl",
                                                 *sorted((clips / "audio").iterdir())])
     expect(page.locator("#ds-import-status")).to_contain_text("succeeded", timeout=300_000)
-    assert (workspace / "uploads" / "loose" / "metadata.jsonl").is_file()
+    assert (workspace / "uploads" / "loose" / "manifest.jsonl").is_file()
     assert len((workspace / "datasets" / "loose" / "manifest.jsonl").read_text().splitlines()) == 3
     page.locator("#ds-upload button[aria-label='Clear']").first.click()
 
@@ -143,7 +153,7 @@ def test_over_the_limit_or_outside_the_workspace_is_refused_and_writes_nothing(p
     big.write_bytes(bytes(LIMIT_MB * 1024 * 1024 + 1))
     open_tab(page, "Dataset")
     page.locator("#ds-upload input[type=file]").set_input_files(str(big))
-    expect(page.get_by_text("too large").or_(page.get_by_text("exceeds")).first).to_be_visible()
+    expect(page.get_by_text(re.compile("exceed the maximum allowed size of 1.0 Mb")).first).to_be_visible()
     after = sorted(str(p.relative_to(workspace.parent)) for p in workspace.parent.rglob("*"))
     assert not [p for p in set(after) - set(before) if "uploads" in p or "outside" in p], sorted(set(after) - set(before))
 
