@@ -213,7 +213,7 @@ class StageRunner:
             own = None
             if job_id and self._runner is not None:
                 with contextlib.suppress(LinguaForgeError):
-                    own = stage_fraction(self._runner.get(job_id))
+                    own = stage_fraction(self._runner.get_job(job_id))
             in_stage = time.monotonic() - self._stage_start if self.clock.current else 0.0
             state = self.clock.state(own, in_stage)
             stages = len(self.clock.plan.names) or None

@@ -313,3 +313,41 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     os.utime(base, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert rows_check() == first and rows_check() == first
     assert loads == [base, base, base]
+
+
+def test_the_journey_writes_its_progress_every_second_with_the_running_stage_jobs_own_fraction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a stage job runs, the stage runner's ticker reads that job's record every second and writes the
+    journey's weighted fraction with the stage's own fraction into the journey's progress file."""
+    import time
+
+    from core.cli.catalogue import cli_catalogue
+    from jobs.runner import JobRunner
+    from journeys.stages import StageRunner
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    journey_file = tmp_path / "journey.progress.json"
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(journey_file))
+    settings = load_settings()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox\n" * 50)
+    runner = JobRunner(settings, catalogue=cli_catalogue())  # no worker: the job stays queued while we look
+    job_id = runner.submit("tokenizer.train", {"corpus": [str(corpus)], "vocab_size": 60,
+                                               "output": str(tmp_path / "tok.model")})
+    runner.store.update(job_id, progress={"done": 3, "total": 4})
+    plan = StagePlan(("sample", "tokenizer.base"), (30.0, 10.0), "the preset's measured figures")
+    with StageRunner(settings, "queue", embedded_worker=False, plan=plan, catalogue=cli_catalogue()) as stages:
+        with stages._lock:  # as `run` sets it once the stage's job is submitted
+            stages.clock.ended["sample"] = 30.0
+            stages.clock.current, stages._stage_start = "tokenizer.base", time.monotonic()
+            stages.metrics.update(current="tokenizer.base", current_title="Train the English tokenizer",
+                                  current_job=job_id)
+        deadline = time.monotonic() + 30
+        state: dict = {}
+        while time.monotonic() < deadline and not (state.get("metrics") or {}).get("stage_fraction"):
+            time.sleep(0.5)
+            state = json.loads(journey_file.read_text()) if journey_file.is_file() else {}
+    assert state["metrics"]["stage_fraction"] == pytest.approx(0.75)  # the job's own 3 of 4
+    assert state["fraction"] == pytest.approx((30 + 0.75 * 10) / 40)
+    assert (state["metrics"]["stage"], state["metrics"]["stages"]) == (2, 2)
