@@ -254,3 +254,12 @@ def upload_into(settings: Settings, kind: UploadKind, files: Any, name: str | No
     return the written files relative to the workspace."""
     paths = files if isinstance(files, list) else [files] if files else []
     return [relative(settings, path) for path in store_upload(settings, kind, paths, name)]
+
+
+def long_action(button: gr.Button, fn: Callable[..., Any], inputs: Any, outputs: Any) -> Any:
+    """Wire `button` to the handler `fn` of a long action (a job it follows): the button is disabled the moment it
+    is clicked, so a second click cannot queue the same work again, and enabled once `fn` ended, however it
+    ended. Return the last event, for a `.then` after it."""
+    return (button.click(lambda: gr.update(interactive=False), None, button, queue=False, show_progress="hidden")
+            .then(fn, inputs, outputs)
+            .then(lambda: gr.update(interactive=True), None, button, show_progress="hidden"))

@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
 from tests.data_helpers import make_espeak_dataset
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,17 +50,9 @@ def dashboard(module_tmp: Path, clips: Path) -> Iterator[AppProcess]:
 
 @pytest.fixture(scope="module")
 def page(dashboard: AppProcess):
-    """One chromium page for the module's tests."""
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1100})
-            tab.set_default_timeout(60_000)
-            tab.goto(dashboard.url)
-            tab.get_by_role("tab", name="Dataset").wait_for()
-            yield tab
-        finally:
-            browser.close()
+    """One chromium page for the module's tests, on the Dataset tab."""
+    with chromium_page(dashboard.url, "Dataset", height=1100) as tab:
+        yield tab
 
 
 def open_tab(page, name: str) -> None:

@@ -15,7 +15,7 @@ from core.errors import InputError
 from core.runs import run_folder_of_checkpoint
 from core.workspace_files import CHECKPOINTS, CORPORA, EVALUATIONS, TRAINING_MANIFESTS, find_files
 from gradio_app.charts import compare_figure, plot
-from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
+from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, long_action, relative, require_success
 from gradio_app.common import ui_action
 
 MAX_PLAYERS = 8  # players shown per sentence: the newest checkpoints
@@ -175,5 +175,5 @@ def build(ctx: UIContext) -> None:
     tab.select(opened, folder, [folder, sentences_file], show_progress="hidden").then(load, folder, outputs)
     refresh.click(folder_choices, None, folder).then(load, folder, outputs)
     sentence.change(players, [summaries, sentence], audios)
-    eval_btn.click(evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \
+    long_action(eval_btn, evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \
         .then(load, folder, outputs)

@@ -19,6 +19,7 @@ from core.workspace_files import DATASETS_DIR, TOKENIZERS, dataset_names, find_f
 from gradio_app.charts import histogram_figure, plot
 from gradio_app.common import (
     UIContext,
+    long_action,
     follow_job,
     inside_workspace,
     job_line,
@@ -241,10 +242,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             codec_status = gr.Markdown(elem_id="ds-codec-status")
 
     view_outputs = [summary, filter_summary, histogram, hours, kept, rejected, clip, removed_clip]
-    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer, tsv, text_column,
+    long_action(import_btn, import_dataset, [fmt, source, files, name, language, speaker, tokenizer, tsv, text_column,
                                       speaker_column, filtered], [import_status, chosen])
-    sample_btn.click(sample, [sample_name, languages, per_language], [status, chosen])
-    codec_btn.click(codec, [chosen, codebook, iterations, codec_out], codec_status)
+    long_action(sample_btn, sample, [sample_name, languages, per_language], [status, chosen])
+    long_action(codec_btn, codec, [chosen, codebook, iterations, codec_out], codec_status)
     chosen.change(ui_action(outputs=9)(lambda n: ("", *dataset_view(ctx, n))), chosen, [view_status, *view_outputs])
     def refresh_choices() -> Any:
         return gr.update(choices=dataset_choices(ctx))

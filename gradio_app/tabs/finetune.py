@@ -29,6 +29,7 @@ from core.uploads import CORPUS, MODEL, VOICE
 from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
 from gradio_app.common import (
     UIContext,
+    long_action,
     corpus_field,
     upload_into,
     follow_job,
@@ -301,10 +302,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                          buttons=["download"])
 
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
-    tok_btn.click(make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
-    grow_btn.click(grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
-    train_btn.click(train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
-    speak_btn.click(speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
+    long_action(tok_btn, make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
+    long_action(grow_btn, grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
+    long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
+    long_action(speak_btn, speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
 
     @ui_action(outputs=2)
     def voices_of(chosen: str) -> tuple[str, Any]:

@@ -14,6 +14,7 @@ from core.workspace_files import CORPORA, HF_TOKENIZERS, SENTENCEPIECE_TOKENIZER
 from gradio_app.charts import bar_figure, plot, sweep_figure
 from gradio_app.common import (
     UIContext,
+    long_action,
     corpus_field,
     upload_into,
     follow_job,
@@ -191,10 +192,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             i_unknown = gr.Dataframe(headers=["unknown character", "codepoint", "count"], value=[], interactive=False)
             i_plot = plot("tok-inspect-plot", bar_figure([], [], ID_SHARE_TITLE, "", ""))
 
-    t_btn.click(train, [t_corpus, t_kind, t_size, t_model, t_cov, t_output], [t_status, i_tok])
-    e_btn.click(extend, [e_base, e_corpus, e_target, e_protect, e_cov, e_output], [e_status, i_tok])
-    m_btn.click(merge, [m_base, m_add, m_corpus, m_size, m_tag, m_output], [m_status, i_tok])
-    s_btn.click(sweep, [s_corpus, s_sizes, s_kind, s_model], [s_status, s_table, s_plot])
+    long_action(t_btn, train, [t_corpus, t_kind, t_size, t_model, t_cov, t_output], [t_status, i_tok])
+    long_action(e_btn, extend, [e_base, e_corpus, e_target, e_protect, e_cov, e_output], [e_status, i_tok])
+    long_action(m_btn, merge, [m_base, m_add, m_corpus, m_size, m_tag, m_output], [m_status, i_tok])
+    long_action(s_btn, sweep, [s_corpus, s_sizes, s_kind, s_model], [s_status, s_table, s_plot])
     i_btn.click(inspect, [i_tok, i_corpus, i_base], [i_status, i_summary, i_unknown, i_plot])
 
     corpora = [t_corpus, e_corpus, e_protect, m_corpus, s_corpus, i_corpus]
