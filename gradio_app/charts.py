@@ -232,9 +232,11 @@ def compare_figure(checkpoints: Sequence[str], measures: Mapping[str, Sequence[f
                                 hovertemplate="%{x}: %{y:.4~g}<extra></extra>"), row=1, col=col)
         ceiling = ceilings.get(name)
         if ceiling is not None:
-            figure.add_trace(go.Scatter(x=list(checkpoints), y=[float(ceiling)] * len(checkpoints), mode="lines",
-                                        name=f"{name} · codec ceiling", line=dict(color="#888", dash="dash"),
-                                        hovertemplate="codec ceiling: %{y:.4~g}<extra></extra>"), row=1, col=col)
+            figure.add_trace(go.Scatter(  # a dash across each bar: visible for one checkpoint too
+                x=list(checkpoints), y=[float(ceiling)] * len(checkpoints), mode="lines+markers",
+                name=f"{name} · codec ceiling", line=dict(color="#555", dash="dash"),
+                marker=dict(symbol="line-ew", size=70, line=dict(width=3, color="#555")),
+                hovertemplate="codec ceiling: %{y:.4~g}<extra></extra>"), row=1, col=col)
         figure.update_xaxes(type="category", row=1, col=col)
     _style(figure, title, MIN_HEIGHT)
     figure.update_layout(hovermode="closest")

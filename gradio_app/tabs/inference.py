@@ -31,7 +31,11 @@ from gradio_app.tabs import compare
 LABELS = {"text": "Text", "checkpoint": "Checkpoint", "language": "Language", "reference": "Reference clip",
           "temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "seed": "Seed", "prompt": "Prompt",
           "max_new_tokens": "Max new tokens"}
-META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
+META_SHOWN = {  # a checkpoint metadata key → what the table calls it
+    "task": "task", "family": "model family", "step": "step", "rows": "embedding rows", "base_size": "base vocabulary",
+    "tokenizer_size": "tokenizer size", "tokenizer_fingerprint": "tokenizer fingerprint",
+    "codec_fingerprint": "codec fingerprint",
+}
 
 
 def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
@@ -43,7 +47,7 @@ def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
     meta = loaded.meta or {}
     if not meta:
         return [["metadata", "none: a foreign checkpoint; extend or train it with LinguaForge first"]]
-    rows = [[key, meta.get(key)] for key in META_SHOWN if meta.get(key) is not None]
+    rows = [[words, meta.get(key)] for key, words in META_SHOWN.items() if meta.get(key) is not None]
     try:
         rows.append(["tokenizer file", relative(ctx.settings, resolve_tokenizer(loaded, ctx.settings).path)])
     except InputError as exc:

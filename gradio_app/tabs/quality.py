@@ -168,7 +168,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                  allow_custom_value=True, elem_id="q-folder", scale=4)
             refresh = gr.Button("Refresh", size="sm", scale=1)
         note = gr.Markdown(elem_id="q-note")
-        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="q-table")
+        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="q-table",
+                             column_widths=["150px", "70px", *["230px"] * len(FLAGS), "110px", "110px", "110px", "130px",
+                                            "280px"])
         gr.Markdown(MEASURE_WORDS, elem_id="q-words")
         summaries = gr.State([])
         chart = plot("q-chart", measures_figure({}, CHART_TITLE))
