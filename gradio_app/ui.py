@@ -6,7 +6,7 @@ import time
 
 import gradio as gr
 
-from gradio_app.common import UIContext
+from gradio_app.common import UIContext, relative
 from gradio_app.tabs import (dataset, embeddings, export, finetune, inference, jobs, quality, quickstart, tensorboard, tokenizer,
                              training)
 
@@ -23,6 +23,14 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
             "relative to it."
         )
         announce = gr.Markdown(elem_id="lf-announce")
+        with gr.Accordion("Browse the workspace", open=False):
+            browser = gr.FileExplorer(root_dir=ctx.settings.workspace, ignore_glob="**/.*", file_count="single",
+                                      label="Workspace files (a click shows the path to pick or type)",
+                                      elem_id="lf-browser")
+            picked = gr.Textbox(label="Path, relative to the workspace", interactive=False, buttons=["copy"],
+                                elem_id="lf-browser-path")
+            browser.change(lambda path: relative(ctx.settings, path) if path else "", browser, picked,
+                           show_progress="hidden")
         opened = gr.State(0.0)
         with gr.Tabs():
             for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training, inference, quality, export, jobs,

@@ -3,8 +3,9 @@
 The job submits every stage as its own job (they show in the Jobs tab) and leaves them to the
 dashboard's worker. Every open page follows the newest quickstart job on its own, from the job
 records (a timer, not the page that pressed the button): one progress line (`core.progress.journey_view`:
-overall fraction, the running stage in plain words with its own fraction, elapsed time, ETA), and
-when it is done the report, the synthesized clips and the report files.
+the overall fraction its stage runner writes — each stage weighed by its measured seconds —, the running
+stage in plain words with its own fraction, elapsed time, the ETA and whether it is still a guess), and
+when it is done the report, the synthesized clips, the report files and the validation curve.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from core.errors import InputError
 from core.fsutil import read_json
 from core.progress import JourneyView, format_seconds, journey_view
 from core.workspace_files import quickstart_preset_files
-from journeys.quickstart import load_preset
 from gradio_app.charts import LOSS_MEASURES, metrics_figure, plot
 from gradio_app.common import (
     UIContext,
@@ -35,6 +35,7 @@ from gradio_app.common import (
     ui_action,
 )
 from gradio_app.runner import job_states
+from journeys.quickstart import load_preset
 
 TTS_PRESETS = ["quick", "full"]
 VAL_CURVE_TITLE = "Validation loss of the new-language fine-tune"
