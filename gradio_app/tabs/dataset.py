@@ -31,7 +31,8 @@ from gradio_app.common import (
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest", "commonvoice", "hf"]
 ROWS_SHOWN = 200
-SHORT_ID = 10  # characters of a long speaker or clip id shown in the tables
+LONG_ID = 24  # a speaker or clip id longer than this (a Common Voice client id has 128 characters) is cut short
+SHORT_ID = 12  # to this many characters and "…"
 LABELS = {"input": "Input folder or file", "output": "Dataset name", "language": "Language", "speaker": "Speaker",
           "per_language": "Clips per language", "languages": "Languages", "codebook_size": "Codebook size",
           "iterations": "k-means iterations"}
@@ -74,9 +75,9 @@ def store_uploads(ctx: UIContext, files: list[str] | None, name: str) -> Path:
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
 
 
-def short(value: Any, keep: int = SHORT_ID) -> Any:
-    """Return a long id (a Common Voice client id is 128 characters) cut to `keep` characters and "…"."""
-    return f"{value[:keep]}…" if isinstance(value, str) and len(value) > keep + 1 else value
+def short(value: Any) -> Any:
+    """Return an id longer than LONG_ID characters (a Common Voice client id) cut to SHORT_ID characters and "…"."""
+    return f"{value[:SHORT_ID]}…" if isinstance(value, str) and len(value) > LONG_ID else value
 
 
 def filter_view(summary: dict[str, Any], kept: list[dict[str, Any]] | None = None) -> tuple[str, go.Figure]:
