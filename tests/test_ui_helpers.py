@@ -388,3 +388,21 @@ def test_the_built_in_quick_preset_weighs_every_stage_it_runs_by_a_measured_figu
     assert set(spec["stage_seconds"]) == set(names)
     plan = expected_seconds(load_settings(), "tts", spec, preset_fingerprint(spec), names)
     assert plan.source == PRESET_FIGURES and plan.names == tuple(names)
+
+
+def test_export_refuses_to_prune_over_an_existing_file_unless_replace_is_ticked(tmp_path: Path, monkeypatch) -> None:
+    """Prune's output that exists is refused before a job is submitted, naming the Replace box; ticked, it is taken
+    (the job then runs with `force`)."""
+    from gradio_app.tabs.export import PRUNE, check_output
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    checkpoint = tmp_path / "runs" / "r" / "checkpoints" / "step_1.pt"
+    existing = tmp_path / "checkpoints" / "exported" / "model.safetensors"
+    existing.parent.mkdir(parents=True)
+    existing.write_bytes(b"an earlier prune")
+    with pytest.raises(InputError, match="the file exists. Tick \"Replace the output file\""):
+        check_output(settings, PRUNE, checkpoint, "checkpoints/exported/model.safetensors")
+    assert check_output(settings, PRUNE, checkpoint, "checkpoints/exported/model.safetensors", replace=True) == \
+        str(existing.resolve())
+    assert existing.read_bytes() == b"an earlier prune"  # nothing written by the check

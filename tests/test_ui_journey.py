@@ -33,9 +33,10 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 expect.set_options(timeout=60_000)  # a slow shared machine: generous waits, never fixed sleeps
 
-STAGE_SECONDS = {"sample": 14.5, "codec": 12.1, "tokenizer.base": 2.3, "train.base": 24.2, "tokenizer.extend": 5.2,
-                 "embeddings.extend": 12.5, "preprocess.am": 13.1, "validate.start": 22.3, "train.finetune": 22.8,
-                 "prune": 13.1, "synthesize.am.1": 14.2, "synthesize.en.1": 12.7, "eval.tts": 35.3}
+STAGE_SECONDS = {"sample": 21.4, "codec": 11.9, "tokenizer.base": 2.6, "train.base": 29.3, "tokenizer.extend": 7.0,
+                 "embeddings.extend": 15.4, "preprocess.am": 14.1, "validate.start": 25.4, "validate.en.start": 25.6,
+                 "train.finetune": 30.9, "prune": 11.8, "validate.en.end": 19.0, "synthesize.am.1": 12.3,
+                 "synthesize.en.1": 12.4, "eval.en.base": 41.2, "eval.tts": 59.2}
 REDUCED_TTS = {  # the whole journey cut to its smallest useful size: a few minutes on an idle 2-core CPU
     "journey": "tts",
     "sample": {"per_language": 12},

@@ -125,7 +125,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def inspect(tokenizer: str, corpus: list[str], base_size: float | None):
         path = inside_workspace(settings, tokenizer, "Tokenizer")
         lines = read_corpus_lines(paths_param(settings, corpus, "Corpus"), check_variety=False) if corpus else None
-        return ("", *report_tables(inspect_tokenizer(path, lines, None if base_size is None else BASE_SIZE.check(base_size, "Base size"))))
+        base = BASE_SIZE.check(base_size, "Base size") if base_size else None  # empty (the browser sends 0): no base
+        return ("", *report_tables(inspect_tokenizer(path, lines, base)))
 
     kinds = ["sentencepiece", "hf-bpe"]
     with gr.Tab("Tokenizer", id="tokenizer") as tab:
