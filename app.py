@@ -32,6 +32,7 @@ from core.cli.common import int_in
 from core.config import WORKSPACE_ENV, load_settings
 from core.errors import InputError, LinguaForgeError
 from core.tensorboard_proc import TensorBoardProcess
+from core.uploads import upload_limit_bytes
 from core.workspace_files import damaged_datasets
 from gradio_app.common import UIContext
 from gradio_app.runner import JobRunner
@@ -81,6 +82,7 @@ def serve(args: argparse.Namespace) -> int:
     host = args.host or settings.get("ui.host", "127.0.0.1") or "127.0.0.1"
     port = int(args.port or settings.get("ui.port", 7860) or 7860)
     auth = parse_auth(args.auth or os.environ.get(AUTH_ENV) or settings.get("ui.auth"))
+    upload_limit = upload_limit_bytes(settings)
     _check_port_free(host, port)
     for name, damage in damaged_datasets(settings).items():  # listed all the same: their readable rows are shown
         sys.stderr.write(f"warning: dataset {name}: {damage}; those lines are skipped. Re-import the dataset to mend it.\n")
@@ -107,7 +109,7 @@ def serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, request_stop)
         tensorboard.start()
         ctx = UIContext(settings=settings, runner=runner, tensorboard_path=TENSORBOARD_PREFIX + "/")
-        app = build_server(build_ui(ctx), tensorboard, auth, settings.allowed_roots)
+        app = build_server(build_ui(ctx), tensorboard, auth, settings.allowed_roots, upload_limit)
         server.append(uvicorn.Server(uvicorn.Config(
             app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S
         )))

@@ -9,9 +9,10 @@ keeps the file it was created for, and a command run in the same process as a jo
 
 `progress_view()` reconciles the progress a job record holds (`done`/`total` from a progress
 file, or `step`/`max_steps`) with a run's `status.json`, so the CLI's `jobs list`, the Jobs,
-Training and Quickstart tabs all say the same thing. `journey_view()` is the one line of a
-multi-stage journey (the quickstarts): finished stages plus the running stage's own fraction,
-below 100% until the journey ended, elapsed time, and an ETA only once it means something.
+Training and Quickstart tabs all say the same thing. A multi-stage journey (the quickstarts) weighs
+each stage by its measured duration (`StagePlan`, `JourneyClock`: its stage runner writes the
+overall fraction, never back, and an ETA from the remaining weighted work that says when it is a
+guess); `journey_view()` is the one line every reader shows of it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ PROGRESS_FILE_ENV = "LINGUAFORGE_PROGRESS_FILE"
 
 
 UNFINISHED_CAP = 0.99  # a journey that has not ended never shows 100%
-ETA_MIN_FRACTION = 0.05  # below this (or before the first stage ended) an ETA is a guess, not shown
 SUCCEEDED = "succeeded"
 UNDERWAY = ("queued", "running")
 
@@ -183,10 +183,105 @@ def progress_view(
     )
 
 
+UNSURE_STAGES = 2  # before this many stages ended (or the first tenth of the work), an ETA is a guess
+UNSURE_FRACTION = 0.10
+TIME_CAP = 0.9  # a stage's time alone never shows it more than 90% done: only its end (or its own report) does
+DEFAULT_STAGE_S = 20.0  # a stage without a measured figure, when no other stage has one either
+SPEED_BOUNDS = (0.2, 5.0)  # this run's seconds per measured second, as far as it is believed
+SLOWER_SHOWN = 1.3  # from this factor on, the line says the machine runs slower than the measured figures
+GUESSED = "no measured figures"
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """The stages a journey runs, in order, with the wall seconds each is expected to take, and where those
+    figures come from (`source`: this machine's last run, the preset's measured figures, or GUESSED)."""
+
+    names: tuple[str, ...]
+    seconds: tuple[float, ...]
+    source: str = GUESSED
+
+    @property
+    def measured(self) -> bool:
+        """Whether the expected seconds were measured (a run of the same stages), not guessed."""
+        return self.source != GUESSED
+
+    def expected(self, name: str) -> float:
+        """Return the expected seconds of stage `name` (a stage the plan does not name: the median stage)."""
+        if name in self.names:
+            return self.seconds[self.names.index(name)]
+        ordered = sorted(self.seconds)
+        return ordered[len(ordered) // 2] if ordered else DEFAULT_STAGE_S
+
+
+def plan_stages(names: list[str] | tuple[str, ...], measured: Mapping[str, float] | None, source: str) -> StagePlan:
+    """Return the plan of stages `names` with the seconds in `measured` (name → seconds; from `source`).
+
+    A stage without a figure gets the median of the others (DEFAULT_STAGE_S when none has one), and the
+    plan then counts as GUESSED: its ETA is said to be unsure until this run has measured enough.
+    """
+    measured = {k: float(v) for k, v in (measured or {}).items() if isinstance(v, (int, float)) and v > 0}
+    known = sorted(measured[name] for name in names if name in measured)
+    fallback = known[len(known) // 2] if known else DEFAULT_STAGE_S
+    complete = bool(names) and all(name in measured for name in names)
+    return StagePlan(tuple(names), tuple(measured.get(name, fallback) for name in names),
+                     source if complete else GUESSED)
+
+
+class JourneyClock:
+    """How far a journey of `plan`'s stages is, from the stages that ended (their seconds) and the running
+    stage's own fraction and time: each stage weighs what it is expected to take, so the line moves with
+    the time the work takes; it never goes back and stays below 100% until the journey ended.
+
+    Within a stage the fraction is the larger of the stage's own report and its time over its expected
+    time (at most TIME_CAP). This run's speed (its seconds per expected second, over the stages that
+    ended) scales the ETA; the ETA is unsure until UNSURE_STAGES stages and UNSURE_FRACTION of the
+    work are done, or while the plan was guessed.
+    """
+
+    def __init__(self, plan: StagePlan) -> None:
+        self.plan = plan
+        self.ended: dict[str, float] = {}  # stage → the seconds it took
+        self.current: str | None = None
+        self.shown = 0.0
+
+    def replan(self, plan: StagePlan) -> None:
+        """Continue with `plan` (a journey that knows its later stages only once earlier ones ended)."""
+        self.plan = plan
+
+    def speed(self) -> float:
+        """Return this run's seconds per expected second over the stages that ended (1.0 before any)."""
+        expected = sum(self.plan.expected(name) for name in self.ended)
+        if not self.ended or expected <= 0:
+            return 1.0
+        return min(max(sum(self.ended.values()) / expected, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
+
+    def state(self, own: float | None = None, in_stage_s: float = 0.0) -> dict[str, Any]:
+        """Return fraction, eta_s, eta_sure, speed and the running stage's fraction while the stage `current`
+        has run `in_stage_s` seconds and reports `own` (0..1, None when it reports nothing)."""
+        unplanned = {n for n in [*self.ended, self.current] if n is not None and n not in self.plan.names}
+        total = sum(self.plan.seconds) + sum(self.plan.expected(name) for name in unplanned)
+        done = sum(self.plan.expected(name) for name in self.ended)
+        speed = self.speed()
+        stage = None
+        if self.current is not None:
+            expected = self.plan.expected(self.current)
+            by_time = min(in_stage_s / (expected * speed), TIME_CAP) if expected > 0 else 0.0
+            stage = min(max(own or 0.0, by_time), 1.0)
+            done += stage * expected
+        fraction = min(done / total, UNFINISHED_CAP) if total > 0 else 0.0
+        self.shown = max(self.shown, fraction)
+        remaining = max(total - done, 0.0) * speed
+        sure = (self.plan.measured and len(self.ended) >= UNSURE_STAGES and self.shown >= UNSURE_FRACTION)
+        return {"fraction": self.shown, "eta_s": remaining, "eta_sure": sure, "speed": round(speed, 3),
+                "stage_fraction": stage, "expected_s": round(total * speed, 1), "timings": self.plan.source}
+
+
 @dataclass(frozen=True)
 class JourneyView:
     """Where a multi-stage journey stands, as one line: overall fraction, the running stage (its number,
-    plain title and own fraction), elapsed time and — once meaningful — the ETA."""
+    plain title and own fraction), elapsed time, the ETA and whether it is still a guess, and how much
+    slower than the measured figures this run goes."""
 
     status: str
     fraction: float
@@ -196,9 +291,13 @@ class JourneyView:
     stage_fraction: float | None = None
     elapsed_s: float | None = None
     eta_s: float | None = None
+    eta_sure: bool = False
+    speed: float | None = None
 
     def text(self) -> str:
-        """Return `running · 42% · stage 6/12: Grow the embeddings (30%) · elapsed 1m20s · ETA 2m05s`."""
+        """Return `running · 42% · stage 6/12: Grow the embeddings (30%) · elapsed 1m20s · ETA 2m05s`, the ETA as
+        `about 2m05s (a guess until more stages end)` while unsure, and `· 1.6× slower than measured` when
+        this run is that much slower than the figures its stages are weighed by."""
         parts = [self.status, f"{self.fraction:.0%}"]
         if self.stage_number is not None:
             stage = f"stage {self.stage_number}/{self.stages or '?'}: {self.stage_title or 'starting'}"
@@ -208,7 +307,14 @@ class JourneyView:
         if self.elapsed_s is not None:
             parts.append(f"elapsed {format_seconds(self.elapsed_s)}")
         if self.status in UNDERWAY:
-            parts.append(f"ETA {format_seconds(self.eta_s)}" if self.eta_s is not None else "ETA after the first stages")
+            if self.eta_s is None:
+                parts.append("ETA once the first stage started")
+            elif self.eta_sure:
+                parts.append(f"ETA {format_seconds(self.eta_s)}")
+            else:
+                parts.append(f"ETA about {format_seconds(self.eta_s)} (a guess until more stages end)")
+            if self.speed is not None and self.speed >= SLOWER_SHOWN:
+                parts.append(f"{self.speed:.1f}× slower than measured (a busy or slower machine)")
         return " · ".join(parts)
 
 
@@ -222,34 +328,21 @@ def stage_fraction(stage: Mapping[str, Any] | None) -> float | None:
     return min(max(float(fraction), 0.0), 1.0) if fraction is not None else None
 
 
-def journey_view(journey: Mapping[str, Any], stage: Mapping[str, Any] | None, at_least: float = 0.0,
-                 now: float | None = None) -> JourneyView:
-    """Return the view of the journey job record `journey` whose running stage's job record is `stage`.
-
-    The journey's progress (written by its stage runner) holds `done`/`total` stages and, in
-    `metrics`, `current_title` (the running stage in plain words). The fraction is (done + the
-    stage's own fraction) / total, never below `at_least` (what was shown before), and at most 99%
-    until the journey succeeded. The ETA comes from the elapsed time once a stage has finished and
-    the fraction is past 5%.
-    """
+def journey_view(journey: Mapping[str, Any], now: float | None = None) -> JourneyView:
+    """Return the view of the journey job record `journey` from the progress its stage runner writes
+    (`JourneyClock.state` plus `stage`, `stages` and `current_title` in `metrics`): 100% once it
+    succeeded, else the fraction written (never back, below 100%)."""
     status = str(journey.get("status"))
     progress = journey.get("progress") or {}
     metrics = progress.get("metrics") or {}
-    done, total = int(progress.get("done") or 0), progress.get("total")
-    own = stage_fraction(stage) if status in UNDERWAY else None
-    if status == SUCCEEDED:
-        fraction = 1.0
-    else:
-        fraction = min((done + (own or 0.0)) / total, 1.0) if total else 0.0
-        fraction = min(max(fraction, at_least), UNFINISHED_CAP)
+    fraction = 1.0 if status == SUCCEEDED else min(float(progress.get("fraction") or 0.0), UNFINISHED_CAP)
     started = journey.get("started_at")
     elapsed = ((journey.get("finished_at") or now or time.time()) - started) if started else None
-    eta = None
-    if status in UNDERWAY and elapsed and done >= 1 and fraction >= ETA_MIN_FRACTION:
-        eta = elapsed * (1 - fraction) / fraction
     running = status in UNDERWAY and metrics.get("current_title") is not None
     return JourneyView(
         status=status, fraction=fraction,
-        stage_number=min(done + 1, total or done + 1) if running else None, stages=total,
-        stage_title=metrics.get("current_title") if running else None, stage_fraction=own if running else None,
-        elapsed_s=elapsed, eta_s=eta)
+        stage_number=metrics.get("stage") if running else None, stages=metrics.get("stages"),
+        stage_title=metrics.get("current_title") if running else None,
+        stage_fraction=metrics.get("stage_fraction") if running else None, elapsed_s=elapsed,
+        eta_s=progress.get("eta_s") if status in UNDERWAY else None, eta_sure=bool(metrics.get("eta_sure")),
+        speed=metrics.get("speed"))

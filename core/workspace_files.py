@@ -73,6 +73,10 @@ EVALUATIONS = FileKind((CHECKPOINTS_DIR, RUNS_DIR), names=(EVAL_NAME,))
 PRESETS = FileKind((PRESETS_DIR,), suffixes=(".yaml", ".yml"))
 RUN_CONFIGS = FileKind((RUNS_DIR,), names=(RUN_CONFIG_NAME,))
 QUICKSTART_PRESETS = FileKind((QUICKSTART_DIR,), suffixes=(".yaml", ".yml"))
+#: text corpora: uploaded ones (corpora/), a dataset's or quickstart's text files, the user's own folders
+CORPORA = FileKind(("corpora", "corpus", DATASETS_DIR, "uploads", "inputs"), suffixes=(".txt",))
+#: reference voices: uploaded clips (voices/) and the clips of the datasets
+VOICES = FileKind(("voices", "uploads"), suffixes=(".wav", ".flac", ".mp3", ".ogg"))
 
 
 def find_files(settings: Settings, *kinds: FileKind) -> list[str]:
@@ -94,11 +98,9 @@ def find_files(settings: Settings, *kinds: FileKind) -> list[str]:
     return sorted(found)
 
 
-
-
-
-
-
+def newest_file(settings: Settings, *kinds: FileKind) -> str | None:
+    """Return the most recently written file of any of `kinds` (as `find_files` lists it), or None."""
+    return max(find_files(settings, *kinds), default=None, key=lambda path: (settings.workspace / path).stat().st_mtime)
 
 
 def dataset_names(settings: Settings) -> list[str]:
@@ -126,8 +128,32 @@ def damaged_datasets(settings: Settings) -> dict[str, str]:
     return {name: damage for name, damage in found.items() if damage}
 
 
-
-
 def quickstart_preset_files(settings: Settings) -> list[str]:
     """Return the workspace's quickstart presets (`quickstart/*.yaml`, copies of config/quickstart/quick.yaml)."""
     return find_files(settings, QUICKSTART_PRESETS)
+
+
+#: top folders of the workspace that the app itself writes: never offered as an import's input
+APP_FOLDERS = frozenset({CHECKPOINTS_DIR, TOKENIZERS_DIR, DATASETS_DIR, CODECS_DIR, PRESETS_DIR, QUICKSTART_DIR, RUNS_DIR,
+                         "logs", "cache", "outputs", "exports", "models", "corpora", "voices"})
+INPUT_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".csv", ".tsv", ".txt", ".json", ".jsonl", ".srt", ".parquet")
+INPUT_DEPTH = 3
+
+
+def input_folders(settings: Settings) -> list[str]:
+    """Return the folders an import can read: those up to INPUT_DEPTH deep in the workspace (outside APP_FOLDERS:
+    uploads/ and the user's own) and in the data roots that hold clips or tables themselves; workspace
+    folders relative to it, data-root folders absolute, each list sorted."""
+    found: list[str] = []
+    workspace = settings.workspace
+    roots = settings.allowed_roots
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            depth = len(Path(dirpath).relative_to(root).parts)
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and depth < INPUT_DEPTH
+                           and not (root == workspace and depth == 0 and d in APP_FOLDERS)]
+            if depth and any(f.endswith(INPUT_SUFFIXES) and not f.startswith(".") for f in filenames) \
+                    and is_inside(dirpath, roots):
+                path = Path(dirpath)
+                found.append(path.relative_to(workspace).as_posix() if root == workspace else str(path))
+    return sorted(found, key=lambda p: (p.startswith("/"), p))

@@ -1,109 +1,250 @@
-"""The dashboard's metric charts, drawn as SVG by the server: one coloured polyline per series, axes
-with their ranges, a legend below. (Gradio's own line plot fixes its colour domain from the empty
-frame it first draws and can then draw its lines without any colour, so the dashboard does not use it.)
+"""The dashboard's charts: Plotly figures, shown by `gr.Plot`, from the numbers the tabs read — a run's
+metrics.jsonl rows, a dataset's duration histogram, a tokenizer's inspect report and size sweep, the
+quality measures of evaluated checkpoints and the Compare table's numbers.
 
-`metric_frame` turns metrics rows into a long frame (step, value, series); `chart_html` draws it;
-`metric_plot` is the component that shows it (the Training tab's loss and mel_top1, the Quickstart
-report's validation curve).
+Every figure hovers its values, toggles a series from its legend, zooms, rounds its ticks and hover
+values, marks each point (a series of one point stays visible) and keeps the zoom and legend choices
+across the live refreshes of the same chart (`uirevision`). Measures on different scales get their own
+panel: the speech loss, the text loss and the LM's bits per byte never share an axis, and a loss whose
+weight in the run is 0 (it is not trained) is not drawn. Nothing here reads files; the tabs do.
 """
 
 from __future__ import annotations
 
-import html
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 import gradio as gr
-import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-LOSS_METRICS = ("loss", "text_loss", "mel_loss", "bpb")
-TOP1_METRICS = ("mel_top1",)
-VAL_CURVE_METRICS = ("mel_loss", "text_loss")
-PALETTE = ("#4c78a8", "#f58518", "#e45756", "#54a24b", "#b279a2", "#9d755d", "#72b7b2", "#eeca3b")
-WIDTH, HEIGHT = 640, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 28, 30
-LEGEND_ROW = 18
-TICKS = 4
+SPLITS = {"train": "training", "val": "validation"}  # a metrics row's split → its words in a legend
+SPLIT_COLOURS = {"train": "#4c78a8", "val": "#f58518"}
+COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b")
+PANEL_HEIGHT = 260
+MIN_HEIGHT = 340
+MARKED_POINTS = 40  # a series of at most this many points marks each one (a longer one is a plain line)
+LISTED_STEPS = 8  # a step axis with at most this many distinct steps ticks exactly those steps
+HOVER = "%{y:.4~g}"
+FONT = dict(size=13)
 
 
-def metric_frame(rows: list[dict[str, Any]], names: tuple[str, ...], split: str = "train") -> pd.DataFrame:
-    """Return a long DataFrame (step, value, series) of the metrics `names` in metrics.jsonl rows; a
-    row without `split` counts as `split`.
+class Measure:
+    """A metric as the charts show it: its metrics.jsonl key, its words, and the loss weight that trains it."""
 
-    Step and value are numeric columns even when empty.
+    def __init__(self, key: str, words: str, weight: str | None = None) -> None:
+        self.key, self.words, self.weight = key, words, weight
+
+
+SPEECH_LOSS = Measure("mel_loss", "speech loss (speech codes)", "mel_weight")
+TEXT_LOSS = Measure("text_loss", "text loss (next text piece)", "text_weight")
+LOSS = Measure("loss", "loss")
+BITS_PER_BYTE = Measure("bpb", "bits per byte")
+SPEECH_TOP1 = Measure("mel_top1", "speech codes predicted right (share)")
+LOSS_MEASURES = (SPEECH_LOSS, TEXT_LOSS, LOSS, BITS_PER_BYTE)
+TOP1_MEASURES = (SPEECH_TOP1,)
+
+
+def loss_weights(config: Mapping[str, Any] | None) -> dict[str, float]:
+    """Return the `loss:` weights of a run config mapping ({} when it sets none: every loss is drawn)."""
+    loss = (config or {}).get("loss")
+    if not isinstance(loss, Mapping):
+        return {}
+    return {key: float(value) for key, value in loss.items()
+            if key in ("text_weight", "mel_weight") and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def drawn_measures(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure],
+                   weights: Mapping[str, float] | None = None) -> tuple[list[Measure], list[str]]:
+    """Return (the measures of `measures` a chart of `rows` draws, a note per measure left out).
+
+    A measure is drawn when a row holds it, unless its loss weight in `weights` is 0 (not trained);
+    the total `loss` is left out when the speech or text loss is drawn (it is their weighted sum).
     """
-    steps, values, series = [], [], []
+    weights = weights or {}
+    present = [m for m in measures if any(_number(row.get(m.key)) for row in rows)]
+    notes = [f"{m.words}: not drawn, its weight in this run is 0 (not trained)" for m in present
+             if m.weight and weights.get(m.weight) == 0]
+    kept = [m for m in present if not (m.weight and weights.get(m.weight) == 0)]
+    if any(m.weight for m in kept):
+        kept = [m for m in kept if m is not LOSS]
+    return kept, notes
+
+
+def metric_series(rows: Sequence[Mapping[str, Any]], measure: Measure, split: str,
+                  default_split: str = "train") -> tuple[list[int], list[float]]:
+    """Return (steps, values) of `measure` in the rows of `split` (a row without `split` counts as
+    `default_split`), in step order; a step logged twice keeps its last value."""
+    points: dict[int, float] = {}
     for row in rows:
-        for name in names:
-            value = row.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(row.get("step"), int):
-                steps.append(row["step"])
-                values.append(float(value))
-                series.append(f"{row.get('split', split)} {name}")
-    return pd.DataFrame({"step": pd.Series(steps, dtype="int64"), "value": pd.Series(values, dtype="float64"),
-                         "series": pd.Series(series, dtype="object")})
+        if row.get("split", default_split) == split and _number(row.get(measure.key)) and isinstance(row.get("step"), int):
+            points[row["step"]] = float(row[measure.key])
+    steps = sorted(points)
+    return steps, [points[step] for step in steps]
 
 
-def _span(low: float, high: float) -> tuple[float, float]:
-    """Return (low, high) widened so that a single value still has a range to be drawn in."""
-    if high > low:
-        return low, high
-    pad = abs(low) * 0.05 or 1.0
-    return low - pad, high + pad
+def _style(figure: go.Figure, title: str, height: int, note: str = "") -> go.Figure:
+    """Give `figure` the dashboard's look: `title` (and `note` under it) at the top left, the legend under the
+    plot, rounded ticks, and zoom and legend choices kept across updates of the same chart."""
+    top = 84 if note else 56
+    figure.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15),
+                   subtitle=dict(text=note, font=dict(size=12, color="#666"))),
+        height=height + 60, template="plotly_white", font=FONT, margin=dict(l=70, r=24, t=top, b=110),
+        hovermode="x unified", uirevision=title,
+        legend=dict(orientation="h", yanchor="top", y=-0.22 * MIN_HEIGHT / height, xanchor="left", x=0),
+    )
+    figure.update_xaxes(tickformat="~g", hoverformat="~g", showline=True, linecolor="#bbb")
+    figure.update_yaxes(tickformat="~g", showline=True, linecolor="#bbb", zeroline=False)
+    return figure
 
 
-def _number(value: float) -> str:
-    return f"{value:.4g}"
+def _mode(points: Sequence[Any]) -> str:
+    return "lines+markers" if len(points) <= MARKED_POINTS else "lines"
 
 
-def chart_html(rows: list[dict[str, Any]], names: tuple[str, ...], title: str, split: str = "train") -> str:
-    """Return the SVG chart (in a div) of the metrics `names` of `rows`: one polyline per series in the
-    order the series first appear, coloured from PALETTE, min/max ticks on both axes, a legend below;
-    "no points yet" when there are none."""
-    frame = metric_frame(rows, names, split)
-    series = list(dict.fromkeys(frame["series"]))
-    legend_height = LEGEND_ROW * len(series)
-    total = HEIGHT + legend_height
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    parts = [f'<text x="{WIDTH / 2}" y="16" text-anchor="middle" class="lf-chart-title">{html.escape(title)}</text>',
-             f'<rect class="lf-plot-area" x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
-             'stroke="#bbb"/>']
-    if frame.empty:
-        parts.append(f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" text-anchor="middle" fill="#888">'
-                     'no points yet</text>')
-    else:
-        x0, x1 = _span(float(frame["step"].min()), float(frame["step"].max()))
-        y0, y1 = _span(float(frame["value"].min()), float(frame["value"].max()))
-
-        def x(step: float) -> float:
-            return LEFT + (step - x0) / (x1 - x0) * plot_w
-
-        def y(value: float) -> float:
-            return TOP + plot_h - (value - y0) / (y1 - y0) * plot_h
-
-        for i in range(TICKS + 1):
-            vx, vy = x0 + (x1 - x0) * i / TICKS, y0 + (y1 - y0) * i / TICKS
-            step_label = f"{vx:.0f}" if x1 - x0 >= TICKS else _number(vx)  # steps are whole numbers
-            parts.append(f'<text x="{x(vx):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" font-size="11">'
-                         f'{step_label}</text>')
-            parts.append(f'<text x="{LEFT - 6}" y="{y(vy) + 4:.1f}" text-anchor="end" font-size="11">{_number(vy)}</text>')
-        parts.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 2}" text-anchor="middle" font-size="11">step</text>')
-        for index, name in enumerate(series):
-            colour = PALETTE[index % len(PALETTE)]
-            points = frame[frame["series"] == name].sort_values("step")
-            coords = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in zip(points["step"], points["value"]))
-            parts.append(f'<polyline class="lf-series" data-series="{html.escape(name)}" points="{coords}" fill="none" '
-                         f'stroke="{colour}" stroke-width="2.5"/>')
-            for s, v in zip(points["step"], points["value"]):
-                parts.append(f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="3" fill="{colour}"/>')
-            row_y = HEIGHT + LEGEND_ROW * index + 12
-            parts.append(f'<g class="lf-legend"><line x1="{LEFT}" x2="{LEFT + 24}" y1="{row_y - 4}" y2="{row_y - 4}" '
-                         f'stroke="{colour}" stroke-width="3"/><text x="{LEFT + 30}" y="{row_y}" font-size="12">'
-                         f'{html.escape(name)}</text></g>')
-    return (f'<div class="lf-chart"><svg viewBox="0 0 {WIDTH} {total}" width="100%" role="img" '
-            f'aria-label="{html.escape(title)}" style="max-width:{WIDTH}px;font-family:inherit;fill:currentColor">'
-            + "".join(parts) + "</svg></div>")
+def _step_ticks(figure: go.Figure, steps: Iterable[int]) -> None:
+    """Tick exactly the steps drawn when they are few (no "1999.5" between two checkpoints)."""
+    distinct = sorted(set(steps))
+    if 0 < len(distinct) <= LISTED_STEPS:
+        figure.update_xaxes(tickmode="array", tickvals=distinct, ticktext=[f"{step:,}" for step in distinct])
 
 
-def metric_plot(names: tuple[str, ...], title: str, elem_id: str) -> gr.HTML:
-    """Return the component that shows `chart_html` for the metrics `names` (empty until updated)."""
-    return gr.HTML(chart_html([], names, title), elem_id=elem_id)
+def empty_figure(title: str, message: str = "no points yet") -> go.Figure:
+    """Return a titled figure with no axes that says `message` in its middle."""
+    figure = go.Figure()
+    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                          font=dict(size=14, color="#888"))
+    _style(figure, title, MIN_HEIGHT // 2)
+    figure.update_xaxes(visible=False)
+    figure.update_yaxes(visible=False)
+    return figure
+
+
+def metrics_figure(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure], title: str,
+                   weights: Mapping[str, float] | None = None, default_split: str = "train") -> go.Figure:
+    """Return the chart of a run's metrics rows: one panel per drawn measure (`drawn_measures`) over the
+    step, one line per split in it (training, then validation), named `<measure> · <split>`."""
+    kept, notes = drawn_measures(rows, measures, weights)
+    if not kept:
+        return empty_figure(title, "; ".join(notes) or "no points yet")
+    titles = [m.words for m in kept] if len(kept) > 1 else None
+    figure = make_subplots(rows=len(kept), cols=1, shared_xaxes=True, vertical_spacing=0.14, subplot_titles=titles)
+    steps_drawn: list[int] = []
+    for index, measure in enumerate(kept, start=1):
+        for split, words in SPLITS.items():
+            steps, values = metric_series(rows, measure, split, default_split)
+            if steps:
+                steps_drawn += steps
+                figure.add_trace(go.Scatter(
+                    x=steps, y=values, name=f"{measure.words} · {words}", mode=_mode(steps),
+                    line=dict(color=SPLIT_COLOURS[split], width=2.5), marker=dict(size=7),
+                    hovertemplate=HOVER), row=index, col=1)
+        figure.update_yaxes(title_text=measure.words.split(" (")[0], row=index, col=1)
+    figure.update_xaxes(title_text="step", row=len(kept), col=1)
+    _step_ticks(figure, steps_drawn)
+    return _style(figure, title, max(MIN_HEIGHT, PANEL_HEIGHT * len(kept)), "; ".join(notes))
+
+
+def bar_figure(labels: Sequence[str], values: Sequence[float], title: str, x_title: str, y_title: str,
+               percent: bool = False) -> go.Figure:
+    """Return a bar chart of `values` at the category `labels`, in the order given (each bar's value on it)."""
+    if not labels:
+        return empty_figure(title)
+    text = [f"{v:.1%}" if percent else f"{v:.4g}" for v in values]
+    figure = go.Figure(go.Bar(x=list(labels), y=list(values), text=text, textposition="outside", cliponaxis=False,
+                              marker_color=COLOURS[0], name=y_title,
+                              hovertemplate="%{x}: " + ("%{y:.1%}" if percent else "%{y:,.4~g}") + "<extra></extra>"))
+    _style(figure, title, MIN_HEIGHT)
+    figure.update_layout(hovermode="closest", showlegend=False, margin=dict(b=60))
+    figure.update_xaxes(type="category", title_text=x_title)
+    figure.update_yaxes(title_text=y_title, rangemode="tozero", tickformat=".0%" if percent else "~g")
+    return figure
+
+
+def histogram_figure(histogram: Mapping[str, int]) -> go.Figure:
+    """Return the duration histogram of a dataset's summary.json (`filters.duration_histogram`: "0-1" → clips)."""
+    return bar_figure([f"{span} s" for span in histogram], [int(v) for v in histogram.values()], "Clip durations",
+                      "duration", "clips")
+
+
+def sweep_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Return the tokenizer size sweep's chart: characters per token and the share of the vocabulary never
+    used, each over the vocabulary size in its own panel (a size that failed is left out)."""
+    done = sorted((r for r in rows if r.get("error") is None and _number(r.get("chars_per_token"))),
+                  key=lambda r: r["size"])
+    title = "Vocabulary size sweep"
+    if not done:
+        return empty_figure(title)
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
+                           subplot_titles=["characters per token (higher: shorter sequences)",
+                                           "vocabulary never used (lower: fewer wasted rows)"])
+    sizes = [int(r["size"]) for r in done]
+    figure.add_trace(go.Scatter(x=sizes, y=[float(r["chars_per_token"]) for r in done], name="characters per token",
+                                mode="lines+markers", marker=dict(size=8), line=dict(color=COLOURS[0]),
+                                hovertemplate=HOVER), row=1, col=1)
+    figure.add_trace(go.Scatter(x=sizes, y=[float(r["unused_share"]) for r in done], name="never used",
+                                mode="lines+markers", marker=dict(size=8), line=dict(color=COLOURS[1]),
+                                hovertemplate="%{y:.1%}"), row=2, col=1)
+    figure.update_yaxes(tickformat=".0%", row=2, col=1)
+    figure.update_xaxes(title_text="vocabulary size", row=2, col=1)
+    figure.update_xaxes(tickmode="array", tickvals=sizes, ticktext=[f"{size:,}" for size in sizes])
+    return _style(figure, title, 2 * PANEL_HEIGHT)
+
+
+def measures_figure(panels: Mapping[str, Sequence[tuple[int, float]]], title: str, columns: int = 2) -> go.Figure:
+    """Return one small panel per measure (`panels`: its words → (step, value) points) over the step, laid
+    out `columns` wide, each panel titled with its measure."""
+    filled = {name: sorted(points) for name, points in panels.items() if points}
+    if not filled:
+        return empty_figure(title, "no evaluated checkpoint yet")
+    count = len(filled)
+    rows = -(-count // columns)
+    figure = make_subplots(rows=rows, cols=min(columns, count), subplot_titles=list(filled), vertical_spacing=0.6 / rows,
+                           horizontal_spacing=0.12)
+    for index, (name, points) in enumerate(filled.items()):
+        figure.add_trace(go.Scatter(
+            x=[step for step, _ in points], y=[value for _, value in points], name=name, mode="lines+markers",
+            marker=dict(size=9), line=dict(color=COLOURS[index % len(COLOURS)], width=2.5), hovertemplate=HOVER),
+            row=index // columns + 1, col=index % columns + 1)
+    figure.update_xaxes(title_text="step")
+    _step_ticks(figure, [step for points in filled.values() for step, _ in points])
+    _style(figure, title, max(MIN_HEIGHT, 280 * rows))
+    figure.update_layout(showlegend=False, hovermode="closest", margin=dict(b=60))
+    return figure
+
+
+def compare_figure(checkpoints: Sequence[str], measures: Mapping[str, Sequence[float | None]],
+                   ceilings: Mapping[str, float | None]) -> go.Figure:
+    """Return the Compare chart: one panel per measure (its words → one value per checkpoint, None when not
+    measured) with a bar per checkpoint in the order given, and the codec's ceiling as a dashed line."""
+    title = "Evaluated checkpoints"
+    names = [name for name, values in measures.items() if any(v is not None for v in values)]
+    if not checkpoints or not names:
+        return empty_figure(title, "no evaluated checkpoint yet")
+    figure = make_subplots(rows=1, cols=len(names), subplot_titles=names, horizontal_spacing=0.14)
+    for col, name in enumerate(names, start=1):
+        values = [None if v is None else float(v) for v in measures[name]]
+        figure.add_trace(go.Bar(x=list(checkpoints), y=values, name=name, marker_color=COLOURS[col - 1],
+                                hovertemplate="%{x}: %{y:.4~g}<extra></extra>"), row=1, col=col)
+        ceiling = ceilings.get(name)
+        if ceiling is not None:
+            figure.add_trace(go.Scatter(  # a dash across each bar: visible for one checkpoint too
+                x=list(checkpoints), y=[float(ceiling)] * len(checkpoints), mode="lines+markers",
+                name=f"{name} · codec ceiling", line=dict(color="#555", dash="dash"),
+                marker=dict(symbol="line-ew", size=70, line=dict(width=3, color="#555")),
+                hovertemplate="codec ceiling: %{y:.4~g}<extra></extra>"), row=1, col=col)
+        figure.update_xaxes(type="category", row=1, col=col)
+    _style(figure, title, MIN_HEIGHT)
+    figure.update_layout(hovermode="closest")
+    return figure
+
+
+def plot(elem_id: str, figure: go.Figure | None = None) -> gr.Plot:
+    """Return the component a chart is shown in (no label above it: the figure carries its title)."""
+    return gr.Plot(figure, show_label=False, elem_id=elem_id, elem_classes=["lf-chart"])
+
+

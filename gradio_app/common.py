@@ -13,9 +13,13 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import gradio as gr
 
-from core.config import Settings
+from core.config import Settings, read_yaml
 from core.errors import InputError, LinguaForgeError
-from core.runs import progress_view
+from core.progress import format_seconds
+from core.runs import RunFolder, progress_view
+from core.uploads import UploadKind, store_upload
+from core.workspace_files import CORPORA, find_files
+from gradio_app.charts import loss_weights
 from gradio_app.runner import JobRunner, job_states
 
 LOG = logging.getLogger("linguaforge.ui")
@@ -41,6 +45,17 @@ COMMAND_TABS = {  # a CLI command a message points to → where the dashboard do
     "train": "the Training tab", "prune": "the Export tab", "export": "the Export tab", "synthesize": "the Inference tab",
 }
 CLI_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+KIND_WORDS = {  # a job's kind (its CLI command) → what the dashboard calls it
+    "quickstart.tts": "TTS quickstart", "quickstart.lm": "LM quickstart", "train": "training", "validate": "validation",
+    "dataset.import": "dataset import", "dataset.sample": "sample dataset", "dataset.filter": "dataset filter",
+    "dataset.split": "dataset split", "codec.train": "codec training", "codec.eval": "codec check",
+    "tokenizer.train": "tokenizer training", "tokenizer.extend": "tokenizer extension",
+    "tokenizer.merge": "tokenizer merge", "tokenizer.sweep": "vocabulary size sweep",
+    "tokenizer.inspect": "tokenizer report", "embeddings.extend": "embedding growth", "preprocess": "feature preparation",
+    "eval.tts": "speech evaluation", "synthesize": "speech synthesis", "generate": "text generation",
+    "prune": "prune", "export": "export", "doctor": "doctor check", "corpus.collect": "corpus collection",
+    "pairs.build": "pair building",
+}
 
 
 def where_done(command: str) -> str:
@@ -71,7 +86,7 @@ def error_text(exc: Exception, labels: dict[str, str] | None = None) -> str:
     else:
         LOG.error("dashboard handler failed", exc_info=exc)
         message = f"internal error: {exc} (details in the server log)"
-    return f"**Error:** {form_message(message, labels)}"
+    return f"**Error:** {escape_markdown(form_message(message, labels))}"
 
 
 def ui_action(outputs: int = 1, message: int = 0, labels: dict[str, str] | None = None) -> Callable[[F], F]:
@@ -119,15 +134,34 @@ def require_text(value: str | None, message: str) -> str:
     return text
 
 
+def kind_words(kind: str | None, start: bool = False) -> str:
+    """Return what the dashboard calls a job of `kind` ("training" for `train`): KIND_WORDS, else its words;
+    with `start`, its first letter in capitals (to start a sentence)."""
+    words = KIND_WORDS.get(kind or "", (kind or "job").replace(".", " ").replace("_", " "))
+    return words[:1].upper() + words[1:] if start else words
+
+
+def escape_markdown(text: str) -> str:
+    """Return `text` with the characters Markdown reads as emphasis or markup (`_ * [ ] < >`) escaped outside
+    `code spans`, so a name like `my_run_2` keeps its underscores instead of turning into italics."""
+    pieces = re.split(r"(`[^`]*`)", text)
+    return "".join(piece if piece.startswith("`") and piece.endswith("`") and len(piece) > 1
+                   else re.sub(r"([\\*_\[\]<>])", r"\\\1", piece) for piece in pieces)
+
+
 def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
-    """Return a one-line Markdown status of a job: id, kind, status, progress (while running, unless
-    `with_progress` is False because a progress box beside it shows it), error."""
-    parts = [f"Job `{job['id']}` ({job['kind']}): **{job['status']}**"]
+    """Return a one-line Markdown status of a job: its kind in words, id, status, progress and time so far
+    (while running, unless `with_progress` is False because a progress box beside it shows it), error."""
+    parts = [f"{kind_words(job.get('kind'), start=True)} job `{job['id']}`: **{job['status']}**"]
     view = progress_view(job.get("progress"), job_status=job["status"])
-    if with_progress and job.get("status") == job_states.RUNNING and view.fraction is not None:
-        parts.append(view.text())
+    if with_progress and job.get("status") == job_states.RUNNING:
+        if view.fraction is not None:
+            parts.append(view.text())
+        elapsed = job_duration(job)
+        if elapsed is not None:
+            parts.append(f"· running for {format_seconds(elapsed)}")
     if job.get("error"):
-        parts.append(f"— {form_message(job['error'])}")
+        parts.append(f"— {escape_markdown(form_message(job['error']))}")
     return " ".join(parts)
 
 
@@ -144,14 +178,16 @@ def follow_job(runner: JobRunner, job_id: str, poll: float = 1.0) -> Iterator[di
 def require_success(job: dict[str, Any]) -> dict[str, Any]:
     """Return the job's artifacts (its command's JSON output) when it succeeded; raise InputError otherwise."""
     if job["status"] != job_states.SUCCEEDED:
-        raise InputError(f"job {job['id']} ({job['kind']}) {job['status']}: {job.get('error') or 'no message'}. "
-                         "Its log is in the Jobs tab.")
+        raise InputError(f"{kind_words(job.get('kind'))} job {job['id']} {job['status']}: "
+                         f"{(job.get('error') or 'no message').rstrip('.')}. Its log is in the Jobs tab.")
     return job.get("artifacts") or {}
 
 
-def paths_param(settings: Settings, value: str | None, what: str) -> list[str]:
-    """Return the comma-separated paths of a form field, each checked inside the workspace and existing."""
-    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+def paths_param(settings: Settings, value: str | list[str] | None, what: str) -> list[str]:
+    """Return the paths of a form field (a multiselect's list, or comma-separated text), each checked inside
+    the workspace and existing."""
+    values = value if isinstance(value, list) else (value or "").split(",")
+    items = [str(item).strip() for item in values if str(item).strip()]
     if not items:
         raise InputError(f"{what}: empty. Give one or more paths inside the workspace, separated by commas.")
     return [str(inside_workspace(settings, item, what)) for item in items]
@@ -195,3 +231,35 @@ def job_duration(job: dict[str, Any]) -> float | None:
     if not started:
         return None
     return (job.get("finished_at") or time.time()) - started
+
+
+def run_loss_weights(run_dir: Path) -> dict[str, float]:
+    """Return the `loss:` weights of the run in `run_dir` (its config.yaml; {} when it has none or it is unreadable)."""
+    config = RunFolder(run_dir).config
+    try:
+        return loss_weights(read_yaml(config)) if config.is_file() else {}
+    except InputError:
+        return {}
+
+
+def corpus_field(settings: Settings, label: str, elem_id: str | None = None, value: list[str] | None = None) -> gr.Dropdown:
+    """Return a field that picks text corpora: a multiselect of the workspace's text files (`CORPORA`), which also
+    takes a typed path inside the roots."""
+    return gr.Dropdown(find_files(settings, CORPORA), value=value or [], multiselect=True, allow_custom_value=True,
+                       label=label, elem_id=elem_id)
+
+
+def upload_into(settings: Settings, kind: UploadKind, files: Any, name: str | None = None) -> list[str]:
+    """Store uploaded `files` (one path or a list, from a gr.File or gr.UploadButton) as `kind` (`core.uploads`) and
+    return the written files relative to the workspace."""
+    paths = files if isinstance(files, list) else [files] if files else []
+    return [relative(settings, path) for path in store_upload(settings, kind, paths, name)]
+
+
+def long_action(button: gr.Button, fn: Callable[..., Any], inputs: Any, outputs: Any) -> Any:
+    """Wire `button` to the handler `fn` of a long action (a job it follows): the button is disabled the moment it
+    is clicked, so a second click cannot queue the same work again, and enabled once `fn` ended, however it
+    ended. Return the last event, for a `.then` after it."""
+    return (button.click(lambda: gr.update(interactive=False), None, button, queue=False, show_progress="hidden")
+            .then(fn, inputs, outputs)
+            .then(lambda: gr.update(interactive=True), None, button, show_progress="hidden"))

@@ -30,8 +30,7 @@ from gradio_app.guard import FileParamGuard, LoginGate
 from gradio_app.style import CSS, STATIC_DIR, STATIC_ROUTE
 
 TENSORBOARD_PREFIX = "/tensorboard"
-UPLOAD_LIMIT = "200mb"
-AUTH_MESSAGE = "LinguaForge dashboard: log in with the user and password given to app.py --auth."
+AUTH_MESSAGE = "LinguaForge dashboard: log in with the user name and password this dashboard was started with."
 _HOP_HEADERS = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
     "transfer-encoding", "upgrade", "content-length", "content-encoding", "host",
@@ -110,9 +109,11 @@ def build_server(
     tensorboard: TensorBoardProcess,
     auth: tuple[str, str] | None,
     allowed_paths: list[Path],
+    max_file_size: int,
 ) -> fastapi.FastAPI:
     """Return the FastAPI app: `/tensorboard/…` proxied to `tensorboard`, the dashboard's static files (its
-    webfont) at `/lf-static/`, Gradio at `/`, one shared login.
+    webfont) at `/lf-static/`, Gradio at `/`, one shared login. Gradio refuses a file over `max_file_size` bytes
+    (the settings' upload limit, `core.uploads.upload_limit_bytes`) when it is uploaded.
 
     Every request passes `guard.LoginGate` (with auth) and `guard.FileParamGuard` first: file
     parameters must be uploads to Gradio's upload folder or lie inside `allowed_paths`.
@@ -156,7 +157,7 @@ def build_server(
         auth=auth,
         auth_message=AUTH_MESSAGE,
         allowed_paths=[str(p) for p in allowed_paths],
-        max_file_size=UPLOAD_LIMIT,
+        max_file_size=max_file_size,
         show_error=True,
         footer_links=[],
         run_history=False,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 
-from gradio_app.common import UIContext
+from gradio_app.common import UIContext, relative
 from gradio_app.tabs import (dataset, embeddings, export, finetune, inference, jobs, quality, quickstart, tensorboard, tokenizer,
                              training)
 
 TITLE = "LinguaForge"
+ANNOUNCE_EVERY_S = 3.0
 
 
 def build_ui(ctx: UIContext) -> gr.Blocks:
@@ -16,11 +19,31 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
             f"## {TITLE} — teach a pretrained TTS model or GPT LM a new language\n"
-            f"Workspace: `{ctx.settings.workspace}`. Paths typed below are relative to it."
+            f"Workspace: `{ctx.settings.workspace}`. Files are picked from it (or uploaded into it); paths shown are "
+            "relative to it."
         )
+        announce = gr.Markdown(elem_id="lf-announce")
+        with gr.Accordion("Browse the workspace", open=False):
+            browser = gr.FileExplorer(root_dir=ctx.settings.workspace, ignore_glob="**/.*", file_count="single",
+                                      label="Workspace files (a click shows the path to pick or type)",
+                                      elem_id="lf-browser")
+            picked = gr.Textbox(label="Path, relative to the workspace", interactive=False, buttons=["copy"],
+                                elem_id="lf-browser-path")
+            browser.change(lambda path: relative(ctx.settings, path) if path else "", browser, picked,
+                           show_progress="hidden")
+        opened = gr.State(0.0)
         with gr.Tabs():
             for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training, inference, quality, export, jobs,
                         tensorboard):
                 tab.build(ctx, demo)
+        timer = gr.Timer(ANNOUNCE_EVERY_S)
+
+        def announcement(since: float) -> tuple[str, float]:
+            """Every open page: the jobs that ended since it opened (at most ANNOUNCE_FOR_S ago)."""
+            since = since or time.time()
+            return jobs.finished_lines(ctx.runner.list(50), max(since, time.time() - jobs.ANNOUNCE_FOR_S)), since
+
+        demo.load(lambda: ("", time.time()), None, [announce, opened])
+        timer.tick(announcement, opened, [announce, opened], show_progress="hidden")
     demo.queue(default_concurrency_limit=4)
     return demo

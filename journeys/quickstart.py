@@ -26,12 +26,38 @@ from core.fsutil import atomic_write_text
 from core.runs import RunFolder, run_folder
 from jobs.kinds import JobCatalogue
 from journeys.report import base_language_summary, write_report
-from journeys.stages import StageRunner
+from journeys.stages import StageRunner, expected_seconds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 
 PRESETS_DIR = REPO_ROOT / "config" / "quickstart"
 TTS_KEYS = ("sample", "val_ratio", "codec", "tokenizer", "model", "base", "finetune", "synthesis", "eval")
 TEXT_ROWS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
+
+
+def preset_fingerprint(spec: dict[str, Any]) -> str:
+    """Return the sha256 of a loaded preset's settings (its name, path and measured stage seconds left out): two
+    runs with the same fingerprint run the same stages on the same amounts of work."""
+    settings = {k: v for k, v in spec.items() if k not in ("preset", "preset_path", "stage_seconds")}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_stage_seconds(spec: dict[str, Any]) -> None:
+    """Raise InputError naming the preset file when its `stage_seconds` is not a mapping of stage name → seconds > 0."""
+    seconds = spec.get("stage_seconds", {})
+    bad = (not isinstance(seconds, dict)) or next(
+        (k for k, v in seconds.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0), None)
+    if bad:
+        raise InputError(f"{spec['preset_path']}: stage_seconds {seconds!r}: give each stage's measured wall seconds, "
+                         "e.g. `stage_seconds: {{sample: 26.4, codec: 5.3}}` (numbers above 0).")
+
+
+def tts_stage_names(spec: dict[str, Any]) -> list[str]:
+    """Return the stages a TTS quickstart with the preset `spec` runs, in order."""
+    synth = int(spec["synthesis"]["sentences"])
+    return ["sample", "codec", "tokenizer.base", "train.base", "tokenizer.extend", "embeddings.extend", "preprocess.am",
+            "validate.start", "validate.en.start", "train.finetune", "prune", "validate.en.end",
+            *(f"synthesize.{lang}.{i + 1}" for lang in ("am", "en") for i in range(synth)),
+            *(["eval.en.base", "eval.tts"] if int(spec["eval"]["sentences"]) >= 2 else [])]
 
 
 def load_preset(preset: str, journey: str) -> dict[str, Any]:
@@ -51,6 +77,7 @@ def load_preset(preset: str, journey: str) -> dict[str, Any]:
         raise InputError(f"{path}: `journey: {data.get('journey')}` is not a {journey} quickstart preset.")
     data["preset"] = path.stem
     data["preset_path"] = str(path)
+    check_stage_seconds(data)
     return data
 
 
@@ -235,8 +262,10 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
     run_dir.mkdir(parents=True)
     started = time.time()
     synth_n = int(spec["synthesis"]["sentences"])
-    with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     12 + 2 * synth_n + 2 * (int(spec["eval"]["sentences"]) >= 2), catalogue=catalogue, journey=name) as stages:
+    fingerprint = preset_fingerprint(spec)
+    plan = expected_seconds(settings, "tts", spec, fingerprint, tts_stage_names(spec))
+    with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)), plan,
+                     catalogue=catalogue, journey=name) as stages:
         sample = stages.run("sample", "dataset.sample", {
             "output": str(data_dir / "sample"), "languages": "en,am", "per_language": spec["sample"]["per_language"],
             "recombined": spec["sample"].get("recombined", 0)})
@@ -301,7 +330,8 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
                 "base_sentences": heldout_en, "base_references": "espeak", "base_language": "en", "no_wer": True,
                 **sampling})
     report = {
-        "name": name, "journey": "tts", "preset": spec["preset"], "mode": mode, "run_dir": str(run_dir),
+        "name": name, "journey": "tts", "preset": spec["preset"], "preset_sha256": fingerprint, "mode": mode,
+        "run_dir": str(run_dir),
         "command": f"python -m core quickstart tts --preset {spec['preset']}",
         "seconds": round(time.time() - started, 1),
         "stages": [record.summary() for record in stages.records],

@@ -16,6 +16,7 @@ from core.errors import InputError
 from core.runs import run_folder
 from journeys.quickstart import (
     load_preset,
+    preset_fingerprint,
     run_config_data,
     run_name,
     val_metrics,
@@ -24,7 +25,7 @@ from journeys.quickstart import (
 )
 from jobs.kinds import JobCatalogue
 from journeys.report import write_report
-from journeys.stages import StageRunner
+from journeys.stages import StageRunner, expected_seconds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 
 LM_KEYS = ("sweep_sizes", "compare_sizes", "model", "train", "val_ratio", "samples")
@@ -73,12 +74,21 @@ def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", n
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     models: list[dict[str, Any]] = []
+    fingerprint = preset_fingerprint({**spec, "corpus": files})
+    temperatures = spec["samples"]["temperatures"][:2]
+
+    def plan(sizes: Sequence[int]) -> Any:
+        names = ["tokenizer.sweep", *(f"{stage}.{size}" for size in sizes for stage in ("tokenizer.train", "validate.start",
+                                                                                         "train")),
+                 *(f"generate.t{t}" for t in temperatures)]
+        return expected_seconds(settings, "lm", spec, fingerprint, names)
+
     with StageRunner(settings, mode, embedded_worker, float(spec.get("stage_timeout_s", 3600)),
-                     catalogue=catalogue, journey=name) as stages:
+                     plan(spec["compare_sizes"]), catalogue=catalogue, journey=name) as stages:
         sweep = stages.run("tokenizer.sweep", "tokenizer.sweep", {
             "corpus": files, "sizes": ",".join(map(str, spec["sweep_sizes"]))})
         sizes = compared_sizes(sweep, spec["compare_sizes"])
-        stages.progress.total = 1 + 3 * len(sizes) + 2
+        stages.expect(plan(sizes))
         for size in sizes:
             tokenizer = str(settings.workspace / "tokenizers" / name / f"lm_{size}.model")
             stages.run(f"tokenizer.train.{size}", "tokenizer.train", {
@@ -94,14 +104,15 @@ def run_lm_quickstart(corpus: Sequence[str] | None = None, preset: str = "lm", n
                 "val_curve": [{"step": row["step"], "bpb": row.get("bpb")} for row in val_metrics(Path(result["run_dir"]))]})
         best = min(models, key=lambda m: m["val_bpb_end"])
         samples = []
-        for temperature in spec["samples"]["temperatures"][:2]:
+        for temperature in temperatures:
             result = stages.run(f"generate.t{temperature}", "generate", {
                 "checkpoint": best["checkpoint"], "prompt": spec["samples"]["prompt"], "temperature": temperature,
                 "max_new_tokens": spec["samples"]["max_new_tokens"]})
             samples.append({"temperature": temperature, "vocab_size": best["vocab_size"],
                             "prompt": spec["samples"]["prompt"], "text": result.get("text", "")})
     report = {
-        "name": name, "journey": "lm", "preset": spec["preset"], "mode": mode, "run_dir": str(run_dir),
+        "name": name, "journey": "lm", "preset": spec["preset"], "preset_sha256": fingerprint, "mode": mode,
+        "run_dir": str(run_dir),
         "command": "python -m core quickstart lm" + "".join(f" --corpus {c}" for c in corpus or []),
         "seconds": round(time.time() - started, 1), "corpus": files,
         "stages": [record.summary() for record in stages.records],

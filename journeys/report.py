@@ -8,6 +8,13 @@ from typing import Any, Sequence
 
 from core.fsutil import atomic_write_json, atomic_write_text
 from core.runs import RunFolder
+from journeys.stages import stage_title
+
+FLAG_WORDS = {  # a quality flag's id → what it checks, in words
+    "no_stop": "the model ended each sentence", "length_out_of_range": "speech as long as its text needs",
+    "loops": "no stretch repeated", "prompt_copying": "the voice prompt not spoken back",
+    "text_ignored": "speech that follows its sentence",
+}
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -29,8 +36,12 @@ def _link(run_dir: Path, path: str) -> str:
 
 
 def _stages(report: dict[str, Any]) -> list[str]:
-    rows = [[s["name"], s["kind"], s["seconds"], s.get("cpu_seconds"), s["job_id"] or "—"] for s in report["stages"]]
-    return ["## Stages", "", *_table(["stage", "command", "seconds", "CPU seconds", "job"], rows)]
+    """The stage table: each stage in words, its wall seconds, its CPU seconds where measured, and its job."""
+    cpu = any(s.get("cpu_seconds") is not None for s in report["stages"])
+    rows = [[stage_title(s["name"]), s["seconds"], *([s.get("cpu_seconds")] if cpu else []), s["job_id"] or "—"]
+            for s in report["stages"]]
+    note = [] if cpu else ["CPU seconds are not measured when a worker outside the journey's process ran the stages.", ""]
+    return ["## Stages", "", *_table(["stage", "seconds", *(["CPU seconds"] if cpu else []), "job"], rows), *note]
 
 
 def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
@@ -39,7 +50,7 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
     same = freeze["base_rows_sha256_before"] == freeze["base_rows_sha256_after"]
     lines = [
         "## Tokenizer", "",
-        *_table(["base size", "extended size", "Amharic unk rate", "added pieces used", "English lines checked",
+        *_table(["base size", "extended size", "Amharic unknown-piece rate", "added pieces used", "English lines checked",
                  "English lines changed"],
                 [[tok["base_size"], tok["size"], tok["unk_rate_new_language"], tok.get("added_pieces_used"),
                   drift.get("lines_checked"), drift.get("lines_changed")]]),
@@ -49,26 +60,31 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
         f"- before: `{freeze['base_rows_sha256_before']}`",
         f"- after:  `{freeze['base_rows_sha256_after']}`", "",
         "## Training", "",
-        *_table(["", "steps", "val mel_loss", "val text_loss"], [
+        *_table(["", "steps", "validation speech loss", "validation text loss"], [
             ["English base (end)", training["base_steps"], (training.get("base_val") or {}).get("mel_loss"),
              (training.get("base_val") or {}).get("text_loss")],
             ["Amharic fine-tune, start", 0, training["val_mel_loss_start"], training["val_text_loss_start"]],
             ["Amharic fine-tune, end", training["finetune_steps"], training["val_mel_loss_end"],
              training["val_text_loss_end"]]]),
-        "Validation curve (mel_loss): " + ", ".join(f"step {row['step']}: {_fmt(row['mel_loss'])}"
-                                                   for row in training["val_curve"]) + ".", "",
+        "Validation speech loss by step: " + ", ".join(f"step {row['step']}: {_fmt(row['mel_loss'])}"
+                                                       for row in training["val_curve"]) + ".", "",
     ]
     codec_eval = (report.get("codec") or {}).get("eval")
     if report.get("eval"):
         rows = [[name, values.get("mcd_db"), values.get("duration_ratio"), values.get("dtw_identification")]
                 for name, values in report["eval"]["rows"].items()]
-        lines += ["## Evaluation (held-out Amharic, `eval tts`)", "",
-                  "The `codec` row is the ceiling: references through the codec.", "",
+        lines += ["## Evaluation of held-out Amharic sentences", "",
+                  "*MCD* (dB): how far the speech is from a reference recording of the sentence, lower is better. "
+                  "*Duration ratio*: its length over the reference's. *DTW identification*: the share of sentences "
+                  "whose speech is closest to its own reference. The `codec` row is the ceiling: the references "
+                  "passed through the codec alone.", "",
                   *_table(["row", "MCD dB", "duration ratio", "DTW identification"], rows)]
         quality = report["eval"].get("quality") or {}
         if quality.get("flags"):
-            lines += ["", "Quality flags: " + "; ".join(f"{name} {'FLAG' if flag['flagged'] else 'ok'} ({flag['words']})"
-                                                      for name, flag in quality["flags"].items()) + ".", ""]
+            lines += ["Failure flags:", "",
+                      *_table(["checks that", "result", "measured"],
+                              [[FLAG_WORDS.get(name, name.replace("_", " ")), "FLAG" if flag["flagged"] else "ok",
+                                flag["words"]] for name, flag in quality["flags"].items()])]
     elif codec_eval:
         lines += ["## Codec", "", *_table(list(codec_eval), [list(codec_eval.values())])]
     lines += _base_language_markdown(report.get("base_language"))
@@ -80,8 +96,9 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
 
 
 def _flags_words(evaluation: dict[str, Any]) -> str:
+    """The failure flags an evaluation raised, in words ("text ignored, loops"), or "none"."""
     raised = (evaluation.get("quality") or {}).get("flags_raised")
-    return "none" if not raised else ", ".join(raised)
+    return "none" if not raised else ", ".join(name.replace("_", " ") for name in raised)
 
 
 def base_language_summary(section: dict[str, Any]) -> str:
@@ -108,7 +125,7 @@ def _base_language_markdown(section: dict[str, Any] | None) -> list[str]:
     if not section:
         return []
     lines = ["## English kept (the base language)", "", section.get("summary") or base_language_summary(section), "",
-             *_table(["", "val loss", "val mel_loss", "val text_loss"], [
+             *_table(["", "validation loss", "validation speech loss", "validation text loss"], [
                  ["start of the fine-tune", section["val_base_loss_start"], section["val_base_mel_loss_start"],
                   section["val_base_text_loss_start"]],
                  ["end of the fine-tune", section["val_base_loss_end"], section["val_base_mel_loss_end"],
@@ -148,7 +165,8 @@ def render_markdown(report: dict[str, Any], run_dir: Path) -> str:
     """Return report.md's text for a tts or lm quickstart report."""
     lines = [f"# Quickstart {report['journey']}: {report['name']}", "",
              f"Preset `{report['preset']}`, stages run {'as jobs' if report['mode'] == 'queue' else 'inline'}, "
-             f"{report['seconds']} s in all. Command: `{report['command']}`.", ""]
+             f"{report['seconds']} s in all.", "",
+             f"<details><summary>The same run from the command line</summary>\n\n`{report['command']}`\n\n</details>", ""]
     lines += _tts_markdown(report, run_dir) if report["journey"] == "tts" else _lm_markdown(report)
     return "\n".join(lines + _stages(report))
 

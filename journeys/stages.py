@@ -5,6 +5,10 @@ waited for, so it shows in the Jobs tab with its log; the journey either starts 
 process or relies on one that is already consuming (the dashboard's, or `python -m core worker`).
 Inline, the same argv (built and checked by the job catalogue the entry point handed in) runs in
 this process through that catalogue: no job records, no per-stage process start-up.
+
+While the stages run, the runner writes the journey's progress every second (`core.progress.JourneyClock`):
+each stage weighs the seconds it is expected to take (`expected_seconds`: this machine's last run of the
+same stages, else the preset's measured figures), the running stage counts its own reported fraction.
 """
 
 from __future__ import annotations
@@ -12,22 +16,32 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import resource
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from core.config import Settings
 from core.errors import InputError, LinguaForgeError
-from core.progress import Progress, detached_progress_file
+from core.fsutil import read_json
+from core.progress import (
+    PROGRESS_FILE_ENV, JourneyClock, StagePlan, detached_progress_file, format_seconds, plan_stages, stage_fraction,
+    write_progress_file,
+)
+from core.runs import RUNS_DIR
 from jobs.kinds import CommandOutcome, JobCatalogue
 from jobs.states import STARTED, SUCCEEDED
 
 MODES = ("queue", "inline")
 QUEUE_PICKUP_S = 300.0
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TICK_S = 1.0  # how often the journey's progress is written while a stage runs
+LAST_RUN = "this machine's last run of these stages"
+PRESET_FIGURES = "the preset's measured figures"
 
 
 STAGE_TITLES = {  # stage name (or its first dotted parts) → what the dashboard calls it
@@ -103,15 +117,16 @@ class StageRunner:
 
     `mode` is `queue` or `inline`; `embedded_worker` (queue mode) starts a job worker in this
     process for the journey's lifetime. `timeout_s` bounds each stage. `catalogue` (from the entry
-    point) checks each stage's parameters and runs inline stages. `title` (default `stage_title`) turns
-    a stage name into the plain words the dashboard shows for it; the journey's progress carries it as
-    `current_title`, the run name `journey`, and every stage job so far as `stage_jobs` (job id → title),
-    so the Jobs tab names each stage job by its run and stage.
+    point) checks each stage's parameters and runs inline stages. `plan` names the stages to come with
+    their expected seconds (`expect` replaces it once later stages are known). `title` (default
+    `stage_title`) turns a stage name into the plain words the dashboard shows for it; the journey's
+    progress carries it as `current_title`, the run name `journey`, and every stage job so far as
+    `stage_jobs` (job id → title), so the Jobs tab names each stage job by its run and stage.
     Raises InputError for an unknown mode.
     """
 
     def __init__(self, settings: Settings, mode: str = "queue", embedded_worker: bool = True,
-                 timeout_s: float = 3600.0, total: int | None = None, *, catalogue: JobCatalogue,
+                 timeout_s: float = 3600.0, plan: StagePlan | None = None, *, catalogue: JobCatalogue,
                  title: Callable[[str], str] = stage_title, journey: str | None = None) -> None:
         if mode not in MODES:
             raise InputError(f"stage mode {mode!r}: choose one of {', '.join(MODES)}.")
@@ -122,11 +137,16 @@ class StageRunner:
         self.timeout_s = timeout_s
         self.records: list[StageRecord] = []
         self.title = title
-        self.progress = Progress("quickstart", total=total, interval=0.0)
-        self.progress.metrics.update(journey=journey, stage_jobs={})
+        self.clock = JourneyClock(plan or plan_stages([], None, ""))
+        self.metrics: dict[str, Any] = {"journey": journey, "stage_jobs": {}}
+        self.target = os.environ.get(PROGRESS_FILE_ENV)  # the journey's own progress file (stages never write it)
         self._runner: Any = None
         self._worker: Any = None
         self._current: str | None = None
+        self._stage_start = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __enter__(self) -> "StageRunner":
         if self.mode == "queue":
@@ -139,15 +159,25 @@ class StageRunner:
                 for sig, handler in saved.items():  # the consumer's handlers would swallow Ctrl-C and SIGTERM
                     if handler is not None and threading.current_thread() is threading.main_thread():
                         signal.signal(sig, handler)
+        self._ticker = threading.Thread(target=self._tick_until_stopped, name="journey-progress", daemon=True)
+        self._ticker.start()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
         if self._current is not None and self._runner is not None:
             with contextlib.suppress(LinguaForgeError):
                 self._runner.cancel(self._current)
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+
+    def expect(self, plan: StagePlan) -> None:
+        """Weigh the stages by `plan` from now on (the journey learnt which stages come)."""
+        with self._lock:
+            self.clock.replan(plan)
 
     def run(self, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run stage `name` as command `kind` with CLI-named `params`; return the command's JSON result.
@@ -156,7 +186,10 @@ class StageRunner:
         or does not finish within the stage timeout.
         """
         start, cpu_start = time.monotonic(), cpu_seconds()
-        self.progress.update(0, current=name, current_title=self.title(name))
+        with self._lock:
+            self.clock.current, self._stage_start = name, start
+            self.metrics.update(current=name, current_title=self.title(name), current_job=None)
+        self._report(announce=True)
         if self.mode == "queue":
             job_id, result = self._queued(name, kind, params)
         else:
@@ -165,15 +198,45 @@ class StageRunner:
         cpu = cpu_seconds() - cpu_start if self.mode == "inline" or self.embedded_worker else None
         record = StageRecord(name, kind, time.monotonic() - start, cpu, job_id, result)
         self.records.append(record)
-        self.progress.update(1, stage=name, seconds=round(record.seconds, 1), current=None, current_title=None,
-                             current_job=None)
+        with self._lock:
+            self.clock.ended[name] = record.seconds
+            self.clock.current = None
+            self.metrics.update(current=None, current_title=None, current_job=None)
+        self._report()
         return result
+
+    def _tick_until_stopped(self) -> None:
+        while not self._stop.wait(TICK_S):
+            self._report()
+
+    def _report(self, announce: bool = False) -> None:
+        """Write the journey's progress (and, when a stage starts, one line to stderr)."""
+        with self._lock:
+            job_id = self.metrics.get("current_job")
+            own = None
+            if job_id and self._runner is not None:
+                with contextlib.suppress(LinguaForgeError):
+                    own = stage_fraction(self._runner.get_job(job_id))
+            in_stage = time.monotonic() - self._stage_start if self.clock.current else 0.0
+            state = self.clock.state(own, in_stage)
+            stages = len(self.clock.plan.names) or None
+            number = len(self.clock.ended) + 1 if self.clock.current else None
+            metrics = {**self.metrics, "stage": number, "stages": stages, **{k: state[k] for k in (
+                "stage_fraction", "eta_sure", "speed", "expected_s", "timings")}}
+            write_progress_file({"label": "quickstart", "fraction": state["fraction"], "eta_s": state["eta_s"],
+                                 "metrics": metrics}, self.target)
+        if announce:
+            eta = format_seconds(state["eta_s"]) if state["eta_sure"] else f"about {format_seconds(state['eta_s'])}"
+            sys.stderr.write(f"quickstart: {state['fraction']:.0%} · stage {number}/{stages or '?'}: "
+                             f"{self.metrics['current_title']} · ETA {eta}\n")
+            sys.stderr.flush()
 
     def _queued(self, name: str, kind: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         job_id = self._runner.submit(kind, params)
         self._current = job_id
-        self.progress.metrics["stage_jobs"][job_id] = self.title(name)
-        self.progress.update(0, current_job=job_id)  # the dashboard shows this job's own progress
+        with self._lock:
+            self.metrics["stage_jobs"][job_id] = self.title(name)
+            self.metrics["current_job"] = job_id  # its own progress counts in the journey's
         try:
             job = self._runner.wait(job_id, QUEUE_PICKUP_S, statuses=STARTED)
         except TimeoutError:
@@ -211,3 +274,21 @@ def _run_quietly(catalogue: JobCatalogue, argv: list[str]) -> CommandOutcome:
         return CommandOutcome(130, {}, "interrupted")
     except Exception as exc:  # a stage's edge, as the CLI's: its outcome, never a traceback in the journey
         return CommandOutcome(1, {"ok": False, "error": f"internal error: {exc}"}, f"internal error: {exc}")
+
+
+def expected_seconds(settings: Settings, journey: str, preset: Mapping[str, Any], fingerprint: str,
+                     names: list[str]) -> StagePlan:
+    """Return the plan of stages `names` of a `journey` quickstart run with `preset`: each stage's seconds from
+    this machine's last run of the same preset (`fingerprint`) with the same stages (the newest runs/*/report.json),
+    else from the preset's `stage_seconds` (measured on the machine named in docs/benchmarks.md)."""
+    newest: tuple[float, dict[str, float]] | None = None
+    for path in (settings.workspace / RUNS_DIR).glob("*/report.json"):
+        report = read_json(path) or {}
+        if report.get("journey") != journey or report.get("preset_sha256") != fingerprint:
+            continue
+        seconds = {s.get("name"): s.get("seconds") for s in report.get("stages") or [] if isinstance(s, dict)}
+        if set(names) <= set(seconds) and (newest is None or path.stat().st_mtime > newest[0]):
+            newest = (path.stat().st_mtime, seconds)
+    if newest is not None:
+        return plan_stages(names, newest[1], LAST_RUN)
+    return plan_stages(names, preset.get("stage_seconds") or {}, PRESET_FIGURES)

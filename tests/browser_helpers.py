@@ -53,12 +53,16 @@ class AppProcess:
 
 
 @contextmanager
-def running_app(workspace: Path, log: Path, auth: str | None = None, timeout: float = 120.0) -> Iterator[AppProcess]:
-    """Start app.py on a free port for `workspace`; yield once it printed its address; stop it after."""
+def running_app(workspace: Path, log: Path, auth: str | None = None, timeout: float = 120.0,
+                config: Path | None = None) -> Iterator[AppProcess]:
+    """Start app.py on a free port for `workspace` (with the settings file `config` over the defaults); yield once
+    it printed its address; stop it after."""
     port = free_port()
     command = [sys.executable, str(REPO_ROOT / "app.py"), "--port", str(port), "--workspace", str(workspace)]
     if auth:
         command += ["--auth", auth]
+    if config is not None:
+        command += ["--config", str(config)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("LINGUAFORGE_UI_AUTH", None)
     with open(log, "wb") as out:

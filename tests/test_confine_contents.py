@@ -191,13 +191,13 @@ def test_preflight_checks_the_model_folder_and_paths_only_the_loaded_base_holds(
     for folder in (str(outside / "model"), "/root", "../outside/model"):
         values["model_dir"] = folder
         rows, ok, summary, _ = preflight(ctx, base, list(values.values()))
-        assert not ok and [row[:2] for row in rows] == [["config", "FAIL"]], rows
+        assert not ok and [row[:2] for row in rows] == [["run settings", "FAIL"]], rows  # the config check, in words
         assert "“Published model folder”" in rows[0][2] and "outside the allowed folders" in rows[0][2]
         assert "secret-weights" not in json.dumps(rows)
     values["model_dir"] = ""
     leaky = {**base, "eval": {"sentences": str(outside / "secret.txt")}}
     rows, ok, _, _ = preflight(ctx, leaky, list(values.values()))
-    assert not ok and rows[0][0] == "config" and "eval.sentences" in rows[0][2], rows
+    assert not ok and rows[0][0] == "run settings" and "eval.sentences" in rows[0][2], rows
 
 
 def test_dataset_compare_and_quickstart_loaders_accept_only_listed_values(workspace: Path, outside: Path) -> None:

@@ -7,6 +7,7 @@ ceiling and the judges' own accuracy on the espeak references sit far above it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -136,6 +137,10 @@ def test_base_sentences_measure_the_base_language_in_a_section_of_the_same_entry
               "--base-sentences", base, "--base-language", "en", "--no-wer", "--no-mos")
     assert run.code == 0, run.stderr
     assert "en: 2 sentences, chance 0.5" in run.stdout and "en: 3 sentences, chance 0.3333" in run.stdout
+    # one progress line over both sets (2 + 3 sentences, each set then scored in 2 steps): it never restarts
+    reported = [(int(done), int(total)) for done, total in re.findall(r"eval tts: (\d+)/(\d+)", run.stderr)]
+    assert {total for _, total in reported} == {9} and reported[-1] == (9, 9), reported
+    assert [done for done, _ in reported] == sorted(done for done, _ in reported), reported
     entry = json.loads((tiny_checkpoint.parent / "eval.json").read_text())["checkpoints"]["step_7.pt"]
     assert (entry["sentences"], entry["chance"]) == (2, 0.5)  # the new language stays at the top
     section = entry["sections"]["base_language"]

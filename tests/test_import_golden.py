@@ -5,7 +5,8 @@ a tokenizer and filters, Hugging Face), with one worker and with two.
 The input is synthesised here from seeded numpy signals (a harmonic "voice" with syllable envelopes; no
 espeak, so its bytes do not depend on a speech engine's version). `tests/golden/import_outputs.json`
 holds what the importer of commit 02155d2 (threads, before the import moved to worker processes)
-wrote for it: the text files with the input folder written as `<ROOT>`, the sha256 of each wav.
+wrote for it: the text files with the input folder written as `<ROOT>`, the sha256 of each wav (summary.json's
+reject reasons as issue 35 words them: "duration outside 0.3-30s", not "duration outside -").
 Regenerate it only for an intended change of the output:
 `.venv/bin/python -m tests.test_import_golden --write`.
 """

@@ -75,14 +75,15 @@ def test_guided_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: 
     expect(page.locator("#ft-folder-status")).to_contain_text("every published Chatterbox file")
     expect(field(page, "ft-base-tokenizer")).to_have_value("models/chatterbox/grapheme_mtl_merged_expanded_v1.json")
     expect(field(page, "ft-base-checkpoint")).to_have_value("models/chatterbox/t3_mtl23ls_v2.safetensors")
-    # 2. the tokenizer, chosen for step 3
-    field(page, "ft-corpus").fill("corpora/am.txt")
+    # 2. the tokenizer, from the Amharic text the workspace holds (preselected), chosen for step 3
+    expect(page.locator("#ft-corpus")).to_contain_text("corpora/am.txt")
     field(page, "ft-pieces").fill("200")
     shown = click_and_wait(page, "ft-tok-btn", "ft-tok-status")
     expect(field(page, "ft-tokenizer")).to_have_value(f"tokenizers/{NAME}/{NAME}.json")
     drift = json.loads((dashboard.workspace / "tokenizers" / NAME / f"{NAME}.report.json").read_text(encoding="utf-8"))["base_drift"]
     assert drift["protected"]["language"] == "en" and drift["lines_checked"] > 10_000 and drift["lines_changed"] == 0
     assert f"English: 0 of {drift['lines_checked']:,} protected lines encode differently." in shown
+    assert "new ones of the 200 asked" in shown, shown  # why the grown model gets the rows it gets
     # 3. the grown embeddings, chosen for step 4
     click_and_wait(page, "ft-grow-btn", "ft-grow-status")
     expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{NAME}/{NAME}_grown.safetensors")

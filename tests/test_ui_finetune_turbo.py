@@ -51,7 +51,7 @@ def test_guided_turbo_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashb
         expect(page.locator("#ft-folder-status")).to_contain_text("t3_turbo_v1.safetensors")
         expect(field(page, "ft-base-tokenizer")).to_have_value("models/turbo")       # the AutoTokenizer folder
         expect(field(page, "ft-base-checkpoint")).to_have_value("models/turbo/t3_turbo_v1.safetensors")
-        field(page, "ft-corpus").fill("corpora/am.txt")
+        expect(page.locator("#ft-corpus")).to_contain_text("corpora/am.txt")  # the workspace's Amharic text, preselected
         field(page, "ft-pieces").fill("300")
         shown = click_and_wait(page, "ft-tok-btn", "ft-tok-status")
         assert "English: 0 of" in shown

@@ -1,5 +1,5 @@
 """The dashboard's pure helpers, without a browser: error wording, run config field errors, the
-quickstart's overall progress, report links, dataset listing at any depth, typed chart frames."""
+quickstart's weighted progress, report links, dataset listing at any depth, the Plotly figures, uploads."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 from core.config import load_settings
 from core.errors import InputError
 from gradio_app.common import form_message, ui_action
-from core.progress import PROGRESS_FILE_ENV, Progress, detached_progress_file, journey_view
-from gradio_app.tabs.quickstart import JourneyProgress, journey_html, served_links
+from core.progress import (
+    GUESSED, PROGRESS_FILE_ENV, JourneyClock, Progress, StagePlan, detached_progress_file, journey_view, plan_stages,
+)
+from gradio_app.tabs.quickstart import journey_html, served_links
 from journeys.stages import stage_title
-from gradio_app.charts import LOSS_METRICS, metric_frame
 from gradio_app.tabs.training import error_field, failure_line, field_error, plain_words
 
 
@@ -63,40 +64,81 @@ def test_run_config_errors_name_the_field_as_labelled_and_its_range() -> None:
     assert plain_words("Set freeze_until to 700.") == "Set “Freeze rows below” to 700."
 
 
-def _job(status: str, done: int, total: int | None, started: float = 1000.0) -> dict:
-    return {"id": "q1", "kind": "quickstart.tts", "status": status, "started_at": started,
-            "progress": {"done": done, "total": total,
-                         "metrics": {"current": "train.base", "current_title": stage_title("train.base"), "current_job": "s1"}}}
+PLAN = StagePlan(("sample", "train.base", "eval.tts"), (10.0, 30.0, 60.0), "the preset's measured figures")
 
 
-def _stage(status: str, fraction: float | None) -> dict:
-    return {"id": "s1", "kind": "train", "status": status, "progress": {"fraction": fraction, "eta_s": 12.0}}
+def test_each_stage_weighs_its_measured_seconds_and_its_own_fraction_or_time() -> None:
+    clock = JourneyClock(PLAN)
+    clock.current = "sample"
+    assert clock.state(None, 5.0)["fraction"] == pytest.approx(0.05)  # half its 10 s: 5 of 100 weighted seconds
+    assert clock.state(None, 50.0)["fraction"] == pytest.approx(0.09)  # time alone shows at most 90% of a stage
+    clock.ended["sample"], clock.current = 10.0, "train.base"
+    state = clock.state(0.5, 3.0)  # its own report (50%) is ahead of its time (10%)
+    assert state["fraction"] == pytest.approx(0.25) and state["stage_fraction"] == pytest.approx(0.5)
+    assert state["eta_s"] == pytest.approx(75.0) and not state["eta_sure"]  # one stage ended: still a guess
+    assert clock.state(0.1, 3.0)["fraction"] == pytest.approx(0.25)  # a phase restarting lower never moves it back
+    clock.ended["train.base"], clock.current = 30.0, "eval.tts"
+    state = clock.state(None, 6.0)
+    assert state["fraction"] == pytest.approx(0.46) and state["eta_sure"] and state["eta_s"] == pytest.approx(54.0)
+    assert clock.state(1.0, 600.0)["fraction"] == 0.99  # the last stage done, the journey not yet: below 100%
 
 
-def test_overall_progress_counts_the_running_stage_never_goes_back_and_stays_below_100_until_the_end() -> None:
-    journeys = JourneyProgress()
-    seen = [
-        journeys.view(_job("running", 3, 10), _stage("running", 0.5)).fraction,   # 3.5 / 10
-        journeys.view(_job("running", 3, 10), _stage("succeeded", 0.9)).fraction,  # stage done, journey not yet
-        journeys.view(_job("running", 4, 10), None).fraction,                       # between stages
-        journeys.view(_job("running", 4, 10), _stage("running", 0.1)).fraction,   # a phase restarting lower
-        journeys.view(_job("running", 4, 10), _stage("running", 0.05)).fraction,
-        journeys.view(_job("running", 10, 10), _stage("running", 1.0)).fraction,  # last stage done, report not yet
-        journeys.view(_job("succeeded", 10, 10), None).fraction,
-    ]
-    assert seen == pytest.approx([0.35, 0.4, 0.4, 0.41, 0.41, 0.99, 1.0])
-    assert JourneyProgress().view(_job("running", 1, None), None).fraction == 0.0  # total not known yet
+def test_a_slower_machine_scales_the_eta_and_the_time_estimate_not_the_weights() -> None:
+    clock = JourneyClock(PLAN)
+    clock.ended["sample"], clock.current = 20.0, "train.base"  # this machine took twice the measured seconds
+    state = clock.state(None, 30.0)  # half of train.base's 60 s here
+    assert state["speed"] == 2.0 and state["fraction"] == pytest.approx(0.25)
+    assert state["eta_s"] == pytest.approx(150.0)  # the 75 weighted seconds left, at this run's speed
 
 
-def test_progress_is_one_line_with_plain_stage_name_elapsed_and_a_meaningful_eta() -> None:
+def test_a_plan_with_a_stage_never_measured_is_a_guess() -> None:
+    plan = plan_stages(["a", "b", "c"], {"a": 10, "c": 30}, "the preset's measured figures")
+    assert plan.seconds == (10.0, 30.0, 30.0) and plan.source == GUESSED and not plan.measured
+    clock = JourneyClock(plan)
+    clock.ended.update(a=10.0, b=30.0)
+    clock.current = "c"
+    assert not clock.state(0.5, 15.0)["eta_sure"]
+    assert plan_stages(["a"], {"a": 4}, "x").source == "x"
+
+
+def _journey(status: str, progress: dict, started: float = 1000.0) -> dict:
+    return {"id": "q1", "kind": "quickstart.tts", "status": status, "started_at": started, "progress": progress}
+
+
+def test_progress_is_one_line_with_plain_stage_name_elapsed_and_an_eta_that_says_when_it_guesses() -> None:
     now = 10_000.0
-    line = journey_view(_job("running", 3, 10, started=now - 70), _stage("running", 0.5), now=now).text()
+    metrics = {"current": "train.base", "current_title": stage_title("train.base"), "stage": 4, "stages": 10,
+               "stage_fraction": 0.5, "eta_sure": True, "speed": 1.0}
+    line = journey_view(_journey("running", {"fraction": 0.35, "eta_s": 130.0, "metrics": metrics}, now - 70),
+                        now=now).text()
     assert line == "running · 35% · stage 4/10: Train the English base model (50%) · elapsed 1m10s · ETA 2m10s"
-    first = journey_view(_job("running", 0, 10, started=now - 5), _stage("running", 0.001), now=now).text()
-    assert first.endswith("elapsed 5s · ETA after the first stages")  # no "12h16m" from 0.01 % done
-    assert "ETA" not in journey_view(_job("succeeded", 10, 10, started=now - 70), None, now=now).text()
-    empty = journey_html(journey_view(_job("running", 0, 10, started=now), None, now=now))
+    unsure = {**metrics, "eta_sure": False, "speed": 1.6}
+    line = journey_view(_journey("running", {"fraction": 0.05, "eta_s": 600.0, "metrics": unsure}, now - 5), now=now).text()
+    assert line.endswith("ETA about 10m00s (a guess until more stages end) · 1.6× slower than measured "
+                         "(a busy or slower machine)"), line
+    done = journey_view(_journey("succeeded", {"fraction": 0.99, "eta_s": 0.0, "metrics": metrics}, now - 70), now=now)
+    assert done.fraction == 1.0 and "ETA" not in done.text() and "stage" not in done.text()
+    empty = journey_html(journey_view(_journey("running", {}, now), now=now))
     assert 'aria-valuenow="0.0000"' in empty and "width:0.00%" in empty  # a 0 % bar is drawn empty
+
+
+def test_the_last_run_of_the_same_preset_on_this_machine_weighs_the_stages(tmp_path: Path, monkeypatch) -> None:
+    from journeys.stages import LAST_RUN, PRESET_FIGURES, expected_seconds
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    names = ["sample", "codec"]
+    preset = {"stage_seconds": {"sample": 26.4, "codec": 5.3}}
+    assert expected_seconds(settings, "tts", preset, "abc", names) == StagePlan(("sample", "codec"), (26.4, 5.3),
+                                                                                PRESET_FIGURES)
+    for run, fingerprint, seconds in (("old", "abc", 40.0), ("other-preset", "xyz", 99.0), ("new", "abc", 50.0)):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        (tmp_path / "runs" / run / "report.json").write_text(json.dumps({
+            "journey": "tts", "preset_sha256": fingerprint,
+            "stages": [{"name": "sample", "seconds": seconds}, {"name": "codec", "seconds": 8.0}]}))
+        os.utime(tmp_path / "runs" / run / "report.json", (1000 + seconds, 1000 + seconds))
+    assert expected_seconds(settings, "tts", preset, "abc", names) == StagePlan(("sample", "codec"), (50.0, 8.0), LAST_RUN)
+    assert expected_seconds(settings, "tts", preset, "abc", [*names, "eval.tts"]).source == GUESSED  # not measured
 
 
 def test_an_in_process_stage_never_writes_into_its_journeys_progress_file(tmp_path: Path, monkeypatch) -> None:
@@ -133,20 +175,40 @@ def test_job_rows_name_their_run_and_stage() -> None:
     assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
 
 
-def test_a_chart_draws_each_series_in_its_own_colour_with_a_legend() -> None:
-    import re
+ROWS = [{"step": 1, "split": "train", "loss": 2.5, "mel_loss": 2.5, "text_loss": 6.7},
+        {"step": 2, "split": "train", "loss": 2.0, "mel_loss": 2.0, "text_loss": 6.7},
+        {"step": 2, "split": "val", "loss": 2.2, "mel_loss": 2.2, "text_loss": 6.8}]
 
-    from gradio_app.charts import PALETTE, chart_html
 
-    rows = [{"step": 5, "mel_loss": 3.0, "text_loss": 4.0}, {"step": 10, "mel_loss": 2.5, "text_loss": 3.5}]
-    svg = chart_html(rows, ("mel_loss", "text_loss"), "Validation", split="val")
-    lines = re.findall(r'<polyline class="lf-series" data-series="([^"]+)" points="([^"]+)" fill="none" stroke="([^"]+)"', svg)
-    assert [(name, len(points.split()), colour) for name, points, colour in lines] == [
-        ("val mel_loss", 2, PALETTE[0]), ("val text_loss", 2, PALETTE[1])]
-    assert re.findall(r'<g class="lf-legend">.*?<text[^>]*>([^<]+)</text></g>', svg) == ["val mel_loss", "val text_loss"]
-    first = [tuple(map(float, p.split(","))) for p in lines[0][1].split()]
-    assert first[0][0] < first[1][0] and first[0][1] < first[1][1]  # later step to the right; lower loss lower down
-    assert "no points yet" in chart_html([], ("mel_loss",), "Validation")
+def test_a_loss_with_weight_0_and_the_total_that_repeats_its_parts_are_not_drawn() -> None:
+    from gradio_app.charts import LOSS_MEASURES, metrics_figure
+
+    figure = metrics_figure(ROWS, LOSS_MEASURES, "Loss", {"text_weight": 0.0, "mel_weight": 1.0})
+    assert [(t.name, list(t.x), list(t.y)) for t in figure.data] == [
+        ("speech loss (speech codes) · training", [1, 2], [2.5, 2.0]),
+        ("speech loss (speech codes) · validation", [2], [2.2])]
+    assert "text loss (next text piece): not drawn, its weight in this run is 0" in figure.layout.title.subtitle.text
+    both = metrics_figure(ROWS, LOSS_MEASURES, "Loss", {"text_weight": 0.4, "mel_weight": 0.6})
+    assert [t.name for t in both.data] == [  # speech and text losses each on their own axis, no total
+        "speech loss (speech codes) · training", "speech loss (speech codes) · validation",
+        "text loss (next text piece) · training", "text loss (next text piece) · validation"]
+    assert {t.yaxis for t in both.data} == {"y", "y2"} and all(t.mode == "lines+markers" for t in both.data)
+    lm = metrics_figure([{"step": 5, "loss": 3.0, "bpb": 2.1}], LOSS_MEASURES, "Loss")
+    assert [(t.name, list(t.x)) for t in lm.data] == [("loss · training", [5]), ("bits per byte · training", [5])]
+    assert not metrics_figure([], LOSS_MEASURES, "Loss").data  # "no points yet", drawn as words
+
+
+def test_bar_charts_keep_their_order_and_values() -> None:
+    from gradio_app.charts import histogram_figure
+    from gradio_app.tabs.tokenizer import report_tables
+
+    bars = histogram_figure({"0-1": 2, "1-2": 7, "3-4": 1}).data[0]
+    assert (list(bars.x), list(bars.y)) == (["0-1 s", "1-2 s", "3-4 s"], [2, 7, 1])
+    report = {"size": 1000, "kind": "sentencepiece", "fingerprint": "f", "corpus": {
+        "lines": 10, "tokens": 100, "unk_rate": 0.0, "chars_per_token": 3.0, "bytes_per_token": 3.5,
+        "unused_share": 0.848, "ids_used": 152, "unknown_characters": []}}
+    chart = report_tables(report)[2].data[0]
+    assert list(chart.x) == ["ids used", "ids never used"] and list(chart.y) == pytest.approx([0.152, 0.848])
 
 
 def test_report_links_point_at_the_file_route(tmp_path: Path, monkeypatch) -> None:
@@ -180,17 +242,6 @@ def test_datasets_are_listed_at_any_depth_with_clips_and_hours(tmp_path: Path, m
                                     ("quickstart-quick/sample — 3 clips, 1.500 h", "quickstart-quick/sample")]
 
 
-def test_chart_frames_are_numeric_even_when_empty() -> None:
-    empty = metric_frame([], LOSS_METRICS)
-    assert gr.LinePlot(empty, x="step", y="value", color="series").get_config()["value"]["datatypes"] == {
-        "step": "quantitative", "value": "quantitative", "series": "nominal"}
-    rows = [{"step": 1, "split": "train", "loss": 2.5}, {"step": 2, "split": "train", "loss": 2.0},
-            {"step": 2, "split": "val", "loss": 2.2, "mel_loss": 1.1}]
-    frame = metric_frame(rows, LOSS_METRICS)
-    assert frame.values.tolist() == [[1, 2.5, "train loss"], [2, 2.0, "train loss"], [2, 2.2, "val loss"],
-                                     [2, 1.1, "val mel_loss"]]
-
-
 def test_dashboard_paths_show_relative_to_the_workspace_whatever_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gradio_app.common import relative
 
@@ -218,7 +269,7 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     from core.cli.catalogue import cli_catalogue
     from gradio_app.common import UIContext
     from gradio_app.runner import JobRunner
-    from gradio_app.tabs.training import form_values, load_config_source, preflight
+    from gradio_app.tabs.training import check_words, form_values, load_config_source, preflight
     from tests.trainer_helpers import lm_config, lm_workspace
 
     workspace = tmp_path / "ws"
@@ -246,7 +297,7 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
 
     def rows_check() -> list[str]:
         rows, _, _, _ = preflight(ctx, data, form_values(data, settings))
-        return next(row for row in rows if row[0] == "checkpoint.rows")
+        return next(row for row in rows if row[0] == check_words("checkpoint.rows"))
 
     write_base(1135)
     for _ in range(3):
@@ -262,3 +313,96 @@ def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     os.utime(base, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert rows_check() == first and rows_check() == first
     assert loads == [base, base, base]
+
+
+def test_the_journey_writes_its_progress_every_second_with_the_running_stage_jobs_own_fraction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a stage job runs, the stage runner's ticker reads that job's record every second and writes the
+    journey's weighted fraction with the stage's own fraction into the journey's progress file."""
+    import time
+
+    from core.cli.catalogue import cli_catalogue
+    from jobs.runner import JobRunner
+    from journeys.stages import StageRunner
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    journey_file = tmp_path / "journey.progress.json"
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(journey_file))
+    settings = load_settings()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox\n" * 50)
+    runner = JobRunner(settings, catalogue=cli_catalogue())  # no worker: the job stays queued while we look
+    job_id = runner.submit("tokenizer.train", {"corpus": [str(corpus)], "vocab_size": 60,
+                                               "output": str(tmp_path / "tok.model")})
+    runner.store.update(job_id, progress={"done": 3, "total": 4})
+    plan = StagePlan(("sample", "tokenizer.base"), (30.0, 10.0), "the preset's measured figures")
+    with StageRunner(settings, "queue", embedded_worker=False, plan=plan, catalogue=cli_catalogue()) as stages:
+        with stages._lock:  # as `run` sets it once the stage's job is submitted
+            stages.clock.ended["sample"] = 30.0
+            stages.clock.current, stages._stage_start = "tokenizer.base", time.monotonic()
+            stages.metrics.update(current="tokenizer.base", current_title="Train the English tokenizer",
+                                  current_job=job_id)
+        deadline = time.monotonic() + 30
+        state: dict = {}
+        while time.monotonic() < deadline and not (state.get("metrics") or {}).get("stage_fraction"):
+            time.sleep(0.5)
+            state = json.loads(journey_file.read_text()) if journey_file.is_file() else {}
+    assert state["metrics"]["stage_fraction"] == pytest.approx(0.75)  # the job's own 3 of 4
+    assert state["fraction"] == pytest.approx((30 + 0.75 * 10) / 40)
+    assert (state["metrics"]["stage"], state["metrics"]["stages"]) == (2, 2)
+
+
+def test_compare_and_quality_open_the_evaluation_written_last(tmp_path: Path, monkeypatch) -> None:
+    """After a quickstart, Compare and Quality open its own checkpoint's evaluation (`checkpoints/<name>`), not the
+    English base model's side evaluation (`runs/<name>-en-base`) written a stage before it; an evaluation written
+    later (the user's own) is the one opened then."""
+    from gradio_app.common import UIContext
+    from gradio_app.tabs.compare import eval_folders, newest_eval_folder
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    ctx = UIContext(settings=load_settings(), runner=None)  # type: ignore[arg-type]
+    assert newest_eval_folder(ctx) is None
+    base = tmp_path / "runs" / "qs-en-base" / "checkpoints" / "eval.json"
+    final = tmp_path / "checkpoints" / "qs" / "eval.json"
+    for order, path in enumerate((base, final)):  # the journey's order: eval.en.base, then eval.tts
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"checkpoints": {}}), encoding="utf-8")
+        os.utime(path, (1000 + order, 1000 + order))
+    assert eval_folders(ctx) == ["checkpoints/qs", "runs/qs-en-base"]
+    assert newest_eval_folder(ctx) == "checkpoints/qs"
+    os.utime(base, (2000, 2000))  # the English base evaluated again later: now it is the newest
+    assert newest_eval_folder(ctx) == "runs/qs-en-base"
+
+
+def test_the_built_in_quick_preset_weighs_every_stage_it_runs_by_a_measured_figure(tmp_path: Path, monkeypatch) -> None:
+    """Each stage the quick preset's journey runs (the English measures included) has its measured seconds in
+    the preset, so its progress line is weighed, not guessed; a stage added to the journey fails here first."""
+    from journeys.quickstart import load_preset, preset_fingerprint, tts_stage_names
+    from journeys.stages import PRESET_FIGURES, expected_seconds
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    spec = load_preset("quick", "tts")
+    names = tts_stage_names(spec)
+    assert {"validate.en.start", "validate.en.end", "eval.en.base", "eval.tts"} <= set(names)
+    assert set(spec["stage_seconds"]) == set(names)
+    plan = expected_seconds(load_settings(), "tts", spec, preset_fingerprint(spec), names)
+    assert plan.source == PRESET_FIGURES and plan.names == tuple(names)
+
+
+def test_export_refuses_to_prune_over_an_existing_file_unless_replace_is_ticked(tmp_path: Path, monkeypatch) -> None:
+    """Prune's output that exists is refused before a job is submitted, naming the Replace box; ticked, it is taken
+    (the job then runs with `force`)."""
+    from gradio_app.tabs.export import PRUNE, check_output
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    checkpoint = tmp_path / "runs" / "r" / "checkpoints" / "step_1.pt"
+    existing = tmp_path / "checkpoints" / "exported" / "model.safetensors"
+    existing.parent.mkdir(parents=True)
+    existing.write_bytes(b"an earlier prune")
+    with pytest.raises(InputError, match="the file exists. Tick \"Replace the output file\""):
+        check_output(settings, PRUNE, checkpoint, "checkpoints/exported/model.safetensors")
+    assert check_output(settings, PRUNE, checkpoint, "checkpoints/exported/model.safetensors", replace=True) == \
+        str(existing.resolve())
+    assert existing.read_bytes() == b"an earlier prune"  # nothing written by the check

@@ -1,6 +1,7 @@
 """The Quality tab in a real browser (real app.py, Debian chromium through Playwright): a run's evaluated
 checkpoints as a table with each failure flag in words, why best.pt is best and the base-language
-warning from status.json, a chart per measure, and a player for every evaluation sentence."""
+warning from status.json, a panel per measure (read from the figure Plotly drew), and a player for every
+evaluation sentence."""
 
 from __future__ import annotations
 
@@ -75,12 +76,16 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
                                    ".includes('FLAG — 67% of outputs repeat one stretch')")
             table = page.locator("#q-table").inner_text()
             assert "ok — 0% of outputs loop" in table and "step_0000002.pt" in table and "0.71" in table
-            assert "de (4 sentences): FLAG — text_ignored, DTW id 0.25" in table
-            assert "de (4 sentences): ok — no flag, DTW id 0.75" in table
+            assert "de (4 sentences): FLAG — text ignored, sentence identification 0.25" in table
+            assert "de (4 sentences): ok — no flag, sentence identification 0.75" in table
             note = page.locator("#q-note").inner_text()
             assert "best.pt" in note and "no failure flag" in note and "rose 30% since step 0" in note
-            assert "failure flags none · dtw_identification 1.0 · val loss 2.5" in note
-            assert page.locator("#q-chart-val_base_loss").is_visible()
+            assert "failure flags none · sentence identification (DTW) 1.0 · validation loss 2.5" in note
+            page.wait_for_function("() => (document.querySelector('#q-chart .js-plotly-plot') || {}).data?.length >= 5")
+            traces = page.evaluate("""() => document.querySelector('#q-chart .js-plotly-plot').data.map(
+                t => [t.name, Array.from(t.x), Array.from(t.y)])""")
+            assert ["base-language validation loss", [2, 4], [3.1, 3.9]] in traces, traces
+            assert ["failure flags raised", [2, 4], [1, 0]] in traces, traces
             for i in range(3):
                 page.locator(f"#q-audio-{i}").wait_for(state="visible")
             assert page.locator("#q-audio-0").get_by_text("1. The morning train was late.").count() >= 1

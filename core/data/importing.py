@@ -292,15 +292,24 @@ def _totals(rows: list[ManifestRow], key: str) -> dict[str, dict[str, float]]:
     return {k: {"clips": v["clips"], "hours": round(v["hours"], 5)} for k, v in sorted(totals.items())}
 
 
+def reason_label(reason: str) -> str:
+    """Return the kind of a reject reason, the same for every clip rejected for it: `filter <name>`, the
+    duration bounds without the clip's own duration ("duration outside 0.3-30s"), else the reason without
+    its file, quoted text, bracketed detail and measured numbers."""
+    if reason.startswith("filter "):
+        return reason.split(":", 1)[0]
+    duration = re.match(r"duration \S+ (outside \S+)$", reason)
+    if duration:
+        return f"duration {duration.group(1)}"
+    label = re.sub(r"(audio \S+|\b\d+(\.\d+)?s?\b|'.*'|\(.*\))", "", reason)
+    return re.sub(r"\s+", " ", label).strip(" :.;") or reason
+
+
 def _reason_counts(rejects: list[Reject]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for reject in rejects:
-        if reject.reason.startswith("filter "):
-            label = reject.reason.split(":", 1)[0]
-        else:
-            label = re.sub(r"(audio \S+|\d+(\.\d+)?s?|'.*'|\(.*\))", "", reject.reason)
-            label = re.sub(r"\s+", " ", label).strip(" :.;")
-        counts[label or reject.reason] = counts.get(label or reject.reason, 0) + 1
+        label = reason_label(reject.reason)
+        counts[label] = counts.get(label, 0) + 1
     return counts
 
 

@@ -47,9 +47,15 @@ from core.eval.metrics import (
 from core.eval.sections import BASE_LANGUAGE, NEW_LANGUAGE, entry_with_sections
 from core.fsutil import atomic_write_json
 from core.runs import EVAL_FILE, RunFolder, eval_audio_beside, eval_file_beside, read_evaluations
-from core.progress import Progress
+from core.progress import Progress, detached_progress_file
 
 ESPEAK = "espeak"
+SCORING_STEPS = 2  # the progress steps after synthesis: the rows' numbers, then the quality report
+
+
+def eval_steps(sentences: Sequence[str]) -> int:
+    """Return the progress steps an evaluation of `sentences` reports: one per sentence, then the scoring."""
+    return len(sentences) + SCORING_STEPS
 
 
 def read_sentences(path: str | os.PathLike[str]) -> tuple[list[str], list[Path] | None]:
@@ -241,6 +247,7 @@ def evaluate_checkpoint(
     audio_dir: str | os.PathLike[str] | None = None,
     record: bool = True,
     recorded_bounds: bool = True,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Evaluate a TTS checkpoint on held-out `sentences` and return the eval.json entry.
 
@@ -258,7 +265,8 @@ def evaluate_checkpoint(
     `asr` hook; `length_bounds` is the training data's tokens-per-character range, default the one the
     checkpoint records — unless `recorded_bounds` is False: the sentences are in another language than the
     checkpoint's last training data, the base language after a fine-tune, and the evaluation references'
-    own range judges them) and `seconds`. The clips go
+    own range judges them) and `seconds`. `progress` is a caller's line of progress over more than one set (its
+    total counts `eval_steps` of each); by default the evaluation reports on its own line. The clips go
     to `audio_dir` (default `eval_audio/<checkpoint stem>/` beside it); with `record` the entry is also
     written to `eval.json` beside the checkpoint and to TensorBoard (periodic evaluation records its
     base-language set inside the new language's entry instead).
@@ -296,11 +304,14 @@ def evaluate_checkpoint(
             raise InputError(f"{len(reference_paths)} reference clips for {len(sentences)} sentences; pass one per sentence.")
     reference_wavs = [read_audio(p, SAMPLE_RATE)[0] for p in reference_paths]
     codec, rate = voice.codec, voice.sample_rate
-    progress = Progress("eval tts: synthesize", total=len(sentences))
+    # one line of progress over the whole evaluation: a sentence each, then the scoring (SCORING_STEPS); the
+    # synthesis inside reports to stderr only, never into this command's progress file
+    progress = progress or Progress("eval tts", total=eval_steps(sentences))
     synthesized, codec_wavs, audio, spoken = [], [], [], []
     for i, sentence in enumerate(sentences):
         prompt = reference_paths[(i + 1) % len(sentences)]
-        wav, spoken_info = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
+        with detached_progress_file():
+            wav, spoken_info = voice.speak(sentence, prompt, reference_wavs[i].numel() / SAMPLE_RATE, seed, language)
         spoken.append(spoken_info)
         audio.append(str(write_wav(out_dir / f"{i + 1:03d}.wav", wav, rate)))
         synthesized.append(resample(wav, rate, SAMPLE_RATE) if wav.numel() else wav)
@@ -308,14 +319,16 @@ def evaluate_checkpoint(
             at_codec_rate = read_audio(reference_paths[i], codec.sample_rate)[0]
             codec_wavs.append(resample(codec.decode(codec.encode(at_codec_rate)), codec.sample_rate, SAMPLE_RATE))
         progress.update()
-    progress.finish()
     sphinx = SphinxJudge(sentences) if language.split("-")[0] == "en" else None
     rows = {"model": score_row(synthesized, reference_wavs, sentences, sphinx, wer)}
     if codec is not None:
         rows["codec"] = score_row(codec_wavs, reference_wavs, sentences, sphinx, wer)
     rows["references"] = score_row(reference_wavs, reference_wavs, sentences, sphinx, wer, distances=False, dtw_judge=False)
+    progress.update()
     quality = _quality(voice, sentences, synthesized, reference_wavs, reference_paths, spoken, audio, language,
                        length_bounds or (voice.length_bounds if recorded_bounds else None), mos, transcriber)
+    progress.update()
+    progress.finish()
     step = voice.step
     result = {
         "checkpoint": str(checkpoint),
@@ -377,9 +390,12 @@ def evaluate_with_base_language(
         raise InputError(f"{len(base_sentences)} base-language sentence(s); evaluation needs at least 2 to identify among.")
     if isinstance(base_references, (str, os.PathLike)) and str(base_references) != ESPEAK:
         folder_references(settings.resolve(base_references), len(base_sentences))
-    new = evaluate_checkpoint(checkpoint, sentences, references, language, settings, record=False, **options)
+    progress = Progress("eval tts", total=eval_steps(sentences) + eval_steps(base_sentences))  # one line for both sets
+    new = evaluate_checkpoint(checkpoint, sentences, references, language, settings, record=False, progress=progress,
+                              **options)
     base = evaluate_checkpoint(checkpoint, base_sentences, base_references, base_language, settings, record=False,
-                               audio_dir=eval_audio_beside(checkpoint) / base_language, recorded_bounds=False, **options)
+                               audio_dir=eval_audio_beside(checkpoint) / base_language, recorded_bounds=False,
+                               progress=progress, **options)
     eval_set = {"source": "eval tts", "sections": [_section(NEW_LANGUAGE, language, sentences),
                                                    _section(BASE_LANGUAGE, base_language, base_sentences)]}
     entry = entry_with_sections(new, base, eval_set)

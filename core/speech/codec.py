@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torchaudio
@@ -193,14 +193,19 @@ def load_codec(path: str | os.PathLike[str]) -> SpeechCodec:
     return codec
 
 
-def collect_frames(frontend: MelFrontend, clips: Sequence[Path], max_frames: int, seed: int = 0) -> torch.Tensor:
-    """Return up to `max_frames` log-mel frames [n, n_mels] from the clips' audio, sampled evenly.
+def collect_frames(frontend: MelFrontend, clips: Sequence[Path], max_frames: int, seed: int = 0,
+                   on_clip: Callable[[], None] = lambda: None) -> torch.Tensor:
+    """Return up to `max_frames` log-mel frames [n, n_mels] from the clips' audio, sampled evenly; `on_clip` is
+    called after each clip is read.
 
     Raises InputError when an audio file cannot be read.
     """
     from core.audio import read_audio
 
-    frames = [frontend(read_audio(clip, frontend.config.sample_rate)[0]) for clip in clips]
+    frames = []
+    for clip in clips:
+        frames.append(frontend(read_audio(clip, frontend.config.sample_rate)[0]))
+        on_clip()
     data = torch.cat(frames)
     if data.shape[0] > max_frames:
         keep = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(seed))[:max_frames]
@@ -234,14 +239,18 @@ def fit_codec(
     k-means runs on CUDA when present. The codec's `meta` records the training statistics.
     Raises InputError for a codebook smaller than 2, a hop longer than half a frame, unreadable audio or too few frames.
     """
+    from core.progress import Progress
     from core.speech.kmeans import fit_kmeans
 
     if codebook_size < 2:
         raise InputError(f"--codebook-size {codebook_size}: must be at least 2.")
     check_hop_length(hop_length)
     config = CodecConfig(sample_rate=sample_rate, hop_length=hop_length, n_mels=n_mels, codebook_size=codebook_size)
-    frames = collect_frames(MelFrontend(config), clips, max_frames, seed)
-    result = fit_kmeans(frames, codebook_size, iterations=iterations, batch_size=batch_size, seed=seed, device=device)
+    progress = Progress("codec", total=len(clips) + iterations)  # each clip read, then each k-means iteration
+    frames = collect_frames(MelFrontend(config), clips, max_frames, seed, on_clip=progress.update)
+    result = fit_kmeans(frames, codebook_size, iterations=iterations, batch_size=batch_size, seed=seed, device=device,
+                        on_iteration=progress.update)
+    progress.finish()
     meta = {
         "train_clips": len(clips),
         "train_frames": int(frames.shape[0]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -50,9 +51,10 @@ def _plus_plus(data: torch.Tensor, k: int, generator: torch.Generator) -> torch.
 
 
 def fit_kmeans(
-    data: torch.Tensor, k: int, iterations: int = 100, batch_size: int = 4096, seed: int = 0, device: str | None = None
+    data: torch.Tensor, k: int, iterations: int = 100, batch_size: int = 4096, seed: int = 0, device: str | None = None,
+    on_iteration: Callable[[], None] = lambda: None,
 ) -> KMeansResult:
-    """Return k centroids of the rows of `data` [n, dim] by mini-batch k-means.
+    """Return k centroids of the rows of `data` [n, dim] by mini-batch k-means (`on_iteration` is called after each).
 
     Centroids that receive no frames are re-seeded from random frames. Raises InputError when
     there are fewer rows than k.
@@ -74,6 +76,7 @@ def fit_kmeans(
         hit = batch_counts > 0
         rate = (batch_counts[hit] / counts[hit]).unsqueeze(1)
         centroids[hit] += rate * (sums[hit] / batch_counts[hit].unsqueeze(1) - centroids[hit])
+        on_iteration()
     index, distance = _assign_all(points, centroids)
     usage = torch.bincount(index, minlength=k)
     dead = usage == 0

@@ -8,11 +8,14 @@ from typing import Any
 
 import gradio as gr
 
+import plotly.graph_objects as go
+
 from core.eval.tts import ESPEAK, collect_evaluations
 from core.errors import InputError
 from core.runs import run_folder_of_checkpoint
-from core.workspace_files import CHECKPOINTS, EVALUATIONS, find_files
-from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, relative, require_success
+from core.workspace_files import CHECKPOINTS, CORPORA, EVALUATIONS, TRAINING_MANIFESTS, find_files
+from gradio_app.charts import compare_figure, plot
+from gradio_app.common import UIContext, follow_job, inside_workspace, job_line, long_action, relative, require_success
 from gradio_app.common import ui_action
 
 MAX_PLAYERS = 8  # players shown per sentence: the newest checkpoints
@@ -42,6 +45,29 @@ def eval_folders(ctx: UIContext) -> list[str]:
     return sorted(folders)
 
 
+def newest_eval_folder(ctx: UIContext) -> str | None:
+    """Return the run or folder (as `eval_folders` names it) whose eval.json was written last, or None."""
+    newest = max(find_files(ctx.settings, EVALUATIONS), default=None,
+                 key=lambda path: ctx.settings.resolve(path).stat().st_mtime)
+    if newest is None:
+        return None
+    return next((folder for folder in eval_folders(ctx)
+                 if newest == f"{folder}/eval.json" or newest.startswith(f"{folder}/checkpoints/")), None)
+
+
+CHART_MEASURES = {"mcd_db": "MCD in dB (lower is better)", "dtw_identification": "sentence identification (DTW)"}
+
+
+def comparison_figure(summaries: list[dict[str, Any]]) -> go.Figure:
+    """Return the Compare chart: MCD and DTW identification of each evaluated checkpoint (step order), with
+    the newest codec ceiling of each as a dashed line."""
+    labels = [f"{s['checkpoint']} (step {s['step']})" for s in summaries]
+    measures = {words: [s.get(key) for s in summaries] for key, words in CHART_MEASURES.items()}
+    ceilings = {words: next((s.get(f"codec_{key}") for s in reversed(summaries) if s.get(f"codec_{key}") is not None),
+                            None) for key, words in CHART_MEASURES.items()}
+    return compare_figure(labels, measures, ceilings)
+
+
 def comparison(ctx: UIContext, folder: str | None) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     """Return the table rows and the summaries of the checkpoints evaluated in `folder`.
 
@@ -67,10 +93,10 @@ def build(ctx: UIContext) -> None:
     def folder_choices() -> Any:
         return gr.update(choices=eval_folders(ctx))
 
-    def opened(current: str | None) -> Any:
-        """The folders when the tab opens; with none chosen yet, the last one (its change loads the table)."""
-        folders = eval_folders(ctx)
-        return gr.update(choices=folders, value=current or (folders[-1] if folders else None))
+    def opened(current: str | None) -> tuple[Any, Any]:
+        """The folders when the tab opens; with none chosen yet, the newest (its change loads the table)."""
+        return (gr.update(choices=eval_folders(ctx), value=current or newest_eval_folder(ctx)),
+                gr.update(choices=find_files(settings, CORPORA, TRAINING_MANIFESTS)))
 
     def players(summaries: list[dict[str, Any]], sentence: int | None) -> list[Any]:
         shown = summaries[-MAX_PLAYERS:]
@@ -88,18 +114,19 @@ def build(ctx: UIContext) -> None:
         texts = next((s["sentences"] for s in reversed(summaries) if s["sentences"]), [])
         return [(f"{i + 1}. {text}", i) for i, text in enumerate(texts)]
 
-    @ui_action(outputs=5 + MAX_PLAYERS, message=3)
+    @ui_action(outputs=6 + MAX_PLAYERS, message=3)
     def load(folder: str | None):
         rows, summaries = comparison(ctx, folder)
         choices = sentence_choices(summaries)
         first = choices[0][1] if choices else None
         note = (f"{len(summaries)} evaluated checkpoint(s) in `{folder}`" if summaries
-                else f"No eval.json in `{folder}` yet: evaluate a checkpoint below, or train with `schedule.eval_every`."
+                else f"No evaluation in `{folder}` yet: evaluate a checkpoint below, or let a training run evaluate "
+                "its checkpoints as it saves them."
                 if folder else "")
         checkpoints = [relative(settings, s["path"]) for s in summaries if s["exists"]]
         return (rows, summaries, gr.update(choices=choices, value=first), note,
                 gr.update(choices=sorted(set(checkpoints) | set(find_files(settings, CHECKPOINTS)))),
-                *players(summaries, first))
+                comparison_figure(summaries), *players(summaries, first))
 
     @ui_action(outputs=2)
     def evaluate(checkpoint: str, sentences: str, references: str, language: str):
@@ -126,25 +153,27 @@ def build(ctx: UIContext) -> None:
         note = gr.Markdown(elem_id="cmp-note")
         gr.Markdown(METRIC_WORDS, elem_id="cmp-words")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, elem_id="cmp-table")
+        chart = plot("cmp-chart", comparison_figure([]))
         summaries = gr.State([])
         sentence = gr.Dropdown([], label="Sentence", elem_id="cmp-sentence")
         audios = [gr.Audio(type="filepath", interactive=False, visible=False, elem_id=f"cmp-audio-{i}")
                   for i in range(MAX_PLAYERS)]
-        with gr.Accordion("Evaluate a checkpoint (eval.tts job)", open=False):
+        with gr.Accordion("Evaluate a checkpoint", open=False):
             with gr.Row():
                 checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
                                          allow_custom_value=True, elem_id="cmp-checkpoint", scale=3)
-                sentences_file = gr.Textbox(label="Sentences file (text, one per line, or manifest.jsonl)",
-                                            elem_id="cmp-sentences", scale=3)
+                sentences_file = gr.Dropdown(find_files(settings, CORPORA, TRAINING_MANIFESTS), value=None,
+                                             allow_custom_value=True, label="Sentences (a text file, one per line, or a "
+                                             "manifest)", elem_id="cmp-sentences", scale=3)
                 references = gr.Textbox(ESPEAK, label="References (`espeak` or a folder of <n>.wav)", scale=2)
                 language = gr.Textbox("en", label="Language", scale=1)
             eval_btn = gr.Button("Evaluate checkpoint", variant="primary", elem_id="cmp-eval-btn")
             eval_status = gr.Markdown(elem_id="cmp-eval-status")
 
-    outputs = [table, summaries, sentence, note, checkpoint, *audios]
+    outputs = [table, summaries, sentence, note, checkpoint, chart, *audios]
     folder.change(load, folder, outputs)
-    tab.select(opened, folder, folder, show_progress="hidden")
+    tab.select(opened, folder, [folder, sentences_file], show_progress="hidden").then(load, folder, outputs)
     refresh.click(folder_choices, None, folder).then(load, folder, outputs)
     sentence.change(players, [summaries, sentence], audios)
-    eval_btn.click(evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \
+    long_action(eval_btn, evaluate, [checkpoint, sentences_file, references, language], [eval_status, folder]) \
         .then(load, folder, outputs)

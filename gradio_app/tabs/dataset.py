@@ -5,19 +5,24 @@ summary with a duration histogram, players for kept and filtered-out clips, and 
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
-import pandas as pd
+import plotly.graph_objects as go
 
 from core.confine import check_name_path
+from core.data.filters import duration_histogram
 from core.errors import InputError
 from core.fsutil import read_json, read_jsonl
-from core.workspace_files import DATASETS_DIR, MANIFEST_NAME, dataset_names, manifest_damage
+from core.uploads import DATASET, store_upload
+from core.workspace_files import (
+    DATASETS_DIR, MANIFEST_NAME, TOKENIZERS, dataset_names, find_files, input_folders, manifest_damage,
+)
+from gradio_app.charts import histogram_figure, plot
 from gradio_app.common import (
     UIContext,
+    long_action,
     follow_job,
     inside_workspace,
     job_line,
@@ -29,6 +34,8 @@ from gradio_app.common import (
 
 FORMATS = ["ljspeech", "folder", "srt", "manifest", "commonvoice", "hf"]
 ROWS_SHOWN = 200
+LONG_ID = 24  # a speaker or clip id longer than this (a Common Voice client id has 128 characters) is cut short
+SHORT_ID = 12  # to this many characters and "…"
 LABELS = {"input": "Input folder or file", "output": "Dataset name", "language": "Language", "speaker": "Speaker",
           "per_language": "Clips per language", "languages": "Languages", "codebook_size": "Codebook size",
           "iterations": "k-means iterations"}
@@ -74,26 +81,31 @@ def _listed_dataset(ctx: UIContext, name: str) -> Path:
 
 
 def store_uploads(ctx: UIContext, files: list[str] | None, name: str) -> Path:
-    """Copy uploaded files into `uploads/<name>/` in the workspace and return that folder."""
-    if not files:
-        raise InputError("no files uploaded; drop the dataset's files (audio, transcripts, metadata) first.")
-    folder = ctx.settings.workspace / "uploads" / check_name_path(name, "Dataset name")
-    folder.mkdir(parents=True, exist_ok=True)
-    for item in files:
-        shutil.copyfile(item, folder / Path(item).name)
-    return folder
+    """Write uploaded files (clips and their table, or a zip of them) into `uploads/<name>/` in the workspace
+    (`core.uploads`: names, roots and the size limit enforced) and return the folder to import: the one
+    folder a zip held when it held nothing else."""
+    store_upload(ctx.settings, DATASET, files or [], name.replace("/", "-"))
+    folder = ctx.settings.workspace / DATASET.folder / name.replace("/", "-")
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
 
 
-def filter_view(summary: dict[str, Any]) -> tuple[str, pd.DataFrame]:
-    """Return (filter summary text, duration histogram table) from a dataset's summary.json (empty without filters)."""
+def short(value: Any) -> Any:
+    """Return an id longer than LONG_ID characters (a Common Voice client id) cut to SHORT_ID characters and "…"."""
+    return f"{value[:SHORT_ID]}…" if isinstance(value, str) and len(value) > LONG_ID else value
+
+
+def filter_view(summary: dict[str, Any], kept: list[dict[str, Any]] | None = None) -> tuple[str, go.Figure]:
+    """Return (filter summary text, duration histogram chart) of a dataset: the histogram its summary.json holds
+    (`filters.duration_histogram`, written by a filtered import), else the same bins counted over its kept rows."""
     filters = summary.get("filters")
+    durations = [float(r["duration"]) for r in kept or [] if isinstance(r.get("duration"), (int, float))]
     if not isinstance(filters, dict):
-        return "", pd.DataFrame({"seconds": [], "clips": []})
-    removed = ", ".join(f"{k} {v}" for k, v in (filters.get("removed") or {}).items())
-    text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits verbalised "
-            f"in {filters.get('digits_verbalised', 0)}.")
-    histogram = filters.get("duration_histogram") or {}
-    return text, pd.DataFrame({"seconds": list(histogram), "clips": list(histogram.values())})
+        return "", histogram_figure(duration_histogram(durations))
+    removed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (filters.get("removed") or {}).items()) or "nothing"
+    text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits written out "
+            f"as words in {filters.get('digits_verbalised', 0)}.")
+    return text, histogram_figure(filters.get("duration_histogram") or duration_histogram(durations))
 
 
 def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
@@ -111,11 +123,13 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
     reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
     text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
             f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
-    kept_rows = [[r.get("id"), r.get("speaker"), r.get("language"), r.get("duration"), r.get("text")] for r in kept[:ROWS_SHOWN]]
-    reject_rows = [[r.get("source"), r.get("line"), r.get("id"), r.get("reason")] for r in rejects[:ROWS_SHOWN]]
+    kept_rows = [[short(r.get("id")), short(r.get("speaker")), r.get("language"), r.get("duration"), r.get("text")]
+                 for r in kept[:ROWS_SHOWN]]
+    reject_rows = [[Path(str(r.get("source"))).name, r.get("line"), short(r.get("id")), r.get("reason")]
+                   for r in rejects[:ROWS_SHOWN]]
     clips = [r["id"] for r in kept[:ROWS_SHOWN] if r.get("id")]
     removed = [r["id"] for r in rejects if r.get("audio") and r.get("id")][:ROWS_SHOWN]
-    filter_text, histogram = filter_view(summary)
+    filter_text, histogram = filter_view(summary, kept)
     return (text, filter_text, histogram, hours, kept_rows, reject_rows,
             gr.update(choices=clips, value=clips[0] if clips else None),
             gr.update(choices=removed, value=removed[0] if removed else None))
@@ -162,7 +176,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         params = {"format": fmt, "input": str(folder), "output": output_param(settings, f"datasets/{name}", "output"),
                   "confine_to_roots": True,
                   "language": language.strip() or None, "speaker": speaker.strip() or None,
-                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if tokenizer.strip() else None,
+                  "tokenizer": str(inside_workspace(settings, tokenizer, "tokenizer")) if (tokenizer or "").strip() else None,
                   "tsv": tsv.strip() or None, "text_column": text_column.strip() or None,
                   "speaker_column": speaker_column.strip() or None, "filter": bool(filtered)}
         yield from finish(runner.submit("dataset.import", params), name)
@@ -188,20 +202,23 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Accordion("Import", open=True):
             with gr.Row():
                 fmt = gr.Dropdown(FORMATS, value="ljspeech", label="Format", elem_id="ds-format")
-                source = gr.Textbox(label="Input folder or file (inside the workspace)", elem_id="ds-input")
+                source = gr.Dropdown(input_folders(settings), label="Input folder or file (uploads, or a data root)",
+                                     allow_custom_value=True, elem_id="ds-input")
                 name = gr.Textbox(label="Dataset name", value="mydata", elem_id="ds-name")
             with gr.Row():
                 language = gr.Textbox(label="Language (folder, srt)")
                 speaker = gr.Textbox(label="Speaker (optional)")
-                tokenizer = gr.Textbox(label="Reject text this tokenizer cannot encode (optional)")
+                tokenizer = gr.Dropdown(find_files(settings, TOKENIZERS), value=None, allow_custom_value=True,
+                                        label="Reject text this tokenizer cannot encode (optional)")
             with gr.Row():
                 tsv = gr.Textbox(label="Common Voice table", value="validated.tsv", elem_id="ds-tsv")
                 text_column = gr.Textbox(label="HF text column", value="text", elem_id="ds-text-column")
                 speaker_column = gr.Textbox(label="HF speaker column (optional)", elem_id="ds-speaker-column")
                 filtered = gr.Checkbox(True, label="Filter clips (duration, clipping, SNR, silence, text, rate, duplicates)",
                                        elem_id="ds-filter")
-            files = gr.File(label="…or upload the files (metadata, transcripts, audio)", file_count="multiple",
-                            type="filepath")
+            files = gr.File(label="…or upload the clips and their table (or one zip of them); they are kept in the "
+                                  "workspace's uploads/<dataset name>/", file_count="multiple", type="filepath",
+                            elem_id="ds-upload")
             import_btn = gr.Button("Import", variant="primary", elem_id="ds-import-btn")
             import_status = gr.Markdown(elem_id="ds-import-status")
         with gr.Accordion("espeak-ng sample dataset", open=True):
@@ -218,12 +235,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         view_status = gr.Markdown(elem_id="ds-view-status")
         summary = gr.Markdown(elem_id="ds-summary")
         filter_summary = gr.Markdown(elem_id="ds-filter-summary")
-        histogram = gr.BarPlot(filter_view({})[1], x="seconds", y="clips", title="Clip durations (s)",
-                               elem_id="ds-histogram")
+        histogram = plot("ds-histogram", filter_view({})[1])
         hours = gr.Dataframe(headers=["by", "name", "clips", "hours"], value=[], interactive=False)
         with gr.Tab("Kept"):
             kept = gr.Dataframe(headers=["id", "speaker", "language", "seconds", "text"], value=[], interactive=False,
-                                wrap=True, elem_id="ds-kept")
+                                wrap=True, column_widths=["12%", "12%", "8%", "8%", "60%"], elem_id="ds-kept")
         with gr.Tab("Rejected"):
             rejected = gr.Dataframe(headers=["source", "line", "id", "reason"], value=[], interactive=False, wrap=True,
                                     elem_id="ds-rejected")
@@ -242,16 +258,20 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             codec_status = gr.Markdown(elem_id="ds-codec-status")
 
     view_outputs = [summary, filter_summary, histogram, hours, kept, rejected, clip, removed_clip]
-    import_btn.click(import_dataset, [fmt, source, files, name, language, speaker, tokenizer, tsv, text_column,
+    long_action(import_btn, import_dataset, [fmt, source, files, name, language, speaker, tokenizer, tsv, text_column,
                                       speaker_column, filtered], [import_status, chosen])
-    sample_btn.click(sample, [sample_name, languages, per_language], [status, chosen])
-    codec_btn.click(codec, [chosen, codebook, iterations, codec_out], codec_status)
+    long_action(sample_btn, sample, [sample_name, languages, per_language], [status, chosen])
+    long_action(codec_btn, codec, [chosen, codebook, iterations, codec_out], codec_status)
     chosen.change(ui_action(outputs=9)(lambda n: ("", *dataset_view(ctx, n))), chosen, [view_status, *view_outputs])
     def refresh_choices() -> Any:
         return gr.update(choices=dataset_choices(ctx))
 
+    def refresh_inputs() -> tuple[Any, ...]:
+        return (gr.update(choices=dataset_choices(ctx)), gr.update(choices=input_folders(settings)),
+                gr.update(choices=find_files(settings, TOKENIZERS)))
+
     refresh.click(refresh_choices, None, chosen)
-    tab.select(refresh_choices, None, chosen, show_progress="hidden")
+    tab.select(refresh_inputs, None, [chosen, source, tokenizer], show_progress="hidden")
     clip.change(ui_action(outputs=2)(lambda n, c: ("", clip_path(ctx, n, c))), [chosen, clip], [view_status, player])
     removed_clip.change(ui_action(outputs=2)(lambda n, c: ("", rejected_clip_path(ctx, n, c))), [chosen, removed_clip],
                         [view_status, removed_player])

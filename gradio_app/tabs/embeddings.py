@@ -15,6 +15,7 @@ from core.tokenizers.vocab import INIT_METHODS
 from core.workspace_files import CHECKPOINTS, TOKENIZERS, find_files
 from gradio_app.common import (
     UIContext,
+    long_action,
     follow_job,
     inside_workspace,
     job_line,
@@ -93,7 +94,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     check_btn.click(ui_action(outputs=2)(lambda c, b, n: ("", plan_rows(ctx, c, b, n))), [checkpoint, base_tok, new_tok],
                     [check_status, plan])
-    extend_btn.click(extend, [checkpoint, base_tok, new_tok, init, output], status)
+    long_action(extend_btn, extend, [checkpoint, base_tok, new_tok, init, output], status)
 
     def refresh() -> tuple[Any, ...]:
         checkpoints = find_files(settings, CHECKPOINTS)

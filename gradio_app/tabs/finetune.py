@@ -27,9 +27,13 @@ from core.runs import run_folder
 from core.tokenizers.vocab import INIT_METHODS
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
-from core.workspace_files import CHECKPOINTS, TOKENIZERS, TRAINING_MANIFESTS, FileKind, find_files
+from core.uploads import CORPUS, MODEL, VOICE
+from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
 from gradio_app.common import (
     UIContext,
+    long_action,
+    corpus_field,
+    upload_into,
     follow_job,
     inside_workspace,
     job_line,
@@ -72,6 +76,19 @@ def run_config_data(name: str, family: str, folder: str, tokenizer: str, checkpo
     }
 
 
+def sizes_said(report: dict[str, Any], asked: int) -> str:
+    """Return what a tokenizer merge or extend report says of its size against the `asked` new pieces, as a
+    sentence: the base size, the pieces added (the text's pieces the model lacked, of those asked), the
+    language tag's id — why the grown model gets the rows it gets; "" when the report has no sizes."""
+    if not isinstance(report.get("new_size"), int) or not isinstance(report.get("base_size"), int):
+        return ""
+    added = report.get("pieces_added")
+    tag = f", plus the language tag {report['language_tag']}" if report.get("language_tag") else ""
+    return (f" The new tokenizer has {report['new_size']:,} pieces: the model's {report['base_size']:,} and "
+            f"{added if added is not None else report['new_size'] - report['base_size']:,} new ones of the {asked:,} "
+            f"asked (pieces the model already had are not added twice{tag}); step 3 grows the model's text rows to match.")
+
+
 def english_kept(report: dict[str, Any]) -> str:
     """Return what a tokenizer merge or extend report says of the protected English lines, as a sentence
     (" English: 0 of 49,887 protected lines encode differently."); "" when nothing was protected."""
@@ -79,6 +96,29 @@ def english_kept(report: dict[str, Any]) -> str:
     if not drift:
         return ""
     return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
+
+
+def text_of_language(settings: Any, tag: str) -> list[str]:
+    """Return the workspace's text file of language `tag` to preselect (a quickstart's `text/am.txt`): the newest
+    `<tag>.txt` among the corpora, as a one-item list ([] when there is none)."""
+    named = [path for path in find_files(settings, CORPORA) if Path(path).name == f"{tag}.txt"]
+    return [max(named, key=lambda path: settings.resolve(path).stat().st_mtime)] if named else []
+
+
+def only_or_kept(choices: list[str], current: str | None) -> str | None:
+    """Return the value a refreshed list keeps: the current one while it is listed, else the only choice, else None."""
+    if current in choices:
+        return current
+    return choices[0] if len(choices) == 1 else None
+
+
+def free_folder_name(settings: Any, base: str) -> str:
+    """Return `base`, or `base-2`, `base-3`, … : the first name with no folder under models/ yet."""
+    name, number = base, 1
+    while (settings.workspace / MODEL.folder / name).exists():
+        number += 1
+        name = f"{base}-{number}"
+    return name
 
 
 def _whole(value: float | None, what: str, most: int) -> int:
@@ -131,7 +171,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 relative(settings, files[model.tokenizer_role]), relative(settings, files[model.start_role]))
 
     @ui_action(outputs=2, labels=LABELS)
-    def make_tokenizer(name: str, base: str, corpus: str, pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
+    def make_tokenizer(name: str, base: str, corpus: list[str], pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
         from core.tokenizers.tokenizer import load_tokenizer
 
         name = check_name(name.strip(), "Name of the new model")
@@ -146,7 +186,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             kind, output = "tokenizer.extend", f"tokenizers/{name}/{name}.model"
             params = {"base": str(base_path), "corpus": texts, "target_size": load_tokenizer(base_path).size + added}
         params["output"] = str(settings.resolve(output))
-        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3, english_kept)
+        yield from run_step(kind, params, TOKENIZERS, lambda: output, 3,
+                            lambda report: sizes_said(report, added) + english_kept(report))
 
     @ui_action(outputs=2, labels=LABELS)
     def grow(name: str, family_label: str, checkpoint: str, base: str, tokenizer: str, init: str) -> Iterator[tuple[str, Any]]:
@@ -223,11 +264,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             folder = gr.Dropdown(folders, value=folders[0] if folders else None, label="Model folder",
                                  allow_custom_value=True, elem_id="ft-folder", scale=3)
             check_btn = gr.Button("Check the folder", elem_id="ft-check-btn", scale=1)
+            folder_upload = gr.UploadButton("Upload a model folder (its files, or a zip)", file_count="multiple",
+                                            size="sm", elem_id="ft-folder-upload", scale=1)
         folder_status = gr.Markdown(elem_id="ft-folder-status")
         gr.Markdown("### 2. The new-language tokenizer (English encodings kept)")
         with gr.Row():
             base_tok = gr.Textbox(label="Base tokenizer (from the folder)", interactive=False, elem_id="ft-base-tokenizer")
-            corpus = gr.Textbox(label="Text of the new language (files, comma-separated)", elem_id="ft-corpus")
+            corpus = corpus_field(settings, "Text of the new language", "ft-corpus", text_of_language(settings, "am"))
+            corpus_upload = gr.UploadButton("Upload a text (.txt)", file_types=[".txt"], size="sm",
+                                            elem_id="ft-corpus-upload")
             pieces = gr.Number(400, label="New pieces", precision=0, elem_id="ft-pieces")
             tag = gr.Textbox("am", label="Language tag", elem_id="ft-tag")
         tok_btn, tok_status = _step_action("Make the tokenizer", "tok")
@@ -252,15 +297,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                 allow_custom_value=True, elem_id="ft-voice")
             max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
                                    precision=0, elem_id="ft-max-tokens")
+        voice_upload = gr.UploadButton("Upload a voice clip", file_types=["audio"], size="sm", elem_id="ft-voice-upload")
         speak_btn, speak_status = _step_action("Speak", "speak", primary=True)
         audio = gr.Audio(label="Sample (24 kHz for Chatterbox and Turbo)", type="filepath", interactive=False, elem_id="ft-audio",
                          buttons=["download"])
 
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
-    tok_btn.click(make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
-    grow_btn.click(grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
-    train_btn.click(train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
-    speak_btn.click(speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
+    long_action(tok_btn, make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
+    long_action(grow_btn, grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
+    long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
+    long_action(speak_btn, speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
 
     @ui_action(outputs=2)
     def voices_of(chosen: str) -> tuple[str, Any]:
@@ -275,10 +321,40 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     family.change(listed_folders, family, folder, show_progress="hidden")
 
-    def refresh(family_label: str) -> tuple[Any, ...]:
+    def refresh(family_label: str, current_folder: str | None, current_manifest: str | None, current_corpus: list[str],
+                language: str) -> tuple[Any, ...]:
         checkpoints = find_files(settings, CHECKPOINTS)
-        return (gr.update(choices=find_model_folders(settings, FAMILIES[family_label])),
+        folders_now = find_model_folders(settings, FAMILIES[family_label])
+        manifests_now = find_files(settings, TRAINING_MANIFESTS)
+        return (gr.update(choices=folders_now, value=only_or_kept(folders_now, current_folder) or current_folder),
                 gr.update(choices=find_files(settings, TOKENIZERS)), gr.update(choices=checkpoints),
-                gr.update(choices=find_files(settings, TRAINING_MANIFESTS)), gr.update(choices=checkpoints))
+                gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
+                gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA),
+                                                          value=current_corpus or text_of_language(settings, language)))
 
-    tab.select(refresh, family, [folder, new_tok, grown, manifest, trained], show_progress="hidden")
+    tab.select(refresh, [family, folder, manifest, corpus, tag], [folder, new_tok, grown, manifest, trained, corpus],
+               show_progress="hidden")
+
+    @ui_action(outputs=2)
+    def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:
+        name = free_folder_name(settings, FAMILIES[family_label])
+        upload_into(settings, MODEL, files, name)
+        chosen = f"{MODEL.folder}/{name}"
+        return (f"Uploaded into `{chosen}`; chosen as the model folder. Check the folder next.",
+                gr.update(choices=find_model_folders(settings, FAMILIES[family_label]), value=chosen))
+
+    @ui_action(outputs=2)
+    def corpus_uploaded(files: Any, chosen: list[str] | None) -> tuple[Any, ...]:
+        written = upload_into(settings, CORPUS, files)
+        return (f"Uploaded `{written[0]}`; chosen as the text of the new language.",
+                gr.update(choices=find_files(settings, CORPORA), value=[*(chosen or []), *written]))
+
+    @ui_action(outputs=2)
+    def voice_uploaded(files: Any) -> tuple[Any, ...]:
+        written = upload_into(settings, VOICE, files)
+        return (f"Uploaded `{written[0]}`; chosen as the voice.",
+                gr.update(choices=[*written, *find_files(settings, VOICES)], value=written[0]))
+
+    folder_upload.upload(folder_uploaded, [folder_upload, family], [folder_status, folder])
+    corpus_upload.upload(corpus_uploaded, [corpus_upload, corpus], [tok_status, corpus])
+    voice_upload.upload(voice_uploaded, voice_upload, [speak_status, voice])

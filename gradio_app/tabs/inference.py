@@ -18,7 +18,7 @@ from core.audio_formats import GrowingWavReader
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
-from core.workspace_files import CHECKPOINTS, find_files
+from core.workspace_files import CHECKPOINTS, find_files, newest_file
 from gradio_app.common import (
     UIContext,
     follow_job,
@@ -35,7 +35,11 @@ LABELS = {"text": "Text", "checkpoint": "Checkpoint", "language": "Language", "r
           "temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "seed": "Seed", "prompt": "Prompt",
           "max_new_tokens": "Max new tokens", "speed": "Speed"}
 STREAM_POLL_S = 0.2
-META_SHOWN = ("task", "family", "step", "rows", "base_size", "tokenizer_size", "tokenizer_fingerprint", "codec_fingerprint")
+META_SHOWN = {  # a checkpoint metadata key → what the table calls it
+    "task": "task", "family": "model family", "step": "step", "rows": "embedding rows", "base_size": "base vocabulary",
+    "tokenizer_size": "tokenizer size", "tokenizer_fingerprint": "tokenizer fingerprint",
+    "codec_fingerprint": "codec fingerprint",
+}
 
 
 def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
@@ -47,7 +51,7 @@ def checkpoint_meta(ctx: UIContext, checkpoint: str | None) -> list[list[Any]]:
     meta = loaded.meta or {}
     if not meta:
         return [["metadata", "none: a foreign checkpoint; extend or train it with LinguaForge first"]]
-    rows = [[key, meta.get(key)] for key in META_SHOWN if meta.get(key) is not None]
+    rows = [[words, meta.get(key)] for key, words in META_SHOWN.items() if meta.get(key) is not None]
     try:
         rows.append(["tokenizer file", relative(ctx.settings, resolve_tokenizer(loaded, ctx.settings).path)])
     except InputError as exc:
@@ -163,12 +167,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         compare.build(ctx)
 
     checkpoint.change(ui_action(outputs=2)(lambda c: ("", checkpoint_meta(ctx, c))), checkpoint, [meta_status, meta])
-    def refresh_choices() -> Any:
-        return gr.update(choices=find_files(settings, CHECKPOINTS))
+    def refresh_choices(current: str | None) -> Any:
+        """The checkpoints listed again; the newest one chosen unless one the list still holds was chosen."""
+        listed = find_files(settings, CHECKPOINTS)
+        return gr.update(choices=listed, value=current if current in listed else newest_file(settings, CHECKPOINTS))
 
-    refresh.click(refresh_choices, None, checkpoint)
-    tab.select(refresh_choices, None, checkpoint, show_progress="hidden")
+    refresh.click(refresh_choices, checkpoint, checkpoint)
+    tab.select(refresh_choices, checkpoint, checkpoint, show_progress="hidden")
     tts_btn.click(synthesize, [checkpoint, text, language, reference, temperature, top_k, top_p, seed, model_dir, speed],
                   [status, audio])
     lm_btn.click(generate, [checkpoint, prompt, max_tokens, temperature, top_k, seed], [lm_status, generated])
-    demo.load(refresh_choices, None, checkpoint)
+    demo.load(lambda: refresh_choices(None), None, checkpoint)  # a page opens on the newest checkpoint

@@ -11,11 +11,13 @@ import gradio as gr
 
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
-from gradio_app.common import UIContext, job_duration, ui_action
+from gradio_app.common import UIContext, job_duration, kind_words, ui_action
 from gradio_app.runner import job_states
 
-HEADERS = ["id", "run · stage", "kind", "status", "progress", "duration", "created", "error"]
+HEADERS = ["id", "run · stage", "what", "status", "progress", "duration", "created", "error"]
 REFRESH_S = 3.0
+ANNOUNCED = 3  # finished jobs announced at once at the top of every page
+ANNOUNCE_FOR_S = 120.0  # how long a finished job stays announced
 
 
 def age_text(job: dict[str, Any], now: float | None = None) -> str:
@@ -26,9 +28,23 @@ def age_text(job: dict[str, Any], now: float | None = None) -> str:
     return f"{format_seconds((now or time.time()) - created)} ago"
 
 
+def job_subject(job: dict[str, Any]) -> str:
+    """Return what a job outside a journey works on: its run folder's name, else the name of what it writes
+    (`output`, a guided fine-tune's tokenizer, an export's folder), else of its checkpoint or config; `—` for none."""
+    if job.get("run_dir"):
+        return Path(job["run_dir"]).name
+    params = job.get("params") or {}
+    for key in ("output", "checkpoint", "config", "manifest"):
+        value = params.get(key)
+        if isinstance(value, str) and value:
+            path = Path(value)
+            return path.parent.name if path.name == "config.yaml" else path.stem if path.suffix else path.name
+    return "—"
+
+
 def job_names(jobs: list[dict[str, Any]]) -> dict[str, str]:
     """Return job id → what it is to a person: `run · stage` for a journey's stage jobs (from the journey's
-    progress), the run folder's name for a training job, the journey's run for a journey, else `—`."""
+    progress), the journey's run for a journey, else `job_subject`."""
     names: dict[str, str] = {}
     for job in jobs:
         metrics = (job.get("progress") or {}).get("metrics") or {}
@@ -39,7 +55,7 @@ def job_names(jobs: list[dict[str, Any]]) -> dict[str, str]:
             names[stage_id] = f"{journey} · {title}" if journey else str(title)
     for job in jobs:
         if job["id"] not in names:
-            names[job["id"]] = Path(job["run_dir"]).name if job.get("run_dir") else "—"
+            names[job["id"]] = job_subject(job)
     return names
 
 
@@ -47,8 +63,26 @@ def job_choices(jobs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Return the Job dropdown's (label, id) pairs: `id · run · stage · kind · status · age`."""
     now = time.time()
     names = job_names(jobs)
-    return [(f"{job['id']} · {names[job['id']]} · {job.get('kind')} · {job.get('status')} · {age_text(job, now)}",
+    return [(f"{job['id']} · {names[job['id']]} · {kind_words(job.get('kind'))} · {job.get('status')} · {age_text(job, now)}",
              job["id"]) for job in jobs]
+
+
+def finished_lines(jobs: list[dict[str, Any]], since: float, now: float | None = None) -> str:
+    """Return the announcement of the jobs that ended after `since` (epoch seconds), newest first, as Markdown
+    lines: `✓ Training job j1 (my-run) succeeded 12s ago.` A journey's stage jobs are not announced (the
+    journey is); "" when none ended."""
+    now = now or time.time()
+    names = job_names(jobs)
+    staged = {stage_id for job in jobs for stage_id in
+              (((job.get("progress") or {}).get("metrics") or {}).get("stage_jobs") or {})}
+    ended = [job for job in jobs if job.get("finished_at") and job["finished_at"] > since
+             and job.get("status") in job_states.FINAL and job["id"] not in staged]
+    lines = []
+    for job in sorted(ended, key=lambda j: j["finished_at"], reverse=True)[:ANNOUNCED]:
+        mark = "✓" if job["status"] == job_states.SUCCEEDED else "✗"
+        lines.append(f"{mark} {kind_words(job.get('kind'), start=True)} job `{job['id']}` ({names[job['id']]}) "
+                     f"{job['status']} {format_seconds(now - job['finished_at'])} ago — details in the Jobs tab.")
+    return "\n\n".join(lines)
 
 
 def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
@@ -60,7 +94,7 @@ def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
         rows.append([
             job.get("id"),
             names[job["id"]],
-            job.get("kind"),
+            kind_words(job.get("kind")),
             "damaged" if job.get("damaged") else job.get("status"),
             progress_view(job.get("progress"), job_status=job.get("status")).text(),
             format_seconds(job_duration(job)),
@@ -105,7 +139,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table")
         with gr.Row():
-            job_id = gr.Dropdown(label="Job (run · stage · kind · status · age)", choices=[], allow_custom_value=True,
+            job_id = gr.Dropdown(label="Job (run · stage · what · status · age)", choices=[], allow_custom_value=True,
                                  elem_id="jobs-select", scale=3)
             refresh_btn = gr.Button("Refresh", size="sm")
             log_btn = gr.Button("Open log", size="sm", elem_id="jobs-log-btn")

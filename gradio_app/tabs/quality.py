@@ -9,18 +9,27 @@ import json
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from core.eval.tts import collect_evaluations
+from gradio_app.charts import measures_figure, plot
 from gradio_app.common import UIContext, inside_workspace, ui_action
-from gradio_app.tabs.compare import eval_folders
+from gradio_app.tabs.compare import eval_folders, newest_eval_folder
 
 FLAGS = ("no_stop", "length_out_of_range", "loops", "prompt_copying", "text_ignored")
-MEASURES = {"dtw_identification": "DTW sentence identification", "speaker_similarity": "speaker similarity",
-            "mos_estimate": "MOS estimate (DNSMOS)", "cer": "CER (eval.asr)", "flags_raised": "flags raised",
-            "val_base_loss": "base-language val loss"}
-HEADERS = ["checkpoint", "step", *(f.replace("_", " ") for f in FLAGS), "speaker similarity", "MOS estimate", "CER",
-           "DTW id", "base language"]
+MEASURES = {"dtw_identification": "sentence identification (DTW)", "speaker_similarity": "speaker similarity",
+            "mos_estimate": "MOS estimate (DNSMOS)", "cer": "character error rate (speech recogniser)",
+            "flags_raised": "failure flags raised", "val_base_loss": "base-language validation loss"}
+HEADERS = ["checkpoint", "step", *(f.replace("_", " ") for f in FLAGS), "speaker similarity", "MOS estimate",
+           "character error rate", "sentence identification", "base language"]
+CHART_TITLE = "Quality of the evaluated checkpoints"
+MEASURE_WORDS = (
+    "**How to read it.** Each failure flag says in words what it measured: *no stop* (the model never ended a "
+    "sentence), *length out of range* (speech far longer or shorter than the text needs), *loops* (a stretch "
+    "repeated), *prompt copying* (the voice prompt spoken back), *text ignored* (speech that does not follow its "
+    "sentence). *Sentence identification*: the share of sentences whose speech is closest to its own reference "
+    "after dynamic time warping. *Speaker similarity*: how alike the voice prompt and the output sound (1 is the "
+    "same). *MOS estimate*: a predicted listening score from 1 to 5. *Base language*: the same checks on the "
+    "language the model knew before.")
 MAX_SENTENCES = 40  # players shown: one per evaluation sentence
 
 
@@ -43,8 +52,9 @@ def base_words(section: dict[str, Any] | None) -> str:
     if section.get("flags_raised") is None:
         return f"{section.get('language')}: {section.get('note') or 'not evaluated'}"
     raised = section["flags_raised"]
-    flags = f"FLAG — {', '.join(raised)}" if raised else "ok — no flag"
-    return f"{section['language']} ({section.get('used')} sentences): {flags}, DTW id {_dash(section.get('dtw_identification'))}"
+    flags = f"FLAG — {', '.join(flag.replace('_', ' ') for flag in raised)}" if raised else "ok — no flag"
+    return (f"{section['language']} ({section.get('used')} sentences): {flags}, sentence identification "
+            f"{_dash(section.get('dtw_identification'))}")
 
 
 def quality_rows(summaries: list[dict[str, Any]]) -> list[list[Any]]:
@@ -60,17 +70,20 @@ def quality_rows(summaries: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-def measure_frame(summaries: list[dict[str, Any]], retention: dict[int, float]) -> pd.DataFrame:
-    """Return the long table (step, measure, value) the charts plot; `retention` maps step → val_base_loss."""
-    records = []
+def measure_points(summaries: list[dict[str, Any]], retention: dict[int, float]) -> dict[str, list[tuple[int, float]]]:
+    """Return each measure's words (MEASURES) → its (step, value) points over the evaluated checkpoints;
+    `retention` maps step → val_base_loss."""
+    points: dict[str, list[tuple[int, float]]] = {words: [] for words in MEASURES.values()}
     for s in summaries:
         q = s["quality"]
         values = {"dtw_identification": s["dtw_identification"], "speaker_similarity": q.get("speaker_similarity"),
                   "mos_estimate": q.get("mos_estimate"), "cer": q.get("cer"),
                   "flags_raised": len(q["flags_raised"]) if "flags_raised" in q else None,
                   "val_base_loss": retention.get(s["step"])}
-        records += [{"step": s["step"], "measure": MEASURES[k], "value": float(v)} for k, v in values.items() if v is not None]
-    return pd.DataFrame(records, columns=["step", "measure", "value"])
+        for key, value in values.items():
+            if value is not None and s["step"] is not None:
+                points[MEASURES[key]].append((int(s["step"]), float(value)))
+    return points
 
 
 def run_status(folder: Any) -> dict[str, Any]:
@@ -107,15 +120,17 @@ def status_note(status: dict[str, Any]) -> str:
         parts = best.get("parts") or {}
         if parts:
             measure = parts["intelligibility"]
-            lines.append(f"Score, compared in this order: failure flags {', '.join(parts['flags_raised']) or 'none'} · "
-                         f"{measure['measure']} {_dash(measure['value'])} · val loss {_dash(parts['val_loss'])}")
+            flags = ", ".join(flag.replace("_", " ") for flag in parts["flags_raised"]) or "none"
+            lines.append(f"Score, compared in this order: failure flags {flags} · "
+                         f"{MEASURES.get(measure['measure'], measure['measure'])} {_dash(measure['value'])} · "
+                         f"validation loss {_dash(parts['val_loss'])}")
     elif best:
         lines.append(f"**best.pt** — step {best.get('step')} by {best.get('metric')} {best.get('value')}")
     retention = status.get("retention") or {}
     if retention.get("warning"):
         lines.append(f"⚠️ **Base language:** {retention['warning']}")
     elif retention:
-        lines.append(f"Base language: val_base_loss {retention['val_base_loss']} ({retention['change']:+.1%} since step 0)")
+        lines.append(f"Base language: validation loss {retention['val_base_loss']} ({retention['change']:+.1%} since step 0)")
     return "\n\n".join(lines)
 
 
@@ -123,20 +138,18 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Quality tab; the dropdown's first run is shown when the page loads."""
     settings = ctx.settings
 
-    @ui_action(outputs=4 + len(MEASURES), message=3)
+    @ui_action(outputs=5, message=3)
     def load(folder: str | None):
         if not folder or folder not in eval_folders(ctx):
-            empty = pd.DataFrame(columns=["step", "measure", "value"])
             return ([], [], gr.update(choices=[], value=None), "Pick a run with evaluated checkpoints.",
-                    *(gr.update(value=empty) for _ in MEASURES))
+                    measures_figure({}, CHART_TITLE))
         path = inside_workspace(settings, folder, "run or folder")
         summaries = collect_evaluations(path)
-        frame = measure_frame(summaries, eval_base_losses(path))  # a run folder holds metrics.jsonl and status.json
+        points = measure_points(summaries, eval_base_losses(path))  # a run folder holds metrics.jsonl and status.json
         names = [s["checkpoint"] for s in summaries]
         note = status_note(run_status(path)) or f"{len(summaries)} evaluated checkpoint(s)."
-        charts = [gr.update(value=frame[frame["measure"] == label]) for label in MEASURES.values()]
         return (quality_rows(summaries), summaries, gr.update(choices=names, value=names[-1] if names else None), note,
-                *charts)
+                measures_figure(points, CHART_TITLE))
 
     def players(summaries: list[dict[str, Any]], checkpoint: str | None) -> list[Any]:
         chosen = next((s for s in summaries if s["checkpoint"] == checkpoint), None)
@@ -149,23 +162,30 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 updates.append(gr.update(value=None, visible=False))
         return updates
 
-    with gr.Tab("Quality", id="quality"):
+    with gr.Tab("Quality", id="quality") as tab:
         with gr.Row():
-            folder = gr.Dropdown(eval_folders(ctx), label="Run or folder (with eval.json)", allow_custom_value=True,
-                                 elem_id="q-folder", scale=4)
+            folder = gr.Dropdown(eval_folders(ctx), value=newest_eval_folder(ctx), label="Evaluated run or folder",
+                                 allow_custom_value=True, elem_id="q-folder", scale=4)
             refresh = gr.Button("Refresh", size="sm", scale=1)
         note = gr.Markdown(elem_id="q-note")
-        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="q-table")
+        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="q-table",
+                             column_widths=["150px", "70px", *["230px"] * len(FLAGS), "110px", "110px", "110px", "130px",
+                                            "280px"])
+        gr.Markdown(MEASURE_WORDS, elem_id="q-words")
         summaries = gr.State([])
-        with gr.Row():
-            charts = [gr.LinePlot(x="step", y="value", title=label, elem_id=f"q-chart-{key}")
-                      for key, label in MEASURES.items()]
+        chart = plot("q-chart", measures_figure({}, CHART_TITLE))
         checkpoint = gr.Dropdown([], label="Checkpoint (audio of each evaluation sentence)", elem_id="q-checkpoint")
         audios = [gr.Audio(type="filepath", interactive=False, visible=False, elem_id=f"q-audio-{i}")
                   for i in range(MAX_SENTENCES)]
 
-    outputs = [table, summaries, checkpoint, note, *charts]
+    outputs = [table, summaries, checkpoint, note, chart]
+
+    def opened(current: str | None) -> Any:
+        """The folders when the tab opens or the page loads; with none chosen yet, the newest evaluation."""
+        return gr.update(choices=eval_folders(ctx), value=current or newest_eval_folder(ctx))
+
     folder.change(load, folder, outputs)
-    demo.load(load, folder, outputs)  # the dropdown starts on its first run, which fires no change
+    demo.load(opened, folder, folder).then(load, folder, outputs)
+    tab.select(opened, folder, folder, show_progress="hidden").then(load, folder, outputs)
     refresh.click(lambda: gr.update(choices=eval_folders(ctx)), None, folder).then(load, folder, outputs)
     checkpoint.change(players, [summaries, checkpoint], audios)

@@ -3,8 +3,9 @@
 The job submits every stage as its own job (they show in the Jobs tab) and leaves them to the
 dashboard's worker. Every open page follows the newest quickstart job on its own, from the job
 records (a timer, not the page that pressed the button): one progress line (`core.progress.journey_view`:
-overall fraction, the running stage in plain words with its own fraction, elapsed time, ETA), and
-when it is done the report, the synthesized clips and the report files.
+the overall fraction its stage runner writes — each stage weighed by its measured seconds —, the running
+stage in plain words with its own fraction, elapsed time, the ETA and whether it is still a guess), and
+when it is done the report, the synthesized clips, the report files and the validation curve.
 """
 
 from __future__ import annotations
@@ -21,18 +22,20 @@ from core.config import Settings
 from core.confine import is_inside
 from core.errors import InputError
 from core.fsutil import read_json
-from core.progress import JourneyView, journey_view
+from core.progress import JourneyView, format_seconds, journey_view
 from core.workspace_files import quickstart_preset_files
-from gradio_app.charts import VAL_CURVE_METRICS, chart_html, metric_plot
+from gradio_app.charts import LOSS_MEASURES, metrics_figure, plot
 from gradio_app.common import (
     UIContext,
     inside_workspace,
     job_line,
     relative,
     require_text,
+    run_loss_weights,
     ui_action,
 )
-from gradio_app.runner import JobRunner, job_states
+from gradio_app.runner import job_states
+from journeys.quickstart import load_preset
 
 TTS_PRESETS = ["quick", "full"]
 VAL_CURVE_TITLE = "Validation loss of the new-language fine-tune"
@@ -40,6 +43,29 @@ KINDS = ("quickstart.tts", "quickstart.lm")
 FOLLOW_S = 2.0
 FILE_ROUTE = "/gradio_api/file="
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def measured_duration(preset: str) -> str:
+    """Return how long the built-in TTS preset `preset` takes by its measured stage seconds ("about 4m05s"),
+    or "" when its file records none."""
+    try:
+        seconds = load_preset(preset, "tts").get("stage_seconds") or {}
+    except InputError:
+        return ""
+    return f"about {format_seconds(sum(seconds.values()))}" if seconds else ""
+
+
+def intro() -> str:
+    """Return the tab's opening paragraph, with each built-in preset's measured duration."""
+    quick = measured_duration("quick")
+    return (
+        "Run the whole new-language journey on this machine, no model download: the espeak sample, an English base "
+        "tokenizer and model, the Amharic tokenizer extension, the new rows' embeddings, a fine-tune that keeps the "
+        "English rows frozen, pruning, synthesis of held-out sentences and their evaluation, and what English kept "
+        "(English measured before and after the fine-tune). "
+        + (f"`quick` took {quick} on the busy, shared 2-core CPU it was measured on; once this machine has run it, "
+           "its own run sets the pace, and the progress line says when a run goes slower. " if quick else "")
+        + "`full` is for a GPU. Each stage is a job of its own in the Jobs tab.")
 
 
 def preset_choices(settings: Settings) -> list[str]:
@@ -58,34 +84,6 @@ def preset_param(settings: Settings, preset: str | None) -> str:
         raise InputError(f"Preset {chosen!r} is not one of the listed presets; pick one from the list "
                          "(your own go in the workspace's quickstart/ folder).")
     return chosen if chosen in TTS_PRESETS else str(inside_workspace(settings, chosen, "Preset"))
-
-
-class JourneyProgress:
-    """The progress of quickstart jobs as every page shows it (`core.progress.journey_view`), never lower
-    than what was shown before for the same job (a stage's own fraction restarts when it moves from
-    one phase, e.g. preprocessing, to the next)."""
-
-    def __init__(self) -> None:
-        self._shown: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def view(self, job: dict[str, Any], stage: dict[str, Any] | None) -> JourneyView:
-        """Return the view of quickstart `job` whose current stage job is `stage`."""
-        with self._lock:
-            view = journey_view(job, stage, self._shown.get(job["id"], 0.0))
-            self._shown[job["id"]] = view.fraction
-        return view
-
-
-def current_stage(runner: JobRunner, job: dict[str, Any]) -> dict[str, Any] | None:
-    """Return the record of the stage job the quickstart `job` is waiting for, or None between stages."""
-    stage_id = ((job.get("progress") or {}).get("metrics") or {}).get("current_job")
-    if not stage_id or job["status"] not in job_states.IN_PROGRESS:
-        return None
-    try:
-        return runner.get(stage_id)
-    except InputError:
-        return None
 
 
 def journey_html(view: JourneyView) -> str:
@@ -123,17 +121,24 @@ def english_kept(report: dict[str, Any]) -> str:
     return f"**What English kept.** {html.escape(summary, quote=False)}" if summary else ""
 
 
+def val_curve_figure(report: dict[str, Any]) -> Any:
+    """Return the chart of a TTS quickstart report's validation curve (`training.val_curve`), its losses drawn
+    as the fine-tune run weighs them (a loss with weight 0 is not trained, so not drawn)."""
+    training = report.get("training") or {}
+    weights = run_loss_weights(Path(training["finetune_run"])) if training.get("finetune_run") else {}
+    return metrics_figure(training.get("val_curve") or [], LOSS_MEASURES, VAL_CURVE_TITLE, weights, default_split="val")
+
+
 def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart HTML, what English
+    """Return (report Markdown, Amharic clip, English clip, report files, validation curve chart, what English
     kept) for a finished quickstart job."""
     report = (job or {}).get("artifacts") or {}
     paths = report.get("report") or {}
     markdown_path = Path(paths.get("markdown", ""))
     if not paths or not markdown_path.is_file():
-        return "", None, None, None, chart_html([], VAL_CURVE_METRICS, VAL_CURVE_TITLE), ""
+        return "", None, None, None, val_curve_figure({}), ""
     saved = read_json(Path(paths.get("json", ""))) or {}  # the report file, as written, like the Markdown below
-    curve = chart_html((saved.get("training") or {}).get("val_curve") or [], VAL_CURVE_METRICS, VAL_CURVE_TITLE,
-                       split="val")
+    curve = val_curve_figure(saved)
     clips = {clip["language"]: clip["path"] for clip in report.get("audio", []) if Path(clip["path"]).is_file()}
     body = served_links(markdown_path.read_text(encoding="utf-8"), markdown_path.parent, settings)
     text = f"Report: `{relative(settings, markdown_path)}`\n\n" + body
@@ -143,7 +148,6 @@ def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, An
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
     """Lay out the Quickstart tab."""
     runner, settings = ctx.runner, ctx.settings
-    journeys = JourneyProgress()
     start_lock = threading.Lock()
 
     def latest() -> dict[str, Any] | None:
@@ -173,19 +177,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if job is None:
             idle = gr.update(interactive=True)
             return ("No quickstart has run in this workspace yet.", "", *(gr.update(),) * 6, idle, idle, shown)
-        view = journeys.view(job, current_stage(runner, job))
+        view = journey_view(job)
         buttons = gr.update(interactive=job["status"] not in job_states.IN_PROGRESS)
         key = f"{job['id']}:{job['status'] in job_states.FINAL}"
         report = (gr.update(),) * 6 if key == shown else report_view(job, settings)
         return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
     with gr.Tab("Quickstart", id="quickstart"):
-        gr.Markdown(
-            "Run the whole new-language journey on this machine, no model download: the espeak sample, an "
-            "English base tokenizer and model, the Amharic tokenizer extension, `fvt` embeddings, a fine-tune "
-            "with frozen base rows, pruning, synthesis of held-out sentences and evaluation. `quick` finishes on "
-            "a 2-core CPU in under 15 minutes; `full` is for a GPU. Each stage is a job in the Jobs tab."
-        )
+        gr.Markdown(intro(), elem_id="qs-intro")
         with gr.Row():
             preset = gr.Dropdown(preset_choices(settings), value="quick", elem_id="qs-preset",
                                  label="Preset (built-in, or a YAML in the workspace's quickstart/ folder)")
@@ -199,14 +198,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             en_clip = gr.Audio(label="English (held-out sentence)", type="filepath", interactive=False, elem_id="qs-en")
             files = gr.File(label="report.json / report.md", file_count="multiple", interactive=False, elem_id="qs-files")
         english = gr.Markdown(elem_id="qs-english")
-        val_plot = metric_plot(VAL_CURVE_METRICS, VAL_CURVE_TITLE, "qs-val-plot")
+        val_plot = plot("qs-val-plot", val_curve_figure({}))
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
-        timer = gr.Timer(FOLLOW_S)
+        timer = gr.Timer(FOLLOW_S, active=False)  # started once the page's first reading has landed
 
     outputs = [status, progress, report, am_clip, en_clip, files, val_plot, english, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
-    timer.tick(follow, shown, outputs, show_progress="hidden")
-    demo.load(follow, shown, outputs)
+    timer.tick(follow, shown, outputs, show_progress="hidden")  # a tick never overlaps the page's previous one
+    # the first reading, then the ticks: a slow first reading never lands after a newer tick's (the bar never goes back)
+    demo.load(follow, shown, outputs).then(lambda: gr.Timer(active=True), None, timer, show_progress="hidden")
     demo.load(lambda: gr.update(choices=preset_choices(settings)), None, preset)

@@ -24,13 +24,13 @@ from core.training.plan import plan_run
 from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKENIZERS, TRAINING_MANIFESTS, find_files
-from gradio_app.charts import LOSS_METRICS, TOP1_METRICS, chart_html, metric_plot
-from gradio_app.common import UIContext, form_message, relative, ui_action
+from gradio_app.charts import LOSS_MEASURES, TOP1_MEASURES, metrics_figure, plot
+from gradio_app.common import UIContext, escape_markdown, form_message, relative, run_loss_weights, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_TITLE = "Loss"
-TOP1_TITLE = "mel_top1 (share of speech tokens predicted right)"
+TOP1_TITLE = "Speech codes predicted right"
 LIVE_S = 2.0
 BUILTIN = "preset:"
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
@@ -72,6 +72,19 @@ CHECK_FIELDS = {"freeze.range": "freeze_until"}  # a doctor check → the form f
 TASK_WORDS = {"tts": "tts (speech)", "lm": "lm (a text-only model)"}  # what each task means, in plain words
 INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "“Freeze rows below”"}  # never on the page
 PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir")
+CHECK_WORDS = {  # a doctor check's id → what the preflight table calls it (`python -m core doctor` shows the ids)
+    "config": "run settings", "config.target": "run settings", "checkpoint.family": "model family of the checkpoint",
+    "tokenizer.base": "base tokenizer", "checkpoint.rows": "embedding rows for the tokenizer",
+    "config.declared_vocab": "vocabulary size the model expects", "freeze.range": "frozen rows",
+    "checkpoint.fingerprint": "tokenizer the checkpoint was made with",
+    "embeddings.provenance": "how the new rows were made", "memory.batch": "memory for one batch",
+    "cache.tokenizer": "prepared features: tokenizer", "cache.max_text_id": "prepared features: text ids",
+    "cache.lengths": "prepared features: lengths", "cache.indextts": "prepared features (IndexTTS2)",
+    "resume.tokenizer": "tokenizer of the run to resume", "chatterbox.files": "published Chatterbox files",
+    "chatterbox.cache": "prepared features (Chatterbox)", "indextts.config": "published IndexTTS2 settings",
+    "indextts.tokenizer_prefix": "IndexTTS2 tokenizer keeps its pieces", "adapter.targets": "LoRA adapter layers",
+    "disk.checkpoints": "disk space for checkpoints", "eval.speech_files": "files periodic evaluation needs",
+}
 
 
 def preview_command(ctx: UIContext, name: str, nproc: int = 1) -> str:
@@ -160,6 +173,11 @@ def error_field(message: str) -> str | None:
     return FORM_FIELDS.get(match.group(1)) if match else None
 
 
+def check_words(check_id: str) -> str:
+    """Return what the preflight table calls the doctor check `check_id` (CHECK_WORDS, else its words)."""
+    return CHECK_WORDS.get(check_id, check_id.replace(".", ": ").replace("_", " "))
+
+
 def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[list[list[str]], bool, str, dict[str, str]]:
     """Run the doctor on the plan of the form's config (`plan_run`, as `train` plans it); return (table rows, ok,
     summary, errors by form field).
@@ -175,14 +193,14 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
         message, fix = field_error(str(exc), dict(zip(FORM_KEYS, values)).get("family"))
         where = error_field(str(exc))
         fields = {where: f"{message} {fix}"} if where else {}
-        return ([["config", STATUS_LABELS["fail"], message, fix]], False, f"**FAIL** {message} Start is disabled.",
-                fields)
+        return ([[check_words("config"), STATUS_LABELS["fail"], message, fix]], False,
+                f"**FAIL** {escape_markdown(message)} Start is disabled.", fields)
     report = doctor_preflight(plan).to_dict()
-    rows = [[c["id"], STATUS_LABELS.get(c["status"], c["status"]), plain_words(c.get("message") or ""),
+    rows = [[check_words(c["id"]), STATUS_LABELS.get(c["status"], c["status"]), plain_words(c.get("message") or ""),
              plain_words(c.get("fix") or "")] for c in report["checks"]]
-    fields = {CHECK_FIELDS[row[0]]: f"{row[2]} {row[3]}".strip() for row in rows
-              if row[1] == STATUS_LABELS["fail"] and row[0] in CHECK_FIELDS}
-    failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
+    fields = {CHECK_FIELDS[c["id"]]: f"{row[2]} {row[3]}".strip() for c, row in zip(report["checks"], rows)
+              if row[1] == STATUS_LABELS["fail"] and c["id"] in CHECK_FIELDS}
+    failing = [check_words(c["id"]) for c in report["checks"] if c["status"] == "fail"]
     if failing:
         return (rows, False, f"**FAIL** Start is disabled: {', '.join(failing)} failed. Apply the fix shown, then Start.",
                 fields)
@@ -223,16 +241,23 @@ def family_notice(dropped: list[str], family: str) -> str:
 
 
 def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
-    """Return the progress bar (an HTML <progress>) with step, ETA and tokens/s for the watched run."""
+    """Return the progress bar with step, ETA and tokens/s for the watched run: a bar filled to its share of
+    the steps (an empty frame before the run reports), or the words "no training run watched yet"."""
     view = progress_view((job or {}).get("progress"), status, (job or {}).get("status"))
     step, total = view.done or 0, view.total or 0
-    parts = [view.text(show_state=True) if view.state else "not started"]
+    if not view.state:
+        return ('<div class="lf-progress"><div id="train-progress-text">No training run watched yet: Start one, or '
+                'type the name of a run that has trained.</div></div>')
+    parts = [view.text(show_state=True)]
     tokens = (last or {}).get("tokens_per_s") or view.metrics.get("tokens_per_s")
     if tokens:
         parts.append(f"{float(tokens):,.0f} tokens/s")
+    share = min(step / total, 1.0) if total else 0.0
     return (
-        f'<div class="lf-progress"><progress id="train-progress" value="{int(step)}" max="{int(total) or 1}"'
-        f' style="width:100%;height:18px"></progress>'
+        f'<div class="lf-progress"><div id="train-progress" role="progressbar" aria-valuenow="{int(step)}" '
+        f'aria-valuemax="{int(total)}" style="width:100%;height:18px;border:1px solid var(--border-color-primary);'
+        f'border-radius:4px;overflow:hidden"><div style="width:{share * 100:.2f}%;height:100%;'
+        f'background:var(--color-accent)"></div></div>'
         f'<div id="train-progress-text">{html.escape(" · ".join(parts))}</div></div>'
     )
 
@@ -295,7 +320,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 freeze_mode = gr.Dropdown(list(FREEZE_MODES), value="base-rows", label="Freeze")
                 freeze_until = beside("freeze_until", lambda: gr.Textbox(
                     "auto", label="Freeze rows below (auto: the base tokenizer's size)", elem_id="train-freeze-until"))
-                lr = beside("lr", lambda: gr.Number(5.0e-4, label="Learning rate", elem_id="train-lr"))
+                lr = beside("lr", lambda: gr.Number(5.0e-4, label="Learning rate", step=1e-4,
+                                                    elem_id="train-lr"))
                 batch_size = beside("batch_size", lambda: gr.Number(16, label="Batch size", precision=0,
                                                                     elem_id="train-batch"))
                 accumulate = beside("accumulate", lambda: gr.Number(1, label="Accumulate", precision=0))
@@ -318,8 +344,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                                                           elem_id="train-adapter-alpha"))
         with gr.Accordion("Every setting this run starts with (the loaded config with the form on top)", open=False):
             all_settings = gr.Code(language="yaml", interactive=False, elem_id="train-settings")
-        command = gr.Textbox(label="Preview command", value=preview_command(ctx, "run"), interactive=False,
-                             elem_id="train-command", buttons=["copy"])
+        with gr.Accordion("Details: the command Start runs (for the command line)", open=False):
+            command = gr.Textbox(label="Command", value=preview_command(ctx, "run"), interactive=False,
+                                 elem_id="train-command", buttons=["copy"])
         with gr.Group():
             gr.Markdown("### Preflight (the doctor, run live as the form changes)")
             summary = gr.Markdown(elem_id="preflight-summary")
@@ -337,9 +364,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         message = gr.Markdown(elem_id="train-message")
         bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
         with gr.Row():
-            loss_plot = metric_plot(LOSS_METRICS, LOSS_TITLE, "train-loss-plot")
-            top1_plot = metric_plot(TOP1_METRICS, TOP1_TITLE, "train-top1-plot")
-        log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
+            loss_plot = plot("train-loss-plot", metrics_figure([], LOSS_MEASURES, LOSS_TITLE))
+            top1_plot = plot("train-top1-plot", metrics_figure([], TOP1_MEASURES, TOP1_TITLE))
+        drawn = gr.State("")
+        with gr.Accordion("Details: the job's log", open=False):
+            log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
         gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
         timer = gr.Timer(LIVE_S)
 
@@ -374,11 +403,17 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         config = config_from_form(base_value, list(values), settings)
         plan_run(config, settings)
         rel = run_config_path(config.name)
-        if run_folder(settings, config.name).is_running():
+        folder = run_folder(settings, config.name)
+        if folder.is_running():
             raise InputError(f"run {config.name} is already running; Stop it or pick another run name.")
+        done = folder.status()
+        if done.get("state") == "finished" and int(done.get("step") or 0) >= config.schedule.max_steps:
+            raise InputError(f"run {config.name} has trained all its {config.schedule.max_steps} steps already, so "
+                             "Start would do nothing. Give a new Run name, or raise Max steps to train it further.")
         save_run_config(config, settings.resolve(rel))
         new_id = runner.submit("train", {"config": rel}, nproc=int(gpu_count or 1))
-        return new_id, f"Started job {new_id}: `{preview_command(ctx, config.name, int(gpu_count or 1))}`."
+        gpus = f" on {int(gpu_count)} GPUs" if int(gpu_count or 1) > 1 else ""
+        return new_id, f"Started training job `{new_id}` for run {escape_markdown(config.name)}{gpus}."
 
     @ui_action()
     def stop(current: str) -> str:
@@ -394,7 +429,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         job = runner.resume(current)
         return str(job["id"]), f"Resuming {job['id']} from its last checkpoint (now {job['status']})."
 
-    def live(current: str, run_name: str) -> tuple[Any, ...]:
+    def live(current: str, run_name: str, shown: str) -> tuple[Any, ...]:
         job = None
         if current:
             try:
@@ -407,8 +442,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         status = folder.status() if folder else None
         tail = runner.log_tail(current, 40) if job else ""
         active = bool(job) and job["status"] in job_states.IN_PROGRESS
-        return (progress_html(status, job, last), chart_html(rows, LOSS_METRICS, LOSS_TITLE),
-                chart_html(rows, TOP1_METRICS, TOP1_TITLE), tail, gr.update(interactive=active), failure_line(job))
+        key = f"{folder.path if folder else ''}:{len(rows)}"
+        if key == shown:  # nothing new: the charts keep what they show (and the reader's zoom)
+            charts: tuple[Any, Any] = (gr.update(), gr.update())
+        else:
+            weights = run_loss_weights(folder.path) if folder else {}
+            charts = (metrics_figure(rows, LOSS_MEASURES, LOSS_TITLE, weights),
+                      metrics_figure(rows, TOP1_MEASURES, TOP1_TITLE))
+        return (progress_html(status, job, last), *charts, tail, gr.update(interactive=active), failure_line(job), key)
 
     def adapt_to_family(base_value: dict[str, Any], chosen: str) -> tuple[Any, ...]:
         data, dropped = for_family(base_value or {}, chosen)
@@ -446,7 +487,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=message)
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
-    timer.tick(live, inputs=[job_id, name], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error],
+    timer.tick(live, inputs=[job_id, name, drawn], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error, drawn],
                show_progress="hidden")
     family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(**check)
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
