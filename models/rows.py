@@ -100,7 +100,24 @@ class SplitEmbedding(_SplitRows):
         return cls(weight.shape[0], weight.shape[1], frozen, frozen_tail, weight=weight)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(ids, self.full("weight"))
+        """Return the rows of `ids`, each read from the part that holds it. The full matrix is never built, so
+        a lookup costs what its ids cost and the gradient is the trainable rows' own size, not the table's
+        (a large frozen vocabulary, such as GPT-2's 50,276 rows, is neither copied nor given a dense gradient
+        at every call). Out-of-range ids raise as `F.embedding` raises."""
+        new = self.weight_new
+        parts = [(part, start, count) for part, start, count in (
+            (self.weight_base, 0, self.frozen), (new, self.frozen, new.shape[0]),
+            (self.weight_tail, self.frozen + new.shape[0], self.frozen_tail)) if count]
+        out: torch.Tensor | None = None
+        for index, (part, start, count) in enumerate(parts):
+            local = ids - start if start else ids
+            if index:
+                local = local.clamp(min=0)
+            if index < len(parts) - 1:
+                local = local.clamp(max=count - 1)
+            rows = F.embedding(local, part.to(new.dtype))
+            out = rows if out is None else torch.where(((ids >= start) & (ids < start + count)).unsqueeze(-1), rows, out)
+        return out if out is not None else F.embedding(ids, new)
 
 
 class SplitHead(_SplitRows):

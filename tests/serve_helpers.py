@@ -101,6 +101,23 @@ def chatterbox_server(workspace: Path, max_seconds: float, cfm_steps: int | None
 
     model_dir = make_chatterbox_speech_folder(workspace / "models" / "chatterbox")
     extend_to_amharic(workspace, model_dir)
+    return _amharic_t3_server(workspace, model_dir, max_seconds, cfm_steps)
+
+
+def turbo_server(workspace: Path, max_seconds: float, cfm_steps: int | None = None) -> FamilyServer:
+    """Build the reduced Turbo T3 extended to Amharic with a full `S3Gen(meanflow=True)` (random weights) and a
+    voice `anna` in `workspace`; return its server speaking Amharic greedily, at most `max_seconds` a request
+    (`cfm_steps` None: the meanflow S3Gen's own 2)."""
+    from tests.turbo_helpers import extend_turbo_to_amharic, make_turbo_speech_folder
+
+    model_dir = make_turbo_speech_folder(workspace / "models" / "turbo")
+    extend_turbo_to_amharic(workspace, model_dir)
+    return _amharic_t3_server(workspace, model_dir, max_seconds, cfm_steps)
+
+
+def _amharic_t3_server(workspace: Path, model_dir: Path, max_seconds: float, cfm_steps: int | None) -> FamilyServer:
+    """Return the server of `workspace`'s `checkpoints/t3_am.safetensors` with `model_dir`'s speech models and a voice
+    `anna`, speaking Amharic greedily."""
     write_voice(workspace / "voices" / "anna.wav")
     options = ["--model-dir", str(model_dir), "--tokenizer", str(workspace / "tokenizers" / "am.json"), "--language", "am",
                "--temperature", "0", "--max-seconds", str(max_seconds)]

@@ -1,8 +1,8 @@
 """Every family under torchrun: two gloo ranks on the CPU train exactly as one process on the doubled batch.
 
-One row of FAMILIES per model family — LinguaForge's own LM and TTS, Chatterbox T3, IndexTTS2's GPT
-(a family added later is one more row) — each a workspace built by the family's test helpers, with
-a base checkpoint whose first rows are frozen. For each row, full fine-tune and LoRA under two ranks
+One row of FAMILIES per model family — LinguaForge's own LM and TTS, Chatterbox T3, Chatterbox-Turbo's
+GPT-2 T3, IndexTTS2's GPT (a family added later is one more row) — each a workspace built by the family's
+test helpers, with a base checkpoint whose first rows are frozen. For each row, full fine-tune and LoRA under two ranks
 (`python -m torch.distributed.run --standalone --nproc_per_node 2 -m tests.ranks_train`: `core train`
 of both runs, one start of the ranks) with `batch.size` B end with the same weights on both ranks
 (status.json `rank_weights_sha256`), the frozen base rows bit-identical to the start, and every
@@ -85,6 +85,16 @@ def _chatterbox(root: Path) -> dict[str, Any]:
             "optim": {"lr": 2.0e-3, "weight_decay": 0.1, "warmup_steps": 1}}
 
 
+def _turbo(root: Path) -> dict[str, Any]:
+    from tests.turbo_helpers import turbo_workspace
+
+    turbo_workspace(root, per_language=6)
+    return {"family": "chatterbox-turbo", "model_dir": "models/turbo", "tokenizer": "tokenizers/am.json",
+            "base_checkpoint": "checkpoints/t3_am.safetensors", "model": {"dropout": 0.0},
+            "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.2},
+            "optim": {"lr": 2.0e-3, "weight_decay": 0.1, "warmup_steps": 1}}
+
+
 def _indextts(root: Path) -> dict[str, Any]:
     from tests.indextts_helpers import W2V_LAYERS, amharic_workspace, build_model_folder
 
@@ -113,6 +123,7 @@ FAMILIES = [
     Row("linguaforge-lm", _lm, 4),
     Row("linguaforge-tts", _tts, 4, {"schedule": {"eval_every": 1}, "eval": {"count": 2}}),
     Row("chatterbox", _chatterbox, 2),
+    Row("chatterbox-turbo", _turbo, 2),
     Row("indextts", _indextts, 1),
 ]
 

@@ -123,18 +123,40 @@ def make_turbo_speech_folder(dest: Path) -> Path:
     return dest
 
 
-def extend_turbo_to_amharic(root: Path, model_dir: Path, vocab_size: int = 600) -> dict[str, Any]:
-    """Write `root/tokenizers/am.json` (+ the AutoTokenizer folder `root/tokenizers/am/`: the folder's tokenizer
-    merged with Amharic pieces and the [am] tag, English protected) and `root/checkpoints/t3_am.safetensors`
-    (the folder's T3 extended to it, new rows the mean); return the merge report."""
+def merged_amharic_tokenizers(model_dir: Path, vocab_size: int = 600) -> Path:
+    """Return the session's `tokenizers/` folder holding `am.json`, its report and the AutoTokenizer folder `am/`:
+    the tokenizer of `model_dir` (the session's reduced folder's, unchanged) merged with Amharic pieces and the
+    [am] tag, English protected. The merge runs once per session (it costs more than everything else a Turbo
+    workspace needs) and each caller copies the result."""
     from core.data.sample_text import AMHARIC_SENTENCES
     from core.tokenizers.hf_merge import merge_hf_tokenizer
+
+    built = _session_dir() / f"turbo-am-{vocab_size}" / "tokenizers"
+    if not (built / "am.report.json").is_file():  # the merge's last write
+        built.mkdir(parents=True, exist_ok=True)
+        merge_hf_tokenizer(model_dir, built / "am.json", corpus_lines=list(AMHARIC_SENTENCES), vocab_size=vocab_size,
+                           language_tag="am")
+    return built
+
+
+def extend_turbo_to_amharic(root: Path, model_dir: Path, vocab_size: int = 600) -> None:
+    """Write `root/tokenizers/am.json` (+ the AutoTokenizer folder `root/tokenizers/am/`: the folder's tokenizer
+    merged with Amharic pieces and the [am] tag, English protected; `merged_amharic_tokenizers`) and
+    `root/checkpoints/t3_am.safetensors` (the folder's T3 extended to it, new rows the mean)."""
     from core.training.embeddings import extend_checkpoint
 
-    am = root / "tokenizers" / "am.json"
-    am.parent.mkdir(parents=True, exist_ok=True)
-    report = merge_hf_tokenizer(model_dir, am, corpus_lines=list(AMHARIC_SENTENCES), vocab_size=vocab_size, language_tag="am")
+    shutil.copytree(merged_amharic_tokenizers(model_dir, vocab_size), root / "tokenizers", dirs_exist_ok=True)
     (root / "checkpoints").mkdir(parents=True, exist_ok=True)
-    extend_checkpoint(model_dir / "t3_turbo_v1.safetensors", model_dir, am, root / "checkpoints" / "t3_am.safetensors",
-                      family="chatterbox-turbo", init="mean")
-    return report
+    extend_checkpoint(model_dir / "t3_turbo_v1.safetensors", model_dir, root / "tokenizers" / "am.json",
+                      root / "checkpoints" / "t3_am.safetensors", family="chatterbox-turbo", init="mean")
+
+
+def turbo_workspace(root: Path, per_language: int = 4) -> Path:
+    """Fill the workspace `root`: the reduced folder (`models/turbo`), `per_language` Amharic espeak clips of two voices
+    (`datasets/am`), `tokenizers/am.json` and `checkpoints/t3_am.safetensors` (`extend_turbo_to_amharic`); return it."""
+    from tests.data_helpers import make_espeak_dataset
+
+    model_dir = make_turbo_folder(root / "models" / "turbo")
+    make_espeak_dataset(root / "datasets" / "am", per_language=per_language, languages=("am",))
+    extend_turbo_to_amharic(root, model_dir)
+    return root

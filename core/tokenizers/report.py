@@ -6,6 +6,7 @@ These numbers back `tokenizer inspect`, the reports of `extend` and `merge`, and
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -87,16 +88,12 @@ def lines_containing(lines: Sequence[str], pieces: Sequence[str], forms: Sequenc
     A tokenizer extension can only change how a line encodes if some added piece occurs in it,
     so protect loops verify just these lines.
     """
-    wanted = {p for p in pieces if p}
+    wanted = sorted({p for p in pieces if p})
     if not wanted:
         return []
-    longest = max(len(p) for p in wanted)
+    pattern = re.compile("|".join(map(re.escape, wanted)))  # one scan of each text for every piece at once
     texts = forms if forms is not None else lines
-    found = []
-    for line, text in zip(lines, texts):
-        if any(text[i:j] in wanted for i in range(len(text)) for j in range(i + 1, min(len(text), i + longest) + 1)):
-            found.append(line)
-    return found
+    return [line for line, text in zip(lines, texts) if pattern.search(text)]
 
 
 def lines_without_unk(tokenizer: Tokenizer, lines: Sequence[str]) -> list[str]:

@@ -110,7 +110,11 @@ def decode_steps(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens
 def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
                   sampling: Sampling = Sampling(), use_cache: bool = True) -> Decoded:
     """Return every speech token `decode_steps` generates for one wrapped text, and whether T3 stopped by itself."""
-    steps = decode_steps(t3, cond, text, max_new_tokens, sampling, use_cache)
+    return collect(decode_steps(t3, cond, text, max_new_tokens, sampling, use_cache))
+
+
+def collect(steps: Generator[int, None, bool]) -> Decoded:
+    """Return the tokens a decoder's steps yield and what they return at the end (whether T3 stopped by itself)."""
     tokens: list[int] = []
     while True:
         try:

@@ -17,7 +17,7 @@ are checked, then keeps them (and the last 8 reference voices' conditionals) for
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Generator, Iterator, Mapping
 
 import torch
 
@@ -190,23 +190,19 @@ class ChatterboxSpeaker(Speaker):
         return ChatterboxUtterance(self, text, ids, conds, sampling, max_new_tokens or MAX_NEW_TOKENS, vocoder, language)
 
 
-class ChatterboxUtterance(Utterance):
-    """One text for T3: its speech tokens decoded one by one in the training layout, S3 codes only."""
+class S3Codes:
+    """The tokens a T3 decoder generated for one utterance: every one (`generated`), how many were S3 codes
+    (`kept`) and whether T3 stopped by itself."""
 
-    def __init__(self, speaker: ChatterboxSpeaker, text: str, ids: Any, conds: Any, sampling: Sampling, max_new_tokens: int,
-                 vocoder: Any, language: str | None) -> None:
-        self.speaker, self.text, self.ids, self.conds, self.sampling = speaker, text, ids, conds, sampling
-        self.max_new_tokens, self.vocoder, self.language = max_new_tokens, vocoder, (language or "").lower() or None
+    def __init__(self) -> None:
         self.generated: list[int] = []
         self.kept = 0
         self.stopped = False
 
-    @torch.inference_mode()
-    def tokens(self) -> Iterator[tuple[int, Any]]:
-        """Yield each S3 code T3 generates (ids ≥ 6561 are counted, not yielded)."""
-        t3 = self.speaker.t3
-        steps = decode_steps(t3, t3_cond_embeds(t3, self.conds.t3), wrap_text(self.ids).to(self.speaker.device),
-                             self.max_new_tokens, self.sampling)
+    def of(self, steps: Generator[int, None, bool], text: str) -> Iterator[tuple[int, Any]]:
+        """Yield each S3 code of a decoder's `steps` with no extra; ids ≥ 6561 (start/stop and the head's unused
+        rows, which an undertrained T3 can emit) are no S3 codes, which S3Gen cannot embed: counted, not yielded.
+        Raises InputError when T3 produced no S3 code for `text`."""
         while True:
             try:
                 token = next(steps)
@@ -214,18 +210,39 @@ class ChatterboxUtterance(Utterance):
                 self.stopped = bool(end.value)
                 break
             self.generated.append(token)
-            if token < SPEECH_CODES:  # ids ≥ 6561 are no S3 codes; S3Gen cannot embed them
+            if token < SPEECH_CODES:
                 self.kept += 1
                 yield token, None
         if self.kept == 0:
-            raise InputError(f"T3 produced no speech tokens for {self.text!r}; train longer or check the language tag.")
+            raise InputError(f"T3 produced no speech tokens for {text!r}; train longer or check the language tag.")
+
+    def report(self) -> dict[str, Any]:
+        """Return speech_tokens, dropped_tokens, stopped and tokens (every generated id)."""
+        return {"speech_tokens": self.kept, "dropped_tokens": len(self.generated) - self.kept, "stopped": self.stopped,
+                "tokens": list(self.generated)}
+
+
+class ChatterboxUtterance(Utterance):
+    """One text for T3: its speech tokens decoded one by one in the training layout, S3 codes only."""
+
+    def __init__(self, speaker: ChatterboxSpeaker, text: str, ids: Any, conds: Any, sampling: Sampling, max_new_tokens: int,
+                 vocoder: Any, language: str | None) -> None:
+        self.speaker, self.text, self.ids, self.conds, self.sampling = speaker, text, ids, conds, sampling
+        self.max_new_tokens, self.vocoder, self.language = max_new_tokens, vocoder, (language or "").lower() or None
+        self.codes = S3Codes()
+
+    @torch.inference_mode()
+    def tokens(self) -> Iterator[tuple[int, Any]]:
+        """Yield each S3 code T3 generates (ids ≥ 6561 are counted, not yielded)."""
+        t3 = self.speaker.t3
+        yield from self.codes.of(decode_steps(t3, t3_cond_embeds(t3, self.conds.t3), wrap_text(self.ids).to(self.speaker.device),
+                                              self.max_new_tokens, self.sampling), self.text)
 
     def report(self, samples: int) -> dict[str, Any]:
         """Return text_tokens, speech_tokens, dropped_tokens, stopped, tokens, language and upstream_supported."""
         from chatterbox.mtl_tts import SUPPORTED_LANGUAGES
 
-        return {"text_tokens": int(torch.as_tensor(self.ids).numel()), "speech_tokens": self.kept, "dropped_tokens": len(self.generated) - self.kept, "stopped": self.stopped,
-                "tokens": list(self.generated), "language": self.language,
+        return {"text_tokens": int(torch.as_tensor(self.ids).numel()), **self.codes.report(), "language": self.language,
                 "upstream_supported": self.language in SUPPORTED_LANGUAGES if self.language else True}
 
 

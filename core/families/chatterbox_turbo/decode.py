@@ -1,9 +1,11 @@
 """LinguaForge's Turbo T3 decoder: the training layout at every temperature, with or without a KV cache.
 
-The prefix is `chatterbox_turbo.layout.sample_embeds(cond, text, [start-of-speech])`; GPT-2 places
-generated token k at the position after the tokens before it, exactly where training put it. With a
-KV cache the prefix runs once and each step feeds one token; without one every step re-lays the
-whole sample out — both give the same tokens (a test holds them equal).
+`decode_steps` yields the tokens one by one as they are generated (a stream vocodes them in
+chunks); `decode_speech` collects them. The prefix is `chatterbox_turbo.layout.sample_embeds(cond,
+text, [start-of-speech])`; GPT-2 places generated token k at the position after the tokens before it,
+exactly where training put it. With a KV cache the prefix runs once and each step feeds one token;
+without one every step re-lays the whole sample out — both give the same tokens (a test holds them
+equal).
 
 Sampling is the published `T3.inference_turbo`'s: temperature, top-k, top-p, then the repetition
 penalty over the tokens generated so far (the start token before the first), then a draw; no
@@ -14,11 +16,11 @@ classifier-free guidance. Temperature 0 is plain argmax (what `inference_turbo` 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 import torch
 
-from core.families.chatterbox.decode import Decoded
+from core.families.chatterbox.decode import Decoded, collect
 from core.families.chatterbox.layout import START_SPEECH, STOP_SPEECH, wrap_speech
 from core.families.chatterbox_turbo.layout import sample_embeds
 
@@ -54,11 +56,12 @@ def _picker(sampling: TurboSampling) -> Callable[[torch.Tensor, torch.Tensor], i
 
 
 @torch.inference_mode()
-def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
-                  sampling: TurboSampling = TurboSampling(), use_cache: bool = True) -> Decoded:
-    """Return the speech tokens T3 generates after conditioning `cond` [len_cond, D]
+def decode_steps(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
+                 sampling: TurboSampling = TurboSampling(), use_cache: bool = True) -> Generator[int, None, bool]:
+    """Yield the speech tokens T3 generates after conditioning `cond` [len_cond, D]
     (`chatterbox.layout.t3_cond_embeds`) and the text ids `text` (as `chatterbox_turbo.text.text_ids` makes
-    them), at most `max_new_tokens`. Sampling draws from torch's global generator (seed it for repeatable output).
+    them), one by one, at most `max_new_tokens`; return True when T3 generated its stop token (False: the cap
+    ended it). Sampling draws from torch's global generator (seed it for repeatable output).
     """
     device = cond.device
     text = text.reshape(-1).to(device)
@@ -70,8 +73,9 @@ def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_token
         so_far = torch.tensor([tokens or [START_SPEECH]], device=device)
         token = pick(t3.speech_head(out.last_hidden_state[:, -1]), so_far)
         if token == STOP_SPEECH:
-            return Decoded(tokens, True)
+            return True
         tokens.append(token)
+        yield token
         if step + 1 == max_new_tokens:
             break
         if use_cache:
@@ -80,4 +84,10 @@ def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_token
         else:
             out = t3.tfmr(inputs_embeds=sample_embeds(t3, cond, text, wrap_speech(tokens, finished=False))[None],
                           use_cache=False, return_dict=True)
-    return Decoded(tokens, False)
+    return False
+
+
+def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
+                  sampling: TurboSampling = TurboSampling(), use_cache: bool = True) -> Decoded:
+    """Return every speech token `decode_steps` generates, and whether T3 stopped by itself."""
+    return collect(decode_steps(t3, cond, text, max_new_tokens, sampling, use_cache))

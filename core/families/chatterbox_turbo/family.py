@@ -20,7 +20,7 @@ import torch
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import FamilyRun, MemoryShape
+from core.families.base import TEMPERATURE, FamilyRun, MemoryShape
 from core.families.chatterbox.family import ChatterboxFamily
 from core.families.chatterbox.t3 import t3_forward
 from core.families.chatterbox_turbo.layout import LAYOUT, collate
@@ -28,6 +28,7 @@ from core.families.chatterbox_turbo.t3 import (
     PUBLISHED_BACKBONES, PUBLISHED_TEXT_ROWS, SPEECH_ROWS, T3_FILES, TurboConfig, backbone_shape, build_turbo_t3,
     gpt2_config_name, turbo_hparams,
 )
+from core.numbers import NumberRange
 from core.tokenizers.hf_folder import SLOW_FILES, TOKENIZER_JSON
 
 VOICE_FILES = {"voice_encoder": "ve.safetensors", "s3gen": "s3gen_meanflow.safetensors"}
@@ -51,7 +52,11 @@ class ChatterboxTurboFamily(ChatterboxFamily):
     name = "chatterbox-turbo"
     layout = get_family("chatterbox-turbo")
     sequence_layout = LAYOUT
-    speech_options = ("temperature", "top_k", "top_p", "repetition_penalty", "cfm_steps")
+    speech_options = {  # `ChatterboxTurboTTS.generate`'s sampling (no CFG, min_p or exaggeration) and S3Gen's steps
+        "temperature": TEMPERATURE, "top_k": NumberRange(0, 100_000, integer=True),
+        "top_p": NumberRange(0.0, 1.0, low_open=True), "repetition_penalty": NumberRange(0.0, 10.0, low_open=True),
+        "cfm_steps": NumberRange(1, 100, integer=True),
+    }
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tokenizer_role = "tokenizer"  # the model folder itself: AutoTokenizer's GPT-2 files
     marker_names = (T3_FILES["turbo"], T3_FILES["nano"])

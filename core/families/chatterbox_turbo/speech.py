@@ -4,30 +4,30 @@ The published `ChatterboxTurboTTS.from_local` builds T3 with 50,276 text rows; h
 the checkpoint's size (`chatterbox.speech.load_t3_for_inference` through this family's config), the
 text goes through `chatterbox_turbo.text.text_ids` (the function the features used), the published
 `prepare_conditionals`'s steps make the voice (loudness, 375 prompt tokens, the VoiceEncoder, S3Gen's
-reference; without its 5-second minimum), and `chatterbox_turbo.decode.decode_speech` generates the tokens in the training layout.
-`vocode` — a separate step, so speech can be vocoded in chunks — is what `generate` does with the
-tokens: codes ≥ 6561 dropped, three silence tokens appended, `S3Gen(meanflow=True).inference` with 2 steps.
+reference; without its 5-second minimum), and `chatterbox_turbo.decode.decode_steps` generates the
+tokens in the training layout, one by one. `MeanflowVocoder` vocodes them as `generate` does — codes
+≥ 6561 dropped, three silence tokens appended, the meanflow S3Gen with 2 steps — in chunks while
+they are generated when the speaker streams (`Speaker.speak_stream`), else all at once.
 
 `TurboSpeaker` loads T3 and its tokenizer at once and the voice models (S3Gen, the VoiceEncoder,
-`conds.pt`) on the first `speak`, after the text and language are checked.
+`conds.pt`) on the first utterance, after the text and language are checked, then keeps them (and
+the last 8 reference voices' conditionals) for every later call.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 
 from core.errors import InputError
-from core.families.base import Speaker
-from core.families.chatterbox.decode import Decoded
+from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.chatterbox.layout import t3_cond_embeds
 from core.families.chatterbox.speech import (
-    MAX_NEW_TOKENS, S3GEN_SR, SPEECH_CODES, SPEECH_TOKENS_PER_SECOND, load_s3gen, load_t3_for_inference,
+    MAX_NEW_TOKENS, S3GEN_SR, SPEECH_TOKENS_PER_SECOND, S3Codes, S3GenVocoder, load_s3gen, load_t3_for_inference,
 )
-from core.families.chatterbox_turbo.decode import TurboSampling, decode_speech
+from core.families.chatterbox_turbo.decode import TurboSampling, decode_steps
 from core.families.chatterbox_turbo.text import BASE_LANGUAGE, text_ids, tokenizer_tags
 
 SILENCE_TOKENS = 3      # `generate` appends three S3GEN_SIL tokens before vocoding
@@ -56,6 +56,7 @@ class TurboSpeaker(Speaker):
         self.tags = tokenizer_tags(self.tokenizer)
         self._tts: Any = None
         self._default_conds: Any = None
+        self._voices = VoiceCache()
 
     def voice_models(self) -> Any:
         """Return the published `ChatterboxTurboTTS` holding T3, the meanflow S3Gen and the VoiceEncoder (loaded once)."""
@@ -131,51 +132,66 @@ class TurboSpeaker(Speaker):
                              f"it has {', '.join(sorted(self.tags))}.")
         return code
 
-    def generate(self, text: str, voice: Any, language: str | None = None, max_new_tokens: int | None = None,
-                 sampling: TurboSampling = TurboSampling()) -> Decoded:
-        """Return the speech tokens T3 generates for `text` in `voice` (a published `Conditionals`).
-
-        Raises InputError for a language the tokenizer has no tag for.
-        """
-        self.check_language(language)
-        ids = torch.tensor(text_ids(self.tokenizer, text, language), dtype=torch.long, device=self.device)
-        with torch.inference_mode():
-            return decode_speech(self.t3, t3_cond_embeds(self.t3, voice.t3), ids, max_new_tokens or MAX_NEW_TOKENS, sampling)
-
-    def vocode(self, tokens: list[int], voice: Any, steps: int = MEANFLOW_STEPS) -> torch.Tensor:
-        """Return the 24 kHz waveform (float32, CPU) the meanflow S3Gen makes of speech tokens in `voice`, as
-        `generate` does: ids ≥ 6561 dropped, three silence tokens appended. Raises InputError when no code is left."""
-        from chatterbox.models.s3gen.const import S3GEN_SIL
-
-        speech = torch.tensor([t for t in tokens if t < SPEECH_CODES], dtype=torch.long, device=self.device)
-        if speech.numel() == 0:
-            raise InputError("T3 produced no speech tokens; train longer or check the language tag.")
-        speech = torch.cat([speech, speech.new_full((SILENCE_TOKENS,), S3GEN_SIL)])
-        with torch.inference_mode():
-            wav, _ = self.voice_models().s3gen.inference(speech_tokens=speech, ref_dict=voice.gen, n_cfm_timesteps=steps)
-        return wav.squeeze(0).detach().float().cpu()
-
-    def speak(
+    def utterance(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
-        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None,
-    ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Return (24 kHz waveform, report with seconds, sample_rate, speech_tokens, dropped_tokens, stopped,
-        tokens, language, synthesis_s): `generate` then `vocode`.
+        max_new_tokens: int | None = None, options: Mapping[str, Any] | None = None, speed: float = 1.0,
+    ) -> Utterance:
+        """Return `text` set up to be said (T3 → the meanflow S3Gen at 24 kHz); its report holds text_tokens,
+        speech_tokens, dropped_tokens, stopped, tokens and language, and the audio keeps every code and the
+        three silence tokens `generate` appends ((speech tokens + 3) × 960 samples at speed 1). Generated ids
+        that are no S3 code (≥ 6561) are dropped and counted.
 
         Options: temperature (0.8; 0 = argmax), top_k (1000), top_p (0.95), repetition_penalty (1.2) —
         `ChatterboxTurboTTS.generate`'s defaults — and cfm_steps (the meanflow S3Gen's steps, 2).
-        Raises InputError for a language the tokenizer has no tag for, no voice, or no speech tokens produced.
+        Raises InputError for a language the tokenizer has no tag for, no voice, or (as the tokens are
+        read) no speech tokens produced.
         """
         options = dict(options or {})
         code = self.check_language(language)
+        ids = torch.tensor(text_ids(self.tokenizer, text, language), dtype=torch.long, device=self.device)
         torch.manual_seed(seed)
-        voice = self.conditionals(reference)
-        start = time.monotonic()
+        voice = self._voices.get(reference, lambda: self.conditionals(reference)) if reference is not None \
+            else self.conditionals(None)
         sampling = TurboSampling(**{k: (int if k == "top_k" else float)(options[k])
                                     for k in TurboSampling.__dataclass_fields__ if options.get(k) is not None})
-        decoded = self.generate(text, voice, language, max_new_tokens, sampling)
-        wav = self.vocode(decoded.tokens, voice, int(options.get("cfm_steps") or MEANFLOW_STEPS))
-        spoken = sum(1 for t in decoded.tokens if t < SPEECH_CODES)
-        return wav, {"seconds": round(wav.shape[-1] / S3GEN_SR, 3), "sample_rate": S3GEN_SR, "speech_tokens": spoken,
-                     "dropped_tokens": len(decoded.tokens) - spoken, "stopped": decoded.stopped, "tokens": decoded.tokens,
-                     "language": code or None, "synthesis_s": round(time.monotonic() - start, 3)}
+        steps = int(options.get("cfm_steps") or MEANFLOW_STEPS)
+        vocoder = MeanflowVocoder(self.voice_models().s3gen, voice.gen, steps, seed, speed, self.device)
+        return TurboUtterance(self, text, ids, voice, sampling, max_new_tokens or MAX_NEW_TOKENS, vocoder, code)
+
+
+class TurboUtterance(Utterance):
+    """One text for Turbo's T3: its speech tokens decoded one by one in the training layout, S3 codes only,
+    then the three silence tokens `generate` appends."""
+
+    def __init__(self, speaker: TurboSpeaker, text: str, ids: torch.Tensor, voice: Any, sampling: TurboSampling,
+                 max_new_tokens: int, vocoder: Any, language: str) -> None:
+        self.speaker, self.text, self.ids, self.voice, self.sampling = speaker, text, ids, voice, sampling
+        self.max_new_tokens, self.vocoder, self.language = max_new_tokens, vocoder, language or None
+        self.codes = S3Codes()
+
+    @torch.inference_mode()
+    def tokens(self) -> Iterator[tuple[int, Any]]:
+        """Yield each S3 code T3 generates (ids ≥ 6561 are counted, not yielded), then three silence tokens."""
+        from chatterbox.models.s3gen.const import S3GEN_SIL
+
+        t3 = self.speaker.t3
+        yield from self.codes.of(decode_steps(t3, t3_cond_embeds(t3, self.voice.t3), self.ids, self.max_new_tokens,
+                                              self.sampling), self.text)
+        for _ in range(SILENCE_TOKENS):
+            yield S3GEN_SIL, None
+
+    def report(self, samples: int) -> dict[str, Any]:
+        """Return text_tokens, speech_tokens, dropped_tokens, stopped, tokens and language."""
+        return {"text_tokens": int(self.ids.numel()), **self.codes.report(), "language": self.language}
+
+
+class MeanflowVocoder(S3GenVocoder):
+    """The meanflow S3Gen as a window vocoder (`chatterbox.speech.S3GenVocoder`'s steps, 2 by default) whose
+    utterance keeps every token's 960 samples at speed 1: `generate` vocodes its codes and three silence
+    tokens and trims nothing."""
+
+    def total_samples(self, tokens: int) -> int:
+        """Return the length of the whole utterance of `tokens` tokens (silence included), scaled by the speed."""
+        from core.speech.stream import stretched_count
+
+        return stretched_count(self.MEL_PER_TOKEN * tokens, self.speed) * self.HOP

@@ -141,8 +141,9 @@ def _trainable_class() -> type:
             return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            """Return text_loss, mel_loss (speech tokens), mel_top1 and tokens for a batch from the layout's `collate`:
-            each text id scored from the position before it, each speech token and the stop token from theirs."""
+            """Return text_loss, mel_loss (speech tokens) and mel_top1 (means) and the tokens they score, `text_tokens`
+            and `mel_tokens`, for a batch from the layout's `collate`: each text id scored from the position before
+            it, each speech token and the stop token from theirs."""
             layout = lay_out_batch(self, batch)
             text = batch["text_ids"]
             return layout_losses(self, layout, batch, (layout.text_start - 1, text.size(1)),
