@@ -14,7 +14,7 @@ final checkpoint in its workspace; the reference clip is written to WS/bench-voi
 
 `--streaming` measures streamed speech instead (docs/streaming.md): per family (`--families`: the own
 quickstart-shaped model — tiny preset, a 256-code codec at hop 512, 31.25 codes/s — and the reduced
-Chatterbox and IndexTTS2 folders of the tests, random weights), the time to the first audio and the
+Chatterbox, Chatterbox-Turbo and IndexTTS2 folders of the tests, random weights), the time to the first audio and the
 total time of a `--seconds` sentence streamed (`stream_format: audio`) against the whole request; then,
 on the own model, `--clients` concurrent streaming clients for `--rounds` rounds of `--requests`
 (first-audio p50/p95, dropped, the server's RSS), and `--disconnects` clients that read the first
@@ -287,7 +287,7 @@ def _family_server(family: str, workspace: Path, args: argparse.Namespace, secon
     """Return (the running server's context, its model id, the request body) of `family` speaking `seconds`
     (the families' reduced folders of the tests, random weights; greedy)."""
     from core.data.sample_text import AMHARIC_SENTENCES
-    from tests.serve_helpers import chatterbox_server, indextts_server
+    from tests.serve_helpers import chatterbox_server, indextts_server, turbo_server
 
     common = ["--device", args.device, "--max-input-chars", "1000", "--queue-limit", str(max(args.requests, 64)),
               "--max-batch", "8"]
@@ -296,8 +296,8 @@ def _family_server(family: str, workspace: Path, args: argparse.Namespace, secon
         checkpoint, _codes = streaming_checkpoint(workspace, seconds)
         server = running_server(workspace, checkpoint, voices, workspace / "serve.log", *common)
         return server, checkpoint.stem, {"input": TEXT, "voice": "anna"}
-    if family == "chatterbox":
-        served = chatterbox_server(workspace, seconds, args.steps)
+    if family in ("chatterbox", "chatterbox-turbo"):
+        served = (chatterbox_server if family == "chatterbox" else turbo_server)(workspace, seconds, args.steps)
         return served.run(*common), served.model, {"input": AMHARIC_SENTENCES[1], "voice": "anna"}
     served = indextts_server(workspace, seconds, args.steps, audible=True)
     return served.run(*common), served.model, {"input": "HELLO THERE, HOW ARE YOU TODAY", "voice": "anna"}
@@ -430,11 +430,11 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, help="a trained TTS checkpoint to serve instead of the random one")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the server's model runs")
     parser.add_argument("--streaming", action="store_true", help="measure streamed speech (see above) instead")
-    parser.add_argument("--families", nargs="+", default=["linguaforge"], choices=["linguaforge", "chatterbox", "indextts"],
+    parser.add_argument("--families", nargs="+", default=["linguaforge"], choices=["linguaforge", "chatterbox", "chatterbox-turbo", "indextts"],
                         help="--streaming: the families whose time to first audio is measured (default linguaforge)")
     parser.add_argument("--seconds", type=float, default=10.0, help="--streaming: the sentence's length (default 10)")
     parser.add_argument("--steps", type=int, default=None,
-                        help="--streaming: Chatterbox cfm_steps / IndexTTS2 diffusion_steps (default: the family's own)")
+                        help="--streaming: Chatterbox(-Turbo) cfm_steps / IndexTTS2 diffusion_steps (default: the family's own)")
     parser.add_argument("--repeats", type=int, default=2, help="--streaming: requests per latency figure (median)")
     parser.add_argument("--disconnects", type=int, default=20, help="--streaming: clients that leave mid-stream")
     parser.add_argument("--json", action="store_true")

@@ -88,7 +88,7 @@ def _chatterbox(root: Path) -> dict[str, Any]:
 def _turbo(root: Path) -> dict[str, Any]:
     from tests.turbo_helpers import turbo_workspace
 
-    turbo_workspace(root, per_language=6)
+    turbo_workspace(root, per_language=5)  # 4 training clips and 1 validation clip: one global batch of 4
     return {"family": "chatterbox-turbo", "model_dir": "models/turbo", "tokenizer": "tokenizers/am.json",
             "base_checkpoint": "checkpoints/t3_am.safetensors", "model": {"dropout": 0.0},
             "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.2},

@@ -267,3 +267,27 @@ def test_progress_alignment_tracks_the_speech_rate_while_training_only() -> None
         restored.expected_codes([3], 30)
     restored.load_state_dict(model.state_dict())
     assert restored.expected_codes([3, 4], 30) == round(first * 4) == 5
+
+
+@pytest.mark.parametrize(("frozen", "tail"), [(0, 0), (5, 0), (5, 3), (0, 3), (17, 3)])
+def test_a_split_embedding_looks_up_and_trains_as_its_full_table(frozen: int, tail: int) -> None:
+    """Each id is read from the part that holds it (the full table is never built): the same rows and the same
+    gradient of the trainable rows as a lookup in the full table, and an id outside the table still raises."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    split = SplitEmbedding(20, 8, frozen, tail)
+    ids = torch.randint(0, 20, (3, 11))
+    ids[0, :3] = torch.tensor([0, 19, frozen])  # the first and last rows and the first trainable one
+    out, full = split(ids), F.embedding(ids, split.full("weight"))
+    assert torch.equal(out, full)
+    if split.weight_new.shape[0]:
+        weights = torch.randn_like(out)
+        (out * weights).sum().backward()
+        looked_up = split.weight_new.grad.clone()
+        split.weight_new.grad = None
+        (full * weights).sum().backward()
+        assert torch.equal(looked_up, split.weight_new.grad)
+    for outside in (20, -1):
+        with pytest.raises(IndexError):
+            split(torch.tensor([outside]))
