@@ -158,15 +158,20 @@ _LINGUAFORGE_T3: type | None = None
 def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
     """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers
     (every dropout at `config.dropout` when set)."""
-    from core.families.base import set_dropout
-    from models.rows import SplitEmbedding, SplitHead
-
     global _LINGUAFORGE_T3
     if _LINGUAFORGE_T3 is None:
         _LINGUAFORGE_T3 = _trainable_t3_class()
-    model = _LINGUAFORGE_T3(t3_hparams(config))
-    if config.dropout is not None:
-        set_dropout(model, config.dropout)
+    return split_t3_text_rows(_LINGUAFORGE_T3(t3_hparams(config)), frozen_rows, config.dropout)
+
+
+def split_t3_text_rows(model: nn.Module, frozen_rows: int, dropout: float | None) -> nn.Module:
+    """Return a T3 (Llama or GPT-2) with its first `frozen_rows` text rows as frozen buffers (`text_emb`,
+    `text_head`) and every dropout at `dropout` when set."""
+    from core.families.base import set_dropout
+    from models.rows import SplitEmbedding, SplitHead
+
+    if dropout is not None:
+        set_dropout(model, dropout)
     model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
     model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
     return model

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from core.errors import InputError
-from core.families.chatterbox.t3 import layout_losses
+from core.families.chatterbox.t3 import layout_losses, split_t3_text_rows
 from core.families.chatterbox_turbo.layout import PROMPT_TOKENS, lay_out_batch, text_targets
 
 PUBLISHED_TEXT_ROWS = 50276  # GPT-2's 50,257 ids + 19 tags: what `from_local` hard-codes
@@ -158,16 +158,9 @@ _TRAINABLE: type | None = None
 def build_turbo_t3(config: TurboConfig, frozen_rows: int = 0) -> nn.Module:
     """Return a random-initialised `LinguaForgeTurboT3` whose first `frozen_rows` text rows are frozen buffers
     (every dropout at `config.dropout` when set)."""
-    from core.families.base import set_dropout
-    from models.rows import SplitEmbedding, SplitHead
-
     global _TRAINABLE
     if _TRAINABLE is None:
         _TRAINABLE = _trainable_class()
     model = _TRAINABLE(turbo_hparams(config))
     model.tfmr.wte = UnreadTable(model.tfmr.wte.weight)
-    model.text_emb = SplitEmbedding.from_module(model.text_emb, frozen_rows)
-    model.text_head = SplitHead.from_module(model.text_head, frozen_rows)
-    if config.dropout is not None:
-        set_dropout(model, config.dropout)
-    return model
+    return split_t3_text_rows(model, frozen_rows, config.dropout)
