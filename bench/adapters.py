@@ -26,9 +26,7 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# the script's own folder comes first on sys.path, and bench/tokenizers.py would hide the `tokenizers`
-# package that peft (through transformers) imports
-sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
+sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 

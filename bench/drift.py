@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# bench/tokenizers.py would shadow the `tokenizers` package while this folder is first on sys.path.
-sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(REPO_ROOT))
 
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES  # noqa: E402
 from core.tokenizers.hf_merge import merge_hf_tokenizer  # noqa: E402

@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# bench/tokenizers.py would shadow the `tokenizers` package that transformers imports
-sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
+sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -44,8 +44,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# bench/tokenizers.py would shadow the `tokenizers` package that transformers imports
-sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
+sys.path.insert(0, str(REPO_ROOT))
 
 FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
 GIB = 1024**3

@@ -198,9 +198,11 @@ def refused_or_row(name: str, shape: dict[str, Any], precision: str, plan: dict[
 
 
 def run(smoke: bool, device: torch.device, peak_override: float | None, steps: int | None,
-        with_families: bool = True, partial: Path | None = None) -> dict[str, Any]:
+        with_families: bool = True, partial: Path | None = None,
+        only: set[tuple[str, str]] | None = None) -> dict[str, Any]:
     """Run the benchmark in a fresh workspace and return the report (the family rows unless `with_families` is off);
-    each training row is also appended to `partial` as it finishes."""
+    each training row is also appended to `partial` as it finishes. `only` names the (shape, precision) training
+    rows to run (default: all)."""
     plan = dict(SMOKE if smoke else FULL)
     if steps:
         plan["steps"] = steps
@@ -211,18 +213,20 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
         prepare(Path(tmp), plan["per_language"], plan["codebook"])
         prepared = time.perf_counter() - started
         training = [refused_or_row(name, shape, precision, plan, peak, partial)
-                    for name, shape in plan["shapes"].items() for precision in ("bf16", "fp32")]
+                    for name, shape in plan["shapes"].items() for precision in ("bf16", "fp32")
+                    if only is None or (name, precision) in only]
     generation = generation_rows(device, plan["codes"], smoke)
     families, note = family_rows(device, smoke) if with_families else ([], "family rows skipped (--skip-families).")
     for row in families:
         if peak and row.get("parameters") and row.get("tokens_per_s") and row.get("mfu") is None:
             row["mfu"] = round(6 * row["parameters"] * row["tokens_per_s"] / (peak * 1e12), 6)
     by_key = {(r["model"], r["precision"]): r for r in training}
-    ratio = by_key[("base", "bf16")]["tokens_per_s"] / by_key[("base", "fp32")]["tokens_per_s"]
+    both = ("base", "bf16") in by_key and ("base", "fp32") in by_key
+    ratio = by_key[("base", "bf16")]["tokens_per_s"] / by_key[("base", "fp32")]["tokens_per_s"] if both else None
     return {
         "device": device_name(device), "device_type": device.type, "smoke": smoke,
         "peak_bf16_tflops": peak, "torch": torch.__version__, "python": platform.python_version(),
-        "training": training, "bf16_over_fp32_base": round(ratio, 3),
+        "training": training, "bf16_over_fp32_base": round(ratio, 3) if ratio else None,
         "generation": generation, "families": families, "families_note": note,
         "seconds": {"prepare": round(prepared, 1), "total": round(time.perf_counter() - started, 1)},
     }
@@ -242,8 +246,9 @@ def render(report: dict[str, Any]) -> str:
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
         lines.append(f"| {r.get('model')} | {r.get('precision', '-')} | {r.get('batch', '-')} | {r.get('compile', '-')} | "
                      f"{r.get('step_ms', '-')} | {r.get('tokens_per_s', '-')} | {r.get('peak_memory_gib', '-')} | {mfu} |")
-    lines += ["", f"bf16 / fp32 tokens/s at base: {report['bf16_over_fp32_base']}x", "",
-              "| generation | codes | seconds | RTF |", "|---|---|---|---|"]
+    if report["bf16_over_fp32_base"]:
+        lines += ["", f"bf16 / fp32 tokens/s at base: {report['bf16_over_fp32_base']}x"]
+    lines += ["", "| generation | codes | seconds | RTF |", "|---|---|---|---|"]
     for r in report["generation"]:
         lines.append(f"| {r['model']}, {'KV cache' if r['kv_cache'] else 'no cache'} | {r['codes']} | {r['seconds']} | {r['rtf']} |")
     if report["families_note"]:
@@ -261,6 +266,9 @@ def main() -> None:
     parser.add_argument("--skip-families", action="store_true", help="leave out bench/families.py's rows")
     parser.add_argument("--output", default=None, help="also write the report as JSON to this file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--rows", nargs="+", metavar="SHAPE:PRECISION", default=None,
+                        help=f"only these training rows, e.g. d1280x24:fp32 (shapes: {', '.join(FULL['shapes'])}; "
+                             "precisions: bf16, fp32)")
     args = parser.parse_args()
     from core.errors import InputError
     from core.inference import resolve_device
@@ -269,10 +277,16 @@ def main() -> None:
         device = resolve_device(args.device)
     except InputError as exc:
         sys.exit(f"bench/gpu.py: {exc}")
+    only = {tuple(row.partition(":")[::2]) for row in args.rows} if args.rows else None
+    unknown = sorted(f"{name}:{precision}" for name, precision in only or ()
+                     if name not in FULL["shapes"] or precision not in ("bf16", "fp32"))
+    if unknown:
+        parser.error(f"--rows {' '.join(unknown)}: give SHAPE:PRECISION with a shape of "
+                     f"{', '.join(FULL['shapes'])} and a precision of bf16 or fp32")
     if args.smoke:
         torch.set_num_threads(1)
     partial = Path(args.output).with_suffix(".rows.jsonl") if args.output else None
-    report = run(args.smoke, device, args.peak_tflops, args.steps, not args.skip_families, partial)
+    report = run(args.smoke, device, args.peak_tflops, args.steps, not args.skip_families, partial, only)
     if args.output:
         atomic_write_text(Path(args.output), json.dumps(report, indent=2) + "\n")
     print(json.dumps(report) if args.json else render(report))

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(REPO_ROOT)  # not bench/: its tokenizers.py would shadow the tokenizers package
+sys.path.insert(0, str(REPO_ROOT))
 
 import httpx  # noqa: E402
 import psutil  # noqa: E402

@@ -5,7 +5,7 @@ sentences plus pseudo-words drawn from their syllable frequencies with a Zipf wo
 then times `train_tokenizer` (12,000 pieces), `extend_sentencepiece` (12,000 -> 24,000 on the
 IndexTTS2 model from ../shared/fixtures) and the extended model's encoding throughput.
 
-    .venv/bin/python bench/tokenizers.py --megabytes 50 --json
+    .venv/bin/python bench/tokenizer_speed.py --megabytes 50 --json
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from itertools import accumulate
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# This file's name shadows the `tokenizers` package when its folder is first on sys.path.
-sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(REPO_ROOT))
 
 from bench.common import bench_parser  # noqa: E402
 from core.data.sample_text import AMHARIC_SENTENCES  # noqa: E402
