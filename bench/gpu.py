@@ -60,6 +60,7 @@ SMOKE = {
                "d1280x24": {"d_model": 96, "n_layers": 3, "n_heads": 4, "max_text_tokens": 128}},
     "batch": 4, "warmup": 1, "steps": 1, "per_language": 3, "codes": 20, "codebook": 32,
 }
+PRECISIONS = ("bf16", "fp32")
 CODES_PER_SECOND = 62.5  # the codec's frame rate at 16 kHz, hop 256
 
 
@@ -213,7 +214,7 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
         prepare(Path(tmp), plan["per_language"], plan["codebook"])
         prepared = time.perf_counter() - started
         training = [refused_or_row(name, shape, precision, plan, peak, partial)
-                    for name, shape in plan["shapes"].items() for precision in ("bf16", "fp32")
+                    for name, shape in plan["shapes"].items() for precision in PRECISIONS
                     if only is None or (name, precision) in only]
     generation = generation_rows(device, plan["codes"], smoke)
     families, note = family_rows(device, smoke) if with_families else ([], "family rows skipped (--skip-families).")
@@ -221,12 +222,12 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
         if peak and row.get("parameters") and row.get("tokens_per_s") and row.get("mfu") is None:
             row["mfu"] = round(6 * row["parameters"] * row["tokens_per_s"] / (peak * 1e12), 6)
     by_key = {(r["model"], r["precision"]): r for r in training}
-    both = ("base", "bf16") in by_key and ("base", "fp32") in by_key
-    ratio = by_key[("base", "bf16")]["tokens_per_s"] / by_key[("base", "fp32")]["tokens_per_s"] if both else None
+    bf16, fp32 = by_key.get(("base", "bf16")), by_key.get(("base", "fp32"))
+    ratio = round(bf16["tokens_per_s"] / fp32["tokens_per_s"], 3) if bf16 and fp32 else None
     return {
         "device": device_name(device), "device_type": device.type, "smoke": smoke,
         "peak_bf16_tflops": peak, "torch": torch.__version__, "python": platform.python_version(),
-        "training": training, "bf16_over_fp32_base": round(ratio, 3) if ratio else None,
+        "training": training, "bf16_over_fp32_base": ratio,
         "generation": generation, "families": families, "families_note": note,
         "seconds": {"prepare": round(prepared, 1), "total": round(time.perf_counter() - started, 1)},
     }
@@ -279,7 +280,7 @@ def main() -> None:
         sys.exit(f"bench/gpu.py: {exc}")
     only = {tuple(row.partition(":")[::2]) for row in args.rows} if args.rows else None
     unknown = sorted(f"{name}:{precision}" for name, precision in only or ()
-                     if name not in FULL["shapes"] or precision not in ("bf16", "fp32"))
+                     if name not in FULL["shapes"] or precision not in PRECISIONS)
     if unknown:
         parser.error(f"--rows {' '.join(unknown)}: give SHAPE:PRECISION with a shape of "
                      f"{', '.join(FULL['shapes'])} and a precision of bf16 or fp32")
