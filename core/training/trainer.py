@@ -20,7 +20,7 @@ takes its share of every global batch (`core.training.data.Batcher`) and the los
 reduced so that W ranks of `batch.size` B compute what one process computes with W × B
 (`core.training.reduction`); validation shares its batches out too. Only rank 0 writes files and
 evaluates; the ranks agree on STOP/SIGTERM at logging steps; at the end every rank's weights'
-sha256 goes into status.json (`rank_weights_sha256`). A run stopped under W ranks resumes under
+sha256 goes into status.json (`rank_weights_sha256`), and the ranks leave the process group together. A run stopped under W ranks resumes under
 any other number (`Batcher.load_state_dict`).
 
 The step never waits for the host: batches come from a `Prefetcher` (background thread, pinned
@@ -112,6 +112,9 @@ class TrainResult:
         }
 
 
+_ranks_ended_together = False  # true while the process's last run reached its end on every rank
+
+
 def _distributed() -> tuple[int, int]:
     """Return (rank, world size), joining the process group under torchrun (destroyed at the process's exit,
     as PyTorch asks of a program that ends normally)."""
@@ -123,7 +126,12 @@ def _distributed() -> tuple[int, int]:
 
 
 def _leave_process_group() -> None:
-    if dist.is_initialized():  # no collective here: a rank that failed must exit at once, so torchrun stops the rest
+    """Destroy the process group at exit. After a run every rank finished, the ranks first meet at a barrier:
+    ranks that tear gloo down at different moments can abort ("terminate called without an active
+    exception"). After a failure there is no collective: the failed rank exits at once, so torchrun stops the rest."""
+    if dist.is_initialized():
+        if _ranks_ended_together:
+            dist.barrier()
         dist.destroy_process_group()
 
 
@@ -653,6 +661,8 @@ class Trainer:
         Raises InternalError when the frozen base rows changed (checked at start, at every
         checkpoint and at the end).
         """
+        global _ranks_ended_together
+        _ranks_ended_together = False
         cfg = self.config
         if self.rank == 0:
             self._take_folder()
@@ -686,6 +696,7 @@ class Trainer:
             gathered: list[str] = [""] * self.world
             dist.all_gather_object(gathered, weights_sha256(self.model))
             info["rank_weights_sha256"] = gathered
+            _ranks_ended_together = True
         if self.config.schedule.eval_every > 0:
             info["best_metric"] = self.evaluation.best_metric
             info["best_eval"] = self.evaluation.best_eval
