@@ -109,6 +109,17 @@ def wait_http(url: str, timeout: float = 60.0, auth: tuple[str, str] | None = No
     raise AssertionError(f"{url} did not answer 200 within {timeout:.0f}s ({last})")
 
 
+def choose(page, elem_id: str, value: str) -> None:
+    """Choose `value` in the dropdown `elem_id` as a user does (open its list, click the option); return once
+    the field shows it. Typing the value and pressing Enter races the list's filtering: the Enter can land
+    before the list is filtered and keep the previous choice."""
+    expect = pytest.importorskip("playwright.sync_api").expect
+    field = page.locator(f"#{elem_id} input").first
+    field.click()
+    page.get_by_role("option", name=value, exact=True).click()
+    expect(field).to_have_value(value)
+
+
 @contextmanager
 def chromium_page(url: str, tab: str, width: int = 1400, height: int = 1000, timeout_ms: int = 60_000) -> Iterator[object]:
     """Yield a Playwright page in Debian chromium at `url` with the top-level tab `tab` open; close it after.

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, choose, chromium_page, chromium_path, running_app
 from tests.cv_helpers import make_hf_folder, make_release, plant_faults
 from tests.test_ui_dashboard import fill, wait_text
 
@@ -48,7 +48,7 @@ HISTOGRAM = """() => {
 
 
 def test_commonvoice_import_shows_the_filter_summary_histogram_and_plays_kept_and_removed_clips(page, dashboard) -> None:
-    fill(page, "ds-format", "commonvoice", commit=True)
+    choose(page, "ds-format", "commonvoice")
     fill(page, "ds-input", "inputs/cv", commit=True)
     fill(page, "ds-name", "cv")
     page.locator("#ds-import-btn").click()
@@ -74,7 +74,7 @@ def test_commonvoice_import_shows_the_filter_summary_histogram_and_plays_kept_an
 
 
 def test_hf_import_from_the_workspace_keeps_the_same_clean_clips(page, dashboard) -> None:
-    fill(page, "ds-format", "hf", commit=True)
+    choose(page, "ds-format", "hf")
     fill(page, "ds-input", "inputs/hf", commit=True)
     fill(page, "ds-name", "hf")
     fill(page, "ds-text-column", "sentence")

@@ -15,8 +15,9 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, choose, chromium_page, chromium_path, running_app
 from tests.data_helpers import make_espeak_dataset
+from tests.test_ui_dashboard import fill
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -60,15 +61,6 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).first.click()
 
 
-def fill(page, elem_id: str, value: str, commit: bool = False) -> None:
-    """Type `value` into the field `elem_id`; `commit` presses Enter (a dropdown's typed value)."""
-    box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
-    box.fill(value)
-    if commit:
-        box.press("Enter")
-    box.blur()
-
-
 def ljspeech_zip(clips: Path, target: Path, folder: str = "ljs") -> Path:
     """Write the clips as an LJSpeech folder (metadata.csv and wavs/) zipped inside the top folder `folder`."""
     rows = [json.loads(line) for line in (clips / "manifest.jsonl").read_text().splitlines()]
@@ -84,7 +76,7 @@ def import_uploaded(page, fmt: str, name: str, files: list[Path]) -> None:
     once the import's status line shows something new (this click's outcome, not the last one's)."""
     open_tab(page, "Dataset")
     before = page.locator("#ds-import-status").inner_text()
-    fill(page, "ds-format", fmt, commit=True)
+    choose(page, "ds-format", fmt)
     fill(page, "ds-name", name)
     page.locator("#ds-filter input").uncheck()  # espeak clips of 3 words: the rate filter is not the point here
     page.locator("#ds-upload input[type=file]").set_input_files([str(f) for f in files])
