@@ -20,8 +20,8 @@ takes its share of every global batch (`core.training.data.Batcher`) and the los
 reduced so that W ranks of `batch.size` B compute what one process computes with W × B
 (`core.training.reduction`); validation shares its batches out too. Only rank 0 writes files and
 evaluates; the ranks agree on STOP/SIGTERM at logging steps; at the end every rank's weights'
-sha256 goes into status.json (`rank_weights_sha256`), and the ranks leave the process group together. A run stopped under W ranks resumes under
-any other number (`Batcher.load_state_dict`).
+sha256 goes into status.json (`rank_weights_sha256`), and the ranks leave the process group
+together. A run stopped under W ranks resumes under any other number (`Batcher.load_state_dict`).
 
 The step never waits for the host: batches come from a `Prefetcher` (background thread, pinned
 memory, non-blocking copies), metrics are summed on the device (`MetricWindow`) and read at
