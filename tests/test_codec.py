@@ -11,7 +11,7 @@ import torch
 
 from core.audio import read_audio
 from core.data.codec_training import evaluate_codec, train_codec
-from core.speech.codec import SpeechCodec, load_codec
+from core.speech.codec import CodecConfig, SpeechCodec, load_codec
 from core.speech.codec_eval import mcd, mel_l1
 from core.errors import InputError
 from core.data.manifest import read_manifest
@@ -48,6 +48,22 @@ def test_encode_decode_shapes_and_rates(codec: SpeechCodec, wav: torch.Tensor) -
     assert float(out.abs().max()) > 0.01
     with pytest.raises(InputError, match="0..63"):
         codec.decode(torch.tensor([0, 64]))
+
+
+def test_quantize_picks_the_nearest_code_and_the_first_of_equal_ones(codec: SpeechCodec, wav: torch.Tensor) -> None:
+    mel = codec.mel(wav)
+    codes = codec.quantize(mel)
+    distances = torch.cdist(mel.double(), codec.codebook.double())
+    chosen = distances.gather(1, codes[:, None]).squeeze(1)
+    assert torch.allclose(chosen, distances.min(dim=1).values, rtol=1e-5, atol=1e-6)
+    float32_distances = torch.addmm((codec.codebook**2).sum(dim=1), mel, codec.codebook.T, alpha=-2.0)
+    assert torch.equal(codes, float32_distances.argmin(dim=1))  # torch's own argmin over the same distances
+    codebook = torch.randn(8, 80, generator=torch.Generator().manual_seed(0))
+    codebook[5] = codebook[2]  # a repeated code: its first index wins
+    twin = SpeechCodec(CodecConfig(codebook_size=8), codebook)
+    frames = torch.stack([codebook[2], codebook[7] + 0.01, codebook[5]])
+    codes = twin.quantize(frames)
+    assert codes.dtype == torch.long and codes.tolist() == [2, 7, 2]
 
 
 def test_codebook_beats_the_mean_frame_and_grows_better_with_k(manifest: Path, codec: SpeechCodec, wav: torch.Tensor) -> None:

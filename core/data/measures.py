@@ -61,16 +61,24 @@ def _band_edges(rate: int) -> np.ndarray:
 
 def fingerprint(wav: np.ndarray, rate: int) -> np.ndarray:
     """Return a binary audio fingerprint (frames × 15 bits): the signs of band-energy changes over time
-    and frequency (Haitsma-Kalker), which survive gain changes and lossy re-encoding."""
+    and frequency (Haitsma-Kalker), which survive gain changes and lossy re-encoding.
+
+    The frames are a strided view of `wav` (no gathered copy), and the power spectrum and its running sum
+    stop at the top band edge: the bins above it enter no band, and a running sum's first columns do not
+    depend on the later ones, so every band energy is the same float as over the whole spectrum.
+    """
     count = 1 + (len(wav) - FP_FRAME) // FP_HOP if len(wav) >= FP_FRAME else 0
     if count < 3:
         return np.zeros((0, FP_BANDS - 2), bool)
-    index = np.arange(FP_FRAME)[None, :] + FP_HOP * np.arange(count)[:, None]
-    spectrum = np.abs(np.fft.rfft(wav[index] * _window(), axis=1)) ** 2
-    cumulative = np.concatenate([np.zeros((count, 1)), np.cumsum(spectrum, axis=1)], axis=1)
     edges = _band_edges(rate)
+    frames = np.lib.stride_tricks.sliding_window_view(wav, FP_FRAME)[::FP_HOP][:count]
+    power = np.abs(np.fft.rfft(frames * _window(), axis=1)[:, :edges[-1]])
+    np.square(power, out=power)
+    cumulative = np.zeros((count, edges[-1] + 1))
+    np.cumsum(power, axis=1, out=cumulative[:, 1:])
     bands = np.log(cumulative[:, edges[1:]] - cumulative[:, edges[:-1]] + 1e-10)
-    delta = np.diff(bands, axis=1)[:, :-1] - np.diff(bands, axis=1)[:, 1:]
+    step = np.diff(bands, axis=1)
+    delta = step[:, :-1] - step[:, 1:]
     return (delta[1:] - delta[:-1]) > 0
 
 
