@@ -99,22 +99,26 @@ def _decode(data: bytes, audio_format: str) -> tuple[np.ndarray, int]:
 
 
 def test_the_openai_client_hears_the_first_audio_long_before_the_whole_utterance(server: ServerProcess) -> None:
-    """A 5.12 s sentence: the streamed call's first bytes come in under half the time the whole call takes;
-    the stream is a wav of exactly the whole one's length and agrees with it (the same codes: one seed)."""
+    """A 5.12 s sentence: the streamed call's first bytes come in under half the time the whole call takes
+    (each the fastest of three calls, so a busy machine's pauses do not decide it); the stream is a wav of
+    exactly the whole one's length and agrees with it (the same codes: one seed)."""
     client = _client(server)
     client.audio.speech.create(**_body(), response_format="wav")  # warm-up: the first request pays for loading
-    start = time.perf_counter()
-    whole = client.audio.speech.create(**_body(), response_format="wav").content
-    whole_s = time.perf_counter() - start
-    start = time.perf_counter()
-    first_s, pieces = None, []
-    with client.audio.speech.with_streaming_response.create(**_body(), response_format="wav", stream_format="audio") as answer:
-        assert answer.headers["content-type"] == "audio/wav" and answer.headers["x-sample-rate"] == "16000"
-        for piece in answer.iter_bytes():
-            first_s = first_s if first_s is not None else time.perf_counter() - start
-            pieces.append(piece)
-    streamed_s = time.perf_counter() - start
-    assert first_s is not None and first_s < 0.5 * whole_s, (first_s, whole_s, streamed_s)
+    whole_times, first_times = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        whole = client.audio.speech.create(**_body(), response_format="wav").content
+        whole_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        pieces = []
+        with client.audio.speech.with_streaming_response.create(**_body(), response_format="wav",
+                                                                 stream_format="audio") as answer:
+            assert answer.headers["content-type"] == "audio/wav" and answer.headers["x-sample-rate"] == "16000"
+            for piece in answer.iter_bytes():
+                if not pieces:
+                    first_times.append(time.perf_counter() - start)
+                pieces.append(piece)
+    assert len(first_times) == 3 and min(first_times) < 0.5 * min(whole_times), (first_times, whole_times)
     streamed, rate = sf.read(io.BytesIO(b"".join(pieces)), dtype="float32")
     reference, _ = sf.read(io.BytesIO(whole), dtype="float32")
     assert rate == 16000 and len(streamed) == len(reference) == SAMPLES
