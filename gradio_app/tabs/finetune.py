@@ -319,7 +319,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         found = find_model_folders(settings, FAMILIES[family_label])
         return gr.update(choices=found, value=found[0] if found else None)
 
-    family.change(listed_folders, family, folder, show_progress="hidden")
+    # The tab's refresh, a family change and a folder upload all set the folder list: one at a time, in the order
+    # they came, so a refresh computed for the family shown when the tab opened cannot overwrite a quick change's.
+    folder_list = {"concurrency_id": "ft-folder-list", "concurrency_limit": 1}
+    family.change(listed_folders, family, folder, show_progress="hidden", **folder_list)
 
     def refresh(family_label: str, current_folder: str | None, current_manifest: str | None, current_corpus: list[str],
                 language: str) -> tuple[Any, ...]:
@@ -355,6 +358,6 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (f"Uploaded `{written[0]}`; chosen as the voice.",
                 gr.update(choices=[*written, *find_files(settings, VOICES)], value=written[0]))
 
-    folder_upload.upload(folder_uploaded, [folder_upload, family], [folder_status, folder])
+    folder_upload.upload(folder_uploaded, [folder_upload, family], [folder_status, folder], **folder_list)
     corpus_upload.upload(corpus_uploaded, [corpus_upload, corpus], [tok_status, corpus])
     voice_upload.upload(voice_uploaded, voice_upload, [speak_status, voice])
