@@ -25,13 +25,16 @@ from core.errors import InputError
 from core.fsutil import atomic_write_text
 from core.runs import RunFolder, run_folder
 from jobs.kinds import JobCatalogue
-from journeys.report import base_language_summary, write_report
+from core.eval.quality.retention import retention_verdict
+from core.training.retention import DEFAULT_RETENTION, retention_overlay
+from journeys.report import base_language_summary, new_language_summary, write_report
 from journeys.stages import StageRunner, expected_seconds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 
 PRESETS_DIR = REPO_ROOT / "config" / "quickstart"
 TTS_KEYS = ("sample", "val_ratio", "codec", "tokenizer", "model", "base", "finetune", "synthesis", "eval")
 TEXT_ROWS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
+JOURNEY_STRATEGIES = ("frozen", "full", "replay")  # retention strategies whose checkpoints the later stages read as they are
 
 
 def preset_fingerprint(spec: dict[str, Any]) -> str:
@@ -149,6 +152,11 @@ def val_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return RunFolder(run_dir).metrics("val")
 
 
+def retention_of(preset: dict[str, Any]) -> dict[str, Any]:
+    """Return how the preset's Amharic fine-tune keeps English: its `finetune.retention`, else DEFAULT_RETENTION."""
+    return {**DEFAULT_RETENTION, **(preset["finetune"].get("retention") or {})}
+
+
 def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
     missing = [key for key in TTS_KEYS if key not in preset]
     if missing:
@@ -163,6 +171,10 @@ def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
         from core.speech.codec import check_hop_length
 
         check_hop_length(preset["codec"]["hop_length"], f"{preset['preset_path']}: codec.hop_length")
+    strategy = retention_of(preset)["strategy"]
+    if strategy not in JOURNEY_STRATEGIES:
+        raise InputError(f"{preset['preset_path']}: finetune.retention.strategy {strategy!r}: the journey runs "
+                         f"{', '.join(JOURNEY_STRATEGIES)} (LoRA strategies: bench/retention.py).")
     recombined = preset["sample"].get("recombined", 0)
     if not isinstance(recombined, int) or isinstance(recombined, bool) or recombined < 0:
         raise InputError(f"{preset['preset_path']}: sample.recombined {recombined!r}: give a whole number ≥ 0 (clips per "
@@ -232,6 +244,9 @@ def _base_language(val_start: dict[str, Any], val_end: dict[str, Any], before: d
     loss_start, loss_end = start.get("loss"), end.get("loss")
     change = None if loss_start is None or loss_end is None else round((loss_end - loss_start) / loss_start, 4)
     after = (final or {}).get("sections", {}).get("base_language")
+    identification = [None if e is None else e["rows"]["model"].get("dtw_identification") for e in (before, after)]
+    verdict = retention_verdict("English", change, identification[0], identification[1],
+                                None if after is None else after.get("chance"))
     return {
         "language": "en", "val_samples": val_start.get("val_samples"),
         "val_base_loss_start": loss_start, "val_base_loss_end": loss_end, "val_base_loss_change": change,
@@ -240,6 +255,7 @@ def _base_language(val_start: dict[str, Any], val_end: dict[str, Any], before: d
         "before": None if before is None else _eval_summary(before),
         "after": None if after is None else {**_eval_summary(after), "checkpoint": final["checkpoint"],
                                              "step": final["step"]},
+        "verdict": verdict,
     }
 
 
@@ -295,10 +311,12 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
             "checkpoint": base["last_checkpoint"], "base_tokenizer": str(tok_dir / "en.model"),
             "tokenizer": str(tok_dir / "en_am.model"), "output": str(init_path), "init": "fvt"})
         ft_name = f"{name}-am-finetune"
+        retention = retention_of(spec)
+        keep = retention_overlay(retention["strategy"], manifests["en"], retention.get("share"))
         ft_cfg = write_run_config(run_dir / "configs" / "am-finetune.yaml", {
-            **run_config_data(ft_name, "tts", spec["finetune"], spec, {"manifest": manifests["am"]},
-                               tokenizer=str(tok_dir / "en_am.model"), codec=codec_path, base_checkpoint=str(init_path)),
-            "freeze": {"mode": "base-rows", "until": "auto"},
+            **run_config_data(ft_name, "tts", spec["finetune"], spec, {"manifest": manifests["am"], **keep.get("data", {})},
+                              tokenizer=str(tok_dir / "en_am.model"), codec=codec_path, base_checkpoint=str(init_path)),
+            "freeze": {**keep["freeze"], "until": "auto"},
             "loss": spec["finetune"].get("loss", {"text_weight": 0.4, "mel_weight": 0.6})})
         stages.run("preprocess.am", "preprocess", {
             "manifest": manifests["am"], "tokenizer": str(tok_dir / "en_am.model"), "codec": codec_path,
@@ -344,8 +362,11 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         "checkpoint": str(final),
         "audio": audio,
         "eval": None if evaluation is None else _eval_summary(evaluation),
+        "retention": {**retention, "replay_manifest": keep.get("data", {}).get("replay", {}).get("manifest"),
+                      "measured_by": "bench/retention.py (docs/benchmarks.md, \"Keeping English\")"},
         "base_language": _base_language(en_val_start, en_val_end, en_before, evaluation),
     }
     report["base_language"]["summary"] = base_language_summary(report["base_language"])
+    report["new_language"] = {"language": "am", "summary": new_language_summary(report["eval"], "Amharic")}
     write_report(run_dir, report)
     return report

@@ -74,6 +74,7 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
         rows = [[name, values.get("mcd_db"), values.get("duration_ratio"), values.get("dtw_identification")]
                 for name, values in report["eval"]["rows"].items()]
         lines += ["## Evaluation of held-out Amharic sentences", "",
+                  *([report["new_language"]["summary"], ""] if (report.get("new_language") or {}).get("summary") else []),
                   "*MCD* (dB): how far the speech is from a reference recording of the sentence, lower is better. "
                   "*Duration ratio*: its length over the reference's. *DTW identification*: the share of sentences "
                   "whose speech is closest to its own reference. The `codec` row is the ceiling: the references "
@@ -117,14 +118,35 @@ def base_language_summary(section: dict[str, Any]) -> str:
     if change is not None:
         parts.append(f"English validation loss {_fmt(section['val_base_loss_start'])} → {_fmt(section['val_base_loss_end'])} "
                      f"({change:+.0%})")
-    return "English after the Amharic fine-tune: " + "; ".join(parts) + "." if parts else ""
+    verdict = section.get("verdict") or {}
+    head = f"English **{verdict['verdict']}** through the Amharic fine-tune" if verdict.get("verdict") else \
+        "English after the Amharic fine-tune"
+    return head + ": " + "; ".join(parts) + "." if parts else ""
+
+
+def new_language_summary(evaluation: dict[str, Any] | None, language: str) -> str:
+    """Return one sentence in plain words of how the new language reads: held-out sentences identified against the
+    codec's ceiling and chance, MCD, and the failure flags; empty when it was not evaluated."""
+    if not evaluation:
+        return ""
+    model, codec = evaluation["rows"]["model"], evaluation["rows"].get("codec") or {}
+    return (f"{language}: held-out sentences identified {_fmt(model.get('dtw_identification'))} (the codec's ceiling "
+            f"{_fmt(codec.get('dtw_identification'))}, chance {_fmt(evaluation['chance'])}), MCD "
+            f"{_fmt(model.get('mcd_db'), 3)} dB, failure flags {_flags_words(evaluation)}.")
 
 
 def _base_language_markdown(section: dict[str, Any] | None) -> list[str]:
     """Return the report.md section on the base language: the summary line, then both checkpoints' numbers."""
     if not section:
         return []
+    verdict = section.get("verdict") or {}
+    limits = verdict.get("thresholds") or {}
     lines = ["## English kept (the base language)", "", section.get("summary") or base_language_summary(section), "",
+             *([f"Verdict: **{verdict['verdict']}**. {verdict['words']}", "",
+                f"*Kept*: the validation loss rose at most {limits['kept_loss_rise']:.0%} and the held-out sentences' "
+                f"identification fell at most {limits['kept_identification_drop']:.0%}; *lost*: the loss rose more than "
+                f"{limits['lost_loss_rise']:.0%} or identification fell by more than "
+                f"{limits['lost_identification_drop']:.0%}; *degraded*: between.", ""] if verdict else []),
              *_table(["", "validation loss", "validation speech loss", "validation text loss"], [
                  ["start of the fine-tune", section["val_base_loss_start"], section["val_base_mel_loss_start"],
                   section["val_base_text_loss_start"]],

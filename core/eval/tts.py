@@ -422,7 +422,8 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path per sentence, None where the file is gone), `quality` (the entry's quality report without its
     per-sentence rows; {} for entries written before it), `sections` (periodic evaluation: per language
     section its summary — language, asked, used, note, numbers, flags raised; {} otherwise) and
-    `val_loss` (recorded by periodic evaluation). Unreadable eval.json files are skipped.
+    `val_loss` and `retention` (recorded by periodic evaluation: the base language's loss change and its verdict,
+    core.training.retention). Unreadable eval.json files are skipped.
     """
     found: list[dict[str, Any]] = []
     for eval_json in _eval_files(Path(folder)):
@@ -448,5 +449,6 @@ def collect_evaluations(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 "sections": {role: {k: v for k, v in section.items() if k not in ("rows", "quality", "audio")}
                              for role, section in (entry.get("sections") or {}).items()},
                 "val_loss": entry.get("val_loss"),
+                "retention": entry.get("retention"),
             })
     return sorted(found, key=lambda e: (e["step"], e["checkpoint"]))

@@ -101,10 +101,11 @@ class RunEvaluation:
             return None
         finally:
             restore_rng(saved_rng)
-        entry = {**entry_with_sections(result, base_result, eval_set.summary()), "val_loss": self.last_val_loss}
+        retention = self.check_retention(step)
+        entry = {**entry_with_sections(result, base_result, eval_set.summary()), "val_loss": self.last_val_loss,
+                 **({"retention": retention} if retention is not None else {})}
         update_eval_json(eval_file_beside(checkpoint), checkpoint.name, entry)
         metrics = eval_metrics(entry)
-        retention = self.check_retention(step)
         if retention is not None:
             metrics["val_base_loss"] = retention["val_base_loss"]
             metrics["val_base_loss_change"] = retention["change"]
@@ -177,7 +178,8 @@ class RunEvaluation:
         value = self.validate_base()
         if value is None:
             return None
-        record = retention_record(value, step, self.retention_start, self.config.eval.base_loss_warn)
+        record = retention_record(value, step, self.retention_start, self.config.eval.base_loss_warn,
+                                  self.config.eval.base_language)
         self.retention_start = record["start"]  # step 0's; checkpoints carry it across resumes
         if record["warning"]:
             self.log.line(f"WARNING: {record['warning']}")

@@ -15,12 +15,14 @@ from core.confine import check_name
 from core.errors import InputError
 from core.families.registry import get_model_family
 from core.numbers import NumberRange
+from core.training.retention import DEFAULT_RETENTION
 from core.training.run_config import RunConfig, check_config_paths, run_config_from_dict
 
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
-    "family", "model_dir", "freeze_until", "adapter_kind", "adapter_rank", "adapter_alpha",
+    "family", "model_dir", "freeze_until", "adapter_kind", "adapter_rank", "adapter_alpha", "replay_manifest",
+    "replay_share",
 )
 
 
@@ -83,7 +85,9 @@ def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         "tokenizer": _opt(form["tokenizer"]),
         "base_checkpoint": _opt(form["base_checkpoint"]),
         "codec": _opt(form["codec"]),
-        "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0)},
+        "data": {"manifest": _opt(form["manifest"]), "corpus": corpus, "val_ratio": float(form["val_ratio"] or 0),
+                 "replay": {"manifest": _opt(form.get("replay_manifest")),
+                            "share": float(form.get("replay_share") or DEFAULT_RETENTION["share"])}},
         "model": {"preset": form["model_preset"]},
         "freeze": {"mode": form["freeze_mode"], "until": _until(form.get("freeze_until"))},
         "adapter": {"kind": form.get("adapter_kind") or "none", "rank": _int(form.get("adapter_rank", 16), "adapter.rank"),
@@ -112,7 +116,8 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
         config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
         config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
         config.precision, config.seed, config.family, config.model_dir or "", str(config.freeze.until),
-        config.adapter.kind, config.adapter.rank, config.adapter.alpha,
+        config.adapter.kind, config.adapter.rank, config.adapter.alpha, config.data.replay.manifest or "",
+        config.data.replay.share,
     ]
 
 

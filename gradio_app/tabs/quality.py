@@ -44,17 +44,19 @@ def _dash(value: Any) -> Any:
     return "-" if value is None else value
 
 
-def base_words(section: dict[str, Any] | None) -> str:
-    """Return the base-language section of a periodic evaluation in words: its flags and DTW identification,
-    or its note when it was skipped; `-` when the entry has none."""
+def base_words(section: dict[str, Any] | None, retention: dict[str, Any] | None = None) -> str:
+    """Return the base-language section of a periodic evaluation in words: its flags and DTW identification, and
+    the verdict on what it kept (the entry's `retention` record) where measured; its note when it was skipped;
+    `-` when the entry has none."""
     if not section:
         return "-"
     if section.get("flags_raised") is None:
         return f"{section.get('language')}: {section.get('note') or 'not evaluated'}"
     raised = section["flags_raised"]
     flags = f"FLAG — {', '.join(flag.replace('_', ' ') for flag in raised)}" if raised else "ok — no flag"
+    kept = f"; {retention['words']}" if retention and retention.get("words") else ""
     return (f"{section['language']} ({section.get('used')} sentences): {flags}, sentence identification "
-            f"{_dash(section.get('dtw_identification'))}")
+            f"{_dash(section.get('dtw_identification'))}{kept}")
 
 
 def quality_rows(summaries: list[dict[str, Any]]) -> list[list[Any]]:
@@ -66,7 +68,7 @@ def quality_rows(summaries: list[dict[str, Any]]) -> list[list[Any]]:
         flags = q.get("flags") or {}
         rows.append([s["checkpoint"], s["step"], *(flag_words(flags.get(f)) for f in FLAGS),
                      _dash(q.get("speaker_similarity")), _dash(q.get("mos_estimate")), _dash(q.get("cer")),
-                     _dash(s["dtw_identification"]), base_words((s.get("sections") or {}).get("base_language"))])
+                     _dash(s["dtw_identification"]), base_words((s.get("sections") or {}).get("base_language"), s.get("retention"))])
     return rows
 
 

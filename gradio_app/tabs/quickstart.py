@@ -118,7 +118,11 @@ def english_kept(report: dict[str, Any]) -> str:
     """Return the box on what English kept through the fine-tune (report.json's `base_language` summary), or ""
     for a report without it (an LM journey, a report written before it)."""
     summary = (report.get("base_language") or {}).get("summary")
-    return f"**What English kept.** {html.escape(summary, quote=False)}" if summary else ""
+    if not summary:
+        return ""
+    amharic = (report.get("new_language") or {}).get("summary")
+    return f"**What English kept.** {html.escape(summary, quote=False)}" + (
+        f"\n\n**What Amharic learned.** {html.escape(amharic, quote=False)}" if amharic else "")
 
 
 def val_curve_figure(report: dict[str, Any]) -> Any:

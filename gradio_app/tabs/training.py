@@ -21,6 +21,7 @@ from core.training.run_config import (
     save_run_config,
 )
 from core.training.plan import plan_run
+from core.training.retention import DEFAULT_RETENTION
 from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict_to_form, for_family, run_config_path
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKENIZERS, TRAINING_MANIFESTS, find_files
@@ -57,6 +58,8 @@ FIELD_HELP = {  # run config key → (the form's label, what the field accepts)
     "adapter.kind": ("Adapter", ", ".join(ADAPTER_KINDS)),
     "adapter.rank": ("LoRA rank", "a whole number from 1 up (8–64 is usual)"),
     "adapter.alpha": ("LoRA alpha", "a number above 0 (often 2 × rank)"),
+    "data.replay.manifest": ("Base-language clips to keep hearing", "a manifest.jsonl in the workspace, or empty"),
+    "data.replay.share": ("Share of each batch from them", "a number above 0 and below 1"),
     "model_dir": ("Published model folder", "a folder in the workspace, a data root or a settings model folder, "
                                             "or empty"),
 }
@@ -67,11 +70,14 @@ FORM_FIELDS = {  # run config key → the form field (FORM_KEYS) an error about 
     "optim.lr": "lr", "batch.size": "batch_size", "batch.accumulate": "accumulate", "schedule.max_steps": "max_steps",
     "schedule.val_every": "val_every", "schedule.save_every": "save_every", "seed": "seed", "model_dir": "model_dir",
     "adapter.kind": "adapter_kind", "adapter.rank": "adapter_rank", "adapter.alpha": "adapter_alpha",
+    "data.replay.manifest": "replay_manifest", "data.replay.share": "replay_share",
 }
 CHECK_FIELDS = {"freeze.range": "freeze_until"}  # a doctor check → the form field its failure is about
 TASK_WORDS = {"tts": "tts (speech)", "lm": "lm (a text-only model)"}  # what each task means, in plain words
-INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "“Freeze rows below”"}  # never on the page
-PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir")
+INTERNAL_WORDS = {"freeze_until": "“Freeze rows below”", "freeze.until": "“Freeze rows below”",  # never on the page
+                  "data.replay.manifest": "“Keep the base language”", "data.replay.share": "“Share of each batch”",
+                  "freeze.mode": "“Freeze”"}
+PATH_FIELDS = ("tokenizer", "base_checkpoint", "codec", "manifest", "model_dir", "replay_manifest")
 CHECK_WORDS = {  # a doctor check's id → what the preflight table calls it (`python -m core doctor` shows the ids)
     "config": "run settings", "config.target": "run settings", "checkpoint.family": "model family of the checkpoint",
     "tokenizer.base": "base tokenizer", "checkpoint.rows": "embedding rows for the tokenizer",
@@ -84,6 +90,7 @@ CHECK_WORDS = {  # a doctor check's id → what the preflight table calls it (`p
     "chatterbox.cache": "prepared features (Chatterbox)", "indextts.config": "published IndexTTS2 settings",
     "indextts.tokenizer_prefix": "IndexTTS2 tokenizer keeps its pieces", "adapter.targets": "LoRA adapter layers",
     "disk.checkpoints": "disk space for checkpoints", "eval.speech_files": "files periodic evaluation needs",
+    "retention.base_data": "keeping the base language",
 }
 
 
@@ -342,6 +349,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                                                         elem_id="train-adapter-rank"))
                 adapter_alpha = beside("adapter_alpha", lambda: gr.Number(32, label="LoRA alpha",
                                                                           elem_id="train-adapter-alpha"))
+            with gr.Row():
+                replay_manifest = beside("replay_manifest", lambda: gr.Dropdown(
+                    [""] + find_files(settings, TRAINING_MANIFESTS), value="", allow_custom_value=True,
+                    label="Keep the base language: its clips mixed into every batch (a fine-tune; empty = none)",
+                    elem_id="train-replay"))
+                replay_share = beside("replay_share", lambda: gr.Number(
+                    DEFAULT_RETENTION["share"], label="Share of each batch from those clips", minimum=0.01, maximum=0.99,
+                    elem_id="train-replay-share"))
         with gr.Accordion("Every setting this run starts with (the loaded config with the form on top)", open=False):
             all_settings = gr.Code(language="yaml", interactive=False, elem_id="train-settings")
         with gr.Accordion("Details: the command Start runs (for the command line)", open=False):
@@ -374,7 +389,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
               lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir, freeze_until,
-              adapter_kind, adapter_rank, adapter_alpha]
+              adapter_kind, adapter_rank, adapter_alpha, replay_manifest, replay_share]
     error_boxes = list(errors.values())
 
     def on_change(gpu_count: float | None, base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:
