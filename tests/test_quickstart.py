@@ -143,11 +143,24 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert eval_json["am.safetensors"]["language"] == "am"  # Amharic at the top, English in its section
     assert eval_json["am.safetensors"]["sections"]["base_language"]["rows"]["model"]["mcd_db"] == \
         after["rows"]["model"]["mcd_db"]
-    assert english["summary"].startswith("English after the Amharic fine-tune: held-out English sentences identified ")
+    verdict = english["verdict"]  # in words, by the thresholds it carries
+    assert verdict["verdict"] in ("kept", "degraded", "lost") and verdict["loss_change"] == english["val_base_loss_change"]
+    assert verdict["thresholds"] == {"kept_loss_rise": 0.1, "kept_identification_drop": 0.1, "lost_loss_rise": 0.5,
+                                     "lost_identification_drop": 0.5}
+    assert english["summary"].startswith(f"English **{verdict['verdict']}** through the Amharic fine-tune: held-out "
+                                         "English sentences identified ")
+    assert report["new_language"]["summary"].startswith("Amharic: held-out sentences identified ")
+    # the fine-tune kept hearing English: the default retention replays the English clips in every batch
+    assert report["retention"]["strategy"] == "replay" and report["retention"]["share"] == 0.25
+    assert report["retention"]["replay_manifest"] == report["sample"]["manifests"]["en"]
+    finetune_status = json.loads((Path(training["finetune_run"]) / "status.json").read_text())
+    assert finetune_status["replay"]["per_batch"] == 1 and finetune_status["replay"]["of_batch"] == 4
 
     markdown = (workspace / "runs" / "qs" / "report.md").read_text()
     assert "**unchanged**" in markdown and f"{training['val_mel_loss_start']:.4g}" in markdown
     assert "## English kept (the base language)" in markdown and english["summary"] in markdown
+    assert f"Verdict: **{verdict['verdict']}**. {verdict['words']}" in markdown
+    assert report["new_language"]["summary"] in markdown
     assert f"{english['val_base_loss_start']:.4g}" in markdown and f"{english['val_base_loss_end']:.4g}" in markdown
     assert "](audio/am_1.wav)" in markdown
 
