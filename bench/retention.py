@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 import yaml
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,9 @@ def core(*args: str, json_out: bool = True) -> tuple[dict[str, Any] | None, floa
 class Bench:
     """One quickstart run's inputs and the fine-tunes measured from them."""
 
-    def __init__(self, run: str, steps: int | None, out: Path) -> None:
+    def __init__(self, run: str, steps: int | None, out: Path, speak: bool = True) -> None:
         self.settings = load_settings()
+        self.speak = speak
         ws = self.settings.workspace
         self.run, self.out = run, out
         finetune = yaml.safe_load((ws / "runs" / run / "configs" / "am-finetune.yaml").read_text(encoding="utf-8"))
@@ -113,7 +114,7 @@ class Bench:
 
     def train(self, label: str, overlay: dict[str, Any], checkpoint: str, steps: int) -> tuple[str, float, float]:
         """Fine-tune Amharic from `checkpoint` for `steps` with `overlay`; return the final full checkpoint, wall and CPU s."""
-        run = f"{self.run}-ret-{label}"
+        run = f"{self.run}-{self.out.name}-{label.replace('+', '-')}"  # two benches of one workspace never share a run
         config = self.config(run, self.manifests["am"], checkpoint, steps, overlay)
         result, wall, cpu = core("train", "--config", config)
         last = result["last_checkpoint"]
@@ -137,10 +138,9 @@ class Bench:
             wall, cpu = w1 + w2, c1 + c2
         else:
             final, wall, cpu = self.train(label, overlay, self.start, self.steps)
-        evaluation = self.evaluate(final)
         return {"strategy": label, "checkpoint": final, "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1),
                 "val_loss": {"en": self.validate(final, "en", label), "am": self.validate(final, "am", label)},
-                "eval": slim(evaluation)}
+                "eval": slim(self.evaluate(final)) if self.speak else None}
 
 
 def slim(result: dict[str, Any]) -> dict[str, Any]:
@@ -164,12 +164,12 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [head]
     start = report["english_val_loss_start"]
     for row in report["rows"]:
-        en, am = row["eval"].get("en") or {}, row["eval"]["am"]
+        en, am = (row["eval"] or {}).get("en") or {}, (row["eval"] or {}).get("am") or {}
         change = (row["val_loss"]["en"] - start) / start
         lines.append(f"| {row['strategy']} | {row['val_loss']['en']:.3f} ({change:+.0%}) | {en.get('dtw_identification')} "
                      f"({en.get('ceiling')}) | {en.get('mcd_db')} | {', '.join(en.get('flags') or []) or 'none'} | "
-                     f"**{row['verdict']['verdict']}** | {row['val_loss']['am']:.3f} | {am['dtw_identification']} "
-                     f"({am['ceiling']}) | {am['mcd_db']} | {', '.join(am['flags'] or []) or 'none'} | "
+                     f"**{row['verdict']['verdict']}** | {row['val_loss']['am']:.3f} | {am.get('dtw_identification')} "
+                     f"({am.get('ceiling')}) | {am.get('mcd_db')} | {', '.join(am.get('flags') or []) or 'none'} | "
                      f"{row['train_wall_s']} | {row['train_cpu_s']} |")
     return "\n".join(lines)
 
@@ -180,30 +180,38 @@ def main() -> int:
     parser.add_argument("--run", required=True, help="the quickstart run's name (runs/<name>/ in the workspace)")
     parser.add_argument("--strategies", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES))
     parser.add_argument("--steps", type=int, help="fine-tune steps (default: the quickstart's)")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="validation losses only (no held-out speech: the verdict by the loss alone)")
     parser.add_argument("--parallel", type=int, default=1, help="strategies trained side by side")
     parser.add_argument("--out", type=Path, default=Path("/tmp/retention-bench"), help="folder for configs and checkpoints")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--markdown", action="store_true", help="print the table")
     args = parser.parse_args()
-    bench = Bench(args.run, args.steps, args.out)
+    bench = Bench(args.run, args.steps, args.out, speak=not args.no_eval)
     started = time.time()
     en_start = bench.validate(bench.start, "en", "start")
-    base_eval = slim(bench.evaluate(bench.base, base_only=True))["am"]  # English alone: its figures sit at the top
+    # the English base checkpoint's own evaluation (English alone: its figures sit at the top of the result)
+    base_eval = slim(bench.evaluate(bench.base, base_only=True))["am"] if bench.speak else {}
+    rows: list[dict[str, Any]] = []
+    report: dict[str, Any] = {}
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        rows = list(pool.map(bench.strategy, args.strategies))
-    for row in rows:
-        en = row["eval"].get("en") or {}
-        row["verdict"] = retention_verdict("English", (row["val_loss"]["en"] - en_start) / en_start,
-                                           base_eval["dtw_identification"], en.get("dtw_identification"), en.get("chance"))
-    report = {"run": args.run, "steps": bench.steps, "english_val_loss_start": en_start, "english_base_eval": base_eval,
-              "rows": rows, "seconds": round(time.time() - started, 1), "load_average": os.getloadavg(),
-              "cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1))
+        for future in as_completed([pool.submit(bench.strategy, label) for label in args.strategies]):
+            row = future.result()
+            en = (row["eval"] or {}).get("en") or {}
+            row["verdict"] = retention_verdict("English", (row["val_loss"]["en"] - en_start) / en_start,
+                                               base_eval.get("dtw_identification"), en.get("dtw_identification"),
+                                               en.get("chance"))
+            rows.append(row)
+            report = {"run": args.run, "steps": bench.steps, "english_val_loss_start": en_start,
+                      "english_base_eval": base_eval, "rows": rows, "seconds": round(time.time() - started, 1),
+                      "load_average": os.getloadavg(), "cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
+            if args.json:  # written after every strategy, so a long run shows what it has measured so far
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps(report, indent=1))
     if args.markdown:
-        print(f"English base checkpoint: identification {base_eval['dtw_identification']} (ceiling {base_eval['ceiling']}, "
-              f"chance {base_eval['chance']}); English val loss at the fine-tune's start {en_start:.3f}")
+        print(f"English base checkpoint: identification {base_eval.get('dtw_identification')} (ceiling "
+              f"{base_eval.get('ceiling')}, chance {base_eval.get('chance')}); English val loss at the fine-tune's start "
+              f"{en_start:.3f}")
         print(markdown(report))
     return 0
 
