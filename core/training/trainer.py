@@ -57,7 +57,8 @@ from core.families import rows_for
 from core.families.contract import SampleSet, TaskData
 from core.processes import is_alive
 from core.runs import RUNS_DIR, run_folder_of_config
-from core.training.run_config import RunConfig, save_run_config
+from core.training.auto_batch import BatchChoice, Lengths, StepPlanner, cache_lengths, choose_batch, device_budget
+from core.training.run_config import AUTO_EFFECTIVE, BatchConfig, RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, Prefetcher, ReplayBatcher, eval_batches, joined_samples, replay_count, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
@@ -177,8 +178,10 @@ class Trainer:
         reset_optimizer: bool = False,
         fresh: bool = False,
         preflight: Preflight | None = None,
+        device_memory: int | None = None,
     ) -> None:
         self.config = config
+        self.device_memory = device_memory  # bytes `batch.size: auto` plans for, instead of the device's free memory
         self.preflight = preflight
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
@@ -281,14 +284,20 @@ class Trainer:
             self._run_preflight(only="cache.")
             self.length_bounds = training_length_bounds(cache_dir)
 
-        # 4. data
+        # 4. data, and the micro-batch (`batch.size: auto`: the largest the memory plan fits)
         self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
+        self.batch_choice: BatchChoice | None = None
+        self.batch = config.batch
+        if config.batch.auto:
+            self.batch_choice = self._choose_batch(cache_dir)
+            self.batch = BatchConfig(self.batch_choice.size, self.batch_choice.accumulate)
+            self.log.line(self.batch_choice.describe())
         self.replay: dict[str, Any] | None = None
         self.replay_val: SampleSet | None = None
         if config.data.replay.manifest:
             self._add_replay()
         else:
-            self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
+            self.batcher = Batcher(self.data.train.lengths, self.batch.size, config.seed, self.rank, self.world)
 
         # 5. model, optimiser, state
         torch.manual_seed(config.seed)
@@ -332,13 +341,36 @@ class Trainer:
         )
 
     # -- setup helpers ---------------------------------------------------------------------
+    def _choose_batch(self, cache_dir: Path | None) -> BatchChoice:
+        """Return the micro-batch × accumulation of `batch.size: auto`: the largest micro-batch the memory plan
+        (`batch_planner`) fits on this device, or in `device_memory`. Raises InputError when not even one sample fits."""
+        budget = device_budget(str(self.device), self.device_memory)
+        if budget is None:
+            raise InputError(f"{self.config.source}: batch.size auto: the free memory of {self.device} is unknown; "
+                             "name the device's size with --device-memory 24GiB, or set batch.size.")
+        return choose_batch(self.batch_planner(cache_dir).plan, *budget, self.config.batch.effective or AUTO_EFFECTIVE)
+
+    def batch_planner(self, cache_dir: Path | None) -> StepPlanner:
+        """Return the run's memory plan at any micro-batch, at the data's longest text and speech: the feature
+        cache's training items (tts), the corpus's longest line (lm), else the model's position limits."""
+        config, model = self.config, self.model_cfg.to_dict()
+        limits = (int(model.get("max_text_tokens", 128)), int(model.get("max_speech_tokens", 0)) if config.task == "tts" else 0)
+        lengths = cache_lengths(train_items(cache_dir), limits) if cache_dir is not None else None
+        if lengths is None:
+            lengths = Lengths(max(self.data.train.lengths), 0, "the corpus's longest line") if config.task == "lm" \
+                else Lengths(*limits, "the model's position limits")
+        adapter = config.adapter if config.adapter.kind != "none" else None
+        host = sum(t.numel() * t.element_size() for t in self.base.state_dict.values()) if self.base is not None else 0
+        return StepPlanner(self.family, model, self.frozen_rows, config.freeze.mode, adapter, host, lengths,
+                           self.device.type, self.amp_dtype is not None, config.activation_checkpointing)
+
     def _add_replay(self) -> None:
         """Mix `data.replay.share` of every batch from the replay manifest's clips (features built like the run's);
         the replay manifest's val split becomes the base-language validation (`base_*` val metrics)."""
         replay = self.config.data.replay
         run = dataclasses.replace(self.family_run, manifest=self.settings.resolve(replay.manifest), extra=dict(self.family_run.extra))
         replay_data = self.family.task_data(run, self.model_cfg, self._rank_zero_first(lambda: self.family.prepare_features(run)))
-        size = self.config.batch.size
+        size = self.batch.size
         count = replay_count(size, replay.share)
         self.batcher = ReplayBatcher(self.data.train.lengths, replay_data.train.lengths, size, count,
                                      self.config.seed, self.rank, self.world)
@@ -515,7 +547,7 @@ class Trainer:
         `self.last_lr`. A failing first compiled step is redone eagerly (see `_fall_back_to_eager`).
         """
         self.model.train()
-        micro = [batches.next() for _ in range(self.config.batch.accumulate)]
+        micro = [batches.next() for _ in range(self.batch.accumulate)]
         self.data_position = batches.position
         tokens = sum(batch.pop("n_tokens") for batch in micro)  # this rank's, counted by the collate on the host
         if self._compile_unproven:
@@ -568,7 +600,7 @@ class Trainer:
         sums are added over the ranks; with fewer batches than ranks every rank takes all of them.
         """
         self.model.eval()
-        batches = eval_batches(len(subset), self.config.batch.size)
+        batches = eval_batches(len(subset), self.batch.size)
         shared = shard and self.world > 1 and len(batches) >= self.world
         sums = ScoredSums()
         for positions in batches[self.rank :: self.world] if shared else batches:
@@ -674,7 +706,8 @@ class Trainer:
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled,
-                "replay": self.replay, "adapter": self._adapter_summary()}
+                "replay": self.replay, "adapter": self._adapter_summary(),
+                "batch": self.batch_choice.to_dict() if self.batch_choice else {"size": self.batch.size, "accumulate": self.batch.accumulate}}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
         self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
@@ -781,12 +814,18 @@ class Trainer:
 def training_length_bounds(cache_dir: Path) -> list[float] | None:
     """Return the length detector's (low, high) speech tokens per character over the train split of the
     feature cache at `cache_dir` (rounded to 4 places), or None with fewer than 2 training clips."""
-    from core.data.cache import SHARED_INDEX_FORMATS
-    from core.data.feature_cache import open_cache
     from core.eval.quality.detectors import length_bounds, tokens_per_char
 
-    train = [item for item in open_cache(cache_dir, SHARED_INDEX_FORMATS).items if item["split"] == "train"]
+    train = train_items(cache_dir)
     if len(train) < 2:
         return None
     low, high = length_bounds(tokens_per_char([item["n_codes"] for item in train], [item["text"] for item in train]))
     return [round(low, 4), round(high, 4)]
+
+
+def train_items(cache_dir: Path) -> list[dict[str, Any]]:
+    """Return the index entries of the train split of the feature cache at `cache_dir`."""
+    from core.data.cache import SHARED_INDEX_FORMATS
+    from core.data.feature_cache import open_cache
+
+    return [item for item in open_cache(cache_dir, SHARED_INDEX_FORMATS).items if item["split"] == "train"]
