@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.gpt import GPT, GPTConfig, init_weights, sample_next
+from models.losses import head_cross_entropy
 from models.rows import SplitEmbedding, SplitHead
 
 PAD, TEXT, SPEECH = 0, 1, 2  # layout_kind values
@@ -194,13 +195,13 @@ class GPTTTS(nn.Module):
                 self._track_speech_rate(batch["text_lengths"], batch["code_lengths"])
         body = body * (kind != PAD)[..., None].to(text.dtype)
         hidden = self.gpt(torch.cat([cond, body.to(cond.dtype)], dim=1)).flatten(0, 1)
-        text_logits = self.text_head(hidden.index_select(0, batch["text_index"])).float()
-        mel_logits = self.mel_head(hidden.index_select(0, batch["mel_index"])).float()
+        text_losses, _ = head_cross_entropy(self.text_head, hidden.index_select(0, batch["text_index"]), batch["text_targets"])
         mel_targets = batch["mel_targets"]
+        mel_losses, mel_best = head_cross_entropy(self.mel_head, hidden.index_select(0, batch["mel_index"]), mel_targets)
         return {
-            "text_loss": F.cross_entropy(text_logits, batch["text_targets"]),
-            "mel_loss": F.cross_entropy(mel_logits, mel_targets),
-            "mel_top1": (mel_logits.argmax(-1) == mel_targets).float().mean(),
+            "text_loss": text_losses.mean(),
+            "mel_loss": mel_losses.mean(),
+            "mel_top1": (mel_best == mel_targets).float().mean(),
             "text_tokens": torch.tensor(batch["text_index"].numel(), device=mel_targets.device),
             "mel_tokens": torch.tensor(mel_targets.numel(), device=mel_targets.device),
         }
