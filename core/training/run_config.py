@@ -201,7 +201,7 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     precision: str = "auto"
-    compile: bool | str = "auto"  # torch.compile of the model: auto = on CUDA, off on the CPU
+    compile: bool | str = "auto"  # regional torch.compile of the blocks: auto = on CUDA where measured faster (core.training.compile), off on the CPU
     activation_checkpointing: bool = False
     seed: int = 0
     source: str | None = None

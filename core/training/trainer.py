@@ -26,8 +26,9 @@ together. A run stopped under W ranks resumes under any other number (`Batcher.l
 The step never waits for the host: batches come from a `Prefetcher` (background thread, pinned
 memory, non-blocking copies), metrics are summed on the device (`MetricWindow`) and read at
 `schedule.log_every`, the frozen-row checksum runs at start, at each checkpoint and at the end.
-On CUDA: TF32 matmuls for fp32, fused AdamW, and `torch.compile` (`compile: auto|true|false`)
-with a fallback to eager that logs why when compilation fails.
+On CUDA: TF32 matmuls for fp32, fused AdamW, and regional `torch.compile` of the repeated transformer
+block (`compile: auto|true|false`, `core.training.compile`; the first step's time, compilation included,
+is logged and recorded as `compile_seconds`) with a fallback to eager that logs why when compilation fails.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ from core.training.state import (
     rng_state,
     rotate,
 )
+from core.training.compile import compile_blocks, compile_by_default, uncompile_blocks
 from core.training.window import MetricWindow
 from core.training.adapter import trained_tensors
 
@@ -497,14 +499,17 @@ class Trainer:
         """Choose the forward module (compiled or eager) and activation checkpointing; no effect on results."""
         self.data_position = self.batcher.state_dict()
         self.forward_module: nn.Module = self.ddp or self.model
+        self.compile_seconds: float | None = None  # the first compiled step's time (tracing and compiling included)
         if self.config.activation_checkpointing and not self.family.enable_activation_checkpointing(self.model):
             self.log.line("activation_checkpointing: not supported by this model; ignored")
         wanted = self.config.compile
-        self.compiled = wanted is True or (wanted == "auto" and self.device.type == "cuda")
+        self.compiled = wanted is True or (wanted == "auto" and compile_by_default(self.family.name, self.device.type))
+        if self.compiled:  # regional: the repeated block once, not the whole model as one graph (core.training.compile)
+            blocks = compile_blocks(self.model, COMPILE_BACKEND)
+            self.compiled = blocks > 0
+            self.log.line(f"compile: {blocks} transformer blocks compiled in place (one compiled forward, reused)"
+                          if blocks else "compile: the model has no repeated transformer blocks; running eagerly")
         self._compile_unproven = self.compiled
-        if self.compiled:
-            # dynamic: one graph for every batch shape (bucketing varies the length from batch to batch)
-            self.forward_module = torch.compile(self.forward_module, backend=COMPILE_BACKEND, dynamic=True)
 
     def _fall_back_to_eager(self, exc: BaseException) -> None:
         root = exc
@@ -514,8 +519,7 @@ class Trainer:
         self.log.line(f"torch.compile failed ({reason}); continuing without compile")
         self.log.update_status(compile_error=reason)
         self.optimizer.zero_grad(set_to_none=True)
-        torch._dynamo.reset()
-        self.forward_module = self.ddp or self.model
+        uncompile_blocks(self.model)
         self.compiled = False
 
     # -- the loop --------------------------------------------------------------------------
@@ -552,8 +556,11 @@ class Trainer:
         tokens = sum(batch.pop("n_tokens") for batch in micro)  # this rank's, counted by the collate on the host
         if self._compile_unproven:
             saved = rng_state()
+            started = time.monotonic()
             try:
                 totals = self._forward_backward(micro)
+                self.compile_seconds = round(time.monotonic() - started, 1)
+                self.log.line(f"compile: first step (tracing and compiling the block) took {self.compile_seconds} s")
             except (torch.OutOfMemoryError, InputError, KeyboardInterrupt):
                 raise
             except Exception as exc:  # noqa: BLE001 — any compiler failure: log it and go on eagerly
@@ -706,7 +713,7 @@ class Trainer:
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled,
-                "replay": self.replay, "adapter": self._adapter_summary(),
+                "replay": self.replay, "adapter": self._adapter_summary(), "compile_seconds": None,
                 "batch": self.batch_choice.to_dict() if self.batch_choice else {"size": self.batch.size, "accumulate": self.batch.accumulate}}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
         self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
@@ -725,6 +732,7 @@ class Trainer:
         sha["now"] = self.base_rows_sha256()
         require_unchanged(sha["start"], sha["now"], "at the end")
         info["compile"] = self.compiled  # false after a fallback to eager
+        info["compile_seconds"] = self.compile_seconds
         if self.world > 1:
             gathered: list[str] = [""] * self.world
             dist.all_gather_object(gathered, weights_sha256(self.model))
