@@ -46,3 +46,35 @@ def test_a_static_step_has_fixed_shapes_and_needs_its_mask(model) -> None:
         model.gpt(torch.randn(1, queries, 64), cache, step_mask(valid, cache.position, queries))
         shapes.append(tuple(cache.keys[0].shape))
     assert int(cache.position) == 5 and shapes == [(1, 4, 20, 16)] * 3
+
+
+@pytest.mark.slow  # the published width: about a minute here
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_chatterbox_t3_with_a_static_cache_speaks_the_growing_caches_tokens(temperature: float) -> None:
+    """A reduced T3 (random weights, 1 layer at the published width), CFG on: the static cache's tokens equal the
+    growing cache's, greedy and sampled from the same seed."""
+    from chatterbox.models.t3.modules.cond_enc import T3Cond
+
+    from core.families.chatterbox.decode import Sampling, decode_speech
+    from core.families.chatterbox.layout import t3_cond_embeds, wrap_text
+    from core.families.chatterbox.t3 import ChatterboxConfig, build_t3
+    from tests.chatterbox_helpers import REDUCED
+
+    torch.manual_seed(0)
+    model = build_t3(ChatterboxConfig(text_tokens_dict_size=300, **REDUCED)).eval()
+    g = torch.Generator().manual_seed(0)
+    cond = T3Cond(speaker_emb=torch.randn(1, 256, generator=g), cond_prompt_speech_tokens=torch.randint(0, 6561, (1, 150), generator=g),
+                  emotion_adv=0.5 * torch.ones(1, 1, 1))
+    embeds, text = t3_cond_embeds(model, cond), wrap_text([5, 6, 7, 8, 9])
+    sampling = Sampling(temperature=temperature, cfg_weight=0.5)
+    from transformers import StaticCache
+
+    caches: list[type] = []
+    forward = model.tfmr.forward
+    model.tfmr.forward = lambda **kw: caches.append(type(kw.get("past_key_values"))) or forward(**kw)
+    spoken = []
+    for static in (True, False):
+        torch.manual_seed(11)
+        spoken.append(decode_speech(model, embeds, text, 16, sampling, static_cache=static))
+    assert len(spoken[0].tokens) > 3 and spoken[0] == spoken[1]
+    assert caches[0] is StaticCache and caches[1] is StaticCache  # the prefix and the steps ran on the static cache
