@@ -46,6 +46,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from bench.common import peak_tflops  # noqa: E402
+from bench.profile_summary import profile_step  # noqa: E402
 from core.families.registry import get_model_family  # noqa: E402
 from core.training.memory import GIB, BLOCKS, StepShape, plan_memory  # noqa: E402
 
@@ -56,6 +57,7 @@ FAMILIES = ("chatterbox", "indextts", "chatterbox-turbo")
 NAMES = {"chatterbox": "chatterbox T3", "indextts": "indextts2 GPT", "chatterbox-turbo": "chatterbox-turbo T3"}
 LENGTHS = {"chatterbox": (62, 298), "indextts": (64, 500), "chatterbox-turbo": (62, 298)}  # text ids and speech tokens of each sample
 PROMPT = 150
+AUTO_CAP = 256  # the largest micro-batch the auto-batch rows may take
 LOSS_WEIGHTS = {"text_loss": 0.2, "mel_loss": 0.8}
 SMALL_CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2",
                    "perceiver_mult": 2}
@@ -187,8 +189,12 @@ class Stepper:
         from core.training.optim import build_optimizer
         from core.training.run_config import OptimConfig
 
+        from core.training.compile import compile_blocks
+
         self.model, self.loss, self.half, self.device = model, loss, half, device
-        self.module = torch.compile(model, dynamic=True) if compiled else model
+        self.module = model
+        if compiled:  # as the trainer compiles: the repeated block, in place
+            compile_blocks(model, "inductor")
         self.optimizer, _ = build_optimizer(model, OptimConfig())
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
 
@@ -256,8 +262,10 @@ def build_plain(family: str, config: dict[str, Any], device: torch.device) -> to
     return build_unified_voice(config["kwargs"]).to(device).train()
 
 
-def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: float | None, plain: bool = False) -> dict[str, Any]:
-    """Return the row of `case` on `device`: ms/step, tokens/s, MFU, measured and planned peak memory."""
+def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: float | None, plain: bool = False,
+             profiled: bool = False) -> dict[str, Any]:
+    """Return the row of `case` on `device`: ms/step, tokens/s, MFU, measured and planned peak memory, the warm-up's
+    seconds (compilation included) and with `profiled` where the step's time goes (bench/profile_summary.py)."""
     config = model_config(case.family, case.shape)
     batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in make_batch(case.family, config, case).items()}
     tokens = case.batch * (case.text + case.speech + {"chatterbox": 4, "indextts": 3, "chatterbox-turbo": 2}[case.family])  # with start/stop tokens
@@ -272,8 +280,10 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: fl
         model = build(case, config, device)
         forward = family_forward(case.family)
         stepper = Stepper(model, lambda m: forward(m, batch), device, case.half, case.compile)
-    seconds = time_steps(stepper, warmup, steps)
+    warmup_s = time_steps(stepper, 0, warmup) * warmup  # the first steps: compilation, for a compiled row
+    seconds = time_steps(stepper, 0, steps)
     measured = torch.cuda.max_memory_allocated(device) - before if device.type == "cuda" else None
+    profile = profile_step(stepper.step, device) if profiled else None
     n, trained = multiplied_weights(case, config)
     flops = (6 * n if not case.lora else 4 * n + 6 * trained) * tokens / seconds
     plan = plan_of(case, config) if not plain else None
@@ -285,6 +295,7 @@ def run_case(case: Case, device: torch.device, warmup: int, steps: int, peak: fl
         "peak_memory_gib": round(measured / GIB, 2) if measured is not None else None,
         "plan_gib": round(plan.peak / GIB, 2) if plan else None,
         "plan_error": round(measured / plan.peak - 1, 3) if plan and measured else None,
+        "warmup_s": round(warmup_s, 1), **({"profile": profile} if profile else {}),
     }
 
 
@@ -296,13 +307,27 @@ def describe(case: Case, plain: bool = False) -> dict[str, Any]:
             "text_tokens": case.text, "speech_tokens": case.speech, "compile": case.compile}
 
 
+def auto_batch(case: Case, device: torch.device, upper: int) -> dict[str, Any]:
+    """Return `batch: {size: auto}`'s choice for `case` on `device` (its free memory; the CPU's available memory):
+    the largest micro-batch the memory plan fits, up to `upper` samples per step (core.training.auto_batch)."""
+    from core.training.auto_batch import choose_batch, device_budget
+
+    config = model_config(case.family, case.shape)
+    budget = device_budget(str(device), None)
+    if budget is None:
+        raise RuntimeError(f"the free memory of {device} is unknown")
+    return choose_batch(lambda b: plan_of(case._replace(batch=b), config), *budget, upper).to_dict()
+
+
 def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | None = None,
          families: tuple[str, ...] = FAMILIES, on_row: Callable[[list[dict[str, Any]]], None] | None = None,
-         budget_s: float | None = None) -> list[dict[str, Any]]:
+         budget_s: float | None = None, auto: bool = False, profiled: bool = False) -> list[dict[str, Any]]:
     """Return the table's rows (bench/gpu.py's family rows): per family the full fine-tune, LoRA and the plain loop
     (the published class's own forward; none for Turbo, which publishes no training forward) eagerly, then the full fine-tune and LoRA compiled (compile: on CUDA; on the CPU only when asked); batch 8
     (smoke: 2). A row that fails (a compile error, out of memory) says why instead of its figures; rows not started
-    within `budget_s` seconds are listed as skipped. `on_row` sees the rows so far after each one."""
+    within `budget_s` seconds are listed as skipped. `on_row` sees the rows so far after each one. With `auto` the
+    full fine-tune and LoRA run again at `batch: {size: auto}`'s micro-batch (`auto_batch`, recorded in the row);
+    with `profiled` each eager row at batch 8 carries its step's profile (bench/profile_summary.py)."""
     batch, warmup, steps = (2, 1, 1) if smoke else (8, 1, 5)
     half = device.type == "cuda"
     modes = compile_modes if compile_modes is not None else ((False, True) if device.type == "cuda" else (False,))
@@ -313,13 +338,19 @@ def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | No
             if not (plain and f == "chatterbox-turbo")] if False in modes else []
     todo += [(Case(f, shape, lora, batch, *LENGTHS[f], half, True, device.type), False)
              for f in families for lora in (False, True)] if True in modes else []
+    if auto:
+        todo += [(Case(f, shape, lora, 0, *LENGTHS[f], half, False, device.type), False) for f in families for lora in (False, True)]
     start, out = time.monotonic(), []
     for case, plain in todo:
         if budget_s is not None and time.monotonic() - start > budget_s:
             out.append({**describe(case, plain), "skipped": f"not started within the {budget_s:.0f} s budget"})
         else:
             try:
-                out.append(run_case(case, device, warmup + case.compile, max(1, steps - 2 * case.compile), peak, plain))
+                chosen = auto_batch(case, device, 4 if smoke else AUTO_CAP) if case.batch == 0 else None
+                case = case._replace(batch=chosen["size"]) if chosen else case
+                row = run_case(case, device, warmup + case.compile, max(1, steps - 2 * case.compile), peak, plain,
+                               profiled and not case.compile and not chosen)
+                out.append({**row, "auto_batch": chosen} if chosen else row)
             except Exception as exc:  # noqa: BLE001 — a failed row says why; the others still run
                 out.append({**describe(case, plain), "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"})
             finally:
@@ -420,6 +451,8 @@ def main() -> None:
     parser.add_argument("--family", action="append", choices=list(FAMILIES), help="only this family (repeatable)")
     parser.add_argument("--budget", type=float, default=None, help="seconds after which rows not yet started are skipped")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--auto-batch", action="store_true", help="rows at batch: {size: auto}'s micro-batch too")
+    parser.add_argument("--profile", action="store_true", help="each eager batch-8 row's step profiled by kind of work")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one `--memory` case, in its own process
     args = parser.parse_args()
@@ -440,7 +473,7 @@ def main() -> None:
             if args.output:
                 args.output.write_text(json.dumps({**head, "rows": done, "finished": False}, indent=2), encoding="utf-8")
 
-        table = rows(device, args.smoke, modes, tuple(args.family or FAMILIES), keep, args.budget)
+        table = rows(device, args.smoke, modes, tuple(args.family or FAMILIES), keep, args.budget, args.auto_batch, args.profile)
         report = {**head, "rows": table, "finished": True}
         text = render(table)
     if args.output:

@@ -28,14 +28,15 @@ def prepare_trainer(
 ) -> Trainer:
     """Return the run's Trainer, set up and checked by the doctor (plan → doctor), ready to `run()`;
     `options` are the Trainer's (`resume`, `max_steps`, `reset_optimizer`, `fresh`) and `device_memory`
-    (bytes: the doctor's memory plan must fit a device of this size instead of the device's free memory).
+    (bytes: the doctor's memory plan, and `batch.size: auto`'s choice, must fit a device of this size instead of
+    the device's free memory).
 
     Raises InputError on bad config, data, tokenizer or checkpoint (the doctor's failures
     included), when the run folder holds checkpoints and neither `resume` nor `fresh` is given.
     """
     device_memory = options.pop("device_memory", None)
     preflight = doctor_preflight if device_memory is None else partial(doctor_preflight, device_memory=device_memory)
-    return Trainer(config, config_path, settings, preflight=preflight, **options)
+    return Trainer(config, config_path, settings, preflight=preflight, device_memory=device_memory, **options)
 
 
 def train(

@@ -73,6 +73,47 @@ class KVCache:
         return keys[:, :, :end], values[:, :, :end]
 
 
+class StaticKVCache:
+    """Keys and values of every layer in buffers of one fixed shape, written at a position held on the device.
+
+    Every decode step has the same shapes and reads no value back to the host, so the step can be captured
+    as a CUDA graph (`torch.compile(mode="reduce-overhead")`). Attention reads the whole buffer, so its
+    caller passes the mask of the positions written so far (`step_mask`); unwritten positions are zeros.
+    The caller keeps the steps within `capacity` (a write beyond it is not checked: that would need a sync).
+    """
+
+    def __init__(self, n_layers: int, capacity: int, device: torch.device | str) -> None:
+        self.capacity = capacity
+        self.keys: list[torch.Tensor | None] = [None] * n_layers
+        self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.position = torch.zeros((), dtype=torch.long, device=device)  # positions written (advanced in place)
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this step's k, v [B, H, T, hd] of `layer` at `position`; return the whole buffers [B, H, capacity, hd].
+        The last layer's write advances `position`."""
+        if self.keys[layer] is None:
+            shape = (k.shape[0], k.shape[1], self.capacity, k.shape[3])
+            self.keys[layer], self.values[layer] = k.new_zeros(shape), v.new_zeros(shape)
+        index = self.position + torch.arange(k.shape[2], device=k.device)
+        self.keys[layer].index_copy_(2, index, k)
+        self.values[layer].index_copy_(2, index, v)
+        if layer == len(self.keys) - 1:
+            self.position += k.shape[2]
+        return self.keys[layer], self.values[layer]
+
+
+def step_mask(key_valid: torch.Tensor, start: torch.Tensor | int, queries: int) -> torch.Tensor:
+    """Return the attention mask [B, 1, queries, S] of `queries` positions from `start` (a device tensor or an int)
+    over `key_valid` [B, S] (False: padding): causal over absolute positions, padding hidden; a padding query sees
+    itself, so no row is fully masked (which would give NaN)."""
+    total = key_valid.shape[1]
+    positions = start + torch.arange(queries, device=key_valid.device)
+    keys = torch.arange(total, device=key_valid.device)
+    mask = (keys[None, :] <= positions[:, None])[None] & key_valid[:, None, :]
+    mask |= keys[None, None, :] == positions[None, :, None]
+    return mask[:, None]
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention with an optional KV cache."""
 
@@ -89,7 +130,7 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None
+        self, x: torch.Tensor, cache: KVCache | StaticKVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Return the attention output of `x` [B, T, D].
 
@@ -101,6 +142,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))
         if cache is not None:
+            if isinstance(cache, StaticKVCache) and mask is None:
+                raise ValueError("a StaticKVCache step needs the mask of the positions written (step_mask)")
             k, v = cache.update(layer, k, v)
         S = k.shape[2]
         causal = mask is None and T > 1 and S == T
@@ -164,8 +207,11 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(config.d_model)
         self.activation_checkpointing = False
 
-    def new_cache(self, capacity: int) -> KVCache:
-        """Return an empty KV cache for up to `capacity` positions of this backbone."""
+    def new_cache(self, capacity: int, static: bool = False) -> KVCache | StaticKVCache:
+        """Return an empty KV cache for up to `capacity` positions of this backbone; `static`: one of fixed shape
+        written at a device-held position (`StaticKVCache`, on the backbone's device)."""
+        if static:
+            return StaticKVCache(self.config.n_layers, capacity, self.ln_f.weight.device)
         return KVCache(self.config.n_layers, capacity)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from models.gpt import GPT, GPTConfig, init_weights, sample_next
+from models.losses import head_cross_entropy
 from models.rows import SplitEmbedding, SplitHead
 
 IGNORE = -100
@@ -43,14 +43,14 @@ class GPTLM(nn.Module):
         self.text_head = SplitHead(config.text_rows, config.d_model, frozen_rows)
 
     def forward(self, ids: torch.Tensor, targets: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Return `logits` [B, T, rows] and, with `targets` (IGNORE where padded), `loss` (nats/token)."""
+        """Return `logits` [B, T, rows]; with `targets` (IGNORE where padded) instead `loss` (nats/token) and the
+        `tokens` it scores, the logits never materialised whole (`models.losses.head_cross_entropy`)."""
         hidden = self._hidden(ids)
-        logits = self.text_head(hidden)
-        out = {"logits": logits}
-        if targets is not None:
-            out["loss"] = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-            out["tokens"] = (targets != IGNORE).sum()
-        return out
+        if targets is None:
+            return {"logits": self.text_head(hidden)}
+        losses, _ = head_cross_entropy(self.text_head, hidden, targets, IGNORE)
+        tokens = (targets != IGNORE).sum()
+        return {"loss": losses.sum() / tokens, "tokens": tokens}
 
     def _hidden(self, ids: torch.Tensor, cache=None, offset: int = 0) -> torch.Tensor:  # noqa: ANN001
         positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)

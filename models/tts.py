@@ -29,7 +29,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from models.gpt import GPT, GPTConfig, init_weights, sample_next
+from models.gpt import GPT, GPTConfig, init_weights, sample_next, step_mask
+from models.losses import head_cross_entropy
 from models.rows import SplitEmbedding, SplitHead
 
 PAD, TEXT, SPEECH = 0, 1, 2  # layout_kind values
@@ -194,13 +195,13 @@ class GPTTTS(nn.Module):
                 self._track_speech_rate(batch["text_lengths"], batch["code_lengths"])
         body = body * (kind != PAD)[..., None].to(text.dtype)
         hidden = self.gpt(torch.cat([cond, body.to(cond.dtype)], dim=1)).flatten(0, 1)
-        text_logits = self.text_head(hidden.index_select(0, batch["text_index"])).float()
-        mel_logits = self.mel_head(hidden.index_select(0, batch["mel_index"])).float()
+        text_losses, _ = head_cross_entropy(self.text_head, hidden.index_select(0, batch["text_index"]), batch["text_targets"])
         mel_targets = batch["mel_targets"]
+        mel_losses, mel_best = head_cross_entropy(self.mel_head, hidden.index_select(0, batch["mel_index"]), mel_targets)
         return {
-            "text_loss": F.cross_entropy(text_logits, batch["text_targets"]),
-            "mel_loss": F.cross_entropy(mel_logits, mel_targets),
-            "mel_top1": (mel_logits.argmax(-1) == mel_targets).float().mean(),
+            "text_loss": text_losses.mean(),
+            "mel_loss": mel_losses.mean(),
+            "mel_top1": (mel_best == mel_targets).float().mean(),
             "text_tokens": torch.tensor(batch["text_index"].numel(), device=mel_targets.device),
             "mel_tokens": torch.tensor(mel_targets.numel(), device=mel_targets.device),
         }
@@ -264,10 +265,17 @@ class GPTTTS(nn.Module):
         generator: torch.Generator | None = None,
         min_codes: list[int] | None = None,
         dropped: set[int] | None = None,
+        static_cache: bool | None = None,
+        compiled_step: bool = False,
     ) -> Iterator[list[int | None]]:
         """Yield, once per decoding step of `generate_batch`, each text's new code (None: the text has
         stopped). Rows the caller adds to `dropped` (a set it may grow between steps) count as stopped;
         generation ends when every row has stopped. Raises ValueError when a text exceeds `max_text_tokens`.
+
+        With `use_cache` on CUDA (or `static_cache=True`) the KV cache is a `StaticKVCache`: every per-token step
+        has the same shapes and reads nothing back but the sampled codes, so `compiled_step` runs it as one
+        `torch.compile(mode="reduce-overhead")` graph (CUDA graphs). The codes equal those of the growing cache
+        the CPU keeps by default, where it is faster (tests/test_fast_decoder.py; bench/generate.py).
         """
         c = self.config
         for ids in texts:
@@ -287,7 +295,9 @@ class GPTTTS(nn.Module):
         for b, pad in enumerate(padding):
             key_valid[b, :pad] = False
         padded = any(padding)
-        cache = self.gpt.new_cache(width + limit) if use_cache else None
+        static = use_cache and (device.type == "cuda" if static_cache is None else static_cache)
+        cache = self.gpt.new_cache(width + limit, static=static) if use_cache else None
+        backbone = torch.compile(self.gpt, mode="reduce-overhead", dynamic=False) if static and compiled_step else self.gpt
         counts = [0] * len(texts)
         done = [False] * len(texts)
         dropped = dropped if dropped is not None else set()
@@ -300,9 +310,12 @@ class GPTTTS(nn.Module):
             text_lengths = torch.tensor([len(ids) + 2 for ids in texts], device=device)
         step_input = inputs
         for step in range(limit):
-            total = width + step
-            mask = _padding_mask(key_valid[:, :total], step_input.shape[1]) if padded else None
-            hidden = self.gpt(step_input, cache, mask)[:, -1]
+            total, queries = width + step, step_input.shape[1]
+            if static:  # the whole buffer, masked to the positions written: the same shapes at every step
+                hidden = (backbone if step else self.gpt)(step_input, cache, step_mask(key_valid, cache.position, queries))[:, -1]
+            else:
+                mask = step_mask(key_valid[:, :total], total - queries, queries) if padded else None
+                hidden = self.gpt(step_input, cache, mask)[:, -1]
             for b in range(len(texts)):
                 stop_allowed[b, 0] = 0.0 if counts[b] >= minimum[b] else float("-inf")
             allowed[:, c.stop_speech] = stop_allowed[:, 0]
@@ -327,19 +340,6 @@ class GPTTTS(nn.Module):
                 embedded = embedded + self.progress(progress) + self.text_embedding(text_seqs.gather(1, at[:, None])[:, 0])
             embedded = embedded.unsqueeze(1)
             step_input = embedded if cache is not None else torch.cat([step_input, embedded], dim=1)
-
-
-def _padding_mask(key_valid: torch.Tensor, queries: int) -> torch.Tensor:
-    """Return the attention mask [B, 1, T, S] for the last `queries` positions: causal, padding hidden.
-
-    A padding query sees itself, so no row is fully masked (which would give NaN).
-    """
-    total = key_valid.shape[1]
-    positions = torch.arange(total - queries, total, device=key_valid.device)
-    causal = torch.arange(total, device=key_valid.device)[None, :] <= positions[:, None]
-    mask = causal[None] & key_valid[:, None, :]
-    mask |= torch.arange(total, device=key_valid.device)[None, None, :] == positions[None, :, None]
-    return mask[:, None]
 
 
 def aligned_text_index(progress: torch.Tensor, text_positions: torch.Tensor | int) -> torch.Tensor:

@@ -68,3 +68,12 @@ def test_the_form_sets_a_lora_adapter_and_names_a_bad_rank(workspace: Path) -> N
         config_from_form({}, _form(adapter_kind="lora", adapter_rank=0), settings)
     with pytest.raises(InputError, match=r"adapter.rank: 2.5 is not a whole number"):
         config_from_form({}, _form(adapter_kind="lora", adapter_rank=2.5), settings)
+
+
+def test_as_large_as_fits_makes_the_batch_auto_with_size_times_accumulate_per_step(workspace: Path) -> None:
+    settings = load_settings()
+    config = config_from_form({}, _form(batch_size=8, accumulate=4, batch_auto=True), settings)
+    assert config.batch.auto and (config.batch.effective, config.batch.accumulate) == (32, 1)
+    assert dict_to_form(config.to_dict()) == _form(batch_size=32, accumulate=1, batch_auto=True)
+    unticked = config_from_form(config.to_dict(), _form(batch_size=8, accumulate=4), settings)  # a loaded auto config, unticked
+    assert (unticked.batch.size, unticked.batch.accumulate, unticked.batch.effective) == (8, 4, None)

@@ -5,9 +5,10 @@ precision and activation checkpointing, part by part. The device: a size named w
 (a CUDA device unless `--device cpu`; 90 % of it usable), else the device the run will use (the
 trainer's; for `doctor --config`, CUDA when present) and 80 % of its free memory. The lengths: the
 feature cache's longest item when the cache is known, else the manifest's longest clip (its duration
-× the family's speech tokens per second, its text through the tokenizer), else the model's position
+× the family's speech tokens per second, or the own model's codec frame rate, its text through the tokenizer), else the model's position
 limits. A passing check names the largest micro-batch that fits and the split of the same effective
-batch into fewer, larger micro-batches; a failing one names what would fit (micro-batch + accumulation,
+batch into fewer, larger micro-batches; with `batch.size: auto` it names the micro-batch × accumulation
+the run will take (`core.training.auto_batch.choose_batch`, the trainer's own choice). A failing one names what would fit (micro-batch + accumulation,
 activation checkpointing, LoRA, bf16) and, when nothing does, the device size the run needs.
 """
 
@@ -16,46 +17,43 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
+from core.training.auto_batch import (
+    MICRO_BATCH_CAP,
+    Lengths,
+    StepPlanner,
+    cache_lengths,
+    choose_batch,
+    device_budget,
+    manifest_lengths,
+)
 from core.training.memory import (
-    HEADROOM,
     NAMED_HEADROOM,
     MemoryPlan,
-    StepShape,
     count_parameters,
     format_size,
-    free_bytes,
     largest_fitting_batch,
     micro_batch_plan,
-    plan_memory,
 )
+from core.training.run_config import AUTO_EFFECTIVE
 
 CHECK_ID = "memory.batch"
-MICRO_BATCH_CAP = 512
-
-
-@dataclass(frozen=True)
-class Lengths:
-    """The longest text and speech (tokens) a micro-batch of the run holds, and where they come from."""
-
-    text: int
-    speech: int
-    source: str
 
 
 @dataclass
 class RunModel:
-    """What the plan needs of a run: its family, model config (`to_dict()`), frozen rows and the checkpoint it keeps loaded."""
+    """What the plan needs of a run: its family, model config (`to_dict()`), frozen rows, the checkpoint it keeps
+    loaded and its speech tokens per second (the family's, or its codec's frame rate; None when unknown)."""
 
     family: Any
     config: dict[str, Any]
     frozen_rows: int
     host_bytes: int
+    speech_rate: float | None = None
 
 
 def run_device(ctx: DoctorContext) -> str:
@@ -84,19 +82,20 @@ def run_model(ctx: DoctorContext) -> RunModel | None:
     try:
         family = get_model_family(run.family)
         base, resume = ctx.checkpoint_or_none(), ctx.resume()
-        config = ctx.extras.get("model_config")
-        if not config:
+        config, rate = ctx.extras.get("model_config"), family.speech_tokens_per_second
+        if not config or rate is None:
             plan = plan_run(run, ctx.get_settings(), ctx.config_path)
             family_run = plan.family_run(tokenizer, base if resume is None else resume)
             family_run.codec = family.load_codec(family_run)
-            config = family.model_config(family_run).to_dict()
+            config = config or family.model_config(family_run).to_dict()
+            rate = family.speech_rate(family_run)
         if resume is not None and "frozen_rows" in resume.extra:
             frozen = int(resume.extra["frozen_rows"])
         else:
             frozen = frozen_row_count(run.freeze, family.base_size(base), tokenizer.size)
     except InputError:
         return None
-    return RunModel(family, dict(config), frozen, _state_bytes(base if base is not None else resume))
+    return RunModel(family, dict(config), frozen, _state_bytes(base if base is not None else resume), rate)
 
 
 def model_parameters(ctx: DoctorContext) -> int | None:
@@ -106,19 +105,6 @@ def model_parameters(ctx: DoctorContext) -> int | None:
     if model is None:
         return None
     return count_parameters(model.family, model.config, model.frozen_rows, ctx.run_config.freeze.mode).elements
-
-
-@lru_cache(maxsize=8)
-def _manifest_lengths(path: str, stamp: tuple[int, int], tokenizer: Any, rate: float, limits: tuple[int, int]) -> Lengths | None:
-    from core.data.manifest import read_manifest
-
-    rows, _ = read_manifest(path, check_audio=False)
-    fitting = [(math.ceil(row.duration * rate), row) for row in rows if row.duration and math.ceil(row.duration * rate) <= limits[1]]
-    if not fitting:
-        return None
-    speech, longest = max(fitting, key=lambda pair: pair[0])
-    text = min(limits[0], max(len(tokenizer.encode(row.text)) + 1 for _, row in fitting))  # + 1: a language tag, where the family adds one
-    return Lengths(text, speech, f"the manifest's longest clip, {longest.duration:.1f} s")
 
 
 def data_lengths(ctx: DoctorContext, model: RunModel) -> Lengths:
@@ -131,15 +117,15 @@ def data_lengths(ctx: DoctorContext, model: RunModel) -> Lengths:
         entries = json.loads(index.read_text(encoding="utf-8")).get("items", []) if index is not None and index.is_file() else []
     except (OSError, ValueError, AttributeError):  # an unreadable index: the cache checks name it
         entries = []
-    items = [i for i in entries if i.get("n_text", 0) <= limits[0] and i.get("n_codes", 0) <= limits[1]]
-    if items:
-        return Lengths(max(i["n_text"] for i in items), max(i["n_codes"] for i in items), "the feature cache's longest item")
-    rate = model.family.speech_tokens_per_second
+    found = cache_lengths(entries, limits)
+    if found is not None:
+        return found
+    rate = model.speech_rate
     if run.task == "tts" and run.data.manifest and rate:
         path = ctx.get_settings().resolve(run.data.manifest)
         if path.is_file():
             stat = path.stat()
-            found = _manifest_lengths(str(path), (stat.st_size, stat.st_mtime_ns), ctx.tokenizer(), float(rate), limits)
+            found = manifest_lengths(str(path), (stat.st_size, stat.st_mtime_ns), ctx.tokenizer(), float(rate), limits)
             if found is not None:
                 return found
     return Lengths(limits[0], limits[1], "the model's position limits")
@@ -173,18 +159,16 @@ class RunMemory:
         """Return the run's LoRA adapter config, None for a full fine-tune."""
         return self.run.adapter if self.run.adapter.kind != "none" else None
 
-    def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run") -> MemoryPlan | None:
-        """Return the plan at micro-batch `batch` with the run's settings, or those given (None: the family states no shape).
+    @property
+    def planner(self) -> StepPlanner:
+        """Return the run's plan at any micro-batch (`core.training.auto_batch.StepPlanner`)."""
+        return StepPlanner(self.model.family, self.model.config, self.model.frozen_rows, self.run.freeze.mode, self.lora,
+                           self.model.host_bytes, self.lengths, "cuda" if self.device.startswith("cuda") else "cpu",
+                           _half(self.run.precision, self.device), self.run.activation_checkpointing)
 
-        Raises InputError for adapter targets that match no module of the model.
-        """
-        step = StepShape(batch, self.lengths.text, self.lengths.speech,
-                         _half(self.run.precision, self.device) if half is None else half,
-                         self.run.activation_checkpointing if checkpointing is None else checkpointing,
-                         "cuda" if self.device.startswith("cuda") else "cpu")
-        return plan_memory(self.model.family, self.model.config, step, frozen_rows=self.model.frozen_rows,
-                           freeze_mode=self.run.freeze.mode, adapter=self.lora if adapter == "run" else adapter,
-                           host_bytes=self.model.host_bytes)
+    def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run") -> MemoryPlan | None:
+        """Return the plan at micro-batch `batch` with the run's settings, or those given (`StepPlanner.plan`)."""
+        return self.planner.plan(batch, checkpointing, half, adapter)
 
 
 @register_check(CHECK_ID, order=80)
@@ -197,23 +181,28 @@ def check_memory(ctx: DoctorContext) -> CheckResult | None:
     if memory is None:
         return None
     run, device, lengths, lora = memory.run, memory.device, memory.lengths, memory.lora
+    auto = run.batch.auto
+    batch = 1 if auto else run.batch.size  # auto: whether one sample fits decides pass or fail
+    effective = (run.batch.effective or AUTO_EFFECTIVE) if auto else run.batch.size * run.batch.accumulate
     try:
-        plan = memory.plan(run.batch.size)
+        plan = memory.plan(batch)
     except InputError as exc:  # adapter targets that match no module: the adapter check names them
         return CheckResult(CHECK_ID, "warn", f"no memory plan: {exc}")
     if plan is None:
         return None
-    described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
-    if ctx.device_memory is not None:
-        budget, where = int(ctx.device_memory * NAMED_HEADROOM), f"{format_size(ctx.device_memory)} named for {plan.step.device}"
-    else:
-        free = free_bytes(device)
-        if free is None:
-            return CheckResult(CHECK_ID, "warn", f"{described}; free memory of {device} unknown.",
-                               "Name the device's size: doctor --device-memory 24GiB.")
-        budget, where = int(free * HEADROOM), f"{device} has {format_size(free)} free"
+    budget_where = device_budget(device, ctx.device_memory)
+    if budget_where is None:
+        described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
+        return CheckResult(CHECK_ID, "warn", f"{described}; free memory of {device} unknown.",
+                           "Name the device's size: doctor --device-memory 24GiB.")
+    budget, where = budget_where
     usable = f"{where}, {format_size(budget)} usable"
-    effective = run.batch.size * run.batch.accumulate
+    if plan.peak <= budget and auto:
+        choice = choose_batch(memory.plan, budget, where, effective)
+        plan = memory.plan(choice.size)
+        described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
+        return CheckResult(CHECK_ID, "pass", f"{described}; {choice.describe()}.")
+    described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
     if plan.peak <= budget:
         largest = largest_fitting_batch(memory.plan, budget, MICRO_BATCH_CAP)
         message = f"{described}; {usable}; micro-batches up to {largest} fit."
@@ -221,7 +210,7 @@ def check_memory(ctx: DoctorContext) -> CheckResult | None:
         if size > run.batch.size:
             message += f" Faster with the same effective batch {effective}: batch.size: {size}, batch.accumulate: {steps}."
         return CheckResult(CHECK_ID, "pass", message)
-    fixes = _what_fits(memory.plan, budget, run, effective, plan.step.device, lora is None, AdapterConfig(kind="lora"))
+    fixes = _what_fits(memory.plan, budget, batch, effective, plan.step.device, lora is None, AdapterConfig(kind="lora"))
     return CheckResult(CHECK_ID, "fail", f"{described} does not fit: {usable}.", fixes)
 
 
@@ -234,31 +223,32 @@ def _described(model: RunModel, plan: MemoryPlan, lengths: Lengths, lora: Any) -
             f"{'bf16' if step.half else 'fp32'}{extras}")
 
 
-def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, run: Any, effective: int, device: str, can_lora: bool,
+def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, batch: int, effective: int, device: str, can_lora: bool,
                lora: Any) -> str:
-    """Return the fix: each change that alone makes the step fit, with its peak; else the changes together; else the size needed."""
+    """Return the fix for micro-batch `batch`: each change that alone makes the step fit, with its peak; else the
+    changes together; else the size needed."""
     options: list[str] = []
-    fits = largest_fitting_batch(plan_at, budget, run.batch.size)
+    fits = largest_fitting_batch(plan_at, budget, batch)
     if fits:
         size, steps = micro_batch_plan(effective, fits)
         options.append(f"batch.size: {size} with batch.accumulate: {steps}, the same effective batch {effective} "
                        f"→ peak {format_size(plan_at(size).peak)}")
     changes: list[tuple[str, dict[str, Any]]] = []
-    if not plan_at(run.batch.size).step.checkpointing:
+    if not plan_at(batch).step.checkpointing:
         changes.append(("activation_checkpointing: true", {"checkpointing": True}))
     if can_lora:
         changes.append(("adapter: {kind: lora} (rank 16, the default targets)", {"adapter": lora}))
-    if device == "cuda" and not plan_at(run.batch.size).step.half:
+    if device == "cuda" and not plan_at(batch).step.half:
         changes.append(("precision: bf16", {"half": True}))
     for label, change in changes:
-        peak = plan_at(run.batch.size, **change).peak
+        peak = plan_at(batch, **change).peak
         if peak <= budget:
             options.append(f"{label} → peak {format_size(peak)}")
     if options:
         return "Any one of these fits: " + "; ".join(options) + "."
     together = {k: v for _, change in changes for k, v in change.items()}
     labels = ", ".join(label for label, _ in changes)
-    fits = largest_fitting_batch(lambda b: plan_at(b, **together), budget, run.batch.size)
+    fits = largest_fitting_batch(lambda b: plan_at(b, **together), budget, batch)
     if fits and changes:
         size, steps = micro_batch_plan(effective, fits)
         return (f"Together, {labels} and batch.size: {size} with batch.accumulate: {steps} fit "

@@ -338,6 +338,10 @@ class ModelFamily(ABC):
     #: speech tokens per second of audio (the memory plan sizes a clip's speech from its duration; None: from the position limits)
     speech_tokens_per_second: float | None = None
 
+    def speech_rate(self, run: FamilyRun) -> float | None:
+        """Return the speech tokens per second of the run's audio (`speech_tokens_per_second`; None when unknown)."""
+        return self.speech_tokens_per_second
+
     def check_model_keys(self, model: Mapping[str, Any], source: str) -> None:
         """Return None when every key of a run config's `model:` entry applies to this family (`model_keys`).
 

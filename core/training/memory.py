@@ -16,7 +16,9 @@ the rows of the two heads. The parts, in bytes:
   where the kernel does not fuse them (dropout on the CPU, `attention: naive`), and the copy of the text
   rows a split head multiplies by. With activation checkpointing only each block's input is kept, plus
   one block recomputed at a time;
-- `logits`: the fp32 log-probabilities of every text and speech position the loss keeps, and their gradients;
+- `logits`: the fp32 log-probabilities of the text and speech positions the loss holds at once, and their
+  gradients: every position of a head up to `models.losses.CHUNK_POSITIONS`, one chunk of them beyond
+  (the chunked cross-entropy recomputes a chunk's logits at a time in the backward pass);
 - `base checkpoint in memory`: on the CPU, the base checkpoint the trainer keeps loaded beside the model.
 
 The step's peak is the persistent parts plus the larger of what the start of the backward pass holds
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import torch
 
 from core.families.base import MemoryShape
+from models.losses import CHUNK_POSITIONS
 
 if TYPE_CHECKING:
     from core.families.base import ModelFamily
@@ -198,8 +201,9 @@ def activation_bytes(shape: MemoryShape, step: StepShape, split_rows: bool) -> t
     blocks = shape.layers * 4 * d * positions + one_block if step.checkpointing else shape.layers * one_block
     around = POSITION_FLOATS * d * width * positions + PROMPT_FLOATS * d * width * shape.prompt_tokens
     rows = 2 * 4 * shape.text_rows * d if split_rows else 0  # the split head's full matrix, and its gradient
-    logits = LOGIT_COPIES * 4 * (shape.text_rows * text + shape.speech_rows * speech)
-    return step.batch * (blocks + around) + rows, step.batch * logits
+    held = shape.text_rows * min(step.batch * text, CHUNK_POSITIONS) + shape.speech_rows * min(step.batch * speech, CHUNK_POSITIONS)
+    logits = LOGIT_COPIES * 4 * held
+    return step.batch * (blocks + around) + rows, logits
 
 
 def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: StepShape, *, frozen_rows: int,

@@ -33,6 +33,8 @@ TASKS = ("tts", "lm")
 FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 COMPILE_MODES = (True, False, "auto")
+BATCH_AUTO = "auto"
+AUTO_EFFECTIVE = 16  # samples per step of `batch: {size: auto}` without `effective`
 # How `best.pt` may be chosen: the metric and whether lower is better.
 # `quality`: the quality report's score (core.eval.quality.report.quality_score), lower is better.
 BEST_METRICS = {"val_loss": True, "eval_mcd": True, "eval_dtw_accuracy": False, "eval_sphinx_accuracy": False,
@@ -119,10 +121,17 @@ class LossConfig:
 
 @dataclass
 class BatchConfig:
-    """Batch size and gradient accumulation."""
+    """Batch size and gradient accumulation. `size: auto` takes the largest micro-batch the memory plan fits
+    on the device (`core.training.auto_batch`) and reaches `effective` samples per step by accumulation."""
 
-    size: int = 16
+    size: int | str = 16
     accumulate: int = 1
+    effective: int | None = None  # size: auto only: samples per optimiser step (default `AUTO_EFFECTIVE`)
+
+    @property
+    def auto(self) -> bool:
+        """Return whether the micro-batch is chosen from the memory plan (`size: auto`)."""
+        return self.size == BATCH_AUTO
 
 
 @dataclass
@@ -192,7 +201,7 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     precision: str = "auto"
-    compile: bool | str = "auto"  # torch.compile of the model: auto = on CUDA, off on the CPU
+    compile: bool | str = "auto"  # regional torch.compile of the blocks: auto = on CUDA where measured faster (core.training.compile), off on the CPU
     activation_checkpointing: bool = False
     seed: int = 0
     source: str | None = None
@@ -201,6 +210,8 @@ class RunConfig:
         """Return the config as plain data (what is written to `runs/<run>/config.yaml`)."""
         data = dataclasses.asdict(self)
         data.pop("source", None)
+        if data["batch"]["effective"] is None:  # only `size: auto` reads it
+            del data["batch"]["effective"]
         return data
 
 
@@ -282,8 +293,8 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.data.prefetch: {config.data.prefetch} must be 0 (no background thread) or positive.")
     if not 0.0 <= config.data.val_ratio < 1.0:
         raise InputError(f"{where}.data.val_ratio: {config.data.val_ratio} must be in [0, 1).")
+    _validate_batch(config.batch, where)
     positives = {
-        "batch.size": config.batch.size,
         "batch.accumulate": config.batch.accumulate,
         "schedule.max_steps": config.schedule.max_steps,
         "schedule.val_every": config.schedule.val_every,
@@ -323,6 +334,21 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.eval.count: {config.eval.count}; evaluation needs at least 2 sentences.")
     if config.eval.base_count < 0:
         raise InputError(f"{where}.eval.base_count: {config.eval.base_count}; use 0 (no base-language set) or more.")
+
+
+def _validate_batch(batch: BatchConfig, where: str) -> None:
+    if isinstance(batch.size, str) and batch.size != BATCH_AUTO:
+        raise InputError(f"{where}.batch.size: {batch.size!r} must be a positive integer or `auto` (the largest that fits).")
+    if isinstance(batch.size, int) and batch.size <= 0:
+        raise InputError(f"{where}.batch.size: {batch.size} must be a positive integer or `auto` (the largest that fits).")
+    if batch.effective is not None and not batch.auto:
+        raise InputError(f"{where}.batch.effective: applies to batch.size auto; with batch.size {batch.size} "
+                         f"the step takes size × accumulate samples. Remove it or set batch.size: auto.")
+    if batch.auto and batch.accumulate != 1:
+        raise InputError(f"{where}.batch.accumulate: {batch.accumulate} is chosen by batch.size auto; set "
+                         f"batch.effective (samples per step) instead.")
+    if batch.effective is not None and batch.effective <= 0:
+        raise InputError(f"{where}.batch.effective: {batch.effective} must be a positive integer (samples per step).")
 
 
 def best_metric_of(config: RunConfig) -> str:

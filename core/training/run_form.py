@@ -16,13 +16,13 @@ from core.errors import InputError
 from core.families.registry import get_model_family
 from core.numbers import NumberRange
 from core.training.retention import DEFAULT_RETENTION
-from core.training.run_config import RunConfig, check_config_paths, run_config_from_dict
+from core.training.run_config import AUTO_EFFECTIVE, RunConfig, check_config_paths, run_config_from_dict
 
 FORM_KEYS = (
     "name", "task", "tokenizer", "base_checkpoint", "codec", "manifest", "corpus", "val_ratio", "model_preset",
     "freeze_mode", "lr", "batch_size", "accumulate", "max_steps", "val_every", "save_every", "precision", "seed",
     "family", "model_dir", "freeze_until", "adapter_kind", "adapter_rank", "adapter_alpha", "replay_manifest",
-    "replay_share",
+    "replay_share", "batch_auto",
 )
 
 
@@ -70,6 +70,15 @@ def _until(value: Any) -> int | str:
     return text if problem is not None else int(number)
 
 
+def _batch(form: dict[str, Any]) -> dict[str, Any]:
+    """Return the form's `batch:`; "as large as fits" (`batch_auto`) makes it `size: auto` with the batch size ×
+    accumulate as the samples per step."""
+    size, accumulate = _int(form["batch_size"], "batch.size"), _int(form["accumulate"], "batch.accumulate")
+    if form.get("batch_auto"):
+        return {"size": "auto", "accumulate": 1, "effective": size * accumulate}
+    return {"size": size, "accumulate": accumulate, "effective": None}
+
+
 def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
     """Return the run config mapping: the loaded `base` with the form's `values` (FORM_KEYS order) on top.
 
@@ -93,7 +102,7 @@ def form_to_dict(base: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         "adapter": {"kind": form.get("adapter_kind") or "none", "rank": _int(form.get("adapter_rank", 16), "adapter.rank"),
                     "alpha": float(form.get("adapter_alpha") or 0)},
         "optim": {"lr": float(form["lr"] or 0)},
-        "batch": {"size": _int(form["batch_size"], "batch.size"), "accumulate": _int(form["accumulate"], "batch.accumulate")},
+        "batch": _batch(form),
         "schedule": {
             "max_steps": _int(form["max_steps"], "schedule.max_steps"),
             "val_every": _int(form["val_every"], "schedule.val_every"),
@@ -113,11 +122,12 @@ def dict_to_form(data: dict[str, Any]) -> list[Any]:
     return [
         config.name, config.task, config.tokenizer or "", config.base_checkpoint or "", config.codec or "",
         config.data.manifest or "", ", ".join(config.data.corpus), config.data.val_ratio,
-        config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr, config.batch.size,
-        config.batch.accumulate, config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
+        config.model.get("preset", "tiny"), config.freeze.mode, config.optim.lr,
+        *((config.batch.effective or AUTO_EFFECTIVE, 1) if config.batch.auto else (config.batch.size, config.batch.accumulate)),
+        config.schedule.max_steps, config.schedule.val_every, config.schedule.save_every,
         config.precision, config.seed, config.family, config.model_dir or "", str(config.freeze.until),
         config.adapter.kind, config.adapter.rank, config.adapter.alpha, config.data.replay.manifest or "",
-        config.data.replay.share,
+        config.data.replay.share, config.batch.auto,
     ]
 
 

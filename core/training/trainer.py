@@ -26,8 +26,9 @@ together. A run stopped under W ranks resumes under any other number (`Batcher.l
 The step never waits for the host: batches come from a `Prefetcher` (background thread, pinned
 memory, non-blocking copies), metrics are summed on the device (`MetricWindow`) and read at
 `schedule.log_every`, the frozen-row checksum runs at start, at each checkpoint and at the end.
-On CUDA: TF32 matmuls for fp32, fused AdamW, and `torch.compile` (`compile: auto|true|false`)
-with a fallback to eager that logs why when compilation fails.
+On CUDA: TF32 matmuls for fp32, fused AdamW, and regional `torch.compile` of the repeated transformer
+block (`compile: auto|true|false`, `core.training.compile`; the first step's time, compilation included,
+is logged and recorded as `compile_seconds`) with a fallback to eager that logs why when compilation fails.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ from core.families import rows_for
 from core.families.contract import SampleSet, TaskData
 from core.processes import is_alive
 from core.runs import RUNS_DIR, run_folder_of_config
-from core.training.run_config import RunConfig, save_run_config
+from core.training.auto_batch import BatchChoice, Lengths, StepPlanner, cache_lengths, choose_batch, device_budget
+from core.training.run_config import AUTO_EFFECTIVE, BatchConfig, RunConfig, save_run_config
 from core.tokenizers.tokenizer import Tokenizer, load_tokenizer
 from core.training.data import Batcher, Prefetcher, ReplayBatcher, eval_batches, joined_samples, replay_count, to_device
 from core.training.freeze import frozen_row_count, require_unchanged
@@ -75,6 +77,7 @@ from core.training.state import (
     rng_state,
     rotate,
 )
+from core.training.compile import compile_blocks, compile_by_default, uncompile_blocks
 from core.training.window import MetricWindow
 from core.training.adapter import trained_tensors
 
@@ -177,8 +180,10 @@ class Trainer:
         reset_optimizer: bool = False,
         fresh: bool = False,
         preflight: Preflight | None = None,
+        device_memory: int | None = None,
     ) -> None:
         self.config = config
+        self.device_memory = device_memory  # bytes `batch.size: auto` plans for, instead of the device's free memory
         self.preflight = preflight
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
@@ -281,14 +286,20 @@ class Trainer:
             self._run_preflight(only="cache.")
             self.length_bounds = training_length_bounds(cache_dir)
 
-        # 4. data
+        # 4. data, and the micro-batch (`batch.size: auto`: the largest the memory plan fits)
         self.data: TaskData = self.family.task_data(self.family_run, self.model_cfg, cache_dir)
+        self.batch_choice: BatchChoice | None = None
+        self.batch = config.batch
+        if config.batch.auto:
+            self.batch_choice = self._choose_batch(cache_dir)
+            self.batch = BatchConfig(self.batch_choice.size, self.batch_choice.accumulate)
+            self.log.line(self.batch_choice.describe())
         self.replay: dict[str, Any] | None = None
         self.replay_val: SampleSet | None = None
         if config.data.replay.manifest:
             self._add_replay()
         else:
-            self.batcher = Batcher(self.data.train.lengths, config.batch.size, config.seed, self.rank, self.world)
+            self.batcher = Batcher(self.data.train.lengths, self.batch.size, config.seed, self.rank, self.world)
 
         # 5. model, optimiser, state
         torch.manual_seed(config.seed)
@@ -332,13 +343,36 @@ class Trainer:
         )
 
     # -- setup helpers ---------------------------------------------------------------------
+    def _choose_batch(self, cache_dir: Path | None) -> BatchChoice:
+        """Return the micro-batch × accumulation of `batch.size: auto`: the largest micro-batch the memory plan
+        (`batch_planner`) fits on this device, or in `device_memory`. Raises InputError when not even one sample fits."""
+        budget = device_budget(str(self.device), self.device_memory)
+        if budget is None:
+            raise InputError(f"{self.config.source}: batch.size auto: the free memory of {self.device} is unknown; "
+                             "name the device's size with --device-memory 24GiB, or set batch.size.")
+        return choose_batch(self.batch_planner(cache_dir).plan, *budget, self.config.batch.effective or AUTO_EFFECTIVE)
+
+    def batch_planner(self, cache_dir: Path | None) -> StepPlanner:
+        """Return the run's memory plan at any micro-batch, at the data's longest text and speech: the feature
+        cache's training items (tts), the corpus's longest line (lm), else the model's position limits."""
+        config, model = self.config, self.model_cfg.to_dict()
+        limits = (int(model.get("max_text_tokens", 128)), int(model.get("max_speech_tokens", 0)) if config.task == "tts" else 0)
+        lengths = cache_lengths(train_items(cache_dir), limits) if cache_dir is not None else None
+        if lengths is None:
+            lengths = Lengths(max(self.data.train.lengths), 0, "the corpus's longest line") if config.task == "lm" \
+                else Lengths(*limits, "the model's position limits")
+        adapter = config.adapter if config.adapter.kind != "none" else None
+        host = sum(t.numel() * t.element_size() for t in self.base.state_dict.values()) if self.base is not None else 0
+        return StepPlanner(self.family, model, self.frozen_rows, config.freeze.mode, adapter, host, lengths,
+                           self.device.type, self.amp_dtype is not None, config.activation_checkpointing)
+
     def _add_replay(self) -> None:
         """Mix `data.replay.share` of every batch from the replay manifest's clips (features built like the run's);
         the replay manifest's val split becomes the base-language validation (`base_*` val metrics)."""
         replay = self.config.data.replay
         run = dataclasses.replace(self.family_run, manifest=self.settings.resolve(replay.manifest), extra=dict(self.family_run.extra))
         replay_data = self.family.task_data(run, self.model_cfg, self._rank_zero_first(lambda: self.family.prepare_features(run)))
-        size = self.config.batch.size
+        size = self.batch.size
         count = replay_count(size, replay.share)
         self.batcher = ReplayBatcher(self.data.train.lengths, replay_data.train.lengths, size, count,
                                      self.config.seed, self.rank, self.world)
@@ -465,14 +499,17 @@ class Trainer:
         """Choose the forward module (compiled or eager) and activation checkpointing; no effect on results."""
         self.data_position = self.batcher.state_dict()
         self.forward_module: nn.Module = self.ddp or self.model
+        self.compile_seconds: float | None = None  # the first compiled step's time (tracing and compiling included)
         if self.config.activation_checkpointing and not self.family.enable_activation_checkpointing(self.model):
             self.log.line("activation_checkpointing: not supported by this model; ignored")
         wanted = self.config.compile
-        self.compiled = wanted is True or (wanted == "auto" and self.device.type == "cuda")
+        self.compiled = wanted is True or (wanted == "auto" and compile_by_default(self.family.name, self.device.type))
+        if self.compiled:  # regional: the repeated block once, not the whole model as one graph (core.training.compile)
+            blocks = compile_blocks(self.model, COMPILE_BACKEND)
+            self.compiled = blocks > 0
+            self.log.line(f"compile: {blocks} transformer blocks compiled in place (one compiled forward, reused)"
+                          if blocks else "compile: the model has no repeated transformer blocks; running eagerly")
         self._compile_unproven = self.compiled
-        if self.compiled:
-            # dynamic: one graph for every batch shape (bucketing varies the length from batch to batch)
-            self.forward_module = torch.compile(self.forward_module, backend=COMPILE_BACKEND, dynamic=True)
 
     def _fall_back_to_eager(self, exc: BaseException) -> None:
         root = exc
@@ -482,8 +519,7 @@ class Trainer:
         self.log.line(f"torch.compile failed ({reason}); continuing without compile")
         self.log.update_status(compile_error=reason)
         self.optimizer.zero_grad(set_to_none=True)
-        torch._dynamo.reset()
-        self.forward_module = self.ddp or self.model
+        uncompile_blocks(self.model)
         self.compiled = False
 
     # -- the loop --------------------------------------------------------------------------
@@ -515,13 +551,16 @@ class Trainer:
         `self.last_lr`. A failing first compiled step is redone eagerly (see `_fall_back_to_eager`).
         """
         self.model.train()
-        micro = [batches.next() for _ in range(self.config.batch.accumulate)]
+        micro = [batches.next() for _ in range(self.batch.accumulate)]
         self.data_position = batches.position
         tokens = sum(batch.pop("n_tokens") for batch in micro)  # this rank's, counted by the collate on the host
         if self._compile_unproven:
             saved = rng_state()
+            started = time.monotonic()
             try:
                 totals = self._forward_backward(micro)
+                self.compile_seconds = round(time.monotonic() - started, 1)
+                self.log.line(f"compile: first step (tracing and compiling the block) took {self.compile_seconds} s")
             except (torch.OutOfMemoryError, InputError, KeyboardInterrupt):
                 raise
             except Exception as exc:  # noqa: BLE001 — any compiler failure: log it and go on eagerly
@@ -568,7 +607,7 @@ class Trainer:
         sums are added over the ranks; with fewer batches than ranks every rank takes all of them.
         """
         self.model.eval()
-        batches = eval_batches(len(subset), self.config.batch.size)
+        batches = eval_batches(len(subset), self.batch.size)
         shared = shard and self.world > 1 and len(batches) >= self.world
         sums = ScoredSums()
         for positions in batches[self.rank :: self.world] if shared else batches:
@@ -674,7 +713,8 @@ class Trainer:
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
                 "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled,
-                "replay": self.replay, "adapter": self._adapter_summary()}
+                "replay": self.replay, "adapter": self._adapter_summary(), "compile_seconds": None,
+                "batch": self.batch_choice.to_dict() if self.batch_choice else {"size": self.batch.size, "accumulate": self.batch.accumulate}}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
         self.log.update_status(state="running", step=self.step, max_steps=self.stop_at, last_checkpoint=self.resumed_from,
                                base_rows_sha256=sha, pid=os.getpid(), **info)
@@ -692,6 +732,7 @@ class Trainer:
         sha["now"] = self.base_rows_sha256()
         require_unchanged(sha["start"], sha["now"], "at the end")
         info["compile"] = self.compiled  # false after a fallback to eager
+        info["compile_seconds"] = self.compile_seconds
         if self.world > 1:
             gathered: list[str] = [""] * self.world
             dist.all_gather_object(gathered, weights_sha256(self.model))
@@ -781,12 +822,18 @@ class Trainer:
 def training_length_bounds(cache_dir: Path) -> list[float] | None:
     """Return the length detector's (low, high) speech tokens per character over the train split of the
     feature cache at `cache_dir` (rounded to 4 places), or None with fewer than 2 training clips."""
-    from core.data.cache import SHARED_INDEX_FORMATS
-    from core.data.feature_cache import open_cache
     from core.eval.quality.detectors import length_bounds, tokens_per_char
 
-    train = [item for item in open_cache(cache_dir, SHARED_INDEX_FORMATS).items if item["split"] == "train"]
+    train = train_items(cache_dir)
     if len(train) < 2:
         return None
     low, high = length_bounds(tokens_per_char([item["n_codes"] for item in train], [item["text"] for item in train]))
     return [round(low, 4), round(high, 4)]
+
+
+def train_items(cache_dir: Path) -> list[dict[str, Any]]:
+    """Return the index entries of the train split of the feature cache at `cache_dir`."""
+    from core.data.cache import SHARED_INDEX_FORMATS
+    from core.data.feature_cache import open_cache
+
+    return [item for item in open_cache(cache_dir, SHARED_INDEX_FORMATS).items if item["split"] == "train"]

@@ -332,6 +332,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 batch_size = beside("batch_size", lambda: gr.Number(16, label="Batch size", precision=0,
                                                                     elem_id="train-batch"))
                 accumulate = beside("accumulate", lambda: gr.Number(1, label="Accumulate", precision=0))
+                batch_auto = gr.Checkbox(False, label="Batch as large as fits (batch size × accumulate per step)",
+                                         elem_id="train-batch-auto")
             with gr.Row():
                 max_steps = beside("max_steps", lambda: gr.Number(2000, label="Max steps", precision=0,
                                                                   elem_id="train-max-steps"))
@@ -389,7 +391,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
               lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir, freeze_until,
-              adapter_kind, adapter_rank, adapter_alpha, replay_manifest, replay_share]
+              adapter_kind, adapter_rank, adapter_alpha, replay_manifest, replay_share, batch_auto]
     error_boxes = list(errors.values())
 
     def on_change(gpu_count: float | None, base_value: dict[str, Any], *values: Any) -> tuple[Any, ...]:

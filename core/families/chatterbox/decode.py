@@ -69,12 +69,15 @@ def _guided(logits: torch.Tensor, cfg_weight: float) -> torch.Tensor:
 
 @torch.inference_mode()
 def decode_steps(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
-                 sampling: Sampling = Sampling(), use_cache: bool = True) -> Generator[int, None, bool]:
+                 sampling: Sampling = Sampling(), use_cache: bool = True,
+                 static_cache: bool | None = None) -> Generator[int, None, bool]:
     """Yield the speech tokens T3 generates for one wrapped text (`chatterbox.layout.wrap_text`) after
     conditioning `cond` [len_cond, D] (`chatterbox.layout.t3_cond_embeds`), one by one, at most
     `max_new_tokens`; return True when T3 generated its stop token (False: the cap ended it).
 
-    Sampling draws from torch's global generator (seed it for repeatable output).
+    With `use_cache` on CUDA (or `static_cache=True`) the cache is transformers' `StaticCache`, sized for the prefix
+    and `max_new_tokens`: fixed shapes at every step (what CUDA graphs need); the tokens equal the growing cache's
+    (tests/test_fast_decoder.py). Sampling draws from torch's global generator (seed it for repeatable output).
     """
     device = cond.device
     text = text.reshape(-1).to(device)
@@ -88,7 +91,13 @@ def decode_steps(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens
             laid.append(sample_embeds(t3, cond, text, speech, drop_text=True))
         return torch.stack(laid)
 
-    out = t3.tfmr(inputs_embeds=rows(wrap_speech([], finished=False).to(device)), use_cache=use_cache, return_dict=True)
+    prefix = rows(wrap_speech([], finished=False).to(device))
+    cache = None
+    if use_cache and (device.type == "cuda" if static_cache is None else static_cache):
+        from transformers import StaticCache
+
+        cache = StaticCache(config=t3.tfmr.config, max_cache_len=prefix.size(1) + max_new_tokens)
+    out = t3.tfmr(inputs_embeds=prefix, past_key_values=cache, use_cache=use_cache, return_dict=True)
     for step in range(max_new_tokens):
         logits = _guided(t3.speech_head(out.last_hidden_state[:, -1]), sampling.cfg_weight)
         token = pick(logits, so_far)
@@ -108,9 +117,9 @@ def decode_steps(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens
 
 
 def decode_speech(t3: Any, cond: torch.Tensor, text: torch.Tensor, max_new_tokens: int,
-                  sampling: Sampling = Sampling(), use_cache: bool = True) -> Decoded:
+                  sampling: Sampling = Sampling(), use_cache: bool = True, static_cache: bool | None = None) -> Decoded:
     """Return every speech token `decode_steps` generates for one wrapped text, and whether T3 stopped by itself."""
-    return collect(decode_steps(t3, cond, text, max_new_tokens, sampling, use_cache))
+    return collect(decode_steps(t3, cond, text, max_new_tokens, sampling, use_cache, static_cache))
 
 
 def collect(steps: Generator[int, None, bool]) -> Decoded:

@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.errors import InputError
 from core.families.contract import Scored
 from core.families.chatterbox.layout import IGNORE, gather_positions, lay_out_batch, next_token_targets
+from models.losses import head_cross_entropy
 
 SPEECH_CODES = 6561
 #: T3's conditioning positions before the text: the speaker embedding, the perceiver's 32 latents, the emotion scalar
@@ -141,15 +141,15 @@ def layout_losses(t3: Any, layout: Any, batch: dict[str, torch.Tensor], text_pos
     hidden = t3.tfmr(inputs_embeds=layout.embeds, attention_mask=layout.mask, use_cache=False,
                      return_dict=True).last_hidden_state
     speech = batch["codes"]
-    text_logits = t3.text_head(gather_positions(hidden, *text_positions))
-    speech_logits = t3.speech_head(gather_positions(hidden, layout.speech_start, speech.size(1) - 1))
     speech_targets = next_token_targets(speech, batch["code_lengths"])
-    text_loss = F.cross_entropy(text_logits.float().transpose(1, 2), text_targets, ignore_index=IGNORE)
-    mel_loss = F.cross_entropy(speech_logits.float().transpose(1, 2), speech_targets, ignore_index=IGNORE)
-    scored = speech_targets != IGNORE
-    top1 = (speech_logits.argmax(-1) == speech_targets)[scored].float().mean()
-    return {"text_loss": text_loss, "mel_loss": mel_loss, "mel_top1": top1.detach(),
-            "text_tokens": (text_targets != IGNORE).sum(), "mel_tokens": scored.sum()}
+    text_losses, _ = head_cross_entropy(t3.text_head, gather_positions(hidden, *text_positions), text_targets, IGNORE)
+    mel_losses, mel_best = head_cross_entropy(t3.speech_head, gather_positions(hidden, layout.speech_start, speech.size(1) - 1),
+                                              speech_targets, IGNORE)
+    text_tokens, scored = (text_targets != IGNORE).sum(), speech_targets != IGNORE
+    mel_tokens = scored.sum()
+    top1 = (mel_best == speech_targets)[scored].float().mean()
+    return {"text_loss": text_losses.sum() / text_tokens, "mel_loss": mel_losses.sum() / mel_tokens, "mel_top1": top1.detach(),
+            "text_tokens": text_tokens, "mel_tokens": mel_tokens}
 
 
 _LINGUAFORGE_T3: type | None = None

@@ -20,7 +20,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.families.indextts.gpt import ROWS
@@ -29,6 +28,7 @@ from core.data.pairs import load_pairs
 from core.families.indextts.features import CACHE_FORMAT
 from core.families.indextts.layout import IGNORE, collate_layouts, layout_hidden, layout_sample
 from core.families.contract import SampleSet, Scored
+from models.losses import head_cross_entropy
 
 
 def split_text_rows(model: nn.Module, frozen_rows: int) -> nn.Module:
@@ -48,14 +48,12 @@ def token_losses(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> dict[st
     """Return per-position cross-entropies of a `collate_indextts` batch: `text` [B, Lt] and `mel` [B, Lm]
     (0 where the target is IGNORE), the masks `text_scored` / `mel_scored` and `mel_hit` (argmax == target)."""
     text_hidden, speech_hidden = layout_hidden(model, batch)
-    text_logits = model.text_head(text_hidden).float()
-    mel_logits = model.mel_head(speech_hidden).float()
     text_targets, speech_targets = batch["text_targets"], batch["speech_targets"]
-    text = F.cross_entropy(text_logits.transpose(1, 2), text_targets, ignore_index=IGNORE, reduction="none")
-    mel = F.cross_entropy(mel_logits.transpose(1, 2), speech_targets, ignore_index=IGNORE, reduction="none")
+    text, _ = head_cross_entropy(model.text_head, text_hidden, text_targets, IGNORE)
+    mel, mel_best = head_cross_entropy(model.mel_head, speech_hidden, speech_targets, IGNORE)
     return {
         "text": text, "mel": mel, "text_scored": text_targets != IGNORE, "mel_scored": speech_targets != IGNORE,
-        "mel_hit": mel_logits.argmax(dim=-1) == speech_targets,
+        "mel_hit": mel_best == speech_targets,
     }
 
 

@@ -32,6 +32,10 @@ class LinguaForgeFamily(ModelFamily):
 
         return load_codec(run.codec_path)
 
+    def speech_rate(self, run: FamilyRun) -> float | None:
+        """Return the codec's frames (codes) per second for tts (the own model has no fixed rate), None for lm."""
+        return run.codec.frame_rate if run.task == "tts" and run.codec is not None else None
+
     def model_config(self, run: FamilyRun) -> Any:
         """Return the LMConfig/TTSConfig: shape from the base checkpoint's model_config or the run's
         `model:` entry, rows from the tokenizer, codec sizes from the codec."""
