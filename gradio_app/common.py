@@ -20,7 +20,7 @@ from core.runs import RunFolder, progress_view
 from core.uploads import UploadKind, store_upload
 from core.workspace_files import CORPORA, find_files
 from gradio_app.charts import loss_weights
-from gradio_app.runner import JobRunner, job_states
+from gradio_app.runner import JobRunner, job_states, kind_words
 
 LOG = logging.getLogger("linguaforge.ui")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,17 +45,6 @@ COMMAND_TABS = {  # a CLI command a message points to → where the dashboard do
     "train": "the Training tab", "prune": "the Export tab", "export": "the Export tab", "synthesize": "the Inference tab",
 }
 CLI_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
-KIND_WORDS = {  # a job's kind (its CLI command) → what the dashboard calls it
-    "quickstart.tts": "TTS quickstart", "quickstart.lm": "LM quickstart", "train": "training", "validate": "validation",
-    "dataset.import": "dataset import", "dataset.sample": "sample dataset", "dataset.filter": "dataset filter",
-    "dataset.split": "dataset split", "codec.train": "codec training", "codec.eval": "codec check",
-    "tokenizer.train": "tokenizer training", "tokenizer.extend": "tokenizer extension",
-    "tokenizer.merge": "tokenizer merge", "tokenizer.sweep": "vocabulary size sweep",
-    "tokenizer.inspect": "tokenizer report", "embeddings.extend": "embedding growth", "preprocess": "feature preparation",
-    "eval.tts": "speech evaluation", "synthesize": "speech synthesis", "generate": "text generation",
-    "prune": "prune", "export": "export", "doctor": "doctor check", "corpus.collect": "corpus collection",
-    "pairs.build": "pair building",
-}
 
 
 def where_done(command: str) -> str:
@@ -134,13 +123,6 @@ def require_text(value: str | None, message: str) -> str:
     return text
 
 
-def kind_words(kind: str | None, start: bool = False) -> str:
-    """Return what the dashboard calls a job of `kind` ("training" for `train`): KIND_WORDS, else its words;
-    with `start`, its first letter in capitals (to start a sentence)."""
-    words = KIND_WORDS.get(kind or "", (kind or "job").replace(".", " ").replace("_", " "))
-    return words[:1].upper() + words[1:] if start else words
-
-
 def escape_markdown(text: str) -> str:
     """Return `text` with the characters Markdown reads as emphasis or markup (`_ * [ ] < >`) escaped outside
     `code spans`, so a name like `my_run_2` keeps its underscores instead of turning into italics."""
@@ -150,9 +132,12 @@ def escape_markdown(text: str) -> str:
 
 
 def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
-    """Return a one-line Markdown status of a job: its kind in words, id, status, progress and time so far
-    (while running, unless `with_progress` is False because a progress box beside it shows it), error."""
+    """Return a one-line Markdown status of a job: its kind in words, id, status, what it waits for (while queued),
+    progress and time so far (while running, unless `with_progress` is False because a progress box beside it
+    shows it), error."""
     parts = [f"{kind_words(job.get('kind'), start=True)} job `{job['id']}`: **{job['status']}**"]
+    if job.get("waits_for"):
+        parts.append(f"— {escape_markdown(job['waits_for'])}")
     view = progress_view(job.get("progress"), job_status=job["status"])
     if with_progress and job.get("status") == job_states.RUNNING:
         if view.fraction is not None:

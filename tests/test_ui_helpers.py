@@ -175,6 +175,17 @@ def test_job_rows_name_their_run_and_stage() -> None:
     assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
 
 
+def test_a_queued_job_says_what_it_waits_for_in_the_jobs_tab_and_the_tab_that_submitted_it() -> None:
+    from gradio_app.common import job_line
+    from gradio_app.tabs.jobs import HEADERS, job_rows
+
+    reason = "waiting for the device slot held by training 'long', 1 ahead"
+    job = {"id": "t2", "kind": "train", "status": "queued", "run_dir": "/w/runs/next", "progress": {}, "waits_for": reason}
+    assert job_rows([job])[0][HEADERS.index("progress")] == reason
+    assert job_line(job) == f"Training job `t2`: **queued** — {reason}"
+    assert "waiting" not in job_line({**job, "status": "running", "waits_for": None})
+
+
 ROWS = [{"step": 1, "split": "train", "loss": 2.5, "mel_loss": 2.5, "text_loss": 6.7},
         {"step": 2, "split": "train", "loss": 2.0, "mel_loss": 2.0, "text_loss": 6.7},
         {"step": 2, "split": "val", "loss": 2.2, "mel_loss": 2.2, "text_loss": 6.8}]

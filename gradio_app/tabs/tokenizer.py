@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from core.numbers import MAX_VOCAB, NumberRange
 from core.tokenizers.corpus import read_corpus_lines
 from core.tokenizers.report import inspect_tokenizer
+from core.tokenizers.sp_extend import check_target_size
 from core.uploads import CORPUS
 from core.workspace_files import CORPORA, HF_TOKENIZERS, SENTENCEPIECE_TOKENIZERS, TOKENIZERS, find_files
 from gradio_app.charts import bar_figure, plot, sweep_figure
@@ -93,9 +94,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, labels=LABELS)
     def extend(base: str, corpus: list[str], target: float, protect: list[str], coverage: float, output: str):
+        base_path, corpus_paths = inside_workspace(settings, base, "base tokenizer"), paths_param(settings, corpus, "corpus")
+        if target:  # the size check needs no work: refused here, before a job waits in the queue to fail on it
+            check_target_size(base_path, read_corpus_lines(corpus_paths), int(target), coverage or 1.0)
         yield from run("tokenizer.extend", {
-            "base": str(inside_workspace(settings, base, "base tokenizer")),
-            "corpus": paths_param(settings, corpus, "corpus"), "target_size": target,
+            "base": str(base_path), "corpus": corpus_paths, "target_size": target,
             "protect_corpus": paths_param(settings, protect, "protect corpus") if protect else None,
             "character_coverage": coverage, "output": output_param(settings, output, "output")})
 

@@ -248,7 +248,7 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
     if not view.state:
         return ('<div class="lf-progress"><div id="train-progress-text">No training run watched yet: Start one, or '
                 'type the name of a run that has trained.</div></div>')
-    parts = [view.text(show_state=True)]
+    parts = [view.text(show_state=True), *([job["waits_for"]] if (job or {}).get("waits_for") else [])]
     tokens = (last or {}).get("tokens_per_s") or view.metrics.get("tokens_per_s")
     if tokens:
         parts.append(f"{float(tokens):,.0f} tokens/s")
