@@ -222,7 +222,7 @@ class StageRunner:
             stages = len(self.clock.plan.names) or None
             number = len(self.clock.ended) + 1 if self.clock.current else None
             metrics = {**self.metrics, "stage": number, "stages": stages, **{k: state[k] for k in (
-                "stage_fraction", "eta_sure", "speed", "expected_s", "timings")}}
+                "stage_fraction", "eta_sure", "eta_note", "eta_low_s", "eta_high_s", "speed", "expected_s", "timings")}}
             write_progress_file({"label": "quickstart", "fraction": state["fraction"], "eta_s": state["eta_s"],
                                  "metrics": metrics}, self.target)
         if announce:

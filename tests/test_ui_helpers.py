@@ -75,12 +75,34 @@ def test_each_stage_weighs_its_measured_seconds_and_its_own_fraction_or_time() -
     clock.ended["sample"], clock.current = 10.0, "train.base"
     state = clock.state(0.5, 3.0)  # its own report (50%) is ahead of its time (10%)
     assert state["fraction"] == pytest.approx(0.25) and state["stage_fraction"] == pytest.approx(0.5)
-    assert state["eta_s"] == pytest.approx(75.0) and not state["eta_sure"]  # one stage ended: still a guess
+    # its first report gives no speed yet (its start-up is in it): its 30 measured seconds less the 3 gone, then 60
+    assert state["eta_s"] == pytest.approx(87.0) and not state["eta_sure"]  # one stage ended: still a guess, widened
+    assert state["eta_note"] == "a guess until more stages end"
+    assert (state["eta_low_s"], state["eta_high_s"]) == pytest.approx((87.0 / 1.5, 87.0 * 1.5))
     assert clock.state(0.1, 3.0)["fraction"] == pytest.approx(0.25)  # a phase restarting lower never moves it back
+    state = clock.state(0.75, 6.0)  # its own speed since its first report: 3 s a quarter, so 3 s more; the later
+    # 60 measured seconds at this run's speed with the stage's seconds in it, 16 s for 32.5 expected
+    assert state["eta_s"] == pytest.approx(3.0 + 60 * 16 / 32.5, abs=0.1) and state["speed"] == pytest.approx(16 / 32.5, abs=1e-3)
     clock.ended["train.base"], clock.current = 30.0, "eval.tts"
     state = clock.state(None, 6.0)
     assert state["fraction"] == pytest.approx(0.46) and state["eta_sure"] and state["eta_s"] == pytest.approx(54.0)
+    assert state["eta_low_s"] == state["eta_high_s"] == state["eta_s"] and state["eta_note"] is None
     assert clock.state(1.0, 600.0)["fraction"] == 0.99  # the last stage done, the journey not yet: below 100%
+
+
+def test_an_overdue_stage_never_freezes_the_eta_and_says_it_runs_long() -> None:
+    """The quickstart's 127 s at 96% with the ETA frozen at 1m04s: a stage past its estimate that reports nothing
+    is taken as 90% done, so its ETA grows with its time (and this run's speed with it), labelled and widened."""
+    clock = JourneyClock(PLAN)
+    clock.ended.update(sample=10.0, **{"train.base": 30.0})
+    clock.current = "eval.tts"
+    etas = [clock.state(None, t)["eta_s"] for t in (30.0, 50.0, 54.0, 60.0, 90.0, 150.0)]
+    assert etas[:3] == pytest.approx([30.0, 10.0, 6.0])  # within its 60 s: the rest of them
+    assert etas[3] < etas[4] < etas[5] and etas[5] == pytest.approx(150.0 / 9)  # overdue: t × 10/90, still moving
+    late = clock.state(None, 150.0)
+    assert not late["eta_sure"] and late["eta_note"] == "this stage runs longer than measured"
+    assert late["eta_high_s"] == pytest.approx(late["eta_s"] * 3) and late["speed"] == pytest.approx(190 / 94, abs=1e-3)
+    assert late["fraction"] == pytest.approx(0.94)  # the fraction still stops at 90% of the stage's share
 
 
 def test_a_slower_machine_scales_the_eta_and_the_time_estimate_not_the_weights() -> None:
@@ -112,10 +134,11 @@ def test_progress_is_one_line_with_plain_stage_name_elapsed_and_an_eta_that_says
     line = journey_view(_journey("running", {"fraction": 0.35, "eta_s": 130.0, "metrics": metrics}, now - 70),
                         now=now).text()
     assert line == "running · 35% · stage 4/10: Train the English base model (50%) · elapsed 1m10s · ETA 2m10s"
-    unsure = {**metrics, "eta_sure": False, "speed": 1.6}
+    unsure = {**metrics, "eta_sure": False, "speed": 1.6, "eta_note": "a guess until more stages end",
+              "eta_low_s": 400.0, "eta_high_s": 900.0}
     line = journey_view(_journey("running", {"fraction": 0.05, "eta_s": 600.0, "metrics": unsure}, now - 5), now=now).text()
-    assert line.endswith("ETA about 10m00s (a guess until more stages end) · 1.6× slower than measured "
-                         "(a busy or slower machine)"), line
+    assert line.endswith("ETA about 10m00s (6m40s to 15m00s: a guess until more stages end) · 1.6× slower than "
+                         "measured (a busy or slower machine)"), line
     done = journey_view(_journey("succeeded", {"fraction": 0.99, "eta_s": 0.0, "metrics": metrics}, now - 70), now=now)
     assert done.fraction == 1.0 and "ETA" not in done.text() and "stage" not in done.text()
     empty = journey_html(journey_view(_journey("running", {}, now), now=now))
