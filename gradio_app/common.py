@@ -68,6 +68,30 @@ def form_message(text: str, labels: dict[str, str] | None = None) -> str:
     return CLI_FLAG.sub(label, text).strip()
 
 
+CODE_SPAN = re.compile(r"`([^`]+)`")
+SNAKE_KEY = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![.\w])")  # `base_size`; not a file name (`en_am.model`)
+INIT_WORDS = {  # `embeddings extend --init` → what the dashboard offers (core.tokenizers.vocab.INIT_METHODS)
+    "fvt": "from the pieces it splits into (recommended)", "translit": "from its romanized spelling",
+    "mean": "the mean of the base rows", "normal": "random, spread like the base rows",
+}
+
+
+def plain_text(text: str, settings: Settings | None = None, labels: dict[str, str] | None = None) -> str:
+    """Return a message in the dashboard's words for a place that shows text as it is (a table cell): `form_message`
+    (with the form's `labels`), then code spans as quotes (“mean”), keys with underscores as words (base size) and,
+    with `settings`, paths inside the workspace relative to it."""
+    text = form_message(text, labels)
+    if settings is not None:
+        text = text.replace(f"{settings.workspace}/", "").replace(str(settings.workspace), "the workspace")
+    text = CODE_SPAN.sub(lambda m: f"“{m.group(1)}”", text)
+    return SNAKE_KEY.sub(lambda m: m.group(0).replace("_", " "), text)
+
+
+def init_choices() -> list[tuple[str, str]]:
+    """Return the (words, method) choices of how the new embedding rows start, in INIT_WORDS' order."""
+    return [(words, method) for method, words in INIT_WORDS.items()]
+
+
 def error_text(exc: Exception, labels: dict[str, str] | None = None) -> str:
     """Return the one-line Markdown shown next to an action that raised `exc` (logged when unexpected)."""
     if isinstance(exc, LinguaForgeError):

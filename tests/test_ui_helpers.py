@@ -198,6 +198,24 @@ def test_job_rows_name_their_run_and_stage() -> None:
     assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
 
 
+def test_table_cells_say_in_words_what_the_issue_saw_in_keys_code_paths_and_flags(tmp_path: Path, monkeypatch) -> None:
+    from gradio_app.common import plain_text
+    from gradio_app.tabs.tokenizer import report_tables
+    from tests.browser_helpers import internal_words
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    seen = (f"base_size 700 is recorded; the rows were made with `mean`; Paths are relative to the workspace: "
+            f"{tmp_path}/runs/x/config.yaml. Pass --target-size 763 (tokenizers/en_am.model).")
+    said = plain_text(seen, settings)
+    assert said == ("base size 700 is recorded; the rows were made with “mean”; Paths are relative to the workspace: "
+                    "runs/x/config.yaml. Pass “target size” 763 (tokenizers/en_am.model).")
+    assert internal_words(seen) and not internal_words(said)
+    summary, _, _ = report_tables({"size": 5, "kind": "sentencepiece", "fingerprint": "f", "corpus": None,
+                                   "special_ids": {"bos": 0, "eos": 1, "pad": None}})
+    assert ["special ids", "bos 0, eos 1, pad none"] in summary
+
+
 def test_a_queued_job_says_what_it_waits_for_in_the_jobs_tab_and_the_tab_that_submitted_it() -> None:
     from gradio_app.common import job_line
     from gradio_app.tabs.jobs import HEADERS, job_rows

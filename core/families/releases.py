@@ -15,6 +15,8 @@ from core.errors import InputError
 from core.families.registry import get_model_family
 
 PULL_COMMAND = "python -m core models pull"
+FAMILY_WORDS = {"linguaforge": "LinguaForge's own model", "chatterbox": "Chatterbox",
+                "chatterbox-turbo": "Chatterbox-Turbo", "indextts": "IndexTTS2"}  # a family's name → its name in words
 MODEL_FOLDERS = "models"  # the workspace folder uploads and pulls put model folders in (core.uploads.MODEL)
 
 
@@ -54,6 +56,11 @@ RELEASES = {
                         "s2mel.pth beside them to speak, with w2v-BERT 2.0, the MaskGCT semantic codec, CAMPPlus and "
                         "BigVGAN in sub-folders of it"),
 }
+
+
+def family_words(family_name: str) -> str:
+    """Return what people call the model family `family_name` ("IndexTTS2" for `indextts`)."""
+    return FAMILY_WORDS.get(family_name, family_name)
 
 
 def release_of(family_name: str) -> Release:

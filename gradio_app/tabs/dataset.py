@@ -118,9 +118,10 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
     summary = read_json(folder / "summary.json") or {}
     kept = read_jsonl(folder / "manifest.jsonl")
     rejects = read_jsonl(folder / "rejects.jsonl")
-    hours = [["speaker", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_speaker") or {}).items()]
+    hours = [["speaker", short(k), v.get("clips"), round(v.get("hours", 0.0), 4)]
+             for k, v in (summary.get("per_speaker") or {}).items()]
     hours += [["language", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_language") or {}).items()]
-    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
+    reasons = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
     text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
             f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
     kept_rows = [[short(r.get("id")), short(r.get("speaker")), r.get("language"), r.get("duration"), r.get("text")]

@@ -20,6 +20,7 @@ from core.config import Settings, read_yaml
 from core.confine import is_inside
 from core.errors import InputError
 from core.families.base import ModelFamily
+from core.families.releases import family_words
 from core.families.registry import get_model_family, model_family_names
 from core.runs import run_folder_of_checkpoint
 from core.workspace_files import CHECKPOINTS, find_files
@@ -94,8 +95,10 @@ def check_output(settings: Settings, mode: str, checkpoint: Path, output: str | 
                          f"Give a folder, e.g. {OUTPUT_HINT[EXPORT]}.")
     family = checkpoint_family(checkpoint)
     if family not in exporting_families():
-        raise InputError(f"{relative(settings, checkpoint)} is a {family} checkpoint, which has no published layout "
-                         f"to export to ({' and '.join(exporting_families())} have one). Choose Prune instead.")
+        having = [family_words(name) for name in exporting_families()]
+        raise InputError(f"{relative(settings, checkpoint)} is a checkpoint of {family_words(family)}, which has no "
+                         f"published layout to export to (only {', '.join(having[:-1])} and {having[-1]} have one). "
+                         "Choose Prune instead.")
     return str(path)
 
 

@@ -28,12 +28,12 @@ from core.families.registry import get_model_family
 from core.families.releases import release_of, release_text
 from core.numbers import MAX_NEW_TOKENS, MAX_STEPS, MAX_VOCAB, NumberRange
 from core.runs import run_folder
-from core.tokenizers.vocab import INIT_METHODS
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
 from core.uploads import CORPUS, MODEL, VOICE
 from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
 from gradio_app.common import (
+    init_choices,
     UIContext,
     long_action,
     corpus_field,
@@ -305,7 +305,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Row():
             new_tok = _listed(find_files(settings, TOKENIZERS), "New tokenizer", "ft-tokenizer")
             base_ckpt = gr.Textbox(label="Published checkpoint (from the folder)", interactive=False, elem_id="ft-base-checkpoint")
-            init = gr.Dropdown(list(INIT_METHODS), value="fvt", label="Start of the new rows")
+            init = gr.Dropdown(init_choices(), value="fvt", label="Start of the new rows")
         grow_btn, grow_status = _step_action("Grow the embeddings", "grow")
         gr.Markdown("### 4. Training")
         with gr.Row():

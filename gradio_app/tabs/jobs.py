@@ -10,10 +10,11 @@ import gradio as gr
 
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
-from gradio_app.common import UIContext, job_duration, kind_words, ui_action
+from gradio_app.common import UIContext, job_duration, kind_words, plain_text, ui_action
 from gradio_app.runner import job_states, job_subject
 
 HEADERS = ["id", "run · stage", "what", "status", "progress", "duration", "created", "error"]
+COLUMN_WIDTHS = ["9%", "16%", "11%", "8%", "18%", "7%", "7%", "24%"]  # wide enough that no header breaks a word
 REFRESH_S = 3.0
 ANNOUNCED = 3  # finished jobs announced at once at the top of every page
 ANNOUNCE_FOR_S = 120.0  # how long a finished job stays announced
@@ -84,7 +85,7 @@ def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
             job.get("waits_for") or progress_view(job.get("progress"), job_status=job.get("status")).text(),
             format_seconds(job_duration(job)),
             dt.datetime.fromtimestamp(created).strftime("%H:%M:%S") if created else "—",
-            (job.get("damaged") or job.get("error") or "")[:120],
+            plain_text(job.get("damaged") or job.get("error") or "")[:160],
         ])
     return rows
 
@@ -122,7 +123,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     with gr.Tab("Jobs", id="jobs"):
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
-        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table")
+        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table",
+                             column_widths=COLUMN_WIDTHS)
         with gr.Row():
             job_id = gr.Dropdown(label="Job (run · stage · what · status · age)", choices=[], allow_custom_value=True,
                                  elem_id="jobs-select", scale=3)

@@ -45,7 +45,8 @@ def report_tables(report: dict[str, Any]) -> tuple[list[list[Any]], list[list[An
     ids the corpus uses and never uses."""
     size = int(report["size"])
     summary: list[list[Any]] = [["kind", report["kind"]], ["size", size], ["fingerprint", report["fingerprint"]],
-                                ["special ids", str(report.get("special_ids"))]]
+                                ["special ids", ", ".join(f"{name} {'none' if value is None else value}" for name, value
+                                                          in (report.get("special_ids") or {}).items()) or "none"]]
     base = report.get("base_size")
     ranges = [["base ids", f"0–{(base or size) - 1}"]]
     if base is not None and base < size:
