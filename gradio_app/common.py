@@ -18,7 +18,7 @@ from core.errors import InputError, LinguaForgeError
 from core.progress import format_seconds
 from core.runs import RunFolder, progress_view
 from core.uploads import UploadKind, store_upload
-from core.workspace_files import CORPORA, find_files
+from core.workspace_files import CHECKPOINTS, CORPORA, find_files, newest_file
 from gradio_app.charts import loss_weights
 from gradio_app.runner import JobRunner, job_states, kind_words
 
@@ -249,6 +249,13 @@ def run_loss_weights(run_dir: Path) -> dict[str, float]:
         return loss_weights(read_yaml(config)) if config.is_file() else {}
     except InputError:
         return {}
+
+
+def checkpoint_choices(settings: Settings, current: str | None) -> Any:
+    """Return the update that lists the workspace's checkpoints again, keeping `current` while the list holds it,
+    else choosing the newest (what a tab that opens on a checkpoint shows)."""
+    listed = find_files(settings, CHECKPOINTS)
+    return gr.update(choices=listed, value=current if current in listed else newest_file(settings, CHECKPOINTS))
 
 
 def corpus_field(settings: Settings, label: str, elem_id: str | None = None, value: list[str] | None = None) -> gr.Dropdown:

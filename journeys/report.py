@@ -15,6 +15,22 @@ FLAG_WORDS = {  # a quality flag's id → what it checks, in words
     "loops": "no stretch repeated", "prompt_copying": "the voice prompt not spoken back",
     "text_ignored": "speech that follows its sentence",
 }
+RAISED_WORDS = {  # a raised quality flag's id → what it means for the speech, in words
+    "no_stop": "some sentences never ended", "length_out_of_range": "speech too long or too short for its text",
+    "loops": "stretches repeat", "prompt_copying": "the voice prompt is spoken back",
+    "text_ignored": "the speech no longer follows its sentence",
+}
+KEPT_LOSS_RISE = 0.10  # English validation loss up at most this much: English kept
+LOST_LOSS_RISE = 0.50  # up more than this: English lost; in between: degraded
+
+
+def english_verdict(change: float) -> str:
+    """Return what a change of the English validation loss (a fraction: +0.2 is 20% higher) means, in words: kept,
+    degraded or lost, with the thresholds (KEPT_LOSS_RISE, LOST_LOSS_RISE)."""
+    word = "kept" if change <= KEPT_LOSS_RISE else "degraded" if change <= LOST_LOSS_RISE else "lost"
+    return (f"{word} — the model predicts held-out English speech {abs(change):.0%} "
+            f"{'worse' if change > 0 else 'better'} than before it (kept up to +{KEPT_LOSS_RISE:.0%}, "
+            f"lost beyond +{LOST_LOSS_RISE:.0%})")
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -98,14 +114,16 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
 def _flags_words(evaluation: dict[str, Any]) -> str:
     """The failure flags an evaluation raised, in words ("text ignored, loops"), or "none"."""
     raised = (evaluation.get("quality") or {}).get("flags_raised")
-    return "none" if not raised else ", ".join(name.replace("_", " ") for name in raised)
+    return "none" if not raised else ", ".join(RAISED_WORDS.get(name, name.replace("_", " ")) for name in raised)
 
 
 def base_language_summary(section: dict[str, Any]) -> str:
-    """Return one sentence in plain words of what English kept through the fine-tune (the report's `base_language`):
-    DTW identification against the codec's ceiling and MCD before → after, flags after, and the validation loss change."""
+    """Return one sentence in plain words of what English kept through the fine-tune (the report's `base_language`): the
+    verdict from the validation loss change (`english_verdict`), DTW identification against the codec's ceiling and MCD
+    before → after, the failure flags before → after in words, and the validation loss itself."""
     before, after = section.get("before") or {}, section.get("after") or {}
-    parts = []
+    change = section.get("val_base_loss_change")
+    parts = [english_verdict(change)] if change is not None else []
     if before and after:
         model_b, model_a = before["rows"]["model"], after["rows"]["model"]
         ceiling = (after["rows"].get("codec") or {}).get("dtw_identification")
@@ -113,7 +131,6 @@ def base_language_summary(section: dict[str, Any]) -> str:
                      f"{_fmt(model_a['dtw_identification'])} (the codec's ceiling {_fmt(ceiling)}, chance {_fmt(after['chance'])}), "
                      f"MCD {_fmt(model_b['mcd_db'], 3)} → {_fmt(model_a['mcd_db'], 3)} dB, "
                      f"failure flags {_flags_words(before)} → {_flags_words(after)}")
-    change = section.get("val_base_loss_change")
     if change is not None:
         parts.append(f"English validation loss {_fmt(section['val_base_loss_start'])} → {_fmt(section['val_base_loss_end'])} "
                      f"({change:+.0%})")

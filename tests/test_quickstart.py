@@ -23,6 +23,7 @@ from core.cli.catalogue import cli_catalogue
 from core.config import load_settings
 from core.errors import InputError
 from journeys.quickstart import load_preset
+from journeys.report import english_verdict
 from journeys.stages import HANDLED_SIGNALS, StageRunner
 from jobs.kinds import is_gpu_kind
 from jobs.runner import JobRunner, start_worker
@@ -143,7 +144,8 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert eval_json["am.safetensors"]["language"] == "am"  # Amharic at the top, English in its section
     assert eval_json["am.safetensors"]["sections"]["base_language"]["rows"]["model"]["mcd_db"] == \
         after["rows"]["model"]["mcd_db"]
-    assert english["summary"].startswith("English after the Amharic fine-tune: held-out English sentences identified ")
+    assert english["summary"].startswith(f"English after the Amharic fine-tune: "
+                                         f"{english_verdict(english['val_base_loss_change'])}; held-out English sentences identified ")
 
     markdown = (workspace / "runs" / "qs" / "report.md").read_text()
     assert "**unchanged**" in markdown and f"{training['val_mel_loss_start']:.4g}" in markdown

@@ -78,6 +78,10 @@ def test_without_a_folder_the_tab_names_the_release_its_files_and_how_to_get_the
             if shown:
                 found[" / ".join(visit)] = shown
         assert not found, found
+        page.get_by_role("tab", name="Export", exact=True).first.click()
+        expect(page.locator("#export-force")).to_be_visible()  # Prune's "replace the file"…
+        page.locator("#export-mode label").filter(has_text="Export").click()
+        expect(page.locator("#export-force")).to_be_hidden()  # … has no meaning for an export's folder
 
 
 def test_guided_turbo_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: AppProcess) -> None:

@@ -216,6 +216,22 @@ def test_table_cells_say_in_words_what_the_issue_saw_in_keys_code_paths_and_flag
     assert ["special ids", "bos 0, eos 1, pad none"] in summary
 
 
+def test_the_english_verdict_says_in_words_what_the_numbers_mean() -> None:
+    from journeys.report import base_language_summary, english_verdict
+
+    assert english_verdict(0.05).startswith("kept — the model predicts held-out English speech 5% worse")
+    assert english_verdict(-0.1).startswith("kept — the model predicts held-out English speech 10% better")
+    assert english_verdict(0.3).startswith("degraded") and english_verdict(1.06).startswith("lost")
+    flags = {"quality": {"flags_raised": ["text_ignored"]}}
+    model = {"rows": {"model": {"dtw_identification": 0.5, "mcd_db": 9.0}, "codec": {"dtw_identification": 0.9}},
+             "chance": 0.25}
+    line = base_language_summary({"before": {**model, "quality": {}}, "after": {**model, **flags},
+                                  "val_base_loss_change": 1.0579, "val_base_loss_start": 2.85, "val_base_loss_end": 5.865})
+    assert line.startswith("English after the Amharic fine-tune: lost — the model predicts held-out English speech "
+                           "106% worse than before it (kept up to +10%, lost beyond +50%); ")
+    assert "failure flags none → the speech no longer follows its sentence" in line
+
+
 def test_a_queued_job_says_what_it_waits_for_in_the_jobs_tab_and_the_tab_that_submitted_it() -> None:
     from gradio_app.common import job_line
     from gradio_app.tabs.jobs import HEADERS, job_rows
@@ -256,6 +272,13 @@ def test_bar_charts_keep_their_order_and_values() -> None:
 
     bars = histogram_figure({"0-1": 2, "1-2": 7, "3-4": 1}).data[0]
     assert (list(bars.x), list(bars.y)) == (["0-1 s", "1-2 s", "3-4 s"], [2, 7, 1])
+    from core.data.filters import duration_histogram
+    from gradio_app.tabs.dataset import filter_view
+
+    # an empty bin is drawn as 0, so a gap shows: in a new histogram and in an older summary's that left it out
+    assert duration_histogram([0.5, 3.2, 3.9]) == {"0-1": 1, "1-2": 0, "2-3": 0, "3-4": 2}
+    stored = filter_view({"filters": {"duration_histogram": {"0-1": 2, "3-4": 1}}})[1].data[0]
+    assert (list(stored.x), list(stored.y)) == (["0-1 s", "1-2 s", "2-3 s", "3-4 s"], [2, 0, 0, 1])
     report = {"size": 1000, "kind": "sentencepiece", "fingerprint": "f", "corpus": {
         "lines": 10, "tokens": 100, "unk_rate": 0.0, "chars_per_token": 3.0, "bytes_per_token": 3.5,
         "unused_share": 0.848, "ids_used": 152, "unknown_characters": []}}

@@ -422,14 +422,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if not current:
             raise InputError("no training job to stop; Start one first.")
         job = runner.cancel(current)
-        return f"Stop requested for {current} (now {job['status']}); the trainer saves a checkpoint and exits."
+        return (f"Stop requested for {job['id']}: the trainer saves a checkpoint and exits; the progress line shows "
+                "when it has stopped.")
 
     @ui_action(outputs=2, message=1)
     def resume(current: str) -> tuple[str, str]:
         if not current:
             raise InputError("no training job to resume; Start one first.")
         job = runner.resume(current)
-        return str(job["id"]), f"Resuming {job['id']} from its last checkpoint (now {job['status']})."
+        return str(job["id"]), f"Resume requested for {job['id']}: it continues from its last checkpoint."
 
     def live(current: str, run_name: str, shown: str) -> tuple[Any, ...]:
         job = None
