@@ -343,16 +343,21 @@ class JourneyView:
     eta_note: str | None = None
     eta_low_s: float | None = None
     eta_high_s: float | None = None
+    stage_waits_for: str | None = None
 
     def text(self) -> str:
         """Return `running · 42% · stage 6/12: Grow the embeddings (30%) · elapsed 1m20s · ETA 2m05s`, the ETA as
-        `about 2m05s (1m23s to 3m07s: a guess until more stages end)` while unsure (its range and why), and
+        `about 2m05s (1m23s to 3m07s: a guess until more stages end)` while unsure (its range and why), what the
+        stage's job waits for while it is queued ("…, its job waiting for the device slot held by training 'x', none
+        ahead"), and
         `· 1.6× slower than measured` when this run is that much slower than the figures its stages are weighed by."""
         parts = [self.status, f"{self.fraction:.0%}"]
         if self.stage_number is not None:
             stage = f"stage {self.stage_number}/{self.stages or '?'}: {self.stage_title or 'starting'}"
             if self.stage_fraction is not None:
                 stage += f" ({self.stage_fraction:.0%})"
+            if self.stage_waits_for:
+                stage += f", its job {self.stage_waits_for}"
             parts.append(stage)
         if self.elapsed_s is not None:
             parts.append(f"elapsed {format_seconds(self.elapsed_s)}")
@@ -398,4 +403,4 @@ def journey_view(journey: Mapping[str, Any], now: float | None = None) -> Journe
         stage_fraction=metrics.get("stage_fraction") if running else None, elapsed_s=elapsed,
         eta_s=progress.get("eta_s") if status in UNDERWAY else None, eta_sure=bool(metrics.get("eta_sure")),
         speed=metrics.get("speed"), eta_note=metrics.get("eta_note"), eta_low_s=metrics.get("eta_low_s"),
-        eta_high_s=metrics.get("eta_high_s"))
+        eta_high_s=metrics.get("eta_high_s"), stage_waits_for=metrics.get("stage_waits_for") if running else None)

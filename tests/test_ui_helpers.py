@@ -134,6 +134,11 @@ def test_progress_is_one_line_with_plain_stage_name_elapsed_and_an_eta_that_says
     line = journey_view(_journey("running", {"fraction": 0.35, "eta_s": 130.0, "metrics": metrics}, now - 70),
                         now=now).text()
     assert line == "running · 35% · stage 4/10: Train the English base model (50%) · elapsed 1m10s · ETA 2m10s"
+    waiting = {**metrics, "stage_waits_for": "waiting for the device slot held by training 'mine', none ahead"}
+    line = journey_view(_journey("running", {"fraction": 0.35, "eta_s": 130.0, "metrics": waiting}, now - 70),
+                        now=now).text()
+    assert ("stage 4/10: Train the English base model (50%), its job waiting for the device slot held by training "
+            "'mine', none ahead · elapsed") in line
     unsure = {**metrics, "eta_sure": False, "speed": 1.6, "eta_note": "a guess until more stages end",
               "eta_low_s": 400.0, "eta_high_s": 900.0}
     line = journey_view(_journey("running", {"fraction": 0.05, "eta_s": 600.0, "metrics": unsure}, now - 5), now=now).text()
