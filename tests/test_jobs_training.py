@@ -156,10 +156,11 @@ def test_light_job_passes_a_running_journey_and_a_waiting_training(env: JobsEnv)
     from tests.test_quickstart import REDUCED_LM
 
     long_id = submit_run(env, "long", max_steps=100000, save_every=100000)
-    next_id = submit_run(env, "next", max_steps=6, save_every=3)
-    started: list[str] = [long_id, next_id]
+    started: list[str] = [long_id]
     try:
-        wait_running(env.runner, long_id)
+        wait_running(env.runner, long_id)  # it holds the device slot; only then the second one (else it may win the slot)
+        next_id = submit_run(env, "next", max_steps=6, save_every=3)
+        started.append(next_id)
         wait_for(lambda: env.runner.get_job(next_id)["waits_for"] != "waiting for a worker to pick it up", 60,
                  "the worker to see the second training")
         assert env.runner.get_job(next_id)["waits_for"] == "waiting for the device slot held by training 'long', none ahead"
