@@ -11,8 +11,9 @@ keeps the file it was created for, and a command run in the same process as a jo
 file, or `step`/`max_steps`) with a run's `status.json`, so the CLI's `jobs list`, the Jobs,
 Training and Quickstart tabs all say the same thing. A multi-stage journey (the quickstarts) weighs
 each stage by its measured duration (`StagePlan`, `JourneyClock`: its stage runner writes the
-overall fraction, never back, and an ETA from the remaining weighted work that says when it is a
-guess); `journey_view()` is the one line every reader shows of it.
+overall fraction, never back, and an ETA measured on this machine as the run goes — the running stage's own
+speed, this run's speed over every second so far — that never freezes while a stage works and is widened, with
+the reason, when it is unsure); `journey_view()` is the one line every reader shows of it.
 """
 
 from __future__ import annotations
@@ -190,6 +191,10 @@ DEFAULT_STAGE_S = 20.0  # a stage without a measured figure, when no other stage
 SPEED_BOUNDS = (0.2, 5.0)  # this run's seconds per measured second, as far as it is believed
 SLOWER_SHOWN = 1.3  # from this factor on, the line says the machine runs slower than the measured figures
 GUESSED = "no measured figures"
+OWN_MIN = 0.02  # a stage's own report from this share on measures its speed
+WIDEN = 1.5  # an unsure ETA is shown from ETA/WIDEN to ETA×WIDEN
+WIDEN_OVERDUE = 3.0  # … and wider while a stage outlives its estimate or wraps up
+OVERDUE = "this stage runs longer than measured"
 
 
 @dataclass(frozen=True)
@@ -229,14 +234,18 @@ def plan_stages(names: list[str] | tuple[str, ...], measured: Mapping[str, float
 
 
 class JourneyClock:
-    """How far a journey of `plan`'s stages is, from the stages that ended (their seconds) and the running
-    stage's own fraction and time: each stage weighs what it is expected to take, so the line moves with
-    the time the work takes; it never goes back and stays below 100% until the journey ended.
+    """How far a journey of `plan`'s stages is, and when it ends, from the stages that ended (their seconds) and
+    the running stage's own fraction and time: each stage weighs what it is expected to take, so the line moves
+    with the time the work takes; it never goes back and stays below 100% until the journey ended.
 
-    Within a stage the fraction is the larger of the stage's own report and its time over its expected
-    time (at most TIME_CAP). This run's speed (its seconds per expected second, over the stages that
-    ended) scales the ETA; the ETA is unsure until UNSURE_STAGES stages and UNSURE_FRACTION of the
-    work are done, or while the plan was guessed.
+    Within a stage the fraction is the larger of the stage's own report and its time over its expected time (at
+    most TIME_CAP). The ETA is measured on this machine as the run goes: the running stage's rest from its own
+    speed (its seconds per share since its first report, so its start-up does not count), else from its
+    expected seconds at this run's speed; the later stages at this run's speed over every second measured so far,
+    the running stage's included. A stage that outlives its estimate without reporting is taken as TIME_CAP
+    done, and one that reported 100% but still works (saving, exiting) counts its wrap-up the same way, so the
+    ETA grows with them instead of freezing. The ETA is unsure (`eta_note` says why, `eta_low_s`..`eta_high_s` widen it) while the plan was
+    guessed, before UNSURE_STAGES stages and UNSURE_FRACTION of the work are done, or while a stage is overdue.
     """
 
     def __init__(self, plan: StagePlan) -> None:
@@ -244,37 +253,75 @@ class JourneyClock:
         self.ended: dict[str, float] = {}  # stage → the seconds it took
         self.current: str | None = None
         self.shown = 0.0
+        self._first_report: tuple[str, float, float] | None = None  # (stage, its seconds, its own fraction) then
+        self._full_at: tuple[str, float] | None = None  # (stage, its seconds) when it first reported 100%
 
     def replan(self, plan: StagePlan) -> None:
         """Continue with `plan` (a journey that knows its later stages only once earlier ones ended)."""
         self.plan = plan
 
-    def speed(self) -> float:
-        """Return this run's seconds per expected second over the stages that ended (1.0 before any)."""
-        expected = sum(self.plan.expected(name) for name in self.ended)
-        if not self.ended or expected <= 0:
+    def speed(self, stage_s: float = 0.0, stage_expected_s: float = 0.0) -> float:
+        """Return this run's seconds per expected second over the stages that ended plus `stage_s` seconds of the
+        running stage worth `stage_expected_s` expected seconds (1.0 before anything was measured), within
+        SPEED_BOUNDS."""
+        seconds = sum(self.ended.values()) + stage_s
+        expected = sum(self.plan.expected(name) for name in self.ended) + stage_expected_s
+        if expected <= 0:
             return 1.0
-        return min(max(sum(self.ended.values()) / expected, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
+        return min(max(seconds / expected, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
+
+    def _seconds_per_share(self, own: float, in_stage_s: float) -> float | None:
+        """Return the running stage's seconds per unit of its own fraction, measured since its first report (so its
+        start-up does not count), or None until it has moved on from that report."""
+        if self._first_report is None or self._first_report[0] != self.current:
+            self._first_report = (str(self.current), in_stage_s, own)
+            return None
+        _, since, then = self._first_report
+        return (in_stage_s - since) / (own - then) if own > then and in_stage_s > since else None
+
+    def _stage_rest(self, own: float | None, in_stage_s: float, expected: float) -> tuple[float, float, str | None]:
+        """Return the running stage's seconds left, this run's speed with the stage counted, and why the stage's
+        rest is unsure (None when it is not)."""
+        speed = self.speed()
+        if own is not None and own >= 1.0:  # it reported its end and still works (saving, exiting): wrap-up time
+            if self._full_at is None or self._full_at[0] != self.current:
+                self._full_at = (str(self.current), in_stage_s)
+            wrap_up = in_stage_s - self._full_at[1]
+            return wrap_up * (1.0 - TIME_CAP) / TIME_CAP, self.speed(in_stage_s, expected), "finishing the stage"
+        per_share = self._seconds_per_share(own, in_stage_s) if own is not None and own > 0 else None
+        if per_share is not None and own is not None:  # the stage's own measured speed
+            return per_share * (1.0 - own), self.speed(in_stage_s, own * expected), None
+        if in_stage_s >= expected * speed * TIME_CAP:  # past its estimate, reporting nothing new: say 90% done
+            return in_stage_s * (1.0 - TIME_CAP) / TIME_CAP, self.speed(in_stage_s, TIME_CAP * expected), OVERDUE
+        return expected * speed - in_stage_s, speed, None
 
     def state(self, own: float | None = None, in_stage_s: float = 0.0) -> dict[str, Any]:
-        """Return fraction, eta_s, eta_sure, speed and the running stage's fraction while the stage `current`
-        has run `in_stage_s` seconds and reports `own` (0..1, None when it reports nothing)."""
+        """Return fraction, eta_s (with eta_sure, eta_note, eta_low_s, eta_high_s), speed and the running stage's
+        fraction while the stage `current` has run `in_stage_s` seconds and reports `own` (0..1, None when it
+        reports nothing)."""
         unplanned = {n for n in [*self.ended, self.current] if n is not None and n not in self.plan.names}
         total = sum(self.plan.seconds) + sum(self.plan.expected(name) for name in unplanned)
         done = sum(self.plan.expected(name) for name in self.ended)
-        speed = self.speed()
-        stage = None
+        speed, stage, stage_left, stage_note = self.speed(), None, 0.0, None
         if self.current is not None:
             expected = self.plan.expected(self.current)
             by_time = min(in_stage_s / (expected * speed), TIME_CAP) if expected > 0 else 0.0
             stage = min(max(own or 0.0, by_time), 1.0)
+            stage_left, speed, stage_note = self._stage_rest(own, in_stage_s, expected)
             done += stage * expected
         fraction = min(done / total, UNFINISHED_CAP) if total > 0 else 0.0
         self.shown = max(self.shown, fraction)
-        remaining = max(total - done, 0.0) * speed
-        sure = (self.plan.measured and len(self.ended) >= UNSURE_STAGES and self.shown >= UNSURE_FRACTION)
-        return {"fraction": self.shown, "eta_s": remaining, "eta_sure": sure, "speed": round(speed, 3),
-                "stage_fraction": stage, "expected_s": round(total * speed, 1), "timings": self.plan.source}
+        later = sum(self.plan.seconds) - sum(self.plan.expected(n) for n in [*self.ended, self.current]
+                                             if n in self.plan.names)
+        eta = max(stage_left, 0.0) + max(later, 0.0) * speed
+        note = (GUESSED if not self.plan.measured else stage_note if stage_note
+                else "a guess until more stages end" if len(self.ended) < UNSURE_STAGES or self.shown < UNSURE_FRACTION
+                else None)
+        widen = WIDEN_OVERDUE if stage_note else WIDEN
+        return {"fraction": self.shown, "eta_s": eta, "eta_sure": note is None, "eta_note": note,
+                "eta_low_s": eta / widen if note else eta, "eta_high_s": eta * widen if note else eta,
+                "speed": round(speed, 3), "stage_fraction": stage, "expected_s": round(total * speed, 1),
+                "timings": self.plan.source}
 
 
 @dataclass(frozen=True)
@@ -293,16 +340,24 @@ class JourneyView:
     eta_s: float | None = None
     eta_sure: bool = False
     speed: float | None = None
+    eta_note: str | None = None
+    eta_low_s: float | None = None
+    eta_high_s: float | None = None
+    stage_waits_for: str | None = None
 
     def text(self) -> str:
         """Return `running · 42% · stage 6/12: Grow the embeddings (30%) · elapsed 1m20s · ETA 2m05s`, the ETA as
-        `about 2m05s (a guess until more stages end)` while unsure, and `· 1.6× slower than measured` when
-        this run is that much slower than the figures its stages are weighed by."""
+        `about 2m05s (1m23s to 3m07s: a guess until more stages end)` while unsure (its range and why), what the
+        stage's job waits for while it is queued ("…, its job waiting for the device slot held by training 'x', none
+        ahead"), and
+        `· 1.6× slower than measured` when this run is that much slower than the figures its stages are weighed by."""
         parts = [self.status, f"{self.fraction:.0%}"]
         if self.stage_number is not None:
             stage = f"stage {self.stage_number}/{self.stages or '?'}: {self.stage_title or 'starting'}"
             if self.stage_fraction is not None:
                 stage += f" ({self.stage_fraction:.0%})"
+            if self.stage_waits_for:
+                stage += f", its job {self.stage_waits_for}"
             parts.append(stage)
         if self.elapsed_s is not None:
             parts.append(f"elapsed {format_seconds(self.elapsed_s)}")
@@ -312,7 +367,9 @@ class JourneyView:
             elif self.eta_sure:
                 parts.append(f"ETA {format_seconds(self.eta_s)}")
             else:
-                parts.append(f"ETA about {format_seconds(self.eta_s)} (a guess until more stages end)")
+                span = (f"{format_seconds(self.eta_low_s)} to {format_seconds(self.eta_high_s)}: "
+                        if self.eta_low_s is not None and self.eta_high_s is not None else "")
+                parts.append(f"ETA about {format_seconds(self.eta_s)} ({span}{self.eta_note or 'a guess until more stages end'})")
             if self.speed is not None and self.speed >= SLOWER_SHOWN:
                 parts.append(f"{self.speed:.1f}× slower than measured (a busy or slower machine)")
         return " · ".join(parts)
@@ -345,4 +402,5 @@ def journey_view(journey: Mapping[str, Any], now: float | None = None) -> Journe
         stage_title=metrics.get("current_title") if running else None,
         stage_fraction=metrics.get("stage_fraction") if running else None, elapsed_s=elapsed,
         eta_s=progress.get("eta_s") if status in UNDERWAY else None, eta_sure=bool(metrics.get("eta_sure")),
-        speed=metrics.get("speed"))
+        speed=metrics.get("speed"), eta_note=metrics.get("eta_note"), eta_low_s=metrics.get("eta_low_s"),
+        eta_high_s=metrics.get("eta_high_s"), stage_waits_for=metrics.get("stage_waits_for") if running else None)

@@ -18,9 +18,9 @@ from core.errors import InputError, LinguaForgeError
 from core.progress import format_seconds
 from core.runs import RunFolder, progress_view
 from core.uploads import UploadKind, store_upload
-from core.workspace_files import CORPORA, find_files
+from core.workspace_files import CHECKPOINTS, CORPORA, find_files, newest_file
 from gradio_app.charts import loss_weights
-from gradio_app.runner import JobRunner, job_states
+from gradio_app.runner import JobRunner, job_states, kind_words
 
 LOG = logging.getLogger("linguaforge.ui")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,17 +45,6 @@ COMMAND_TABS = {  # a CLI command a message points to → where the dashboard do
     "train": "the Training tab", "prune": "the Export tab", "export": "the Export tab", "synthesize": "the Inference tab",
 }
 CLI_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
-KIND_WORDS = {  # a job's kind (its CLI command) → what the dashboard calls it
-    "quickstart.tts": "TTS quickstart", "quickstart.lm": "LM quickstart", "train": "training", "validate": "validation",
-    "dataset.import": "dataset import", "dataset.sample": "sample dataset", "dataset.filter": "dataset filter",
-    "dataset.split": "dataset split", "codec.train": "codec training", "codec.eval": "codec check",
-    "tokenizer.train": "tokenizer training", "tokenizer.extend": "tokenizer extension",
-    "tokenizer.merge": "tokenizer merge", "tokenizer.sweep": "vocabulary size sweep",
-    "tokenizer.inspect": "tokenizer report", "embeddings.extend": "embedding growth", "preprocess": "feature preparation",
-    "eval.tts": "speech evaluation", "synthesize": "speech synthesis", "generate": "text generation",
-    "prune": "prune", "export": "export", "doctor": "doctor check", "corpus.collect": "corpus collection",
-    "pairs.build": "pair building",
-}
 
 
 def where_done(command: str) -> str:
@@ -77,6 +66,30 @@ def form_message(text: str, labels: dict[str, str] | None = None) -> str:
         return f"“{labels.get(key, key.replace('_', ' '))}”"
 
     return CLI_FLAG.sub(label, text).strip()
+
+
+CODE_SPAN = re.compile(r"`([^`]+)`")
+SNAKE_KEY = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![.\w])")  # `base_size`; not a file name (`en_am.model`)
+INIT_WORDS = {  # `embeddings extend --init` → what the dashboard offers (core.tokenizers.vocab.INIT_METHODS)
+    "fvt": "from the pieces it splits into (recommended)", "translit": "from its romanized spelling",
+    "mean": "the mean of the base rows", "normal": "random, spread like the base rows",
+}
+
+
+def plain_text(text: str, settings: Settings | None = None, labels: dict[str, str] | None = None) -> str:
+    """Return a message in the dashboard's words for a place that shows text as it is (a table cell): `form_message`
+    (with the form's `labels`), then code spans as quotes (“mean”), keys with underscores as words (base size) and,
+    with `settings`, paths inside the workspace relative to it."""
+    text = form_message(text, labels)
+    if settings is not None:
+        text = text.replace(f"{settings.workspace}/", "").replace(str(settings.workspace), "the workspace")
+    text = CODE_SPAN.sub(lambda m: f"“{m.group(1)}”", text)
+    return SNAKE_KEY.sub(lambda m: m.group(0).replace("_", " "), text)
+
+
+def init_choices() -> list[tuple[str, str]]:
+    """Return the (words, method) choices of how the new embedding rows start, in INIT_WORDS' order."""
+    return [(words, method) for method, words in INIT_WORDS.items()]
 
 
 def error_text(exc: Exception, labels: dict[str, str] | None = None) -> str:
@@ -134,13 +147,6 @@ def require_text(value: str | None, message: str) -> str:
     return text
 
 
-def kind_words(kind: str | None, start: bool = False) -> str:
-    """Return what the dashboard calls a job of `kind` ("training" for `train`): KIND_WORDS, else its words;
-    with `start`, its first letter in capitals (to start a sentence)."""
-    words = KIND_WORDS.get(kind or "", (kind or "job").replace(".", " ").replace("_", " "))
-    return words[:1].upper() + words[1:] if start else words
-
-
 def escape_markdown(text: str) -> str:
     """Return `text` with the characters Markdown reads as emphasis or markup (`_ * [ ] < >`) escaped outside
     `code spans`, so a name like `my_run_2` keeps its underscores instead of turning into italics."""
@@ -150,9 +156,12 @@ def escape_markdown(text: str) -> str:
 
 
 def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
-    """Return a one-line Markdown status of a job: its kind in words, id, status, progress and time so far
-    (while running, unless `with_progress` is False because a progress box beside it shows it), error."""
+    """Return a one-line Markdown status of a job: its kind in words, id, status, what it waits for (while queued),
+    progress and time so far (while running, unless `with_progress` is False because a progress box beside it
+    shows it), error."""
     parts = [f"{kind_words(job.get('kind'), start=True)} job `{job['id']}`: **{job['status']}**"]
+    if job.get("waits_for"):
+        parts.append(f"— {escape_markdown(job['waits_for'])}")
     view = progress_view(job.get("progress"), job_status=job["status"])
     if with_progress and job.get("status") == job_states.RUNNING:
         if view.fraction is not None:
@@ -240,6 +249,13 @@ def run_loss_weights(run_dir: Path) -> dict[str, float]:
         return loss_weights(read_yaml(config)) if config.is_file() else {}
     except InputError:
         return {}
+
+
+def checkpoint_choices(settings: Settings, current: str | None) -> Any:
+    """Return the update that lists the workspace's checkpoints again, keeping `current` while the list holds it,
+    else choosing the newest (what a tab that opens on a checkpoint shows)."""
+    listed = find_files(settings, CHECKPOINTS)
+    return gr.update(choices=listed, value=current if current in listed else newest_file(settings, CHECKPOINTS))
 
 
 def corpus_field(settings: Settings, label: str, elem_id: str | None = None, value: list[str] | None = None) -> gr.Dropdown:

@@ -15,10 +15,12 @@ from core.config import Settings
 from jobs import runner as jobs_runner
 from jobs import states as job_states
 from jobs.kinds import JobCatalogue
+from jobs.names import job_subject, kind_words
 from jobs.supervise import command_line
 from jobs.worker import Worker
 
-__all__ = ["JobRunner", "job_states"]  # job_states: the one table of job states, for the tabs
+__all__ = ["JobRunner", "job_states", "job_subject", "kind_words"]  # job_states: the one table of job states; the
+# names: what a job is to a person, for the tabs
 
 
 class JobRunner:

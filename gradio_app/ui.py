@@ -19,8 +19,8 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
             f"## {TITLE} — teach a pretrained TTS model or GPT LM a new language\n"
-            f"Workspace: `{ctx.settings.workspace}`. Files are picked from it (or uploaded into it); paths shown are "
-            "relative to it."
+            "Files are picked from the workspace folder (or uploaded into it); paths shown are relative to it.\n\n"
+            f"<details><summary>Where the workspace is</summary>\n\n`{ctx.settings.workspace}`\n\n</details>"
         )
         announce = gr.Markdown(elem_id="lf-announce")
         with gr.Accordion("Browse the workspace", open=False):

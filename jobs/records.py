@@ -53,7 +53,8 @@ create table if not exists jobs (
     exit_code integer,
     attempts integer not null default 0,
     interruptions integer not null default 0,
-    cancel_requested integer not null default 0
+    cancel_requested integer not null default 0,
+    waiting text
 );
 """
 INDEXES = """
@@ -62,7 +63,7 @@ create index if not exists jobs_created on jobs (created_at);
 """
 
 T = TypeVar("T")
-REQUEUED_FIELDS = {"cancel_requested": 0, "finished_at": None, "pid": None}  # what `resume` clears
+REQUEUED_FIELDS = {"cancel_requested": 0, "finished_at": None, "pid": None, "waiting": None}  # what `resume` clears
 DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT ("database disk image is malformed"), SQLITE_NOTADB ("file is not a database")
 
 
@@ -269,7 +270,12 @@ class JobStore:
         settings file `settings_path` (recorded). Returns True when claimed."""
         return self._move(job_id, "claim", RUNNING, {
             "started_at": time.time(), "finished_at": None, "worker": worker, "error": None, "exit_code": None,
-            "settings_path": settings_path}, increment=("attempts",))
+            "settings_path": settings_path, "waiting": None}, increment=("attempts",))
+
+    def wait_for(self, job_id: str, resource: str) -> bool:
+        """Record on a queued job what its worker found busy (a lane of `jobs.lanes`, or its `device` slot); the
+        record keeps it until the job is claimed. Returns True when the job is still queued."""
+        return self._set(job_id, (QUEUED,), {"waiting": resource})
 
     def reject(self, job_id: str, error: str) -> bool:
         """queued → failed without running (a damaged record, or more GPU slots than the worker has), with `error`.

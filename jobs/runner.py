@@ -23,9 +23,10 @@ from jobs.param_paths import check_job_params, job_params
 from jobs.queue import build_huey, jobs_db_path
 from jobs.records import JobStore, new_job_id
 from jobs.recovery import enqueue, requeue, stop_orphan
-from jobs.states import CANCELLED, FINAL, RESUMABLE
+from jobs.states import CANCELLED, FINAL, QUEUED, RESUMABLE, RUNNING
 from jobs.supervise import tail_text, worker_alive
 from jobs.tasks import register_tasks
+from jobs.waiting import with_reasons
 from jobs.worker import Worker
 
 
@@ -102,12 +103,19 @@ class JobRunner:
         return run_folder_of_config(self.settings, config).path
 
     def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Return job records newest first, optionally filtered by `status`, at most `limit`."""
-        return self.store.list(status=status, limit=limit)
+        """Return job records newest first, optionally filtered by `status`, at most `limit`; each with `waits_for`,
+        why a queued job has not started (`jobs.waiting`; None for the others)."""
+        jobs = self.store.list(status=status, limit=limit)
+        return with_reasons(jobs, self._waiting_pool() if any(job["status"] == QUEUED for job in jobs) else jobs)
 
     def get_job(self, job_id: str) -> dict[str, Any]:
-        """Return the record of `job_id`. Raises InputError when there is no such job."""
-        return self.store.get(job_id)
+        """Return the record of `job_id` with `waits_for` (see `list_jobs`). Raises InputError when there is no such job."""
+        job = self.store.get(job_id)
+        return with_reasons([job], self._waiting_pool() if job["status"] == QUEUED else [job])[0]
+
+    def _waiting_pool(self) -> list[dict[str, Any]]:
+        """Return the queued and running jobs: what a queued job's reason for waiting is read from."""
+        return self.store.list(status=QUEUED) + self.store.list(status=RUNNING)
 
     def read_log(self, job_id: str, tail: int | None = None) -> str:
         """Return the job's log text (only its last `tail` lines when given).

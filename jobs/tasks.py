@@ -1,4 +1,4 @@
-"""The Huey task that runs one job: claim it, take its GPU slots if needed, supervise its process.
+"""The Huey task that runs one job: claim it, take a slot of its lane and its GPU slots if needed, supervise its process.
 
 `register_tasks(huey, context)` returns the `run_job` task wrapper bound to a `JobContext`.
 Submitters register it without one (to enqueue); only a consumer, which has one, executes it.
@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from huey import Huey
 from huey.api import TaskWrapper
@@ -24,6 +24,7 @@ from core.config import Settings
 from core.errors import InputError
 from core.fsutil import last_json_line
 from core.runs import RunFolder
+from jobs.lanes import DEVICE, WorkSlots, lane_counts, lane_of
 from jobs.progress import TrainProgress, file_progress
 from jobs.queue import jobs_db_path
 from jobs.records import JobStore
@@ -39,16 +40,17 @@ from jobs.supervise import (
 
 POLL_S = 0.5
 PROGRESS_EVERY_S = 1.0
-GPU_RETRY_DELAY_S = 1.0
+RETRY_DELAY_S = 1.0  # how soon a job whose slot was busy is tried again
 
 
 @dataclass
 class JobContext:
-    """What running jobs in one consumer process share: settings, records, GPU slots, children."""
+    """What running jobs in one consumer process share: settings, records, lane and GPU slots, children."""
 
     settings: Settings
     store: JobStore
     gpu_slots: GpuSlots
+    lanes: WorkSlots
     worker_id: str = field(default_factory=worker_identity)
     active: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     shutting_down: threading.Event = field(default_factory=threading.Event)
@@ -64,11 +66,12 @@ class JobContext:
         return float(self.settings.get("queue.term_grace_s", 10))
 
 
-def make_context(settings: Settings) -> JobContext:
+def make_context(settings: Settings, heavy: int | None = None) -> JobContext:
     """Return a JobContext for `settings` with `queue.gpu_slots` GPU slots (default 1) over this process's
-    `CUDA_VISIBLE_DEVICES` (`jobs.slots`)."""
+    `CUDA_VISIBLE_DEVICES` (`jobs.slots`) and each lane's slots (`jobs.lanes`; `heavy` overrides `queue.workers`)."""
     slots = int(settings.get("queue.gpu_slots", 1) or 1)
-    return JobContext(settings, JobStore(jobs_db_path(settings)), GpuSlots(slots, os.environ.get("CUDA_VISIBLE_DEVICES")))
+    return JobContext(settings, JobStore(jobs_db_path(settings)), GpuSlots(slots, os.environ.get("CUDA_VISIBLE_DEVICES")),
+                      WorkSlots(lane_counts(settings, heavy)))
 
 
 def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper:
@@ -84,8 +87,9 @@ def register_tasks(huey: Huey, context: JobContext | None = None) -> TaskWrapper
 
 
 def execute(ctx: JobContext, job_id: str) -> None:
-    """Run job `job_id` unless it is no longer queued; retry later while its GPU slots (one per process) are not
-    free; fail it when it needs more than the worker has."""
+    """Run job `job_id` unless it is no longer queued; while no slot of its lane (`jobs.lanes`) or not its GPU
+    slots (one per process) are free, record what it waits for and retry later; fail it when it needs more GPU
+    slots than the worker has."""
     try:
         job = ctx.store.get(job_id)
     except InputError:
@@ -100,15 +104,27 @@ def execute(ctx: JobContext, job_id: str) -> None:
         ctx.store.reject(job_id, f"needs {needed} GPU slots (--nproc {needed}) but worker {ctx.worker_id} has "
                                  f"{ctx.gpu_slots.count} (queue.gpu_slots); raise queue.gpu_slots or submit with fewer processes")
         return
+    lane = ctx.lanes.take(lane_of(job["kind"]))
+    if lane is None:
+        _wait(ctx, job, lane_of(job["kind"]))
     devices = ctx.gpu_slots.take(needed) if needed else []
     if devices is None:
-        raise RetryTask(delay=GPU_RETRY_DELAY_S)
+        ctx.lanes.give_back(lane)
+        _wait(ctx, job, DEVICE)
     try:
         settings_file = job["settings_path"] or (str(ctx.settings.source) if ctx.settings.source else None)
         if ctx.store.claim(job_id, ctx.worker_id, settings_file):
             _supervise(ctx, job_id, devices)
     finally:
         ctx.gpu_slots.give_back(devices)
+        ctx.lanes.give_back(lane)
+
+
+def _wait(ctx: JobContext, job: dict[str, Any], resource: str) -> NoReturn:
+    """Record that `job` waits for `resource` (a lane or the device slot) and raise RetryTask to try it again soon."""
+    if job.get("waiting") != resource:
+        ctx.store.wait_for(job["id"], resource)
+    raise RetryTask(delay=RETRY_DELAY_S)
 
 
 def _supervise(ctx: JobContext, job_id: str, devices: list[str]) -> None:

@@ -19,6 +19,7 @@ from huey.consumer import Consumer
 
 from core.config import WORKSPACE_ENV, Settings
 from core.runs import RunFolder
+from jobs.lanes import HEAVY
 from jobs.queue import build_huey, describe as describe_queue
 from jobs.records import with_busy_retry
 from jobs.recovery import recover
@@ -37,7 +38,8 @@ class _Consumer(Consumer):
 
 
 class Worker:
-    """One consumer process's job runner: `queue.workers` threads, `queue.gpu_slots` GPU slots.
+    """One consumer process's job runner: one thread per lane slot (`queue.workers` heavy, `queue.light_workers`
+    light, `queue.journey_workers` journey: `jobs.lanes`), `queue.gpu_slots` GPU slots.
 
     Creating it sets LINGUAFORGE_WORKSPACE in this process to the settings' workspace, so job
     commands see the same workspace as the worker. It runs recorded argv only: the catalogue that
@@ -48,12 +50,12 @@ class Worker:
         self.settings = settings
         os.environ[WORKSPACE_ENV] = str(settings.workspace)
         self.huey = build_huey(settings)
-        self.context = make_context(settings)
+        self.context = make_context(settings, workers)
         self.task = register_tasks(self.huey, self.context)
-        self.workers = int(workers or settings.get("queue.workers", 2) or 2)
+        self.workers = self.context.lanes.counts[HEAVY]
         self.consumer = _Consumer(
             self.huey,
-            workers=self.workers,
+            workers=self.context.lanes.total,
             worker_type="thread",
             periodic=False,
             initial_delay=0.1,
@@ -73,12 +75,13 @@ class Worker:
         return {str(t.args[0]) for t in tasks if t.args}
 
     def describe(self) -> dict[str, Any]:
-        """Return what this worker serves: queue backend and location, threads, GPU slots, identity,
+        """Return what this worker serves: queue backend and location, heavy threads, each lane's slots, GPU slots, identity,
         and the settings file its jobs load when they were submitted without one."""
         return {
             **describe_queue(self.settings),
             "settings": str(self.settings.source) if self.settings.source else None,
             "workers": self.workers,
+            "lanes": dict(self.context.lanes.counts),
             "gpu_slots": int(self.settings.get("queue.gpu_slots", 1) or 1),
             "worker": self.context.worker_id,
         }

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from core.eval.quality.retention import KEPT_LOSS_RISE, LOST_LOSS_RISE, retention_verdict
 from core.fsutil import atomic_write_json, atomic_write_text
 from core.runs import RunFolder
 from journeys.stages import stage_title
@@ -14,6 +15,11 @@ FLAG_WORDS = {  # a quality flag's id → what it checks, in words
     "no_stop": "the model ended each sentence", "length_out_of_range": "speech as long as its text needs",
     "loops": "no stretch repeated", "prompt_copying": "the voice prompt not spoken back",
     "text_ignored": "speech that follows its sentence",
+}
+RAISED_WORDS = {  # a raised quality flag's id → what it means for the speech, in words
+    "no_stop": "some sentences never ended", "length_out_of_range": "speech too long or too short for its text",
+    "loops": "stretches repeat", "prompt_copying": "the voice prompt is spoken back",
+    "text_ignored": "the speech no longer follows its sentence",
 }
 
 
@@ -99,14 +105,23 @@ def _tts_markdown(report: dict[str, Any], run_dir: Path) -> list[str]:
 def _flags_words(evaluation: dict[str, Any]) -> str:
     """The failure flags an evaluation raised, in words ("text ignored, loops"), or "none"."""
     raised = (evaluation.get("quality") or {}).get("flags_raised")
-    return "none" if not raised else ", ".join(name.replace("_", " ") for name in raised)
+    return "none" if not raised else ", ".join(RAISED_WORDS.get(name, name.replace("_", " ")) for name in raised)
 
 
 def base_language_summary(section: dict[str, Any]) -> str:
     """Return one sentence in plain words of what English kept through the fine-tune (the report's `base_language`):
-    DTW identification against the codec's ceiling and MCD before → after, flags after, and the validation loss change."""
+    the verdict (its `verdict`, else judged from the validation loss change by core.eval.quality.retention), the
+    loss change in words, DTW identification against the codec's ceiling and MCD before → after, and the failure
+    flags before → after in words."""
     before, after = section.get("before") or {}, section.get("after") or {}
+    change = section.get("val_base_loss_change")
+    verdict = section.get("verdict") or retention_verdict("English", change)
     parts = []
+    if change is not None:
+        parts.append(f"the model predicts held-out English speech {abs(change):.0%} {'worse' if change > 0 else 'better'} "
+                     f"than before the fine-tune (validation loss {_fmt(section['val_base_loss_start'])} → "
+                     f"{_fmt(section['val_base_loss_end'])}; kept up to +{KEPT_LOSS_RISE:.0%}, lost beyond "
+                     f"+{LOST_LOSS_RISE:.0%})")
     if before and after:
         model_b, model_a = before["rows"]["model"], after["rows"]["model"]
         ceiling = (after["rows"].get("codec") or {}).get("dtw_identification")
@@ -114,13 +129,10 @@ def base_language_summary(section: dict[str, Any]) -> str:
                      f"{_fmt(model_a['dtw_identification'])} (the codec's ceiling {_fmt(ceiling)}, chance {_fmt(after['chance'])}), "
                      f"MCD {_fmt(model_b['mcd_db'], 3)} → {_fmt(model_a['mcd_db'], 3)} dB, "
                      f"failure flags {_flags_words(before)} → {_flags_words(after)}")
-    change = section.get("val_base_loss_change")
-    if change is not None:
-        parts.append(f"English validation loss {_fmt(section['val_base_loss_start'])} → {_fmt(section['val_base_loss_end'])} "
-                     f"({change:+.0%})")
-    verdict = section.get("verdict") or {}
-    head = f"English **{verdict['verdict']}** through the Amharic fine-tune" if verdict.get("verdict") else \
-        "English after the Amharic fine-tune"
+    if verdict.get("identification_note"):
+        parts.append(verdict["identification_note"])
+    head = (f"English **{verdict['verdict']}** through the Amharic fine-tune" if verdict["verdict"] != "unmeasured"
+            else "English after the Amharic fine-tune")
     return head + ": " + "; ".join(parts) + "." if parts else ""
 
 

@@ -8,7 +8,8 @@ this process through that catalogue: no job records, no per-stage process start-
 
 While the stages run, the runner writes the journey's progress every second (`core.progress.JourneyClock`):
 each stage weighs the seconds it is expected to take (`expected_seconds`: this machine's last run of the
-same stages, else the preset's measured figures), the running stage counts its own reported fraction.
+same stages, else the preset's measured figures), the running stage counts its own reported fraction, and while
+its job waits in the queue the progress says for what (`stage_waits_for`, `jobs.waiting`).
 """
 
 from __future__ import annotations
@@ -213,16 +214,17 @@ class StageRunner:
         """Write the journey's progress (and, when a stage starts, one line to stderr)."""
         with self._lock:
             job_id = self.metrics.get("current_job")
-            own = None
+            own, waiting = None, None
             if job_id and self._runner is not None:
                 with contextlib.suppress(LinguaForgeError):
-                    own = stage_fraction(self._runner.get_job(job_id))
+                    stage_job = self._runner.get_job(job_id)
+                    own, waiting = stage_fraction(stage_job), stage_job.get("waits_for")
             in_stage = time.monotonic() - self._stage_start if self.clock.current else 0.0
             state = self.clock.state(own, in_stage)
             stages = len(self.clock.plan.names) or None
             number = len(self.clock.ended) + 1 if self.clock.current else None
-            metrics = {**self.metrics, "stage": number, "stages": stages, **{k: state[k] for k in (
-                "stage_fraction", "eta_sure", "speed", "expected_s", "timings")}}
+            metrics = {**self.metrics, "stage": number, "stages": stages, "stage_waits_for": waiting, **{k: state[k] for k in (
+                "stage_fraction", "eta_sure", "eta_note", "eta_low_s", "eta_high_s", "speed", "expected_s", "timings")}}
             write_progress_file({"label": "quickstart", "fraction": state["fraction"], "eta_s": state["eta_s"],
                                  "metrics": metrics}, self.target)
         if announce:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -137,3 +138,30 @@ def chromium_page(url: str, tab: str, width: int = 1400, height: int = 1000, tim
             yield page
         finally:
             browser.close()
+
+
+INTERNAL_WORDS = {  # the words a person should never have to read (issues 35 and 49), each as the page could show it
+    "a job kind": r"\((?:quickstart|dataset|tokenizer|codec|embeddings|eval)\.[a-z]+\)|\bquickstart\.(?:tts|lm)\b"
+                  r"|\beval\.tts\b|\bcodec\.train\b|\bdataset\.(?:import|sample)\b"
+                  r"|\btokenizer\.(?:train|extend|merge|sweep)\b|\bembeddings\.extend\b",
+    "a check id": r"\b(?:memory\.batch|checkpoint\.(?:rows|family|fingerprint)|freeze\.range|tokenizer\.base"
+                  r"|embeddings\.provenance|disk\.checkpoints|config\.declared_vocab)\b",
+    "a command line": r"python -m core|app\.py --auth|--[a-z]+(?:-[a-z]+)+\b",
+    "the CLI's own names": r"eval\.asr|`?eval tts`?|\bunk rate\b",
+    "an id with underscores": r"\b(?:no_stop|length_out_of_range|prompt_copying|text_ignored|val_base_loss"
+                              r"|dtw_identification|mel_top1|mel_loss|text_loss|unk_rate)\b",
+    "a figure that is not there": r"CPU seconds —|duration outside -",
+    "a bar for nothing": r"not started",
+    "a snake_case key": r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![.\w])",  # a file name (`en_am.model`) is not one
+    "a backtick": r"`",
+    "a Python dict": r"\{'[^']*':|\bNone\}",
+    "an absolute path": r"(?<![\w.:/~])/(?:[\w.-]+/)+[\w.-]*",
+    "a CLI flag": r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*\b",
+    "family ids in a sentence": r"\b(?:chatterbox|indextts|chatterbox-turbo|linguaforge) (?:and|or|have|has)\b",
+}
+
+
+def internal_words(text: str) -> list[tuple[str, str]]:
+    """Return (kind, the words) of every INTERNAL_WORDS match in `text` (a page's inner text: a closed details fold's
+    contents are not in it)."""
+    return [(kind, match.group(0)) for kind, pattern in INTERNAL_WORDS.items() for match in re.finditer(pattern, text)]

@@ -144,3 +144,45 @@ def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -
     assert job["artifacts"]["last_checkpoint"] == status["last_checkpoint"]
     assert final.extra["step"] == job["artifacts"]["step"] == 16
     assert job["artifacts"]["best_val_loss"] == final.extra["best_val_loss"]
+
+
+@pytest.mark.slow
+def test_light_job_passes_a_running_journey_and_a_waiting_training(env: JobsEnv) -> None:
+    """The quickstart's complaint: a tokenizer job waited 14 minutes behind the journey and its training. With a
+    training holding the device slot, a second one waiting for it and an LM quickstart running (its stage jobs wait
+    for the same slot), a tokenizer job still runs at once in the light lane and ends before the journey does; the
+    waiting training's record (and `jobs show`) says what it waits for and its place."""
+    from tests.data_helpers import run_cli
+    from tests.test_quickstart import REDUCED_LM
+
+    long_id = submit_run(env, "long", max_steps=100000, save_every=100000)
+    started: list[str] = [long_id]
+    try:
+        wait_running(env.runner, long_id)  # it holds the device slot; only then the second one (else it may win the slot)
+        next_id = submit_run(env, "next", max_steps=6, save_every=3)
+        started.append(next_id)
+        wait_for(lambda: env.runner.get_job(next_id)["waits_for"] != "waiting for a worker to pick it up", 60,
+                 "the worker to see the second training")
+        assert env.runner.get_job(next_id)["waits_for"] == "waiting for the device slot held by training 'long', none ahead"
+        shown = run_cli("jobs", "show", next_id)
+        assert "waiting for the device slot held by training 'long', none ahead" in shown.stdout, shown.stdout
+        preset = env.workspace / "presets" / "lm-small.yaml"
+        preset.parent.mkdir(parents=True, exist_ok=True)
+        preset.write_text(json.dumps(REDUCED_LM), encoding="utf-8")
+        journey_id = env.runner.submit("quickstart.lm", {"corpus": ["corpus/en.txt"], "preset": "presets/lm-small.yaml",
+                                                         "name": "lanes-qs", "external_worker": True})
+        started.append(journey_id)
+        wait_running(env.runner, journey_id)
+        tokenizer_id = env.runner.submit("tokenizer.train", {"corpus": ["corpus/en.txt"], "vocab_size": 60,
+                                                             "output": "tokenizers/lanes.model"})
+        started.append(tokenizer_id)
+        tokenizer = env.runner.wait(tokenizer_id, 240)
+        assert tokenizer["status"] == "succeeded", env.runner.read_log(tokenizer_id)
+        assert env.runner.get_job(journey_id)["status"] == "running"
+        assert env.runner.get_job(next_id)["status"] == "queued" and env.runner.get_job(long_id)["status"] == "running"
+    finally:
+        for job_id in reversed(started):
+            if env.runner.get_job(job_id)["status"] in ("queued", "running"):
+                env.runner.cancel(job_id)
+        for job_id in started:
+            env.runner.wait(job_id, 180)

@@ -50,8 +50,11 @@ def test_a_check_names_every_missing_file_of_the_release_the_folder_holds(settin
     _touch(ws / "models" / "cb", "t3_mtl23ls_v2.safetensors", "ve.pt")
     check = check_model_folder(settings, "chatterbox", "models/cb")
     assert not check.ok and check.missing == ["s3gen.pt", "grapheme_mtl_merged_expanded_v1.json"]
-    assert check.problem == ("models/cb lacks s3gen.pt, grapheme_mtl_merged_expanded_v1.json: copy the published "
-                             "chatterbox files into it (nothing is downloaded).")
+    assert check.problem == (  # the release, where it is published, every file it needs, and how to get it
+        "models/cb lacks s3gen.pt, grapheme_mtl_merged_expanded_v1.json. Resemble AI's Chatterbox (multilingual) is "
+        "published as ResembleAI/chatterbox on the Hugging Face Hub; its model folder needs ve.pt, t3_mtl23ls_v2.safetensors, "
+        "s3gen.pt, grapheme_mtl_merged_expanded_v1.json (conds.pt too when there). Fetch it with "
+        "`python -m core models pull chatterbox` (nothing downloads unless asked), or copy its files into the folder.")
     _touch(ws / "models" / "en", "t3_cfg.safetensors")
     assert check_model_folder(settings, "chatterbox", "models/en").missing == ["ve.safetensors", "s3gen.safetensors", "tokenizer.json"]
     _touch(ws / "models" / "cb", "s3gen.pt", "grapheme_mtl_merged_expanded_v1.json")

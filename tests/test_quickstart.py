@@ -147,8 +147,9 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert verdict["verdict"] in ("kept", "degraded", "lost") and verdict["loss_change"] == english["val_base_loss_change"]
     assert verdict["thresholds"] == {"kept_loss_rise": 0.1, "kept_identification_drop": 0.1, "lost_loss_rise": 0.5,
                                      "lost_identification_drop": 0.5}
-    assert english["summary"].startswith(f"English **{verdict['verdict']}** through the Amharic fine-tune: held-out "
-                                         "English sentences identified ")
+    assert english["summary"].startswith(f"English **{verdict['verdict']}** through the Amharic fine-tune: the model "
+                                         "predicts held-out English speech ")
+    assert "; held-out English sentences identified " in english["summary"]
     assert report["new_language"]["summary"].startswith("Amharic: held-out sentences identified ")
     # the fine-tune kept hearing English: the default retention replays the English clips in every batch
     assert report["retention"]["strategy"] == "replay" and report["retention"]["share"] == 0.25

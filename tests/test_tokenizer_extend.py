@@ -8,7 +8,7 @@ import pytest
 
 from core.errors import InputError
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
-from core.tokenizers.sp_extend import extend_sentencepiece
+from core.tokenizers.sp_extend import check_target_size, extend_sentencepiece
 from core.tokenizers.sp_proto import NORMAL, parse_model_proto
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.report import measure_drift
@@ -125,6 +125,10 @@ def test_target_below_or_at_base_size(indextts_bpe, tmp_path):
     with pytest.raises(InputError, match="cannot hold the 463 characters .*with every letter of ethiopic"):
         extend_sentencepiece(indextts_bpe, AMHARIC_SENTENCES, 12100, tmp_path / "o.model")
     assert not (tmp_path / "o.model").exists()
+    # the dashboard's form makes the same check before it queues a job (no job waits in line to fail on it)
+    with pytest.raises(InputError, match="cannot hold the 463 characters .*Pass --target-size 12463 or more"):
+        check_target_size(indextts_bpe, AMHARIC_SENTENCES, 12462)
+    check_target_size(indextts_bpe, AMHARIC_SENTENCES, 12463)
 
 
 def test_bad_corpus_exits_2_with_line_number(indextts_bpe, tmp_path, cli):

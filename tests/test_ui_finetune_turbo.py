@@ -15,7 +15,7 @@ import pytest
 import soundfile
 
 from core.data.sample_text import AMHARIC_SENTENCES
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page, chromium_path, internal_words, running_app
 from tests.data_helpers import make_espeak_dataset
 from tests.test_ui_finetune import click_and_wait, field
 from tests.turbo_helpers import make_turbo_speech_folder
@@ -41,6 +41,47 @@ def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
     (workspace / "corpora" / "am.txt").write_text("\n".join(AMHARIC_SENTENCES) + "\n", encoding="utf-8")
     with running_app(workspace, module_tmp / "app.log") as app:
         yield app
+
+
+PAGES = [("Fine-tune a published model",), ("Dataset",), ("Tokenizer", "Extend"), ("Training",), ("Export",),
+         ("Jobs",)]
+
+
+def test_without_a_folder_the_tab_names_the_release_its_files_and_how_to_get_them(dashboard: AppProcess) -> None:
+    """This workspace holds a Turbo folder only: for Chatterbox and IndexTTS2, before any click, step 1 names the
+    published release, its files and where they go, with the command that fetches them folded away; no page shows
+    an internal word (tests/browser_helpers.py INTERNAL_WORDS: snake_case keys, backticks, dicts, paths, flags)."""
+    with chromium_page(dashboard.url, "Fine-tune a published model") as page:
+        guide = page.locator("#ft-release")
+        expect(guide).to_contain_text("No Chatterbox model folder in the workspace yet.")
+        expect(guide).to_contain_text("Resemble AI's Chatterbox (multilingual) is published as ResembleAI/chatterbox")
+        expect(guide).to_contain_text("ve.pt, t3_mtl23ls_v2.safetensors, s3gen.pt, grapheme_mtl_merged_expanded_v1.json")
+        expect(guide).to_contain_text("such as models/chatterbox")
+        assert "python -m core" not in guide.inner_text()  # folded: a command line is for those who look for it
+        guide.locator("summary").click()
+        expect(guide).to_contain_text("python -m core models pull chatterbox")
+        page.locator("#ft-family label").filter(has_text="IndexTTS2").click()
+        expect(guide).to_contain_text("No IndexTTS2 model folder in the workspace yet.")
+        expect(guide).to_contain_text("IndexTeam's IndexTTS2 is published as IndexTeam/IndexTTS-2")
+        expect(guide).to_contain_text("config.yaml, gpt.pth, bpe.model, wav2vec2bert_stats.pt")
+        page.locator("#ft-family label").filter(has_text="Chatterbox-Turbo").click()
+        expect(field(page, "ft-folder")).to_have_value("models/turbo")
+        expect(guide).to_contain_text("ResembleAI/chatterbox-turbo")
+        expect(guide).not_to_contain_text("No Chatterbox-Turbo model folder")
+        found = {}
+        for visit in PAGES:
+            page.get_by_role("tab", name=visit[0], exact=True).first.click()
+            for sub in visit[1:]:
+                page.get_by_role("tab", name=sub, exact=True).click()
+            page.wait_for_timeout(1500)  # the tab's own refresh lands
+            shown = internal_words(page.locator(".gradio-container").first.inner_text())
+            if shown:
+                found[" / ".join(visit)] = shown
+        assert not found, found
+        page.get_by_role("tab", name="Export", exact=True).first.click()
+        expect(page.locator("#export-force")).to_be_visible()  # Prune's "replace the file"…
+        page.locator("#export-mode label").filter(has_text="Export").click()
+        expect(page.locator("#export-force")).to_be_hidden()  # … has no meaning for an export's folder
 
 
 def test_guided_turbo_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: AppProcess) -> None:

@@ -75,12 +75,34 @@ def test_each_stage_weighs_its_measured_seconds_and_its_own_fraction_or_time() -
     clock.ended["sample"], clock.current = 10.0, "train.base"
     state = clock.state(0.5, 3.0)  # its own report (50%) is ahead of its time (10%)
     assert state["fraction"] == pytest.approx(0.25) and state["stage_fraction"] == pytest.approx(0.5)
-    assert state["eta_s"] == pytest.approx(75.0) and not state["eta_sure"]  # one stage ended: still a guess
+    # its first report gives no speed yet (its start-up is in it): its 30 measured seconds less the 3 gone, then 60
+    assert state["eta_s"] == pytest.approx(87.0) and not state["eta_sure"]  # one stage ended: still a guess, widened
+    assert state["eta_note"] == "a guess until more stages end"
+    assert (state["eta_low_s"], state["eta_high_s"]) == pytest.approx((87.0 / 1.5, 87.0 * 1.5))
     assert clock.state(0.1, 3.0)["fraction"] == pytest.approx(0.25)  # a phase restarting lower never moves it back
+    state = clock.state(0.75, 6.0)  # its own speed since its first report: 3 s a quarter, so 3 s more; the later
+    # 60 measured seconds at this run's speed with the stage's seconds in it, 16 s for 32.5 expected
+    assert state["eta_s"] == pytest.approx(3.0 + 60 * 16 / 32.5, abs=0.1) and state["speed"] == pytest.approx(16 / 32.5, abs=1e-3)
     clock.ended["train.base"], clock.current = 30.0, "eval.tts"
     state = clock.state(None, 6.0)
     assert state["fraction"] == pytest.approx(0.46) and state["eta_sure"] and state["eta_s"] == pytest.approx(54.0)
+    assert state["eta_low_s"] == state["eta_high_s"] == state["eta_s"] and state["eta_note"] is None
     assert clock.state(1.0, 600.0)["fraction"] == 0.99  # the last stage done, the journey not yet: below 100%
+
+
+def test_an_overdue_stage_never_freezes_the_eta_and_says_it_runs_long() -> None:
+    """The quickstart's 127 s at 96% with the ETA frozen at 1m04s: a stage past its estimate that reports nothing
+    is taken as 90% done, so its ETA grows with its time (and this run's speed with it), labelled and widened."""
+    clock = JourneyClock(PLAN)
+    clock.ended.update(sample=10.0, **{"train.base": 30.0})
+    clock.current = "eval.tts"
+    etas = [clock.state(None, t)["eta_s"] for t in (30.0, 50.0, 54.0, 60.0, 90.0, 150.0)]
+    assert etas[:3] == pytest.approx([30.0, 10.0, 6.0])  # within its 60 s: the rest of them
+    assert etas[3] < etas[4] < etas[5] and etas[5] == pytest.approx(150.0 / 9)  # overdue: t × 10/90, still moving
+    late = clock.state(None, 150.0)
+    assert not late["eta_sure"] and late["eta_note"] == "this stage runs longer than measured"
+    assert late["eta_high_s"] == pytest.approx(late["eta_s"] * 3) and late["speed"] == pytest.approx(190 / 94, abs=1e-3)
+    assert late["fraction"] == pytest.approx(0.94)  # the fraction still stops at 90% of the stage's share
 
 
 def test_a_slower_machine_scales_the_eta_and_the_time_estimate_not_the_weights() -> None:
@@ -112,10 +134,16 @@ def test_progress_is_one_line_with_plain_stage_name_elapsed_and_an_eta_that_says
     line = journey_view(_journey("running", {"fraction": 0.35, "eta_s": 130.0, "metrics": metrics}, now - 70),
                         now=now).text()
     assert line == "running · 35% · stage 4/10: Train the English base model (50%) · elapsed 1m10s · ETA 2m10s"
-    unsure = {**metrics, "eta_sure": False, "speed": 1.6}
+    waiting = {**metrics, "stage_waits_for": "waiting for the device slot held by training 'mine', none ahead"}
+    line = journey_view(_journey("running", {"fraction": 0.35, "eta_s": 130.0, "metrics": waiting}, now - 70),
+                        now=now).text()
+    assert ("stage 4/10: Train the English base model (50%), its job waiting for the device slot held by training "
+            "'mine', none ahead · elapsed") in line
+    unsure = {**metrics, "eta_sure": False, "speed": 1.6, "eta_note": "a guess until more stages end",
+              "eta_low_s": 400.0, "eta_high_s": 900.0}
     line = journey_view(_journey("running", {"fraction": 0.05, "eta_s": 600.0, "metrics": unsure}, now - 5), now=now).text()
-    assert line.endswith("ETA about 10m00s (a guess until more stages end) · 1.6× slower than measured "
-                         "(a busy or slower machine)"), line
+    assert line.endswith("ETA about 10m00s (6m40s to 15m00s: a guess until more stages end) · 1.6× slower than "
+                         "measured (a busy or slower machine)"), line
     done = journey_view(_journey("succeeded", {"fraction": 0.99, "eta_s": 0.0, "metrics": metrics}, now - 70), now=now)
     assert done.fraction == 1.0 and "ETA" not in done.text() and "stage" not in done.text()
     empty = journey_html(journey_view(_journey("running", {}, now), now=now))
@@ -175,6 +203,52 @@ def test_job_rows_name_their_run_and_stage() -> None:
     assert named == ["qs-1", "qs-1 · Train the English base model", "my-run", "—"]
 
 
+def test_table_cells_say_in_words_what_the_issue_saw_in_keys_code_paths_and_flags(tmp_path: Path, monkeypatch) -> None:
+    from gradio_app.common import plain_text
+    from gradio_app.tabs.tokenizer import report_tables
+    from tests.browser_helpers import internal_words
+
+    monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
+    settings = load_settings()
+    seen = (f"base_size 700 is recorded; the rows were made with `mean`; Paths are relative to the workspace: "
+            f"{tmp_path}/runs/x/config.yaml. Pass --target-size 763 (tokenizers/en_am.model).")
+    said = plain_text(seen, settings)
+    assert said == ("base size 700 is recorded; the rows were made with “mean”; Paths are relative to the workspace: "
+                    "runs/x/config.yaml. Pass “target size” 763 (tokenizers/en_am.model).")
+    assert internal_words(seen) and not internal_words(said)
+    summary, _, _ = report_tables({"size": 5, "kind": "sentencepiece", "fingerprint": "f", "corpus": None,
+                                   "special_ids": {"bos": 0, "eos": 1, "pad": None}})
+    assert ["special ids", "bos 0, eos 1, pad none"] in summary
+
+
+def test_the_english_verdict_says_in_words_what_the_numbers_mean() -> None:
+    from journeys.report import base_language_summary
+
+    flags = {"quality": {"flags_raised": ["text_ignored"]}}
+    model = {"rows": {"model": {"dtw_identification": 0.5, "mcd_db": 9.0}, "codec": {"dtw_identification": 0.9}},
+             "chance": 0.25}
+    line = base_language_summary({"before": {**model, "quality": {}}, "after": {**model, **flags},
+                                  "val_base_loss_change": 1.0579, "val_base_loss_start": 2.85, "val_base_loss_end": 5.865})
+    assert line.startswith("English **lost** through the Amharic fine-tune: the model predicts held-out English speech "
+                           "106% worse than before the fine-tune (validation loss 2.85 → 5.865; kept up to +10%, lost "
+                           "beyond +50%); ")
+    assert "failure flags none → the speech no longer follows its sentence" in line
+    better = base_language_summary({"val_base_loss_change": -0.1, "val_base_loss_start": 3.0, "val_base_loss_end": 2.7})
+    assert better.startswith("English **kept** through the Amharic fine-tune: the model predicts held-out English "
+                             "speech 10% better")
+
+
+def test_a_queued_job_says_what_it_waits_for_in_the_jobs_tab_and_the_tab_that_submitted_it() -> None:
+    from gradio_app.common import job_line
+    from gradio_app.tabs.jobs import HEADERS, job_rows
+
+    reason = "waiting for the device slot held by training 'long', 1 ahead"
+    job = {"id": "t2", "kind": "train", "status": "queued", "run_dir": "/w/runs/next", "progress": {}, "waits_for": reason}
+    assert job_rows([job])[0][HEADERS.index("progress")] == reason
+    assert job_line(job) == f"Training job `t2`: **queued** — {reason}"
+    assert "waiting" not in job_line({**job, "status": "running", "waits_for": None})
+
+
 ROWS = [{"step": 1, "split": "train", "loss": 2.5, "mel_loss": 2.5, "text_loss": 6.7},
         {"step": 2, "split": "train", "loss": 2.0, "mel_loss": 2.0, "text_loss": 6.7},
         {"step": 2, "split": "val", "loss": 2.2, "mel_loss": 2.2, "text_loss": 6.8}]
@@ -204,6 +278,13 @@ def test_bar_charts_keep_their_order_and_values() -> None:
 
     bars = histogram_figure({"0-1": 2, "1-2": 7, "3-4": 1}).data[0]
     assert (list(bars.x), list(bars.y)) == (["0-1 s", "1-2 s", "3-4 s"], [2, 7, 1])
+    from core.data.filters import duration_histogram
+    from gradio_app.tabs.dataset import filter_view
+
+    # an empty bin is drawn as 0, so a gap shows: in a new histogram and in an older summary's that left it out
+    assert duration_histogram([0.5, 3.2, 3.9]) == {"0-1": 1, "1-2": 0, "2-3": 0, "3-4": 2}
+    stored = filter_view({"filters": {"duration_histogram": {"0-1": 2, "3-4": 1}}})[1].data[0]
+    assert (list(stored.x), list(stored.y)) == (["0-1 s", "1-2 s", "2-3 s", "3-4 s"], [2, 0, 0, 1])
     report = {"size": 1000, "kind": "sentencepiece", "fingerprint": "f", "corpus": {
         "lines": 10, "tokens": 100, "unk_rate": 0.0, "chars_per_token": 3.0, "bytes_per_token": 3.5,
         "unused_share": 0.848, "ids_used": 152, "unknown_characters": []}}

@@ -62,6 +62,7 @@ def _show_text(job: dict[str, Any]) -> str:
         "id": job["id"],
         "kind": job["kind"],
         "status": f"{job['status']} (damaged record: {job['damaged']})" if job.get("damaged") else job["status"],
+        **({"waiting": job["waits_for"]} if job.get("waits_for") else {}),
         "progress": progress_view(job["progress"], job_status=job["status"]).text(),
         "metrics": (job["progress"] or {}).get("metrics") or "-",
         "params": job["params"],

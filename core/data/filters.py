@@ -150,8 +150,24 @@ def dataset_rejects(checks: dict[str, ClipCheck], config: FilterConfig) -> dict[
 
 
 def duration_histogram(durations: list[float]) -> dict[str, int]:
-    """Return clip counts per 1-second duration bin, labelled "0-1", "1-2", …"""
+    """Return clip counts per 1-second duration bin, labelled "0-1", "1-2", …, from the shortest clip's bin to the
+    longest's, empty bins between them included (a gap shows as a bin of 0)."""
     counts: dict[int, int] = {}
     for seconds in durations:
         counts[int(seconds // HISTOGRAM_BIN_S)] = counts.get(int(seconds // HISTOGRAM_BIN_S), 0) + 1
-    return {f"{b:g}-{b + 1:g}": counts[b] for b in sorted(counts)}
+    return _filled(counts)
+
+
+def _filled(counts: dict[int, int]) -> dict[str, int]:
+    """Return bin start → clips as labelled bins from the first to the last, empty ones as 0."""
+    return {f"{b:g}-{b + 1:g}": counts.get(b, 0) for b in range(min(counts), max(counts) + 1)} if counts else {}
+
+
+def with_empty_bins(histogram: dict[str, int]) -> dict[str, int]:
+    """Return a stored duration histogram (an older summary.json's may leave empty bins out) with every 1-second bin
+    from its first to its last, empty ones as 0; a histogram whose labels are not "a-b" seconds is returned as it is."""
+    try:
+        starts = {int(float(label.split("-")[0])): int(count) for label, count in histogram.items()}
+    except (ValueError, TypeError):
+        return dict(histogram)
+    return _filled(starts)

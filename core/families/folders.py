@@ -16,6 +16,7 @@ from core.config import Settings
 from core.confine import is_inside
 from core.errors import InputError
 from core.families.registry import get_model_family
+from core.families.releases import release_of, release_text
 
 #: how many folder levels below each root are searched (a data root may hold a large corpus)
 MAX_DEPTH = 4
@@ -71,9 +72,10 @@ def check_model_folder(settings: Settings, family_name: str, folder: str) -> Fol
         raise InputError(f"{folder}: not a folder. Choose a folder that holds the published {family_name} files.")
     missing = family.missing_published(path)
     if missing:
+        release = release_of(family_name)
         return FolderCheck(path, missing=missing, problem=(
-            f"{_shown(settings, path)} lacks {', '.join(missing)}: copy the published {family_name} "
-            f"file{'s' if len(missing) > 1 else ''} into it (nothing is downloaded)."))
+            f"{_shown(settings, path)} lacks {', '.join(missing)}. {release_text(family_name)} Fetch it with "
+            f"`{release.command()}` (nothing downloads unless asked), or copy its files into the folder."))
     try:
         files = {**family.published_files(path), **family.speech_files(path, settings)}
     except InputError as exc:

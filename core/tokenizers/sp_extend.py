@@ -197,6 +197,46 @@ def _protect_loop(
                     selected.append(candidate)
 
 
+def check_target_size(base_path: str | os.PathLike[str], corpus_lines: Sequence[str], target_size: int,
+                      character_coverage: float = 1.0, add_script: str | None = AUTO) -> None:
+    """Raise InputError, as `extend_sentencepiece` would before any training, when `target_size` is not above the
+    base's size or cannot hold every character of `corpus_lines` the base lacks: a form's check before it queues a job."""
+    base, base_proto = _load_base(Path(base_path))
+    _target_room(Path(base_path), base, base_proto, corpus_lines, target_size, character_coverage, add_script)
+
+
+def _target_room(base_path: Path, base: Any, base_proto: Any, corpus_lines: Sequence[str], target_size: int,
+                 character_coverage: float, add_script: str | None
+                 ) -> tuple[list[str], dict[str, int], list[str], Counter[str]]:
+    """Return the characters an extension must add (corpus and script letters the base lacks), the letters added per
+    script, the normalised corpus and its character counts; raise InputError when `target_size` has no room."""
+    base_size = len(base_proto.pieces)
+    if target_size <= base_size:
+        raise InputError(
+            f"--target-size {target_size} is not above the base size {base_size} of {base_path}. "
+            f"Pass a target larger than {base_size} (for example {base_size * 2})."
+        )
+    base_pieces = {p.piece for p in base_proto.pieces}
+    normalized = [base.processor.normalize(line) for line in corpus_lines]
+    char_counts = Counter(c for line in normalized for c in line)
+    forced = [c for c in _covered_characters(char_counts, character_coverage) if c not in base_pieces]
+    scripts_added: dict[str, int] = {}
+    for script in resolve_scripts(add_script, normalized):
+        taken = base_pieces | set(forced)
+        extra = [c for c in script_characters(script)
+                 if c not in taken and base.processor.normalize(c).lstrip(WORD_BOUNDARY) == c]
+        forced += extra
+        scripts_added[script] = len(extra)
+    needed = target_size - base_size - len(forced)
+    if needed < 0:
+        raise InputError(
+            f"--target-size {target_size} cannot hold the {len(forced)} characters of the corpus that "
+            f"{base_path} lacks{' (with every letter of ' + ', '.join(scripts_added) + ')' if scripts_added else ''}. "
+            f"Pass --target-size {base_size + len(forced)} or more."
+        )
+    return forced, scripts_added, normalized, char_counts
+
+
 def extend_sentencepiece(
     base_path: str | os.PathLike[str],
     corpus_lines: Sequence[str],
@@ -232,30 +272,11 @@ def extend_sentencepiece(
     wanted, protection_summary = protection(protect_lines, protect_language, uppercase, lexicon_size)
     unseen, unseen_source = heldout_lines(heldout, protect_language, uppercase, wanted, lexicon_size)
     base_size = len(base_proto.pieces)
-    if target_size <= base_size:
-        raise InputError(
-            f"--target-size {target_size} is not above the base size {base_size} of {base_path}. "
-            f"Pass a target larger than {base_size} (for example {base_size * 2})."
-        )
+    forced, scripts_added, normalized, char_counts = _target_room(
+        base_path, base, base_proto, corpus_lines, target_size, character_coverage, add_script)
     base_pieces = {p.piece for p in base_proto.pieces}
     base_min = min(p.score for p in base_proto.pieces)
-    normalized = [base.processor.normalize(line) for line in corpus_lines]
-    char_counts = Counter(c for line in normalized for c in line)
-    forced = [c for c in _covered_characters(char_counts, character_coverage) if c not in base_pieces]
-    scripts_added: dict[str, int] = {}
-    for script in resolve_scripts(add_script, normalized):
-        taken = base_pieces | set(forced)
-        extra = [c for c in script_characters(script)
-                 if c not in taken and base.processor.normalize(c).lstrip(WORD_BOUNDARY) == c]
-        forced += extra
-        scripts_added[script] = len(extra)
     needed = target_size - base_size - len(forced)
-    if needed < 0:
-        raise InputError(
-            f"--target-size {target_size} cannot hold the {len(forced)} characters of the corpus that "
-            f"{base_path} lacks{' (with every letter of ' + ', '.join(scripts_added) + ')' if scripts_added else ''}. "
-            f"Pass --target-size {base_size + len(forced)} or more."
-        )
     progress = Progress("tokenizer extend", total=3, interval=0.0)
     found, temp_scores = _train_candidates(
         corpus_lines, base_proto, character_coverage, base_pieces | set(forced), needed, len(char_counts)

@@ -12,7 +12,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from core.confine import check_name_path
-from core.data.filters import duration_histogram
+from core.data.filters import duration_histogram, with_empty_bins
 from core.errors import InputError
 from core.fsutil import read_json, read_jsonl
 from core.uploads import DATASET, store_upload
@@ -105,7 +105,7 @@ def filter_view(summary: dict[str, Any], kept: list[dict[str, Any]] | None = Non
     removed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (filters.get("removed") or {}).items()) or "nothing"
     text = (f"Filters removed: {removed}. Silence trimmed in {filters.get('trimmed', 0)} clip(s); digits written out "
             f"as words in {filters.get('digits_verbalised', 0)}.")
-    return text, histogram_figure(filters.get("duration_histogram") or duration_histogram(durations))
+    return text, histogram_figure(with_empty_bins(filters.get("duration_histogram") or {}) or duration_histogram(durations))
 
 
 def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
@@ -118,9 +118,10 @@ def dataset_view(ctx: UIContext, name: str | None) -> tuple[Any, ...]:
     summary = read_json(folder / "summary.json") or {}
     kept = read_jsonl(folder / "manifest.jsonl")
     rejects = read_jsonl(folder / "rejects.jsonl")
-    hours = [["speaker", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_speaker") or {}).items()]
+    hours = [["speaker", short(k), v.get("clips"), round(v.get("hours", 0.0), 4)]
+             for k, v in (summary.get("per_speaker") or {}).items()]
     hours += [["language", k, v.get("clips"), round(v.get("hours", 0.0), 4)] for k, v in (summary.get("per_language") or {}).items()]
-    reasons = ", ".join(f"{k}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
+    reasons = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in (summary.get("reject_reasons") or {}).items()) or "none"
     text = (f"**{name}**: {len(kept)} kept, {len(rejects)} rejected, {float(summary.get('hours') or 0):.3f} h. "
             f"Reject reasons: {reasons}. Manifest: `{relative(ctx.settings, folder / 'manifest.jsonl')}`")
     kept_rows = [[short(r.get("id")), short(r.get("speaker")), r.get("language"), r.get("duration"), r.get("text")]

@@ -11,9 +11,9 @@ from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.families.rows import plan_checkpoint_rows
 from core.tokenizers.tokenizer import load_tokenizer
-from core.tokenizers.vocab import INIT_METHODS
 from core.workspace_files import CHECKPOINTS, TOKENIZERS, find_files
 from gradio_app.common import (
+    init_choices,
     UIContext,
     long_action,
     follow_job,
@@ -24,7 +24,6 @@ from gradio_app.common import (
     ui_action,
 )
 
-INITS = list(INIT_METHODS)
 WILL = "Extend will"
 REFUSED = "Extend will refuse"
 
@@ -87,7 +86,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         check_status = gr.Markdown(elem_id="emb-check-status")
         plan = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, elem_id="emb-plan")
         with gr.Row():
-            init = gr.Dropdown(INITS, value="fvt", label="Init of new rows")
+            init = gr.Dropdown(init_choices(), value="fvt", label="Start of the new rows")
             output = gr.Textbox(label="Output checkpoint", value="checkpoints/extended.safetensors")
             extend_btn = gr.Button("Extend", variant="primary", elem_id="emb-extend-btn")
         status = gr.Markdown(elem_id="emb-status")

@@ -20,10 +20,12 @@ from core.config import Settings, read_yaml
 from core.confine import is_inside
 from core.errors import InputError
 from core.families.base import ModelFamily
+from core.families.releases import family_words
 from core.families.registry import get_model_family, model_family_names
 from core.runs import run_folder_of_checkpoint
 from core.workspace_files import CHECKPOINTS, find_files
 from gradio_app.common import (
+    checkpoint_choices,
     UIContext,
     follow_job,
     inside_workspace,
@@ -94,8 +96,10 @@ def check_output(settings: Settings, mode: str, checkpoint: Path, output: str | 
                          f"Give a folder, e.g. {OUTPUT_HINT[EXPORT]}.")
     family = checkpoint_family(checkpoint)
     if family not in exporting_families():
-        raise InputError(f"{relative(settings, checkpoint)} is a {family} checkpoint, which has no published layout "
-                         f"to export to ({' and '.join(exporting_families())} have one). Choose Prune instead.")
+        having = [family_words(name) for name in exporting_families()]
+        raise InputError(f"{relative(settings, checkpoint)} is a checkpoint of {family_words(family)}, which has no "
+                         f"published layout to export to (only {', '.join(having[:-1])} and {having[-1]} have one). "
+                         "Choose Prune instead.")
     return str(path)
 
 
@@ -117,9 +121,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with submitting:  # a second click (this page or another) never submits a second write
             busy = running_write()
             if busy is not None:
-                raise InputError(f"A {kind_words(busy['kind'])} job is already {busy['status']} (job {busy['id']}); "
-                                 "this click wrote nothing. Wait for it to end: its files show on the page that started "
-                                 "it and in the Jobs tab.")
+                raise InputError(f"A {kind_words(busy['kind'])} job (job {busy['id']}) was {busy['status']} when you "
+                                 "clicked, so this click wrote nothing. Once it ends, its files show on the page that "
+                                 "started it and in the Jobs tab.")
             job_id = runner.submit(KINDS[mode], params)
         for job in follow_job(runner, job_id, poll=0.5):  # the panel shows this job and only it
             yield "", job_line(job), None, gr.update(interactive=False)
@@ -152,4 +156,6 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     # concurrency_limit None: a second click runs at once and is refused in words, instead of waiting silently
     button.click(run, [checkpoint, mode, output, replace], [message, status, files, button], concurrency_limit=None)
     mode.input(keep_typed, [mode, output], output, show_progress="hidden")
-    tab.select(lambda: gr.update(choices=find_files(settings, CHECKPOINTS)), None, checkpoint, show_progress="hidden")
+    mode.change(lambda chosen: gr.update(visible=chosen == PRUNE), mode, replace, show_progress="hidden")  # prune only
+    tab.select(lambda current: checkpoint_choices(settings, current), checkpoint, checkpoint, show_progress="hidden")
+    demo.load(lambda: checkpoint_choices(settings, None), None, checkpoint)  # opens on the newest, as Inference does

@@ -1,7 +1,10 @@
 """Fine-tune a published model tab: a guided path from a Chatterbox, Chatterbox-Turbo/Nano or IndexTTS2 model
 folder to a first spoken sample in a new language, one click a step, each result chosen for the next step.
 
-1. the model folder (listed from the configured roots, checked for the family's published files);
+1. the model folder (listed from the configured roots, checked for the family's published files); before any click
+   the step names the family's published release, the files it needs, where they go and the command that fetches
+   them (`core.families.releases`; the pull itself is the Hub work's command, and a Pull button would sit beside
+   the guide, `release_guide`);
 2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 tokenizer folder:
    `tokenizer.merge`) or extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text,
    English (and Turbo's tags) protected;
@@ -22,14 +25,15 @@ from core.confine import check_name
 from core.errors import InputError
 from core.families.folders import check_model_folder, find_model_folders
 from core.families.registry import get_model_family
+from core.families.releases import release_of, release_text
 from core.numbers import MAX_NEW_TOKENS, MAX_STEPS, MAX_VOCAB, NumberRange
 from core.runs import run_folder
-from core.tokenizers.vocab import INIT_METHODS
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
 from core.uploads import CORPUS, MODEL, VOICE
 from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
 from gradio_app.common import (
+    init_choices,
     UIContext,
     long_action,
     corpus_field,
@@ -49,6 +53,7 @@ LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "tar
           "language_tag": "Language tag", "base": "Base tokenizer", "tokenizer": "New tokenizer",
           "checkpoint": "Checkpoint", "text": "Text to speak", "language": "Language tag", "reference": "Voice",
           "max_new_tokens": "Longest sample", "init": "Start of the new rows", "model_dir": "Model folder"}
+NO_FOLDER = "Choose a model folder first: step 1 says which files it needs and where to get them."
 VOICES_SHOWN = 20  # clips of the training manifest offered as the sample's voice
 TRAIN_BATCH = 4
 
@@ -105,6 +110,18 @@ def text_of_language(settings: Any, tag: str) -> list[str]:
     return [max(named, key=lambda path: settings.resolve(path).stat().st_mtime)] if named else []
 
 
+def release_guide(family_label: str, found: list[str]) -> str:
+    """Return step 1's guide for `family_label`: that no folder of it was found (when `found` is empty), its
+    published release and the files the folder needs, where to put them, and the command that fetches them
+    (in a fold: a command line is for those who look for it)."""
+    family = FAMILIES[family_label]
+    release = release_of(family)
+    lead = "" if found else f"**No {family_label} model folder in the workspace yet.** "
+    return (f"{lead}{release_text(family)} Put the files in one folder inside the workspace, such as "
+            f"{release.folder()}, or upload them with the button above: the list finds the folder.\n\n"
+            f"<details><summary>Fetch the release from the command line</summary>\n\n`{release.command()}`\n\n</details>")
+
+
 def only_or_kept(choices: list[str], current: str | None) -> str | None:
     """Return the value a refreshed list keeps: the current one while it is listed, else the only choice, else None."""
     if current in choices:
@@ -157,13 +174,20 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                gr.update(choices=find_files(settings, listed), value=result))
 
     def folder_files(family_label: str, folder: str) -> dict[str, Path]:
-        check = check_model_folder(settings, FAMILIES[family_label], require_text(folder, "Choose a model folder first."))
+        check = check_model_folder(settings, FAMILIES[family_label], require_text(folder, NO_FOLDER))
+        if check.missing:
+            raise InputError(f"{relative(settings, check.folder)} lacks {', '.join(check.missing)}: step 1 says "
+                             f"where to get the published {family_label} files.")
         if not check.ok:
             raise InputError(check.problem or "")
         return check.files
 
     @ui_action(outputs=3, labels=LABELS)
     def check_folder(family_label: str, folder: str) -> tuple[str, Any, Any]:
+        check = check_model_folder(settings, FAMILIES[family_label], require_text(folder, NO_FOLDER))
+        if check.missing:  # the release, its files and how to get them, in the dashboard's words
+            return (f"**{relative(settings, check.folder)} lacks {', '.join(check.missing)}.** "
+                    f"{release_guide(family_label, [folder])}", gr.update(), gr.update())
         files = folder_files(family_label, folder)
         model = get_model_family(FAMILIES[family_label])
         names = ", ".join(sorted(path.name for path in files.values()))
@@ -236,7 +260,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         output = settings.workspace / "outputs" / name / f"sample-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         params = {"checkpoint": str(path), "text": require_text(text, "Enter the text to speak."),
                   "output": str(output), "language": tag.strip() or None,
-                  "model_dir": str(inside_workspace(settings, require_text(folder, "Choose a model folder first."),
+                  "model_dir": str(inside_workspace(settings, require_text(folder, NO_FOLDER),
                                                     "Model folder")),
                   "reference": str(inside_workspace(settings, voice, "Voice")) if voice else None,
                   "max_new_tokens": _whole(max_tokens, "Longest sample", MAX_NEW_TOKENS)}
@@ -266,6 +290,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             check_btn = gr.Button("Check the folder", elem_id="ft-check-btn", scale=1)
             folder_upload = gr.UploadButton("Upload a model folder (its files, or a zip)", file_count="multiple",
                                             size="sm", elem_id="ft-folder-upload", scale=1)
+        release = gr.Markdown(release_guide("Chatterbox", folders), elem_id="ft-release")
         folder_status = gr.Markdown(elem_id="ft-folder-status")
         gr.Markdown("### 2. The new-language tokenizer (English encodings kept)")
         with gr.Row():
@@ -280,7 +305,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Row():
             new_tok = _listed(find_files(settings, TOKENIZERS), "New tokenizer", "ft-tokenizer")
             base_ckpt = gr.Textbox(label="Published checkpoint (from the folder)", interactive=False, elem_id="ft-base-checkpoint")
-            init = gr.Dropdown(list(INIT_METHODS), value="fvt", label="Start of the new rows")
+            init = gr.Dropdown(init_choices(), value="fvt", label="Start of the new rows")
         grow_btn, grow_status = _step_action("Grow the embeddings", "grow")
         gr.Markdown("### 4. Training")
         with gr.Row():
@@ -315,14 +340,14 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     manifest.change(voices_of, manifest, [train_status, voice], show_progress="hidden")
 
-    def listed_folders(family_label: str) -> Any:
+    def listed_folders(family_label: str) -> tuple[Any, str]:
         found = find_model_folders(settings, FAMILIES[family_label])
-        return gr.update(choices=found, value=found[0] if found else None)
+        return gr.update(choices=found, value=found[0] if found else None), release_guide(family_label, found)
 
     # The tab's refresh, a family change and a folder upload all set the folder list: one at a time, in the order
     # they came, so a refresh computed for the family shown when the tab opened cannot overwrite a quick change's.
     folder_list = {"concurrency_id": "ft-folder-list", "concurrency_limit": 1}
-    family.change(listed_folders, family, folder, show_progress="hidden", **folder_list)
+    family.change(listed_folders, family, [folder, release], show_progress="hidden", **folder_list)
 
     def refresh(family_label: str, current_folder: str | None, current_manifest: str | None, current_corpus: list[str],
                 language: str) -> tuple[Any, ...]:
@@ -330,21 +355,23 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         folders_now = find_model_folders(settings, FAMILIES[family_label])
         manifests_now = find_files(settings, TRAINING_MANIFESTS)
         return (gr.update(choices=folders_now, value=only_or_kept(folders_now, current_folder) or current_folder),
-                gr.update(choices=find_files(settings, TOKENIZERS)), gr.update(choices=checkpoints),
+                release_guide(family_label, folders_now), gr.update(choices=find_files(settings, TOKENIZERS)),
+                gr.update(choices=checkpoints),
                 gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
                 gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA),
                                                           value=current_corpus or text_of_language(settings, language)))
 
-    tab.select(refresh, [family, folder, manifest, corpus, tag], [folder, new_tok, grown, manifest, trained, corpus],
-               show_progress="hidden")
+    tab.select(refresh, [family, folder, manifest, corpus, tag],
+               [folder, release, new_tok, grown, manifest, trained, corpus], show_progress="hidden")
 
-    @ui_action(outputs=2)
+    @ui_action(outputs=3)
     def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:
         name = free_folder_name(settings, FAMILIES[family_label])
         upload_into(settings, MODEL, files, name)
         chosen = f"{MODEL.folder}/{name}"
+        found = find_model_folders(settings, FAMILIES[family_label])
         return (f"Uploaded into `{chosen}`; chosen as the model folder. Check the folder next.",
-                gr.update(choices=find_model_folders(settings, FAMILIES[family_label]), value=chosen))
+                gr.update(choices=found, value=chosen), release_guide(family_label, found))
 
     @ui_action(outputs=2)
     def corpus_uploaded(files: Any, chosen: list[str] | None) -> tuple[Any, ...]:
@@ -358,6 +385,6 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (f"Uploaded `{written[0]}`; chosen as the voice.",
                 gr.update(choices=[*written, *find_files(settings, VOICES)], value=written[0]))
 
-    folder_upload.upload(folder_uploaded, [folder_upload, family], [folder_status, folder], **folder_list)
+    folder_upload.upload(folder_uploaded, [folder_upload, family], [folder_status, folder, release], **folder_list)
     corpus_upload.upload(corpus_uploaded, [corpus_upload, corpus], [tok_status, corpus])
     voice_upload.upload(voice_uploaded, voice_upload, [speak_status, voice])

@@ -18,8 +18,9 @@ from core.audio_formats import GrowingWavReader
 from core.checkpoint import load_checkpoint
 from core.errors import InputError
 from core.inference import resolve_codec, resolve_tokenizer
-from core.workspace_files import CHECKPOINTS, find_files, newest_file
+from core.workspace_files import CHECKPOINTS, find_files
 from gradio_app.common import (
+    checkpoint_choices,
     UIContext,
     follow_job,
     inside_workspace,
@@ -168,9 +169,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     checkpoint.change(ui_action(outputs=2)(lambda c: ("", checkpoint_meta(ctx, c))), checkpoint, [meta_status, meta])
     def refresh_choices(current: str | None) -> Any:
-        """The checkpoints listed again; the newest one chosen unless one the list still holds was chosen."""
-        listed = find_files(settings, CHECKPOINTS)
-        return gr.update(choices=listed, value=current if current in listed else newest_file(settings, CHECKPOINTS))
+        return checkpoint_choices(settings, current)
 
     refresh.click(refresh_choices, checkpoint, checkpoint)
     tab.select(refresh_choices, checkpoint, checkpoint, show_progress="hidden")

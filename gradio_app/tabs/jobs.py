@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
-from gradio_app.common import UIContext, job_duration, kind_words, ui_action
-from gradio_app.runner import job_states
+from gradio_app.common import UIContext, job_duration, kind_words, plain_text, ui_action
+from gradio_app.runner import job_states, job_subject
 
 HEADERS = ["id", "run · stage", "what", "status", "progress", "duration", "created", "error"]
+COLUMN_WIDTHS = ["9%", "16%", "11%", "8%", "18%", "7%", "7%", "24%"]  # wide enough that no header breaks a word
 REFRESH_S = 3.0
 ANNOUNCED = 3  # finished jobs announced at once at the top of every page
 ANNOUNCE_FOR_S = 120.0  # how long a finished job stays announced
@@ -26,20 +26,6 @@ def age_text(job: dict[str, Any], now: float | None = None) -> str:
     if not created:
         return "—"
     return f"{format_seconds((now or time.time()) - created)} ago"
-
-
-def job_subject(job: dict[str, Any]) -> str:
-    """Return what a job outside a journey works on: its run folder's name, else the name of what it writes
-    (`output`, a guided fine-tune's tokenizer, an export's folder), else of its checkpoint or config; `—` for none."""
-    if job.get("run_dir"):
-        return Path(job["run_dir"]).name
-    params = job.get("params") or {}
-    for key in ("output", "checkpoint", "config", "manifest"):
-        value = params.get(key)
-        if isinstance(value, str) and value:
-            path = Path(value)
-            return path.parent.name if path.name == "config.yaml" else path.stem if path.suffix else path.name
-    return "—"
 
 
 def job_names(jobs: list[dict[str, Any]]) -> dict[str, str]:
@@ -86,7 +72,7 @@ def finished_lines(jobs: list[dict[str, Any]], since: float, now: float | None =
 
 
 def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
-    """Return the table rows of the Jobs tab for `jobs`."""
+    """Return the table rows of the Jobs tab for `jobs` (a queued job's progress column says what it waits for)."""
     rows = []
     names = job_names(jobs)
     for job in jobs:
@@ -96,10 +82,10 @@ def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
             names[job["id"]],
             kind_words(job.get("kind")),
             "damaged" if job.get("damaged") else job.get("status"),
-            progress_view(job.get("progress"), job_status=job.get("status")).text(),
+            job.get("waits_for") or progress_view(job.get("progress"), job_status=job.get("status")).text(),
             format_seconds(job_duration(job)),
             dt.datetime.fromtimestamp(created).strftime("%H:%M:%S") if created else "—",
-            (job.get("damaged") or job.get("error") or "")[:120],
+            plain_text(job.get("damaged") or job.get("error") or "")[:160],
         ])
     return rows
 
@@ -137,7 +123,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     with gr.Tab("Jobs", id="jobs"):
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
-        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table")
+        table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table",
+                             column_widths=COLUMN_WIDTHS)
         with gr.Row():
             job_id = gr.Dropdown(label="Job (run · stage · what · status · age)", choices=[], allow_custom_value=True,
                                  elem_id="jobs-select", scale=3)

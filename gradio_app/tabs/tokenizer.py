@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from core.numbers import MAX_VOCAB, NumberRange
 from core.tokenizers.corpus import read_corpus_lines
 from core.tokenizers.report import inspect_tokenizer
+from core.tokenizers.sp_extend import check_target_size
 from core.uploads import CORPUS
 from core.workspace_files import CORPORA, HF_TOKENIZERS, SENTENCEPIECE_TOKENIZERS, TOKENIZERS, find_files
 from gradio_app.charts import bar_figure, plot, sweep_figure
@@ -44,7 +45,8 @@ def report_tables(report: dict[str, Any]) -> tuple[list[list[Any]], list[list[An
     ids the corpus uses and never uses."""
     size = int(report["size"])
     summary: list[list[Any]] = [["kind", report["kind"]], ["size", size], ["fingerprint", report["fingerprint"]],
-                                ["special ids", str(report.get("special_ids"))]]
+                                ["special ids", ", ".join(f"{name} {'none' if value is None else value}" for name, value
+                                                          in (report.get("special_ids") or {}).items()) or "none"]]
     base = report.get("base_size")
     ranges = [["base ids", f"0–{(base or size) - 1}"]]
     if base is not None and base < size:
@@ -93,9 +95,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, labels=LABELS)
     def extend(base: str, corpus: list[str], target: float, protect: list[str], coverage: float, output: str):
+        base_path, corpus_paths = inside_workspace(settings, base, "base tokenizer"), paths_param(settings, corpus, "corpus")
+        if target:  # the size check needs no work: refused here, before a job waits in the queue to fail on it
+            check_target_size(base_path, read_corpus_lines(corpus_paths), int(target), coverage or 1.0)
         yield from run("tokenizer.extend", {
-            "base": str(inside_workspace(settings, base, "base tokenizer")),
-            "corpus": paths_param(settings, corpus, "corpus"), "target_size": target,
+            "base": str(base_path), "corpus": corpus_paths, "target_size": target,
             "protect_corpus": paths_param(settings, protect, "protect corpus") if protect else None,
             "character_coverage": coverage, "output": output_param(settings, output, "output")})
 

@@ -26,7 +26,7 @@ from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKENIZERS, TRAINING_MANIFESTS, find_files
 from gradio_app.charts import LOSS_MEASURES, TOP1_MEASURES, metrics_figure, plot
-from gradio_app.common import UIContext, escape_markdown, form_message, relative, run_loss_weights, ui_action
+from gradio_app.common import UIContext, escape_markdown, form_message, plain_text, relative, run_loss_weights, ui_action
 from gradio_app.runner import job_states
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
@@ -166,12 +166,13 @@ def form_values(data: dict[str, Any], settings: Settings) -> list[Any]:
     return [values[key] for key in FORM_KEYS]
 
 
-def plain_words(text: str) -> str:
-    """Return a check's message in the form's words: internal keys become the form's labels and command
-    lines the tab that does the same (`form_message`)."""
+def plain_words(text: str, settings: Settings | None = None) -> str:
+    """Return a check's message in the form's words: internal keys become the form's labels, command lines the tab
+    that does the same (`form_message`), code spans quotes, other keys words and (with `settings`) workspace paths
+    relative to it (`plain_text`)."""
     for word, label in INTERNAL_WORDS.items():
         text = text.replace(word, label)
-    return form_message(text, {"family": "Model family"})
+    return plain_text(text, settings, {"family": "Model family"})
 
 
 def error_field(message: str) -> str | None:
@@ -200,11 +201,12 @@ def preflight(ctx: UIContext, base: dict[str, Any], values: list[Any]) -> tuple[
         message, fix = field_error(str(exc), dict(zip(FORM_KEYS, values)).get("family"))
         where = error_field(str(exc))
         fields = {where: f"{message} {fix}"} if where else {}
-        return ([[check_words("config"), STATUS_LABELS["fail"], message, fix]], False,
+        return ([[check_words("config"), STATUS_LABELS["fail"], plain_words(message, ctx.settings),
+                  plain_words(fix, ctx.settings)]], False,
                 f"**FAIL** {escape_markdown(message)} Start is disabled.", fields)
     report = doctor_preflight(plan).to_dict()
-    rows = [[check_words(c["id"]), STATUS_LABELS.get(c["status"], c["status"]), plain_words(c.get("message") or ""),
-             plain_words(c.get("fix") or "")] for c in report["checks"]]
+    rows = [[check_words(c["id"]), STATUS_LABELS.get(c["status"], c["status"]), plain_words(c.get("message") or "", ctx.settings),
+             plain_words(c.get("fix") or "", ctx.settings)] for c in report["checks"]]
     fields = {CHECK_FIELDS[c["id"]]: f"{row[2]} {row[3]}".strip() for c, row in zip(report["checks"], rows)
               if row[1] == STATUS_LABELS["fail"] and c["id"] in CHECK_FIELDS}
     failing = [check_words(c["id"]) for c in report["checks"] if c["status"] == "fail"]
@@ -255,7 +257,7 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
     if not view.state:
         return ('<div class="lf-progress"><div id="train-progress-text">No training run watched yet: Start one, or '
                 'type the name of a run that has trained.</div></div>')
-    parts = [view.text(show_state=True)]
+    parts = [view.text(show_state=True), *([job["waits_for"]] if (job or {}).get("waits_for") else [])]
     tokens = (last or {}).get("tokens_per_s") or view.metrics.get("tokens_per_s")
     if tokens:
         parts.append(f"{float(tokens):,.0f} tokens/s")
@@ -437,14 +439,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if not current:
             raise InputError("no training job to stop; Start one first.")
         job = runner.cancel(current)
-        return f"Stop requested for {current} (now {job['status']}); the trainer saves a checkpoint and exits."
+        return (f"Stop requested for {job['id']}: the trainer saves a checkpoint and exits; the progress line shows "
+                "when it has stopped.")
 
     @ui_action(outputs=2, message=1)
     def resume(current: str) -> tuple[str, str]:
         if not current:
             raise InputError("no training job to resume; Start one first.")
         job = runner.resume(current)
-        return str(job["id"]), f"Resuming {job['id']} from its last checkpoint (now {job['status']})."
+        return str(job["id"]), f"Resume requested for {job['id']}: it continues from its last checkpoint."
 
     def live(current: str, run_name: str, shown: str) -> tuple[Any, ...]:
         job = None
