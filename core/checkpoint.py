@@ -374,3 +374,28 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     if not state_dict:
         raise InputError(f"{path}: the checkpoint holds no tensors.")
     return LoadedCheckpoint(state_dict, check_meta(path, meta), extra, path, sha256_file(path), dropped)
+
+
+def tensor_shapes(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
+    """Return {key: shape} of the checkpoint at `path` without reading its weights where the format allows:
+    a safetensors header only; a PyTorch file memory-mapped (`weights_only`), unwrapped like `load_checkpoint`.
+
+    Raises InputError like `load_checkpoint` for a file that is not a readable checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: checkpoint not found.")
+    if _is_safetensors(path):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+        except Exception as exc:  # noqa: BLE001 - the Rust reader raises SafetensorError or bare Exceptions
+            raise InputError(f"{path}: not a readable safetensors file ({exc}); re-copy or pull it again.") from exc
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - not mappable (an old zip layout or no zip at all): the safe full load names why
+        obj = _torch_load(path, "cpu")
+    state_dict, _, _ = _unwrap(path, obj)
+    return {key: tuple(value.shape) for key, value in state_dict.items() if isinstance(value, torch.Tensor)}

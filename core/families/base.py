@@ -401,6 +401,22 @@ class ModelFamily(ABC):
         """
         return {}
 
+    def release_of(self, model_dir: Path) -> str | None:
+        """Return the `models pull` name of the published release `model_dir` holds: the one its first
+        `marker_names` file marks (they are listed newest first), None when it holds none."""
+        from core.families.releases import MARKER_RELEASES
+
+        marker = next((name for name in self.marker_names if (Path(model_dir) / name).is_file()), None)
+        return MARKER_RELEASES.get(marker) if marker else None
+
+    def check_release(self, files: Mapping[str, Path]) -> str:
+        """Return one line saying what the release's files (`published_files`) hold, read from their content
+        (the checkpoint's layout and rows against the tokenizer's size).
+
+        Raises InputError naming the file whose content is not what the family reads and the fix.
+        """
+        return ""
+
     def default_checkpoint(self, model_dir: Path | None) -> Path | None:
         """Return the published checkpoint in `model_dir` a run starts from when it names none (its
         `start_role` file; None without a folder or a start role). Raises InputError like `published_files`."""

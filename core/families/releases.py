@@ -1,0 +1,116 @@
+"""The published releases a family reads, by their `models pull` name: which Hugging Face repositories hold
+them and which of their files a family needs (the file names come from the families' own modules).
+
+| name | family | repositories |
+|---|---|---|
+| `chatterbox` | chatterbox | ResembleAI/chatterbox: the multilingual T3 v2 (`t3_mtl23ls_v2.safetensors`) |
+| `chatterbox:v3` | chatterbox | ResembleAI/chatterbox: the multilingual T3 v3 (`t3_mtl23ls_v3.safetensors`, same tokenizer) |
+| `chatterbox:english` | chatterbox | ResembleAI/chatterbox: the English release (`t3_cfg.safetensors`) |
+| `chatterbox-turbo` | chatterbox-turbo | ResembleAI/chatterbox-turbo |
+| `chatterbox-nano` | chatterbox-turbo | ResembleAI/chatterbox-nano |
+| `indextts2` | indextts | IndexTeam/IndexTTS-2 plus w2v-BERT 2.0, the MaskGCT semantic codec, CAMPPlus and BigVGAN, each in the sub-folder IndexTTS2's loader reads |
+
+A folder holding a release is recognised by its files' content (`ModelFamily.check_release`), the release's
+name by its checkpoint (`ModelFamily.release_of`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.errors import InputError
+from core.families.chatterbox.t3 import ENGLISH_FILES, MULTILINGUAL_FILES, MULTILINGUAL_T3, OPTIONAL_FILES
+from core.families.chatterbox_turbo.t3 import T3_FILES
+from core.families.indextts.gpt import GPT_NAME, PUBLISHED_FILES as INDEXTTS_FILES
+from core.families.indextts.models import DEFAULT_LOCATIONS
+
+#: the prefix of a Hub repository id where a release name or a model folder is expected: `hf:owner/name[@revision]`
+HF_PREFIX = "hf:"
+_TURBO_PATTERNS = ("*.safetensors", "*.json", "*.txt", "*.pt", "*.model")  # what `ChatterboxTurboTTS.from_pretrained` fetches
+
+
+@dataclass(frozen=True)
+class HubPart:
+    """One repository of a release: the files to fetch (`allow_patterns`) and the sub-folder of the model
+    folder they go to ("" for the folder itself), keeping their paths inside the repository."""
+
+    repo: str
+    patterns: tuple[str, ...]
+    folder: str = ""
+
+
+@dataclass(frozen=True)
+class Release:
+    """A published release: its pull name, family, label and repositories (the first is the release's own)."""
+
+    name: str
+    family: str
+    label: str
+    parts: tuple[HubPart, ...]
+
+    @property
+    def repo(self) -> str:
+        """Return the release's own repository id."""
+        return self.parts[0].repo
+
+
+def _chatterbox(t3: str, files: dict[str, str]) -> tuple[HubPart, ...]:
+    names = {**files, "t3": t3}
+    return (HubPart("ResembleAI/chatterbox", (*names.values(), *OPTIONAL_FILES.values(), "Cangjie5_TC.json")),)
+
+
+def _indextts_companion(role: str, repo: str, files: tuple[str, ...]) -> HubPart:
+    where = DEFAULT_LOCATIONS[role][0]
+    return HubPart(repo, files, "" if where.endswith((".bin", ".safetensors")) else where)
+
+
+RELEASES: dict[str, Release] = {release.name: release for release in (
+    Release("chatterbox", "chatterbox", "Chatterbox multilingual v2", _chatterbox(MULTILINGUAL_T3["v2"], MULTILINGUAL_FILES)),
+    Release("chatterbox:v3", "chatterbox", "Chatterbox multilingual v3", _chatterbox(MULTILINGUAL_T3["v3"], MULTILINGUAL_FILES)),
+    Release("chatterbox:english", "chatterbox", "Chatterbox (English)", _chatterbox(ENGLISH_FILES["t3"], ENGLISH_FILES)),
+    Release("chatterbox-turbo", "chatterbox-turbo", "Chatterbox-Turbo", (HubPart("ResembleAI/chatterbox-turbo", _TURBO_PATTERNS),)),
+    Release("chatterbox-nano", "chatterbox-turbo", "Chatterbox-Nano", (HubPart("ResembleAI/chatterbox-nano", _TURBO_PATTERNS),)),
+    Release("indextts2", "indextts", "IndexTTS2", (
+        HubPart("IndexTeam/IndexTTS-2", INDEXTTS_FILES),
+        _indextts_companion("w2v_bert", "facebook/w2v-bert-2.0", ("config.json", "model.safetensors", "preprocessor_config.json")),
+        _indextts_companion("semantic_codec", "amphion/MaskGCT", ("semantic_codec/model.safetensors",)),
+        _indextts_companion("campplus", "funasr/campplus", ("campplus_cn_common.bin",)),
+        _indextts_companion("bigvgan", "nvidia/bigvgan_v2_22khz_80band_256x", ("config.json", "bigvgan_generator.pt")),
+    )),
+)}
+#: which release each published checkpoint name marks (`ModelFamily.release_of`)
+MARKER_RELEASES = {MULTILINGUAL_T3["v3"]: "chatterbox:v3", MULTILINGUAL_T3["v2"]: "chatterbox",
+                   ENGLISH_FILES["t3"]: "chatterbox:english", T3_FILES["turbo"]: "chatterbox-turbo",
+                   T3_FILES["nano"]: "chatterbox-nano", GPT_NAME: "indextts2"}
+
+
+def pull_command(name: str) -> str:
+    """Return the command that pulls release `name` into the workspace."""
+    return f"python -m core models pull {name}"
+
+
+def get_release(name: str) -> Release:
+    """Return the release called `name`. Raises InputError listing the names (and `hf:owner/name`) otherwise."""
+    if name not in RELEASES:
+        raise InputError(f"{name!r}: not a published release; pull one of {', '.join(RELEASES)} "
+                         f"or a Hub repository as {HF_PREFIX}owner/name[@revision].")
+    return RELEASES[name]
+
+
+def release_for_repo(repo: str) -> Release | None:
+    """Return the first release whose own repository is `repo` (case as on the Hub), None for another repository."""
+    return next((release for release in RELEASES.values() if release.repo.lower() == repo.lower()), None)
+
+
+def parse_hf_id(text: str) -> tuple[str, str | None]:
+    """Return (owner/name, revision or None) of `hf:owner/name[@revision]`.
+
+    Raises InputError naming the text and the form when it is not one.
+    """
+    body = text[len(HF_PREFIX):] if text.startswith(HF_PREFIX) else text
+    repo, _, revision = body.partition("@")
+    parts = repo.split("/")
+    if len(parts) != 2 or not all(parts) or any(p in (".", "..") or not p.replace("-", "").replace("_", "").replace(".", "").isalnum()
+                                                for p in parts) or (revision == "" and "@" in body):
+        raise InputError(f"{text!r}: not a Hub repository id; write {HF_PREFIX}owner/name or {HF_PREFIX}owner/name@revision.")
+    return repo, revision or None
