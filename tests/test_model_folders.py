@@ -97,8 +97,9 @@ def test_a_release_whose_content_is_not_what_its_names_say_is_refused_with_the_p
     _fake_t3(folder / "t3_mtl23ls_v3.safetensors", "h", 2454, 64)
     check = check_model_folder(settings, "chatterbox", "models/cb")
     assert not check.ok and check.problem == (
-        f"{folder / 't3_mtl23ls_v3.safetensors'}: a GPT-2 T3 (Chatterbox-Turbo/Nano: family chatterbox-turbo), though "
-        "named as the Chatterbox release's T3; replace it: `python -m core models pull chatterbox:v3`.")
+        f"{folder / 't3_mtl23ls_v3.safetensors'}: not a Llama T3 (no tfmr.layers.* / text_emb.weight), so not family "
+        "chatterbox's (a Llama T3 is the multilingual release's, a GPT-2 one Turbo's or Nano's); replace it: "
+        "`python -m core models pull chatterbox:v3`.")
     _fake_t3(folder / "t3_mtl23ls_v3.safetensors", "layers", 704, 64)
     assert check_model_folder(settings, "chatterbox", "models/cb").problem == (
         f"{folder / 't3_mtl23ls_v3.safetensors'}: 704 text rows, but the folder's tokenizer grapheme_mtl_merged_expanded_v1.json "

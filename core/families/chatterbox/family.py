@@ -79,6 +79,8 @@ class ChatterboxFamily(ModelFamily):
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
     marker_names = (*MULTILINGUAL_T3.values(), ENGLISH_FILES["t3"])  # newest first
+    #: the T3 backbone's layer-key prefix and its name (`check_release`)
+    t3_backbone = ("tfmr.layers.", "Llama")
     #: the model config and the builder of the trainable T3
     config_class: type = ChatterboxConfig
     build_t3 = staticmethod(build_t3)
@@ -111,11 +113,12 @@ class ChatterboxFamily(ModelFamily):
         return files
 
     def check_release(self, files: Mapping[str, Path]) -> str:
-        """Return what the T3 holds (a Llama backbone, its layers and width, text rows equal to the tokenizer's
-        ids), read from the safetensors header and the tokenizer file.
+        """Return what the T3 holds (its backbone, layers and width, text rows equal to the tokenizer's ids),
+        read from the safetensors header and the tokenizer.
 
-        Raises InputError naming the T3 when it is a GPT-2 (Turbo/Nano) T3 or not a T3, or when its text rows
-        differ from the folder's tokenizer, with the pull command of the release.
+        Raises InputError naming the T3 when its backbone is not this family's (`t3_backbone`: a Llama T3 is the
+        multilingual release's, a GPT-2 one Turbo's or Nano's), when `check_t3_width` refuses its width, or when
+        its text rows differ from the folder's tokenizer, with the pull command of the release.
         """
         from core.checkpoint import tensor_shapes
         from core.families.releases import pull_command
@@ -124,17 +127,22 @@ class ChatterboxFamily(ModelFamily):
         t3, tokenizer = files["t3"], files["tokenizer"]
         pull = pull_command(self.release_of(t3.parent) or "chatterbox:v3")
         shapes = tensor_shapes(t3)
-        layers = {key.split(".")[2] for key in shapes if key.startswith("tfmr.layers.")}
+        prefix, backbone = self.t3_backbone
+        layers = {key.split(".")[2] for key in shapes if key.startswith(prefix)}
         if not layers or "text_emb.weight" not in shapes:
-            kind = "a GPT-2 T3 (Chatterbox-Turbo/Nano: family chatterbox-turbo)" if any(
-                key.startswith("tfmr.h.") for key in shapes) else "not a Chatterbox T3 (no tfmr.layers.* / text_emb.weight)"
-            raise InputError(f"{t3}: {kind}, though named as the Chatterbox release's T3; replace it: `{pull}`.")
+            raise InputError(f"{t3}: not a {backbone} T3 (no {prefix}* / text_emb.weight), so not family {self.name}'s (a "
+                             "Llama T3 is the multilingual release's, a GPT-2 one Turbo's or Nano's); replace it: "
+                             f"`{pull}`.")
         rows, width = shapes["text_emb.weight"]
+        self.check_t3_width(t3, width, pull)
         size = load_tokenizer(tokenizer).size
         if rows != size:
             raise InputError(f"{t3}: {rows} text rows, but the folder's tokenizer {tokenizer.name} has {size} ids: the two "
                              f"come from different releases; pull the release whole: `{pull}`.")
-        return f"T3 {t3.name}: Llama, {len(layers)} layers × {width}, {rows} text rows = the tokenizer's {size} ids"
+        return f"T3 {t3.name}: {backbone}, {len(layers)} layers × {width}, {rows} text rows = the tokenizer's {size} ids"
+
+    def check_t3_width(self, t3: Path, width: int, pull: str) -> None:
+        """Return None when a T3 of this width may carry its file name (any width: reduced test models too)."""
 
     def base_size(self, base: Any) -> int | None:
         """Return the base checkpoint's recorded base size, else its row count (a published T3 is all base)."""

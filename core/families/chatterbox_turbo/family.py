@@ -61,6 +61,7 @@ class ChatterboxTurboFamily(ChatterboxFamily):
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tokenizer_role = "tokenizer"  # the model folder itself: AutoTokenizer's GPT-2 files
     marker_names = (T3_FILES["turbo"], T3_FILES["nano"])
+    t3_backbone = ("tfmr.h.", "GPT-2")
     config_class = TurboConfig
     build_t3 = staticmethod(build_turbo_t3)
 
@@ -93,34 +94,15 @@ class ChatterboxTurboFamily(ChatterboxFamily):
         files.update({role: model_dir / n for role, n in OPTIONAL_FILES.items() if (model_dir / n).is_file()})
         return files
 
-    def check_release(self, files: Mapping[str, Path]) -> str:
-        """Return what the T3 holds (a GPT-2 backbone, its layers and width, text rows equal to the tokenizer's
-        ids), read from the safetensors header and the tokenizer folder; a Nano T3 is GPT-2 small's width (768).
+    def check_t3_width(self, t3: Path, width: int, pull: str) -> None:
+        """Return None when the T3's width matches its name: GPT-2 small's (768) for Nano's T3, another for Turbo's.
 
-        Raises InputError naming the T3 when it is a Llama (multilingual) T3 or not a T3, when its width says the
-        other variant than its name, or when its text rows differ from the tokenizer's ids, with the pull command.
+        Raises InputError naming the T3, its width and the pull command otherwise.
         """
-        from core.checkpoint import tensor_shapes
-        from core.tokenizers.tokenizer import load_tokenizer
-
-        t3 = files["t3"]
-        pull = pull_command(self.release_of(t3.parent) or "chatterbox-turbo")
-        shapes = tensor_shapes(t3)
-        layers = {key.split(".")[2] for key in shapes if key.startswith("tfmr.h.")}
-        if not layers or "text_emb.weight" not in shapes:
-            kind = "a Llama T3 (the multilingual release: family chatterbox)" if any(
-                key.startswith("tfmr.layers.") for key in shapes) else "not a Chatterbox-Turbo/Nano T3 (no tfmr.h.* / text_emb.weight)"
-            raise InputError(f"{t3}: {kind}, though named as a Turbo/Nano T3; replace it: `{pull}`.")
-        rows, width = shapes["text_emb.weight"]
         variant = "nano" if width == NANO_WIDTH else "turbo"
         if t3.name != T3_FILES[variant]:
             raise InputError(f"{t3}: {width} wide, so a {variant.capitalize()} T3 (Nano is GPT-2 small's {NANO_WIDTH}), "
                              f"though named {t3.name}; pull the release whole: `{pull}`.")
-        size = load_tokenizer(files["tokenizer"]).size
-        if rows != size:
-            raise InputError(f"{t3}: {rows} text rows, but the folder's tokenizer has {size} ids: the two come from "
-                             f"different releases; pull the release whole: `{pull}`.")
-        return f"T3 {t3.name}: GPT-2, {len(layers)} layers × {width}, {rows} text rows = the tokenizer's {size} ids"
 
     @staticmethod
     def read_backbone(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:
