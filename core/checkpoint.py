@@ -36,7 +36,7 @@ _NUMBER = (int, float)
 META_TYPES: dict[str, type | tuple[type, ...]] = {
     "family": str, "task": str, "tokenizer_fingerprint": str, "tokenizer_size": int, "rows": int, "base_size": int,
     "init": str, "init_rows": dict, "parent": str, "codec_fingerprint": str, "model_config": dict, "step": int,
-    "layout": dict, "adapter": dict, "length_bounds": list,
+    "layout": dict, "adapter": dict, "length_bounds": list, "release": dict,
 }
 # the keys an adapter record (`core.training.adapter`) always holds, with their types
 ADAPTER_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -67,6 +67,9 @@ class CheckpointMeta:
     #: the training data's speech tokens per text character, (low, high): the 1st–99th percentile widened by the
     #: length detector's margin (`core.eval.quality.detectors.length_bounds`); the bounds its evaluation judges by
     length_bounds: list[float] | None = None
+    #: the published release the run started from, as `models pull` recorded it in the model folder
+    #: (`hub_release.json`: release name, repositories, revisions and file sha256s; `core.hub`)
+    release: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-ready mapping (every field, None where unknown)."""

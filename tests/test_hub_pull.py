@@ -102,3 +102,37 @@ def test_turbo_pulled_offline_is_checked_by_content(cli, hub, workspace, tmp_pat
     cache_repo(hub, "ResembleAI/chatterbox-nano", folder_files(folder))
     run = cli("models", "pull", "chatterbox-nano")
     assert run.code == 2 and "256 wide, so a Turbo T3 (Nano is GPT-2 small's 768), though named t3_nano_v1.safetensors" in run.stderr
+
+
+def test_a_run_config_model_dir_hf_id_resolves_through_the_cache(
+        hub, workspace, chatterbox_repo) -> None:
+    import subprocess
+    import sys
+
+    commit, _ = chatterbox_repo
+    (workspace / "run.yaml").write_text("name: r\nfamily: chatterbox\ntokenizer: t.json\nmodel_dir: hf:ResembleAI/chatterbox\n"
+                                        "data: {manifest: m.jsonl}\n", encoding="utf-8")
+    script = ("from core.config import load_settings; from core.training.run_config import load_run_config; "
+              "from core.training.plan import resolve_model_dir; from core.hub import read_release_record; s = load_settings(); "
+              "c = load_run_config(s.workspace / 'run.yaml', s); d = resolve_model_dir(c, s, 'chatterbox'); "
+              "print(d); print(read_release_record(d)['sources'][0]['revision'])")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(workspace / "models" / "ResembleAI-chatterbox"), commit]
+    (workspace / "run.yaml").write_text("name: r\nfamily: chatterbox\ntokenizer: t.json\nmodel_dir: hf:../x\n"
+                                        "data: {manifest: m.jsonl}\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode != 0 and "run.yaml.model_dir: 'hf:../x': not a Hub repository id" in proc.stderr
+
+
+def test_the_release_record_is_checkpoint_metadata(tmp_path: Path) -> None:
+    import torch
+
+    from core.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+
+    record = {"release": "chatterbox:v3", "sources": [{"repo": "ResembleAI/chatterbox", "revision": "a" * 40,
+                                                       "files": {"ve.pt": "b" * 64}}]}
+    save_checkpoint(tmp_path / "c.safetensors", {"w": torch.zeros(2)}, CheckpointMeta(family="chatterbox", release=record))
+    assert load_checkpoint(tmp_path / "c.safetensors").meta["release"] == record
