@@ -4,6 +4,7 @@ only the release's files linked, checked by content, repository, revision and sh
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import shutil
@@ -136,3 +137,30 @@ def test_the_release_record_is_checkpoint_metadata(tmp_path: Path) -> None:
                                                        "files": {"ve.pt": "b" * 64}}]}
     save_checkpoint(tmp_path / "c.safetensors", {"w": torch.zeros(2)}, CheckpointMeta(family="chatterbox", release=record))
     assert load_checkpoint(tmp_path / "c.safetensors").meta["release"] == record
+
+
+def test_indextts2_and_its_four_companions_are_assembled_side_by_side(cli, hub, workspace, tmp_path: Path) -> None:
+    from core.families.releases import get_release
+    from tests.indextts_helpers import add_speech_models, build_model_folder
+
+    built = build_model_folder(tmp_path / "indextts")
+    add_speech_models(built)
+    files = folder_files(built)
+    commits = {}
+    for part in get_release("indextts2").parts:  # each repository holds its files as published, without the sub-folder
+        prefix = f"{part.folder}/" if part.folder else ""
+        held = {name[len(prefix):]: path for name, path in files.items() if name.startswith(prefix) and any(
+            fnmatch.fnmatchcase(name[len(prefix):], pattern) for pattern in part.patterns)}
+        commits[part.repo] = cache_repo(hub, part.repo, held)
+    run = cli("models", "pull", "indextts2", "--json")
+    assert run.code == 0, run.stderr
+    folder = workspace / "models" / "indextts2"
+    record = run.json()
+    assert {s["repo"]: s["revision"] for s in record["sources"]} == commits
+    assert record["content"] == "GPT gpt.pth: 12001 text rows = bpe.model's 12000 pieces + 1"
+    placed = folder_files(folder)
+    for name in ("w2v-bert-2.0/model.safetensors", "semantic_codec/model.safetensors", "campplus_cn_common.bin",
+                 "bigvgan/bigvgan_generator.pt", "gpt.pth", "s2mel.pth"):
+        assert placed[name].read_bytes() == files[name].read_bytes(), name
+    by_file = {name: digest for s in record["sources"] for name, digest in s["files"].items()}  # paths in the folder
+    assert by_file == {name: _sha(placed[name]) for name in placed if name != "hub_release.json"}
