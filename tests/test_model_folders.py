@@ -142,3 +142,11 @@ def test_a_folder_outside_the_roots_or_not_a_folder_is_refused(settings, tmp_pat
         check_model_folder(settings, "chatterbox", str(_touch(tmp_path / "elsewhere", *MULTILINGUAL)))
     with pytest.raises(InputError, match="not a folder"):
         check_model_folder(settings, "chatterbox", "models/none")
+
+
+def test_the_v3_file_name_is_the_one_the_published_class_resolves() -> None:
+    from chatterbox.mtl_tts import MULTILINGUAL_T3_MODELS
+
+    from core.families.chatterbox.t3 import MULTILINGUAL_T3
+
+    assert {version: MULTILINGUAL_T3_MODELS[version] for version in ("v2", "v3")} == MULTILINGUAL_T3

@@ -3,8 +3,8 @@ them and which of their files a family needs (the file names come from the famil
 
 | name | family | repositories |
 |---|---|---|
-| `chatterbox` | chatterbox | ResembleAI/chatterbox: the multilingual T3 v2 (`t3_mtl23ls_v2.safetensors`) |
-| `chatterbox:v3` | chatterbox | ResembleAI/chatterbox: the multilingual T3 v3 (`t3_mtl23ls_v3.safetensors`, same tokenizer) |
+| `chatterbox:v3` | chatterbox | ResembleAI/chatterbox: the multilingual T3 v3 (`t3_mtl23ls_v3.safetensors`, same tokenizer); also `hf:ResembleAI/chatterbox` |
+| `chatterbox` | chatterbox | ResembleAI/chatterbox: the multilingual T3 v2 (`t3_mtl23ls_v2.safetensors`, the published class's default) |
 | `chatterbox:english` | chatterbox | ResembleAI/chatterbox: the English release (`t3_cfg.safetensors`) |
 | `chatterbox-turbo` | chatterbox-turbo | ResembleAI/chatterbox-turbo |
 | `chatterbox-nano` | chatterbox-turbo | ResembleAI/chatterbox-nano |
@@ -65,8 +65,9 @@ def _indextts_companion(role: str, repo: str, files: tuple[str, ...]) -> HubPart
 
 
 RELEASES: dict[str, Release] = {release.name: release for release in (
-    Release("chatterbox", "chatterbox", "Chatterbox multilingual v2", _chatterbox(MULTILINGUAL_T3["v2"], MULTILINGUAL_FILES)),
+    # v3 first: Resemble's recommended T3 is what `hf:ResembleAI/chatterbox` and a family's pull hint name
     Release("chatterbox:v3", "chatterbox", "Chatterbox multilingual v3", _chatterbox(MULTILINGUAL_T3["v3"], MULTILINGUAL_FILES)),
+    Release("chatterbox", "chatterbox", "Chatterbox multilingual v2", _chatterbox(MULTILINGUAL_T3["v2"], MULTILINGUAL_FILES)),
     Release("chatterbox:english", "chatterbox", "Chatterbox (English)", _chatterbox(ENGLISH_FILES["t3"], ENGLISH_FILES)),
     Release("chatterbox-turbo", "chatterbox-turbo", "Chatterbox-Turbo", (HubPart("ResembleAI/chatterbox-turbo", _TURBO_PATTERNS),)),
     Release("chatterbox-nano", "chatterbox-turbo", "Chatterbox-Nano", (HubPart("ResembleAI/chatterbox-nano", _TURBO_PATTERNS),)),
