@@ -327,6 +327,8 @@ class ModelFamily(ABC):
     tokenizer_role: str | None = None
     #: file names that mark a folder as one of this family's published model folders (its checkpoints)
     marker_names: tuple[str, ...] = ()
+    #: each marker file's release, its `models pull` name (`core.families.releases`), newest first
+    marker_releases: Mapping[str, str] = {}
     #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
     lora_targets: tuple[str, ...] = ()
     #: the keys a run config's `model:` entry may hold for this family (None: any, its model config checks them)
@@ -403,11 +405,9 @@ class ModelFamily(ABC):
 
     def release_of(self, model_dir: Path) -> str | None:
         """Return the `models pull` name of the published release `model_dir` holds: the one its first
-        `marker_names` file marks (they are listed newest first), None when it holds none."""
-        from core.families.releases import MARKER_RELEASES
-
-        marker = next((name for name in self.marker_names if (Path(model_dir) / name).is_file()), None)
-        return MARKER_RELEASES.get(marker) if marker else None
+        `marker_releases` file marks (they are listed newest first), None when it holds none."""
+        marker = next((name for name in self.marker_releases if (Path(model_dir) / name).is_file()), None)
+        return self.marker_releases[marker] if marker else None
 
     def check_release(self, files: Mapping[str, Path]) -> str:
         """Return one line saying what the release's files (`published_files`) hold, read from their content

@@ -11,7 +11,7 @@ them and which of their files a family needs (the file names come from the famil
 | `indextts2` | indextts | IndexTeam/IndexTTS-2 plus w2v-BERT 2.0, the MaskGCT semantic codec, CAMPPlus and BigVGAN, each in the sub-folder IndexTTS2's loader reads |
 
 A folder holding a release is recognised by its files' content (`ModelFamily.check_release`), the release's
-name by its checkpoint (`ModelFamily.release_of`).
+name by its checkpoint (`ModelFamily.release_of`, from the family's `marker_releases`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 from core.errors import InputError
 from core.families.chatterbox.t3 import ENGLISH_FILES, MULTILINGUAL_FILES, MULTILINGUAL_T3, OPTIONAL_FILES
-from core.families.chatterbox_turbo.t3 import T3_FILES
-from core.families.indextts.gpt import GPT_NAME, PUBLISHED_FILES as INDEXTTS_FILES
+from core.families.indextts.gpt import PUBLISHED_FILES as INDEXTTS_FILES
 from core.families.indextts.models import DEFAULT_LOCATIONS
 
 #: the prefix of a Hub repository id where a release name or a model folder is expected: `hf:owner/name[@revision]`
@@ -79,10 +78,6 @@ RELEASES: dict[str, Release] = {release.name: release for release in (
         _indextts_companion("bigvgan", "nvidia/bigvgan_v2_22khz_80band_256x", ("config.json", "bigvgan_generator.pt")),
     )),
 )}
-#: which release each published checkpoint name marks (`ModelFamily.release_of`)
-MARKER_RELEASES = {MULTILINGUAL_T3["v3"]: "chatterbox:v3", MULTILINGUAL_T3["v2"]: "chatterbox",
-                   ENGLISH_FILES["t3"]: "chatterbox:english", T3_FILES["turbo"]: "chatterbox-turbo",
-                   T3_FILES["nano"]: "chatterbox-nano", GPT_NAME: "indextts2"}
 
 
 def pull_command(name: str) -> str:

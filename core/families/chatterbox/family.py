@@ -78,7 +78,9 @@ class ChatterboxFamily(ModelFamily):
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
-    marker_names = (*MULTILINGUAL_T3.values(), ENGLISH_FILES["t3"])  # newest first
+    marker_releases = {MULTILINGUAL_T3["v3"]: "chatterbox:v3", MULTILINGUAL_T3["v2"]: "chatterbox",
+                       ENGLISH_FILES["t3"]: "chatterbox:english"}
+    marker_names = tuple(marker_releases)  # newest first
     #: the T3 backbone's layer-key prefix and its name (`check_release`)
     t3_backbone = ("tfmr.layers.", "Llama")
     #: the model config and the builder of the trainable T3

@@ -60,7 +60,8 @@ class ChatterboxTurboFamily(ChatterboxFamily):
     }
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tokenizer_role = "tokenizer"  # the model folder itself: AutoTokenizer's GPT-2 files
-    marker_names = (T3_FILES["turbo"], T3_FILES["nano"])
+    marker_releases = {T3_FILES["turbo"]: "chatterbox-turbo", T3_FILES["nano"]: "chatterbox-nano"}
+    marker_names = tuple(marker_releases)
     t3_backbone = ("tfmr.h.", "GPT-2")
     config_class = TurboConfig
     build_t3 = staticmethod(build_turbo_t3)

@@ -40,7 +40,8 @@ class IndexTTSFamily(ModelFamily):
     name = "indextts"
     start_role = "gpt"  # the published GPT (config `gpt_checkpoint`, normally gpt.pth)
     tokenizer_role = "bpe"  # the published SentencePiece model (config `dataset.bpe_model`, normally bpe.model)
-    marker_names = (GPT_NAME,)
+    marker_releases = {GPT_NAME: "indextts2"}
+    marker_names = tuple(marker_releases)
     sequence_layout = SEQUENCE_LAYOUT
     speech_options = {"temperature": TEMPERATURE, "max_mel_tokens": NumberRange(1, 10_000, integer=True),
                       "diffusion_steps": NumberRange(1, 200, integer=True)}
