@@ -7,7 +7,9 @@ tests/test_export_published_chatterbox.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +57,12 @@ def test_a_pulled_v3_release_trains_exports_strictly_and_speaks_through_the_publ
     record = trained.meta["release"]
     assert record["release"] == "chatterbox:v3" and record["sources"][0]["revision"] == commit
     assert record["sources"][0]["files"]["t3_mtl23ls_v3.safetensors"] == \
-        __import__("hashlib").sha256((release / "t3_mtl23ls_v3.safetensors").read_bytes()).hexdigest()
+        hashlib.sha256((release / "t3_mtl23ls_v3.safetensors").read_bytes()).hexdigest()
     assert trained.meta["parent"] == load_checkpoint(workspace / "models" / "ResembleAI-chatterbox" / "t3_mtl23ls_v3.safetensors").sha256
 
+    tokenizer = workspace / "models" / "ResembleAI-chatterbox" / "grapheme_mtl_merged_expanded_v1.json"
+    (workspace / "tokenizers").mkdir()
+    shutil.copyfile(tokenizer, workspace / "tokenizers" / tokenizer.name)  # where an export looks for a checkpoint's tokenizer
     rigged = save_checkpoint(tmp_path / "rigged.safetensors", _stop_after(trained.state_dict, CODES), trained.meta)
     settings = load_settings()
     settings.data["families"] = {"chatterbox": {"model_dir": str(workspace / "models" / "ResembleAI-chatterbox")}}
