@@ -150,3 +150,25 @@ def test_the_v3_file_name_is_the_one_the_published_class_resolves() -> None:
     from core.families.chatterbox.t3 import MULTILINGUAL_T3
 
     assert {version: MULTILINGUAL_T3_MODELS[version] for version in ("v2", "v3")} == MULTILINGUAL_T3
+
+
+@pytest.mark.slow  # builds (once a session) the reduced Chatterbox folder
+def test_the_doctor_names_the_release_it_trains_from_or_the_pull_command(settings) -> None:
+    from core.checks.chatterbox import check_files
+    from core.checks.doctor import doctor_context_from_run_config
+    from core.training.run_config import run_config_from_dict
+    from tests.chatterbox_helpers import make_chatterbox_folder
+
+    folder = make_chatterbox_folder(settings.workspace / "models" / "cb")
+    shutil.copyfile(folder / "t3_mtl23ls_v2.safetensors", folder / "t3_mtl23ls_v3.safetensors")
+    config = run_config_from_dict({"name": "d", "family": "chatterbox", "model_dir": "models/cb", "data": {"manifest": "m.jsonl"},
+                                   "tokenizer": "models/cb/grapheme_mtl_merged_expanded_v1.json"}, "d.yaml")
+    ctx = doctor_context_from_run_config(config, None, settings)
+    result = check_files(ctx)
+    assert result.status == "pass" and result.message == (
+        f"{folder}: Chatterbox multilingual v3 (grapheme_mtl_merged_expanded_v1.json, s3gen.pt, t3_mtl23ls_v3.safetensors, "
+        "ve.pt); T3 t3_mtl23ls_v3.safetensors: Llama, 1 layers × 1024, 2454 text rows = the tokenizer's 2454 ids.")
+    (folder / "s3gen.pt").unlink()
+    result = check_files(ctx)
+    assert result.status == "fail" and "s3gen.pt: missing from the Chatterbox folder" in result.message
+    assert result.fix == "`python -m core models pull chatterbox:v3`, or copy the published chatterbox files into the folder."

@@ -72,14 +72,14 @@ def check_model_folder(settings: Settings, family_name: str, folder: str) -> Fol
 
     Raises InputError when the folder lies outside the roots or is not a folder.
     """
-    from core.families.releases import RELEASES, pull_command
+    from core.families.releases import RELEASES, family_release, pull_command
 
     family = get_model_family(family_name)
     path = settings.check_inside_roots(folder, model_folders=True)
     if not path.is_dir():
         raise InputError(f"{folder}: not a folder. Choose a folder that holds the published {family_name} files.")
     release = family.release_of(path)
-    pull = pull_command(release or next(name for name, r in RELEASES.items() if r.family == family_name))
+    pull = pull_command(release or family_release(family_name))
     missing = family.missing_published(path)
     if missing:
         return FolderCheck(path, missing=missing, release=release, problem=(

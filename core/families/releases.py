@@ -85,6 +85,11 @@ def pull_command(name: str) -> str:
     return f"python -m core models pull {name}"
 
 
+def family_release(family: str) -> str:
+    """Return the name of the release a pull hint names for `family`: its first (the recommended) release."""
+    return next(name for name, release in RELEASES.items() if release.family == family)
+
+
 def get_release(name: str) -> Release:
     """Return the release called `name`. Raises InputError listing the names (and `hf:owner/name`) otherwise."""
     if name not in RELEASES:
