@@ -437,6 +437,14 @@ CASES: list[tuple[str, list[str], str]] = [
     # 10: serve beyond this machine without a token
     ("serve-public-no-token", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips", "--host", "0.0.0.0"],
      "--host 0.0.0.0: listening beyond this machine needs a bearer token"),
+    # 11: Hub names and ids, refused before anything is fetched
+    ("models-pull-unknown", ["models", "pull", "chatterbox:v9"], "'chatterbox:v9': not a published release"),
+    ("models-pull-bad-hf-id", ["models", "pull", "hf:../etc"], "not a Hub repository id"),
+    ("models-pull-foreign-repo", ["models", "pull", "hf:someone/else"], "no family reads this repository"),
+    ("models-pull-output-outside", ["models", "pull", "chatterbox", "--output", "/etc/linguaforge-model"],
+     "outside the allowed folders"),
+    ("import-hf-bad-id", ["dataset", "import", "--format", "hf", "--input", "hf:not an id", "--output", "{in}/hub"],
+     "--input hf:not an id: not a Hub dataset id"),
     ("job-serve-public-no-token", ["jobs", "submit", "serve", "--param", "checkpoint=x.pt", "--param", "voices=voices",
                                    "--param", "host=0.0.0.0", "--param", "without_token=true"],
      "serve: parameter host=0.0.0.0: a serve job listening beyond this machine needs token_file"),
