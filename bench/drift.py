@@ -28,7 +28,7 @@ from core.tokenizers.report import lines_without_unk, measure_drift  # noqa: E40
 from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
 from core.tokenizers.tokenizer import load_tokenizer  # noqa: E402
 
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 HELDOUT_EN = list(ENGLISH_SENTENCES) + [f"In {1950 + i} the fare rose to {i * 3 % 97} cents, page {i * 11}." for i in range(70)]
 AMHARIC = list(AMHARIC_SENTENCES) + [f"በ{1900 + i} ዓ.ም. {i * 7} ብር ከ{i % 60} ደቂቃ" for i in range(120)]
 

@@ -50,7 +50,7 @@ from bench.profile_summary import profile_step  # noqa: E402
 from core.families.registry import get_model_family  # noqa: E402
 from core.training.memory import GIB, BLOCKS, StepShape, plan_memory  # noqa: E402
 
-FIXTURE = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "config.yaml"
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "indextts2" / "config.yaml"
 GROWN = 256  # new text rows on top of the published vocabulary (a new language's pieces)
 CHATTERBOX_ROWS, INDEXTTS_ROWS, TURBO_ROWS = 2454, 12000, 50276
 FAMILIES = ("chatterbox", "indextts", "chatterbox-turbo")

@@ -46,7 +46,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 GIB = 1024**3
 TEXT = "ሰላም ለዓለም።"
 MAX_NEW_TOKENS = 50  # a random model never stops by itself: 2 s of Chatterbox speech, 1 s of IndexTTS2 codes

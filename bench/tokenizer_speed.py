@@ -3,7 +3,7 @@
 Generates a deterministic Amharic-like corpus of about `--megabytes` MB (the built-in Amharic
 sentences plus pseudo-words drawn from their syllable frequencies with a Zipf word distribution),
 then times `train_tokenizer` (12,000 pieces), `extend_sentencepiece` (12,000 -> 24,000 on the
-IndexTTS2 model from ../shared/fixtures) and the extended model's encoding throughput.
+IndexTTS2 model from tests/fixtures) and the extended model's encoding throughput.
 
     .venv/bin/python bench/tokenizer_speed.py --megabytes 50 --json
 """
@@ -32,7 +32,7 @@ from core.tokenizers.tokenizer import load_tokenizer  # noqa: E402
 from core.tokenizers.report import encode_many  # noqa: E402
 from core.tokenizers.train import train_tokenizer  # noqa: E402
 
-BASE_MODEL = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "bpe.model"
+BASE_MODEL = REPO_ROOT / "tests" / "fixtures" / "indextts2" / "bpe.model"
 LEXICON_SIZE = 80_000
 
 

@@ -36,7 +36,7 @@ _NUMBER = (int, float)
 META_TYPES: dict[str, type | tuple[type, ...]] = {
     "family": str, "task": str, "tokenizer_fingerprint": str, "tokenizer_size": int, "rows": int, "base_size": int,
     "init": str, "init_rows": dict, "parent": str, "codec_fingerprint": str, "model_config": dict, "step": int,
-    "layout": dict, "adapter": dict, "length_bounds": list,
+    "layout": dict, "adapter": dict, "length_bounds": list, "release": dict,
 }
 # the keys an adapter record (`core.training.adapter`) always holds, with their types
 ADAPTER_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -67,6 +67,9 @@ class CheckpointMeta:
     #: the training data's speech tokens per text character, (low, high): the 1st–99th percentile widened by the
     #: length detector's margin (`core.eval.quality.detectors.length_bounds`); the bounds its evaluation judges by
     length_bounds: list[float] | None = None
+    #: the published release the run started from, as `models pull` recorded it in the model folder
+    #: (`hub_release.json`: release name, repositories, revisions and file sha256s; `core.hub`)
+    release: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-ready mapping (every field, None where unknown)."""
@@ -374,3 +377,28 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     if not state_dict:
         raise InputError(f"{path}: the checkpoint holds no tensors.")
     return LoadedCheckpoint(state_dict, check_meta(path, meta), extra, path, sha256_file(path), dropped)
+
+
+def tensor_shapes(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
+    """Return {key: shape} of the checkpoint at `path` without reading its weights where the format allows:
+    a safetensors header only; a PyTorch file memory-mapped (`weights_only`), unwrapped like `load_checkpoint`.
+
+    Raises InputError like `load_checkpoint` for a file that is not a readable checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: checkpoint not found.")
+    if _is_safetensors(path):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+        except Exception as exc:  # noqa: BLE001 - the Rust reader raises SafetensorError or bare Exceptions
+            raise InputError(f"{path}: not a readable safetensors file ({exc}); re-copy or pull it again.") from exc
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - not mappable (an old zip layout or no zip at all): the safe full load names why
+        obj = _torch_load(path, "cpu")
+    state_dict, _, _ = _unwrap(path, obj)
+    return {key: tuple(value.shape) for key, value in state_dict.items() if isinstance(value, torch.Tensor)}

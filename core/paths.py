@@ -26,16 +26,18 @@ from core.errors import InputError
 class PathType:
     """An argparse `type` for a path option: returns the value as an absolute Path (cwd-relative).
 
-    `keywords` are words that are not paths (`auto`, `espeak`) and pass unchanged; with
-    `suffixes`, only values ending in one of them are paths (a preset name passes unchanged).
+    `keywords` are words that are not paths (`auto`, `espeak`) and pass unchanged, as do values starting with
+    one of `prefixes` (a Hub id, `hf:owner/name`); with `suffixes`, only values ending in one of them are paths
+    (a preset name passes unchanged).
     """
 
     keywords: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
 
     def is_path(self, value: str) -> bool:
         """Return True when `value` names a file or folder (not a keyword, not a bare name)."""
-        if value in self.keywords or not value:
+        if value in self.keywords or not value or value.startswith(self.prefixes):
             return False
         return not self.suffixes or value.endswith(self.suffixes)
 

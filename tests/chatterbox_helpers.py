@@ -23,8 +23,8 @@ import torch
 from safetensors.torch import save_file
 
 from tests.data_helpers import _session_dir
+from tests.fixture_paths import CHATTERBOX_TOKENIZER
 
-SHARED_TOKENIZER = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "chatterbox" / "tokenizer_mtl_2454.json"
 REDUCED = {"n_layers": 1, "hidden_size": 1024, "intermediate_size": 256, "max_text_tokens": 254, "max_speech_tokens": 508}
 
 
@@ -41,7 +41,7 @@ def _build(folder: Path) -> None:
     torch.save(VoiceEncoder().state_dict(), folder / "ve.pt")
     s3 = build_s3_tokenizer(128, 1)
     torch.save({f"tokenizer.{k}": v for k, v in s3.state_dict().items()}, folder / "s3gen.pt")
-    shutil.copyfile(SHARED_TOKENIZER, folder / "grapheme_mtl_merged_expanded_v1.json")
+    shutil.copyfile(CHATTERBOX_TOKENIZER, folder / "grapheme_mtl_merged_expanded_v1.json")
 
 
 def _reduced_folder() -> Path:

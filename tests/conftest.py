@@ -12,8 +12,9 @@ from typing import Iterator
 
 import pytest
 
+from tests.fixture_paths import FIXTURES
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,9 +56,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _copy_fixture(relative: str, dest_dir: Path) -> Path:
-    source = SHARED_FIXTURES / relative
-    if not source.is_file():
-        pytest.fail(f"missing shared fixture {source}; the shared/ folder must sit beside the checkout")
+    source = FIXTURES / relative
     dest = dest_dir / source.name
     shutil.copyfile(source, dest)
     return dest

@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 import yaml
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "indextts2"
+from tests.fixture_paths import INDEXTTS_BPE, INDEXTTS_CONFIG
+
 W2V_LAYERS = 2
 SMALL_CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
 SMALL_CODEC = {"codebook_size": 8192, "hidden_size": 1024, "codebook_dim": 8, "vocos_dim": 32, "vocos_intermediate_dim": 64, "vocos_num_layers": 1}
@@ -28,7 +29,7 @@ SMALL_CODEC = {"codebook_size": 8192, "hidden_size": 1024, "codebook_dim": 8, "v
 
 def small_config(model_dim: int = 64, heads: int = 4, layers: int = 2) -> dict:
     """Return the published config.yaml with the GPT, conformers and codec shrunk (limits 600/1815 kept)."""
-    config = yaml.safe_load((FIXTURES / "config.yaml").read_text(encoding="utf-8"))
+    config = yaml.safe_load(INDEXTTS_CONFIG.read_text(encoding="utf-8"))
     config["gpt"].update(model_dim=model_dim, heads=heads, layers=layers)
     config["gpt"]["condition_module"] = dict(SMALL_CONFORMER)
     config["gpt"]["emo_condition_module"] = dict(SMALL_CONFORMER)
@@ -70,7 +71,7 @@ def build_model_folder(dest: Path, seed: int = 0, layers: int = 2, checkpointing
     if checkpointing is not None:
         config["gpt"]["checkpointing"] = checkpointing
     (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    shutil.copyfile(FIXTURES / "bpe.model", dest / "bpe.model")
+    shutil.copyfile(INDEXTTS_BPE, dest / "bpe.model")
     torch.manual_seed(seed)
     gpt = UnifiedVoice(**_gpt_kwargs(config))
     torch.save(gpt.state_dict(), dest / "gpt.pth")

@@ -20,8 +20,8 @@ import pytest
 import soundfile as sf
 
 from core.cli import main as cli_main
+from tests.fixture_paths import CHATTERBOX_TOKENIZER, INDEXTTS_BPE
 
-SHARED_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 NON_UTF8 = os.fsdecode(b"caf\xe9")  # what the shell hands over for a Latin-1 byte: a surrogate escape
 
 
@@ -43,8 +43,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     (folder / "corpus.txt").write_text("\n".join(ENGLISH_SENTENCES + AMHARIC_SENTENCES) * 3 + "\n", encoding="utf-8")
     (folder / "latin1.txt").write_bytes(b"caf\xe9 au lait\n" * 20)
-    shutil.copyfile(SHARED_FIXTURES / "indextts2" / "bpe.model", folder / "bpe.model")
-    shutil.copyfile(SHARED_FIXTURES / "chatterbox" / "tokenizer_mtl_2454.json", folder / "tokenizer.json")
+    shutil.copyfile(INDEXTTS_BPE, folder / "bpe.model")
+    shutil.copyfile(CHATTERBOX_TOKENIZER, folder / "tokenizer.json")
     (folder / "text.pt").write_text("hello world\n", encoding="utf-8")
     (folder / "short.pt").write_bytes(bytes(range(25)))
     (folder / "random.pt").write_bytes(np.random.default_rng(0).bytes(1000))
@@ -437,6 +437,14 @@ CASES: list[tuple[str, list[str], str]] = [
     # 10: serve beyond this machine without a token
     ("serve-public-no-token", ["serve", "--checkpoint", "{in}/short.pt", "--voices", "{in}/clips", "--host", "0.0.0.0"],
      "--host 0.0.0.0: listening beyond this machine needs a bearer token"),
+    # 11: Hub names and ids, refused before anything is fetched
+    ("models-pull-unknown", ["models", "pull", "chatterbox:v9"], "'chatterbox:v9': not a published release"),
+    ("models-pull-bad-hf-id", ["models", "pull", "hf:../etc"], "not a Hub repository id"),
+    ("models-pull-foreign-repo", ["models", "pull", "hf:someone/else"], "no family reads this repository"),
+    ("models-pull-output-outside", ["models", "pull", "chatterbox", "--output", "/etc/linguaforge-model"],
+     "outside the allowed folders"),
+    ("import-hf-bad-id", ["dataset", "import", "--format", "hf", "--input", "hf:not an id", "--output", "{in}/hub"],
+     "--input hf:not an id: not a Hub dataset id"),
     ("job-serve-public-no-token", ["jobs", "submit", "serve", "--param", "checkpoint=x.pt", "--param", "voices=voices",
                                    "--param", "host=0.0.0.0", "--param", "without_token=true"],
      "serve: parameter host=0.0.0.0: a serve job listening beyond this machine needs token_file"),

@@ -29,9 +29,9 @@ from core.data.filter_config import FilterConfig
 from core.data.importers import ImportOptions
 from core.data.importing import import_dataset
 from core.tokenizers.tokenizer import load_tokenizer
+from tests.fixture_paths import INDEXTTS_BPE
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "import_outputs.json"
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 RATE = 16000
 CV_RATE = 32000
 CV_HEADER = ("client_id", "path", "sentence_id", "sentence", "sentence_domain", "up_votes", "down_votes", "age",
@@ -190,7 +190,7 @@ def make_inputs(root: Path) -> None:
 
 def run_imports(root: Path, out: Path, workers: int) -> dict[str, Any]:
     """Import every input of `root` into `out`; return each import's files (text with `<ROOT>`, wav sha256)."""
-    bpe = load_tokenizer(FIXTURES / "indextts2" / "bpe.model")
+    bpe = load_tokenizer(INDEXTTS_BPE)
     imports = {
         "commonvoice": ("commonvoice", root / "cv", {"filters": FilterConfig()}),
         "ljspeech": ("ljspeech", root / "lj", {"options": ImportOptions(speaker="lj")}),

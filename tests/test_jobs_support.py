@@ -23,16 +23,16 @@ from core.cli.catalogue import cli_catalogue
 from core.config import Settings, load_settings
 from jobs.runner import JobRunner
 from jobs.supervise import is_alive
+from tests.fixture_paths import INDEXTTS_BPE, INDEXTTS_CONFIG
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FIXTURE_BPE = REPO_ROOT.parent / "shared" / "fixtures" / "indextts2" / "bpe.model"
-JOB_BPE = "tokenizers/bpe.model"  # job parameters must lie inside the workspace: a copy of FIXTURE_BPE
+JOB_BPE = "tokenizers/bpe.model"  # job parameters must lie inside the workspace: a copy of INDEXTTS_BPE
 
 
 def put_bpe(workspace: Path) -> str:
     """Copy the IndexTTS2 tokenizer fixture to JOB_BPE in `workspace`; return JOB_BPE."""
     (workspace / JOB_BPE).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(FIXTURE_BPE, workspace / JOB_BPE)
+    shutil.copyfile(INDEXTTS_BPE, workspace / JOB_BPE)
     return JOB_BPE
 
 
@@ -152,7 +152,7 @@ def release_fifo(env: JobsEnv, relative: str) -> None:
     reads it and can finish (a process already waiting on the old FIFO stays where it is)."""
     path = env.workspace / relative
     path.unlink()
-    shutil.copyfile(FIXTURE_BPE.parent / "config.yaml", path)
+    shutil.copyfile(INDEXTTS_CONFIG, path)
 
 
 def make_jobs_env(workspace: Path, tmp: Path, **overrides: Any) -> Iterator[JobsEnv]:

@@ -23,8 +23,8 @@ from core.tokenizers.hf_merge import language_tag_code
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.train import train_tokenizer
 from models.tts import GPTTTS, TTSConfig
+from tests.fixture_paths import CHATTERBOX_TOKENIZER, INDEXTTS_BPE
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 
 
 def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -52,11 +52,11 @@ def test_a_tokenizer_is_written_only_under_its_formats_name(
     assert f"Use --output {tmp_path / 'x.json'}" in err
     err = _refused([*train, "--output", str(tmp_path / "y.json")], capsys)
     assert "a SentencePiece model is written here, so its name must end .model" in err
-    base = SHARED / "indextts2" / "bpe.model"
+    base = INDEXTTS_BPE
     err = _refused(["tokenizer", "extend", "--base", str(base), "--corpus", str(corpus), "--target-size", "12100",
                     "--output", str(tmp_path / "z.json")], capsys)
     assert "--output" in err and "must end .model" in err
-    err = _refused(["tokenizer", "merge", "--base", str(SHARED / "chatterbox" / "tokenizer_mtl_2454.json"),
+    err = _refused(["tokenizer", "merge", "--base", str(CHATTERBOX_TOKENIZER),
                     "--corpus", str(corpus), "--vocab-size", "300", "--output", str(tmp_path / "m.model")], capsys)
     assert "must end .json" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "workspace"]
@@ -67,7 +67,7 @@ def test_a_tokenizer_is_written_only_under_its_formats_name(
 def test_the_language_tag_must_be_a_language_code(
     corpus: Path, tmp_path: Path, workspace: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    merge = ["tokenizer", "merge", "--base", str(SHARED / "chatterbox" / "tokenizer_mtl_2454.json"),
+    merge = ["tokenizer", "merge", "--base", str(CHATTERBOX_TOKENIZER),
              "--corpus", str(corpus), "--vocab-size", "300", "--output", str(tmp_path / "m.json")]
     for bad in ("", "  ", "AM", "[am", "amharic", "a m"):
         err = _refused([*merge, "--language-tag", bad], capsys)

@@ -12,6 +12,7 @@ from core.tokenizers.sp_extend import check_target_size, extend_sentencepiece
 from core.tokenizers.sp_proto import NORMAL, parse_model_proto
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.report import measure_drift
+from tests.fixture_paths import INDEXTTS_BPE
 
 CHINESE = ["今天天气很好，我们去公园散步。", "他在学校学习中文和数学。", "请把门关上，外面很冷。", "我喜欢喝茶，不喜欢喝咖啡。"]
 ENGLISH_UPPER = [s.upper() for s in ENGLISH_SENTENCES]
@@ -26,7 +27,7 @@ def _write(path: Path, lines) -> Path:
 def amharic_extension(tmp_path_factory) -> tuple[Path, Path, dict]:
     folder = tmp_path_factory.mktemp("am")
     base = folder / "bpe.model"
-    base.write_bytes((Path(__file__).resolve().parents[2] / "shared/fixtures/indextts2/bpe.model").read_bytes())
+    base.write_bytes(INDEXTTS_BPE.read_bytes())
     report = extend_sentencepiece(base, AMHARIC_SENTENCES, 12600, folder / "am.model")
     return base, folder / "am.model", report
 

@@ -16,13 +16,13 @@ import pytest
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.runs import RunFolder, progress_view
 from jobs.records import JobStore
+from tests.fixture_paths import INDEXTTS_BPE
 from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 USER, PASSWORD = "tester", "s3cret-pass"
-SHARED_FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 RUN = "ui-run"
 MAX_STEPS = 40
 
@@ -34,7 +34,7 @@ def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
     root = module_tmp
     workspace = root / "workspace"
     (workspace / "tokenizers").mkdir(parents=True)
-    shutil.copyfile(SHARED_FIXTURES / "indextts2" / "bpe.model", workspace / "tokenizers" / "indextts.model")
+    shutil.copyfile(INDEXTTS_BPE, workspace / "tokenizers" / "indextts.model")
     with running_app(workspace, root / "app.log", auth=f"{USER}:{PASSWORD}") as app:
         yield app
 

@@ -29,8 +29,8 @@ import torch
 from safetensors.torch import save_file
 
 from tests.data_helpers import _session_dir
+from tests.fixture_paths import GPT2_RANKS
 
-GPT2_RANKS = Path(__file__).resolve().parent / "fixtures" / "gpt2" / "gpt2.tiktoken"
 END_OF_TEXT = "<|endoftext|>"
 TAGS = ("[angry]", "[fear]", "[surprised]", "[whispering]", "[advertisement]", "[dramatic]", "[narration]", "[crying]",
         "[happy]", "[sarcastic]", "[clear throat]", "[sigh]", "[shush]", "[cough]", "[groan]", "[sniff]", "[gasp]",

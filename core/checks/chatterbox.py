@@ -28,20 +28,28 @@ def check_files(ctx: DoctorContext) -> CheckResult | None:
     if _family(ctx) is None or ctx.run_config is None:
         return None
     from core.families.registry import get_model_family
+    from core.families.releases import RELEASES, family_release, pull_command
     from core.training.plan import resolve_model_dir
 
     family = get_model_family(_family(ctx))
+    model_dir = None
     try:
         model_dir = resolve_model_dir(ctx.run_config, ctx.get_settings(), family.name)
         if model_dir is None:
             return CheckResult("chatterbox.files", "fail", f"no {family.name} model folder: the run names no model_dir and "
                                f"settings families.{family.name}.model_dir is unset.",
-                               f"Set model_dir: to your local folder with the published files ({', '.join(family.marker_names)}, "
-                               "the voice encoder, S3Gen and the tokenizer).")
+                               f"Set model_dir: to a folder with the published files ({', '.join(family.marker_names)}, "
+                               "the voice encoder, S3Gen and the tokenizer): `python -m core models pull` fills one.")
         files = family.published_files(model_dir)
+        content = family.check_release(files)
     except InputError as exc:
-        return CheckResult("chatterbox.files", "fail", str(exc), f"Copy the published {family.name} files into the folder.")
-    return CheckResult("chatterbox.files", "pass", f"{model_dir}: {', '.join(sorted(p.name for p in files.values()))}.")
+        release = family.release_of(model_dir) if model_dir is not None and model_dir.is_dir() else None
+        pull = pull_command(release or family_release(family.name))
+        return CheckResult("chatterbox.files", "fail", str(exc), f"`{pull}`, or copy the published {family.name} files into the folder.")
+    release = family.release_of(model_dir)
+    label = RELEASES[release].label if release else family.name
+    return CheckResult("chatterbox.files", "pass",
+                       f"{model_dir}: {label} ({', '.join(sorted(p.name for p in files.values()))}); {content}.")
 
 
 @register_check("chatterbox.cache", order=63)

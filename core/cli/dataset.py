@@ -8,13 +8,14 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.paths import CLI_PATH
+from core.paths import CLI_PATH, PathType
 from core.cli.common import Result, add_command, add_force_option, add_group, csv_list, float_in, int_in
 from core.numbers import MAX_CLIP_SECONDS, MAX_WORKERS
 from core.data.sample_text import MAX_RECOMBINED
 from core.config import load_settings
 from core.errors import InputError
 from core.data.importers import FORMAT_NAMES, ImportOptions
+from core.data.importers.hf import HUB_PREFIX
 from core.data.filter_config import FILTERS, FilterConfig
 from core.tables import render_mapping
 
@@ -91,7 +92,9 @@ def _import(args: argparse.Namespace) -> Result:
     Formats: ljspeech (metadata.csv + wavs/), folder (clips with same-stem .txt/.lab),
     srt (a recording + its .srt, one clip per subtitle), manifest (re-validate a manifest.jsonl),
     commonvoice (a Common Voice release: --tsv, default validated.tsv, and clips/*.mp3; speaker = client_id),
-    hf (a datasets.save_to_disk folder or parquet/arrow files; --audio-column, --text-column, --speaker-column),
+    hf (a datasets.save_to_disk folder, parquet/arrow files, or a Hub dataset id hf:owner/name[:config][@split]
+    loaded with `datasets` from your cache, offline under HF_HUB_OFFLINE=1; --audio-column, --text-column,
+    --speaker-column),
     indextts-processed (a folder from the community IndexTTS2 preprocess_data.py: codes, conditioning and
     emotion .npy files become an IndexTTS2 feature cache in OUTPUT; text ids re-derived with --tokenizer).
     Every bad row lands in rejects.jsonl with its line and reason; the input is never modified.
@@ -103,6 +106,13 @@ def _import(args: argparse.Namespace) -> Result:
 
     if args.format == INDEXTTS_PROCESSED:
         return _import_indextts_processed(args)
+    source, tables = args.input, ()
+    if str(args.input).startswith(HUB_PREFIX):
+        if args.format != "hf":
+            raise InputError(f"--input {args.input}: a Hub dataset id goes with --format hf.")
+        from core.data.importers.hf import hub_dataset
+
+        source, tables = hub_dataset(str(args.input))
     if args.codec is not None and not args.tokenizer:
         raise InputError("--codec builds the own codec's cache in the same pass and needs --tokenizer (its text ids).")
 
@@ -122,11 +132,12 @@ def _import(args: argparse.Namespace) -> Result:
             cache = stack.enter_context(SamePassCache(args.tokenizer, args.codec, root, args.val_ratio))
         summary = import_dataset(
             args.format,
-            args.input,
+            source,
             args.output,
             _sample_rate(),
             ImportOptions(language=args.language, speaker=args.speaker, padding=args.padding, tsv=args.tsv,
-                          audio_column=args.audio_column, text_column=args.text_column, speaker_column=args.speaker_column),
+                          audio_column=args.audio_column, text_column=args.text_column, speaker_column=args.speaker_column,
+                          tables=tables),
             tokenizer=load_tokenizer(args.tokenizer) if args.tokenizer else None,
             duration_range=duration,
             uppercase=args.uppercase,
@@ -229,7 +240,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = add_group(subparsers, "dataset", "import, validate and sample speech datasets")
     imp = add_command(group, "import", _import)
     imp.add_argument("--format", required=True, choices=[*FORMAT_NAMES, INDEXTTS_PROCESSED], help="input layout")
-    imp.add_argument("--input", required=True, type=CLI_PATH, help="input folder or file")
+    imp.add_argument("--input", required=True, type=PathType(prefixes=(HUB_PREFIX,)),
+                     help="input folder or file; with --format hf also a Hub dataset id hf:owner/name[:config][@split] (from your datasets cache)")
     imp.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
     imp.add_argument("--language", help="language code of the clips (required for folder and srt)")
     imp.add_argument("--speaker", help="speaker name (default: per format)")

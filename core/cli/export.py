@@ -22,6 +22,10 @@ def _export(args: argparse.Namespace) -> Result:
     (docs/guides/published-export.md).
     LinguaForge's own checkpoints: use `prune`.
     --merge (adapter checkpoints of `adapter: {kind: lora}` runs, every family): merged.safetensors + peft_adapter/.
+    --hub-card: README.md, a Hugging Face model card from the checkpoint's own quality report (eval.json), the
+    base release and revision it was pulled at, tokenizer, languages, data hours and steps, and the exact
+    `hf upload` command. --push OWNER/NAME: the card, then the folder uploaded with huggingface_hub (refused
+    in one line, before any work, without a configured token).
     """
     from core.checkpoint import load_checkpoint
     from core.errors import InputError
@@ -29,6 +33,13 @@ def _export(args: argparse.Namespace) -> Result:
 
     settings = load_settings()
     checkpoint = settings.resolve(args.checkpoint)
+    output = settings.resolve(args.output)
+    if args.hub_card or args.push:  # refused before any file is written
+        from core.model_card import card_entry, check_push
+
+        card_entry(checkpoint)
+        if args.push:
+            check_push(args.push, output)
     meta = load_checkpoint(checkpoint).meta or {}
     family = meta.get("family")
     if not family:
@@ -38,10 +49,16 @@ def _export(args: argparse.Namespace) -> Result:
             raise InputError(f"{checkpoint} is a LoRA adapter checkpoint (adapter weights and new rows only); export it with --merge.")
         from core.training.adapter import export_merged
 
-        written = export_merged(checkpoint, settings.resolve(args.output), args.name, settings)
+        written = export_merged(checkpoint, output, args.name, settings)
     else:
-        written = get_model_family(family).export(checkpoint, settings.resolve(args.output), args.name, settings)
+        written = get_model_family(family).export(checkpoint, output, args.name, settings)
+    if args.hub_card or args.push:
+        from core.model_card import push_export, write_model_card
+
+        written.append(write_model_card(checkpoint, output, settings, args.push))
     report = {"family": family, "files": [str(p) for p in written]}
+    if args.push:
+        report["pushed"] = push_export(output, args.push)
     return Result(report, render_mapping({"family": family, **{p.name: str(p) for p in written}}))
 
 
@@ -54,3 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--merge", action="store_true",
                         help="an adapter checkpoint: merge the LoRA into its base (merged.safetensors, loads strictly into the "
                              "published class; plus the family's native files) and write peft_adapter/ for peft users")
+    parser.add_argument("--hub-card", action="store_true",
+                        help="write README.md, a Hugging Face model card from the checkpoint's quality report, with the hf upload command")
+    parser.add_argument("--push", metavar="OWNER/NAME", help="write the card and upload the folder to this Hub repository "
+                                                              "(needs a token: hf auth login or HF_TOKEN)")

@@ -327,6 +327,8 @@ class ModelFamily(ABC):
     tokenizer_role: str | None = None
     #: file names that mark a folder as one of this family's published model folders (its checkpoints)
     marker_names: tuple[str, ...] = ()
+    #: each marker file's release, its `models pull` name (`core.families.releases`), newest first
+    marker_releases: Mapping[str, str] = {}
     #: the modules a LoRA adapter adapts when a run names no `adapter.targets` (name suffixes, peft's rule)
     lora_targets: tuple[str, ...] = ()
     #: the keys a run config's `model:` entry may hold for this family (None: any, its model config checks them)
@@ -404,6 +406,20 @@ class ModelFamily(ABC):
         Raises InputError naming the first missing file and the names expected.
         """
         return {}
+
+    def release_of(self, model_dir: Path) -> str | None:
+        """Return the `models pull` name of the published release `model_dir` holds: the one its first
+        `marker_releases` file marks (they are listed newest first), None when it holds none."""
+        marker = next((name for name in self.marker_releases if (Path(model_dir) / name).is_file()), None)
+        return self.marker_releases[marker] if marker else None
+
+    def check_release(self, files: Mapping[str, Path]) -> str:
+        """Return one line saying what the release's files (`published_files`) hold, read from their content
+        (the checkpoint's layout and rows against the tokenizer's size).
+
+        Raises InputError naming the file whose content is not what the family reads and the fix.
+        """
+        return ""
 
     def default_checkpoint(self, model_dir: Path | None) -> Path | None:
         """Return the published checkpoint in `model_dir` a run starts from when it names none (its

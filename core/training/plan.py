@@ -122,11 +122,14 @@ Preflight = Callable[[RunPlan, "str | None"], Report]
 
 def resolve_model_dir(config: RunConfig, settings: Settings, family: str) -> Path | None:
     """Return the run's model folder: `model_dir:` of the run config, else `families.<family>.model_dir`
-    in settings, else None. Raises InputError when it is named but is not a folder."""
+    in settings, else None; an `hf:owner/repo[@revision]` value is the folder `models pull` fills for it
+    (from the Hub cache when offline). Raises InputError when it is named but is not a folder, or cannot be pulled."""
+    from core.hub import resolve_model_folder
+
     value = config.model_dir or settings.get(f"families.{family}.model_dir")
     if not value:
         return None
-    path = settings.resolve(value)
+    path = resolve_model_folder(str(value), settings)
     if not path.is_dir():
         where = f"{config.source}: model_dir" if config.model_dir else f"settings families.{family}.model_dir"
         raise InputError(f"{where} {value!r} is not a folder ({path}); point it at your local {family} model folder.")

@@ -446,8 +446,15 @@ def check_config_paths(config: RunConfig, settings: Settings) -> None:
         except InputError as exc:
             raise InputError(f"{config.source}.{exc}") from None
     checked = [(key, value, False) for key, value in config_paths(config)]
-    if config.model_dir:
+    if config.model_dir and not config.model_dir.startswith("hf:"):  # a Hub id: `models pull` fills a workspace folder
         checked.append(("model_dir", config.model_dir, True))
+    elif config.model_dir:
+        from core.families.releases import parse_hf_id
+
+        try:
+            parse_hf_id(config.model_dir)
+        except InputError as exc:
+            raise InputError(f"{config.source}.model_dir: {exc}") from None
     for key, value, model_folder in checked:
         try:
             settings.check_inside_roots(value, model_folders=model_folder)

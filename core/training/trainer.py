@@ -311,6 +311,9 @@ class Trainer:
         self.parent = self.base.sha256 if self.base else None
         self.init = base_meta.get("init") if self.base else "trained"
         self.init_rows = base_meta.get("init_rows") if self.base else None
+        from core.hub import read_release_record
+
+        self.release = read_release_record(self.family_run.model_dir) or base_meta.get("release")
         resume_loaded = loaded.load_resume()  # loaded once, by the doctor's resume check or here
         if resume_loaded is not None:
             check_resume_source(resume_loaded, self.family.name, config.task)
@@ -478,6 +481,7 @@ class Trainer:
         self.step = int(extra["step"])
         self.evaluation.resume(extra, loaded.path, self.step)
         self.parent = (loaded.meta or {}).get("parent", self.parent)
+        self.release = (loaded.meta or {}).get("release", self.release)
         self.resumed_from = str(loaded.path)
         self.log.line(f"resumed from {loaded.path} at step {self.step} ({plan.kind} tokenizer)")
 
@@ -645,6 +649,7 @@ class Trainer:
             layout=self.family.sequence_layout,
             adapter=self.adapter,
             length_bounds=self.length_bounds,
+            release=self.release,
         )
 
     def save(self, val_loss: float | None) -> Path | None:

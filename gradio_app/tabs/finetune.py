@@ -25,7 +25,7 @@ from core.confine import check_name
 from core.errors import InputError
 from core.families.folders import check_model_folder, find_model_folders
 from core.families.registry import get_model_family
-from core.families.releases import release_of, release_text
+from core.families.releases import family_release, folder_of, pull_command, release_text
 from core.numbers import MAX_NEW_TOKENS, MAX_STEPS, MAX_VOCAB, NumberRange
 from core.runs import run_folder
 from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
@@ -115,11 +115,11 @@ def release_guide(family_label: str, found: list[str]) -> str:
     published release and the files the folder needs, where to put them, and the command that fetches them
     (in a fold: a command line is for those who look for it)."""
     family = FAMILIES[family_label]
-    release = release_of(family)
+    release = family_release(family)
     lead = "" if found else f"**No {family_label} model folder in the workspace yet.** "
     return (f"{lead}{release_text(family)} Put the files in one folder inside the workspace, such as "
-            f"{release.folder()}, or upload them with the button above: the list finds the folder.\n\n"
-            f"<details><summary>Fetch the release from the command line</summary>\n\n`{release.command()}`\n\n</details>")
+            f"{folder_of(release)}, or upload them with the button above: the list finds the folder.\n\n"
+            f"<details><summary>Fetch the release from the command line</summary>\n\n`{pull_command(release)}`\n\n</details>")
 
 
 def only_or_kept(choices: list[str], current: str | None) -> str | None:

@@ -21,6 +21,7 @@ class ImportOptions:
 
     `tsv`: the Common Voice table read (validated.tsv, train.tsv, …). `audio_column`, `text_column`,
     `speaker_column`: the Hugging Face columns (no speaker column: `speaker`, else one speaker "hf").
+    `tables`: see below.
     """
 
     language: str | None = None
@@ -30,6 +31,9 @@ class ImportOptions:
     audio_column: str = "audio"
     text_column: str = "text"
     speaker_column: str | None = None
+    #: hf: the arrow files of a Hub dataset in the user's `datasets` cache (`hf.hub_dataset`), read instead of
+    #: scanning the input folder (their cache folder)
+    tables: tuple[Path, ...] = ()
 
 
 @dataclass

@@ -1,4 +1,6 @@
-"""Hugging Face datasets: a `datasets.save_to_disk` folder, or parquet/arrow files, with an audio column.
+"""Hugging Face datasets: a `datasets.save_to_disk` folder, parquet/arrow files, or a Hub dataset by its id
+(`hf:owner/name[:config][@split]`, loaded with `datasets` from the user's cache: `hub_dataset`), with an
+audio column.
 
 The audio column holds the `datasets.Audio` struct (`bytes` and/or `path`) or a file path (relative to
 the input folder); the text and the optional speaker column are named by options. A row's id is its
@@ -19,6 +21,7 @@ from core.data.manifest import Reject
 
 DEFAULT_SPEAKER = "hf"
 SAVED_MARKERS = ("state.json", "dataset_dict.json")
+HUB_PREFIX = "hf:"
 TABLE_EXTENSIONS = (".parquet", ".arrow")
 
 
@@ -105,7 +108,46 @@ def _saved_tables(source: Path) -> list[tuple[Path, Any]]:
     return tables
 
 
-def _tables(source: Path) -> list[tuple[Path, Any]]:
+def hub_dataset(spec: str) -> tuple[Path, tuple[Path, ...]]:
+    """Return (the cache folder, its arrow files) of the Hub dataset `hf:owner/name[:config][@split]` (every split
+    without `@split`), loaded with `datasets.load_dataset` — from the user's cache only under HF_HUB_OFFLINE=1.
+
+    Raises InputError in one line for a malformed id, an id not in the cache when offline (naming what to
+    fetch), an unknown config or split, or a dataset the Hub does not have.
+    """
+    import datasets
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    body, _, split = spec.removeprefix(HUB_PREFIX).partition("@")
+    repo, _, config = body.partition(":")
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as exc:
+        raise InputError(f"--input {spec}: not a Hub dataset id ({exc}); write hf:owner/name[:config][@split].") from None
+    verbosity = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity_error()  # its "using the cached version" notes would break the one-line error
+    try:
+        loaded = datasets.load_dataset(repo, config or None, split=split or None)
+    except ConnectionError as exc:
+        raise InputError(f"--input {spec}: {repo} is not in the datasets cache and the Hub cannot be reached "
+                         f"({exc}); load it once with the network (python -c \"import datasets; "
+                         f"datasets.load_dataset('{repo}'{f', {config!r}' if config else ''})\").") from None
+    except (ValueError, FileNotFoundError, datasets.exceptions.DatasetNotFoundError) as exc:
+        raise InputError(f"--input {spec}: {str(exc).splitlines()[0]}") from None
+    finally:
+        datasets.logging.set_verbosity(verbosity)
+    parts = list(loaded.values()) if isinstance(loaded, datasets.DatasetDict) else [loaded]
+    files = tuple(Path(f["filename"]) for part in parts for f in part.cache_files)
+    if not files:
+        raise InputError(f"--input {spec}: the dataset is not backed by cached arrow files; save it with save_to_disk "
+                         "and import that folder.")
+    return files[0].parent, files
+
+
+def _tables(source: Path, options: ImportOptions) -> list[tuple[Path, Any]]:
+    if options.tables:
+        return [(path, _read_table(path)) for path in options.tables]
     if source.is_dir() and any((source / marker).is_file() for marker in SAVED_MARKERS):
         return _saved_tables(source)
     files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.suffix in TABLE_EXTENSIONS)
@@ -168,7 +210,7 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
     candidates: list[Candidate] = []
     rejects: list[Reject] = []
     skip = {options.audio_column, options.text_column, options.speaker_column}
-    for where, table in _tables(source):
+    for where, table in _tables(source, options):
         _check_columns(where, table.column_names, options)
         scalar = [c for c in table.column_names if c != options.audio_column]
         records = table.select(scalar).to_pylist()

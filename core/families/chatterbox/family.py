@@ -40,6 +40,7 @@ from core.families.chatterbox.t3 import (
     ENGLISH_FILES,
     MULTILINGUAL_FILES,
     MULTILINGUAL_ROWS,
+    MULTILINGUAL_T3,
     OPTIONAL_FILES,
     ChatterboxConfig,
     backbone_shape,
@@ -61,7 +62,7 @@ class ChatterboxFamily(ModelFamily):
     """Chatterbox T3 through the family interface."""
 
     name = "chatterbox"
-    start_role = "t3"  # the published T3 (`t3_mtl23ls_v2.safetensors` or `t3_cfg.safetensors`)
+    start_role = "t3"  # the published T3 (`t3_mtl23ls_v3.safetensors`, `…_v2` or `t3_cfg.safetensors`)
     layout = get_family("chatterbox")
     sequence_layout = LAYOUT
     tasks = ("tts",)
@@ -77,33 +78,73 @@ class ChatterboxFamily(ModelFamily):
     lora_targets = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
     tokenizer_role = "tokenizer"  # `grapheme_mtl_merged_expanded_v1.json` or `tokenizer.json`
-    marker_names = (MULTILINGUAL_FILES["t3"], ENGLISH_FILES["t3"])
+    marker_releases = {MULTILINGUAL_T3["v3"]: "chatterbox:v3", MULTILINGUAL_T3["v2"]: "chatterbox",
+                       ENGLISH_FILES["t3"]: "chatterbox:english"}
+    marker_names = tuple(marker_releases)  # newest first
+    #: the T3 backbone's layer-key prefix and its name (`check_release`)
+    t3_backbone = ("tfmr.layers.", "Llama")
     #: the model config and the builder of the trainable T3
     config_class: type = ChatterboxConfig
     build_t3 = staticmethod(build_t3)
 
     # -- files ------------------------------------------------------------------------------
     def published_names(self, model_dir: Path) -> dict[str, str]:
-        """Return {role: name} of the multilingual release (or, when the folder holds only the English T3,
-        the English release)."""
-        return MULTILINGUAL_FILES if (model_dir / MULTILINGUAL_FILES["t3"]).is_file() or not (
-            model_dir / ENGLISH_FILES["t3"]).is_file() else ENGLISH_FILES
+        """Return {role: name} of the newest multilingual release the folder holds a T3 of (v3 before v2), else,
+        when it holds only the English T3, the English release (the multilingual v2 names for an empty folder)."""
+        t3 = next((name for name in MULTILINGUAL_T3.values() if (model_dir / name).is_file()), None)
+        if t3 is not None:
+            return {**MULTILINGUAL_FILES, "t3": t3}
+        return ENGLISH_FILES if (model_dir / ENGLISH_FILES["t3"]).is_file() else MULTILINGUAL_FILES
 
     def published_files(self, model_dir: Path) -> dict[str, Path]:
-        """Return {role: path} of the multilingual release (or, failing its T3, the English release).
+        """Return {role: path} of the release `published_names` picks (v3, else v2, else the English release).
 
-        Raises InputError naming the first missing file and every name expected.
+        Raises InputError naming the first missing file, every name expected and the pull command.
         """
+        from core.families.releases import pull_command
+
         files = {role: model_dir / name for role, name in self.published_names(model_dir).items()}
         for role, path in files.items():
             if not path.is_file():
                 raise InputError(
                     f"{path}: missing from the Chatterbox folder {model_dir} (the {role}). It must hold the multilingual "
-                    f"release's {', '.join(MULTILINGUAL_FILES.values())} (or the English release's "
-                    f"{', '.join(ENGLISH_FILES.values())}); nothing is downloaded."
+                    f"release's {', '.join(MULTILINGUAL_FILES.values())} (or {MULTILINGUAL_T3['v3']} for v3; or the "
+                    f"English release's {', '.join(ENGLISH_FILES.values())}): `{pull_command(self.release_of(model_dir) or 'chatterbox:v3')}`."
                 )
         files.update({role: model_dir / n for role, n in OPTIONAL_FILES.items() if (model_dir / n).is_file()})
         return files
+
+    def check_release(self, files: Mapping[str, Path]) -> str:
+        """Return what the T3 holds (its backbone, layers and width, text rows equal to the tokenizer's ids),
+        read from the safetensors header and the tokenizer.
+
+        Raises InputError naming the T3 when its backbone is not this family's (`t3_backbone`: a Llama T3 is the
+        multilingual release's, a GPT-2 one Turbo's or Nano's), when `check_t3_width` refuses its width, or when
+        its text rows differ from the folder's tokenizer, with the pull command of the release.
+        """
+        from core.checkpoint import tensor_shapes
+        from core.families.releases import pull_command
+        from core.tokenizers.tokenizer import load_tokenizer
+
+        t3, tokenizer = files["t3"], files["tokenizer"]
+        pull = pull_command(self.release_of(t3.parent) or "chatterbox:v3")
+        shapes = tensor_shapes(t3)
+        prefix, backbone = self.t3_backbone
+        layers = {key.split(".")[2] for key in shapes if key.startswith(prefix)}
+        if not layers or "text_emb.weight" not in shapes:
+            raise InputError(f"{t3}: not a {backbone} T3 (no {prefix}* / text_emb.weight), so not family {self.name}'s (a "
+                             "Llama T3 is the multilingual release's, a GPT-2 one Turbo's or Nano's); replace it: "
+                             f"`{pull}`.")
+        rows, width = shapes["text_emb.weight"]
+        self.check_t3_width(t3, width, pull)
+        size = load_tokenizer(tokenizer).size
+        if rows != size:
+            raise InputError(f"{t3}: {rows} text rows, but the folder's tokenizer {tokenizer.name} has {size} ids: the two "
+                             f"come from different releases; pull the release whole: `{pull}`.")
+        return f"T3 {t3.name}: {backbone}, {len(layers)} layers × {width}, {rows} text rows = the tokenizer's {size} ids"
+
+    def check_t3_width(self, t3: Path, width: int, pull: str) -> None:
+        """Return None when a T3 of this width may carry its file name (any width: reduced test models too)."""
 
     def base_size(self, base: Any) -> int | None:
         """Return the base checkpoint's recorded base size, else its row count (a published T3 is all base)."""

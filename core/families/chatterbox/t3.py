@@ -30,7 +30,10 @@ MULTILINGUAL_ROWS = 2454
 MAX_TEXT_TOKENS, MAX_SPEECH_TOKENS = 2048, 4096
 HEAD_DIM = 64
 BASE_LLAMA = "Llama_520M"
-MULTILINGUAL_FILES = {"voice_encoder": "ve.pt", "t3": "t3_mtl23ls_v2.safetensors", "s3gen": "s3gen.pt",
+#: the multilingual T3 releases, newest first: a folder holding more than one trains from the first it holds
+#: (the published `ChatterboxMultilingualTTS.from_local(..., t3_model="v3")` reads the v3 file; both share one tokenizer)
+MULTILINGUAL_T3 = {"v3": "t3_mtl23ls_v3.safetensors", "v2": "t3_mtl23ls_v2.safetensors"}
+MULTILINGUAL_FILES = {"voice_encoder": "ve.pt", "t3": MULTILINGUAL_T3["v2"], "s3gen": "s3gen.pt",
                       "tokenizer": "grapheme_mtl_merged_expanded_v1.json"}
 ENGLISH_FILES = {"voice_encoder": "ve.safetensors", "t3": "t3_cfg.safetensors", "s3gen": "s3gen.safetensors",
                  "tokenizer": "tokenizer.json"}

@@ -24,8 +24,9 @@ from core.families.base import TEMPERATURE, FamilyRun, MemoryShape
 from core.families.chatterbox.family import ChatterboxFamily
 from core.families.chatterbox.t3 import t3_forward
 from core.families.chatterbox_turbo.layout import LAYOUT, collate
+from core.families.releases import pull_command
 from core.families.chatterbox_turbo.t3 import (
-    PUBLISHED_BACKBONES, PUBLISHED_TEXT_ROWS, SPEECH_ROWS, T3_FILES, TurboConfig, backbone_shape, build_turbo_t3,
+    NANO_WIDTH, PUBLISHED_BACKBONES, PUBLISHED_TEXT_ROWS, SPEECH_ROWS, T3_FILES, TurboConfig, backbone_shape, build_turbo_t3,
     gpt2_config_name, turbo_hparams,
 )
 from core.numbers import NumberRange
@@ -59,7 +60,9 @@ class ChatterboxTurboFamily(ChatterboxFamily):
     }
     lora_targets = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
     tokenizer_role = "tokenizer"  # the model folder itself: AutoTokenizer's GPT-2 files
-    marker_names = (T3_FILES["turbo"], T3_FILES["nano"])
+    marker_releases = {T3_FILES["turbo"]: "chatterbox-turbo", T3_FILES["nano"]: "chatterbox-nano"}
+    marker_names = tuple(marker_releases)
+    t3_backbone = ("tfmr.h.", "GPT-2")
     config_class = TurboConfig
     build_t3 = staticmethod(build_turbo_t3)
 
@@ -84,12 +87,23 @@ class ChatterboxTurboFamily(ChatterboxFamily):
             if not (model_dir / name).is_file():
                 raise InputError(
                     f"{model_dir / name}: missing from the Chatterbox-Turbo folder {model_dir} (the {role}). It must hold "
-                    f"{', '.join(names.values())} as published (t3_nano_v1.safetensors for Nano); nothing is downloaded."
+                    f"{', '.join(names.values())} as published (t3_nano_v1.safetensors for Nano): "
+                    f"`{pull_command(self.release_of(model_dir) or 'chatterbox-turbo')}`."
                 )
         files = {role: model_dir / name for role, name in names.items()}
         files["tokenizer"] = model_dir
         files.update({role: model_dir / n for role, n in OPTIONAL_FILES.items() if (model_dir / n).is_file()})
         return files
+
+    def check_t3_width(self, t3: Path, width: int, pull: str) -> None:
+        """Return None when the T3's width matches its name: GPT-2 small's (768) for Nano's T3, another for Turbo's.
+
+        Raises InputError naming the T3, its width and the pull command otherwise.
+        """
+        variant = "nano" if width == NANO_WIDTH else "turbo"
+        if t3.name != T3_FILES[variant]:
+            raise InputError(f"{t3}: {width} wide, so a {variant.capitalize()} T3 (Nano is GPT-2 small's {NANO_WIDTH}), "
+                             f"though named {t3.name}; pull the release whole: `{pull}`.")
 
     @staticmethod
     def read_backbone(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str, int]:

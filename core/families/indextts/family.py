@@ -17,6 +17,7 @@ from core.errors import InputError
 from core.numbers import NumberRange
 from core.families import rows_for
 from core.families.base import TEMPERATURE, MemoryShape, ModelFamily, checkpoint_hf_blocks
+from core.families.releases import pull_command
 from core.families.rows import text_rows
 from core.families.indextts.gpt import (
     BPE_NAME,
@@ -39,7 +40,8 @@ class IndexTTSFamily(ModelFamily):
     name = "indextts"
     start_role = "gpt"  # the published GPT (config `gpt_checkpoint`, normally gpt.pth)
     tokenizer_role = "bpe"  # the published SentencePiece model (config `dataset.bpe_model`, normally bpe.model)
-    marker_names = (GPT_NAME,)
+    marker_releases = {GPT_NAME: "indextts2"}
+    marker_names = tuple(marker_releases)
     sequence_layout = SEQUENCE_LAYOUT
     speech_options = {"temperature": TEMPERATURE, "max_mel_tokens": NumberRange(1, 10_000, integer=True),
                       "diffusion_steps": NumberRange(1, 200, integer=True)}
@@ -82,9 +84,30 @@ class IndexTTSFamily(ModelFamily):
         for role, name in self.published_names(model_dir).items():
             path = Path(model_dir) / name
             if not path.is_file():
-                raise InputError(f"{path}: missing; IndexTTS2 expects {name} in its model folder {model_dir}.")
+                raise InputError(f"{path}: missing; IndexTTS2 expects {name} in its model folder {model_dir}: "
+                                 f"`{pull_command('indextts2')}`.")
             found[role] = path
         return found
+
+    def check_release(self, files: Mapping[str, Path]) -> str:
+        """Return what the GPT holds (text rows = bpe.model's pieces + 1 = config.yaml's `number_text_tokens` + 1),
+        read from the memory-mapped checkpoint, the SentencePiece model and the config.
+
+        Raises InputError naming the file that disagrees and the pull command.
+        """
+        from core.checkpoint import tensor_shapes
+        from core.tokenizers.tokenizer import load_tokenizer
+
+        size = load_tokenizer(files["bpe"]).size
+        declared = read_indextts_config(files["config"]).get("gpt", {}).get("number_text_tokens")
+        rows = tensor_shapes(files["gpt"]).get(ROWS.embedding_key, (None,))[0]
+        if rows != size + ROWS.row_offset:
+            raise InputError(f"{files['gpt']}: {rows} text rows ({ROWS.embedding_key}), but {files['bpe'].name} has {size} "
+                             f"pieces (the GPT holds pieces + {ROWS.row_offset}); pull the release whole: `{pull_command('indextts2')}`.")
+        if declared != size:
+            raise InputError(f"{files['config']}: gpt.number_text_tokens is {declared}, {files['bpe'].name} has {size} pieces; "
+                             f"pull the release whole: `{pull_command('indextts2')}`.")
+        return f"GPT {files['gpt'].name}: {rows} text rows = {files['bpe'].name}'s {size} pieces + {ROWS.row_offset}"
 
     def base_size(self, base: Any) -> int | None:
         """Return the base-language token count: the metadata's `base_size`, else the published rows − 1."""
