@@ -28,7 +28,7 @@ AUDIO = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a")
 TABLES = (".csv", ".tsv", ".txt", ".json", ".jsonl", ".srt", ".parquet")
 MODEL_FILES = (".safetensors", ".pt", ".pth", ".bin", ".json", ".yaml", ".yml", ".model", ".txt")
 ZIP = ".zip"
-SEGMENT = re.compile(r"^[\w][\w .()+,=@-]{0,254}$")
+SEGMENT = re.compile(r"[\w][\w .()+,=@-]{0,254}")  # matched whole (fullmatch)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def check_member(name: str, what: str) -> PurePosixPath:
     """Return the relative path an uploaded file or zip member `name` is written to; raise InputError for an
     absolute path, `..`, a hidden file or a name with characters a file name should not have."""
     path = PurePosixPath(name.replace("\\", "/"))
-    if path.is_absolute() or not path.parts or any(not SEGMENT.match(part) for part in path.parts):
+    if path.is_absolute() or not path.parts or any(not SEGMENT.fullmatch(part) for part in path.parts):
         raise InputError(f"{what} {name!r}: not a plain file name (no '..', no leading '/' or '.', letters, digits, "
                          "spaces and . _ - only). Rename it and upload again.")
     return path
