@@ -1,5 +1,12 @@
 """Crash-safe file writes, tolerant JSON readers, file hashing and hard-link-or-copy.
 
+The one writer of every file LinguaForge writes: a file is always *created new* — under a fresh
+temporary name in the destination folder (`atomic_write`, `replace_bytes`), or, for a side file a reader
+follows by name such as a streamed wav's `<output>.part`, by `create_new` (O_CREAT|O_EXCL|O_NOFOLLOW after
+removing whatever entry held the name) — and renamed into place. An existing file, hard link or symlink
+under the final or a side name is therefore replaced as a directory entry, never opened and written
+through: a link to a user's file or to a file outside the roots never receives a byte.
+
 `atomic_write(path)` yields a temporary path in the destination folder; on success the file is
 flushed, fsynced and renamed onto `path`, so a crash never leaves a half-written file under the
 final name. On error the temporary file is removed and `path` is untouched. The readers return
@@ -8,6 +15,7 @@ None / skip lines instead of failing on a file another process is still writing.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -15,7 +23,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 
 
@@ -48,11 +56,10 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = fresh_temp(target)
     except OSError as exc:
         raise _about(exc, target) from exc
     os.close(fd)
-    tmp = Path(tmp_name)
     try:
         yield tmp
         _fsync_file(tmp)
@@ -66,12 +73,46 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     _fsync_dir(target.parent)
 
 
+PARTIAL_SUFFIX = ".part"  # a file that grows under `<output>.part` while a reader follows it (a streamed wav)
+
+
+def side_names(output: Path) -> list[Path]:
+    """Return the side files LinguaForge may write beside `output` by a fixed name (not a fresh temporary
+    one): `<output>.part`. The output guard refuses an output whose side file is one of its inputs."""
+    return [output.with_name(output.name + PARTIAL_SUFFIX)]
+
+
+def create_new(path: Path) -> BinaryIO:
+    """Open `path` as a new, empty file for binary writing and return it.
+
+    Whatever entry holds the name (a stale file, a hard link, a symlink) is removed first, never opened, and
+    the file is created with O_CREAT|O_EXCL|O_NOFOLLOW: no byte can reach another file through a link. Raises
+    FileExistsError when another process creates the name in between.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        if path.is_dir() and not path.is_symlink():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return os.fdopen(fd, "wb")
+
+
+def fresh_temp(target: Path) -> tuple[int, Path]:
+    """Create a new temporary file beside `target` (mkstemp: O_EXCL, a name no one else holds); return (fd, path)."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    return fd, Path(name)
+
+
 def replace_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary sibling named by this process and os.replace it onto `path`: never half a
-    file under its name, without waiting on the disk (`fsync_path` syncs a batch of such files later)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write `data` to a fresh temporary sibling and os.replace it onto `path`: never half a file under its
+    name, never written through a link, without waiting on the disk (`fsync_path` syncs a batch of such
+    files later)."""
+    fd, tmp = fresh_temp(Path(path))
     try:
-        tmp.write_bytes(data)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

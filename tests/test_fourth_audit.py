@@ -134,3 +134,87 @@ def test_a_job_with_64_devices_is_refused(workspace: Path, runner) -> None:
         runner.submit("preprocess", {"manifest": "m.jsonl", "devices": ",".join(["cpu"] * 64)})
     with pytest.raises(InputError, match="at most 1PiB"):
         runner.submit("train", {"config": "c.yaml", "device_memory": "1e30GiB"})
+
+
+# ------------------------------------------------------------------ 1: one writer for every output
+
+
+def test_a_stream_part_linked_to_the_reference_is_refused_before_any_work(workspace: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """The audit's repro: `W/out6/hl.wav.part` hard-linked to the reference voice took the voice from 111,950 to
+    44 bytes. The output guard knows the side file: one line, exit 2, the voice intact (hard link or symlink)."""
+    import os
+
+    from tests.serve_helpers import write_voice
+
+    voice = workspace / "voices" / "anna.wav"
+    write_voice(voice)
+    checkpoint = workspace / "checkpoints" / "t3.safetensors"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"not loaded: the guard refuses first")
+    out = workspace / "out6"
+    out.mkdir()
+    before = voice.read_bytes()
+    for link in (os.link, os.symlink):
+        part = out / "hl.wav.part"
+        part.unlink(missing_ok=True)
+        link(voice, part)
+        argv = ["synthesize", "--family", "chatterbox", "--checkpoint", str(checkpoint), "--text", "hi",
+                "--reference", str(voice), "--output", str(out / "hl.wav"), "--stream"]
+        assert _exit_code(argv) == 2
+        line = _one_error(capsys)
+        assert "hl.wav.part" in line and "it would overwrite the input --reference" in line, line
+        assert voice.read_bytes() == before and sorted(p.name for p in out.iterdir()) == ["hl.wav.part"]
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink", "stale"])
+def test_a_growing_wav_never_writes_through_what_holds_its_part_name(tmp_path: Path, link: str) -> None:
+    """The audit's symlink `.part` to a file outside: that file held the wav afterwards (exit 0). The writer
+    replaces whatever holds the name — link or stale file — as a directory entry, never writing through it."""
+    import os
+
+    import soundfile as sf
+    import torch
+
+    from core.audio_formats import GrowingWav
+
+    outside = tmp_path / "outside" / "keep.bin"
+    outside.parent.mkdir()
+    outside.write_bytes(b"outside the roots" * 100)
+    out = tmp_path / "ws" / "out6"
+    out.mkdir(parents=True)
+    part = out / "hl.wav.part"
+    if link == "symlink":
+        part.symlink_to(outside)
+    elif link == "hardlink":
+        os.link(outside, part)
+    else:
+        part.write_bytes(b"an interrupted stream's leftover")
+    wav = GrowingWav(out / "hl.wav", 16000)
+    for _ in range(3):
+        wav.write(torch.full((800,), 0.25))
+    assert wav.close() == out / "hl.wav"
+    assert outside.read_bytes() == b"outside the roots" * 100 and outside.stat().st_nlink == 1
+    samples, rate = sf.read(str(out / "hl.wav"))
+    assert rate == 16000 and len(samples) == 2400 and abs(samples.mean() - 0.25) < 1e-3
+    assert sorted(p.name for p in out.iterdir()) == ["hl.wav"] and not (out / "hl.wav").is_symlink()
+
+
+def test_the_fixed_name_writers_never_write_through_a_link(tmp_path: Path) -> None:
+    """`replace_bytes` (imported clips, cache items) and the progress file wrote through a temporary name a
+    link could hold (`.<name>.<pid>.tmp`, `<name>.tmp`): they now take a fresh temporary name each time."""
+    import os
+
+    from core.fsutil import replace_bytes
+    from core.progress import write_progress_file
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine", encoding="utf-8")
+    target = tmp_path / "ws" / "progress.json"
+    target.parent.mkdir()
+    for name in (f".progress.json.{os.getpid()}.tmp", "progress.json.tmp"):
+        (target.parent / name).symlink_to(outside)
+    write_progress_file({"step": 3}, str(target))
+    replace_bytes(target.parent / "clip.wav", b"RIFF")
+    assert outside.read_text(encoding="utf-8") == "mine"
+    assert target.read_text(encoding="utf-8") == '{"step": 3}' and (target.parent / "clip.wav").read_bytes() == b"RIFF"

@@ -38,7 +38,7 @@ from core.data.shards import Shard
 from core.data.splits import speakers_held_out, split_of
 from core.data.workers import ordered_map
 from core.errors import InputError
-from core.fsutil import atomic_write_json, replace_bytes, sha256_file
+from core.fsutil import fresh_temp, atomic_write_json, replace_bytes, sha256_file
 from core.progress import Progress
 
 INDEX_NAME = "index.json"
@@ -307,8 +307,9 @@ def _agree_batch_size(cache_dir: Path, batch_size: int) -> None:
     Raises InputError when other shards of the running build use another batch size.
     """
     record = cache_dir / SHARDS_NAME
-    tmp = cache_dir / f".{SHARDS_NAME}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"batch_size": batch_size}), encoding="utf-8")
+    fd, tmp = fresh_temp(record)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"batch_size": batch_size}))
     try:
         os.link(tmp, record)  # atomic: exactly one shard's record appears, whole
     except FileExistsError:
