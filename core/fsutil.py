@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+from core.structured import loads_json, read_json_file
+
 
 
 def _fsync_file(path: Path) -> None:
@@ -167,7 +169,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def read_json(path: Path) -> dict[str, Any] | None:
     """Return the JSON object in `path`, or None when it is missing, partial or not an object."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_json_file(path)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -188,7 +190,7 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line.decode("utf-8"))
+            item = loads_json(line.decode("utf-8"), f"line {number}")
         except UnicodeDecodeError:
             skipped.append(f"line {number}: not UTF-8")
             continue
@@ -222,7 +224,7 @@ def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | Non
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:
-                data = json.loads(line)
+                data = loads_json(line, "line")
             except ValueError:
                 continue
             if isinstance(data, dict):

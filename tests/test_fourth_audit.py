@@ -218,3 +218,165 @@ def test_the_fixed_name_writers_never_write_through_a_link(tmp_path: Path) -> No
     replace_bytes(target.parent / "clip.wav", b"RIFF")
     assert outside.read_text(encoding="utf-8") == "mine"
     assert target.read_text(encoding="utf-8") == '{"step": 3}' and (target.parent / "clip.wav").read_bytes() == b"RIFF"
+
+
+# ------------------------------------------------------------------ 3, 6, 7: every structured reader bounded
+
+DEEP = "[" * 100_000
+
+
+def _deep_files(root: Path) -> dict[str, list[str]]:
+    """Write one deeply nested file per reader the audit crashed; return the command reading each."""
+    import json
+
+    files = {"manifest.jsonl": DEEP + "\n", "run.yaml": f"name: deep\nmodel: {DEEP}\n", "tok.json": '{"model": ' + DEEP,
+             "settings.yaml": f"workspace: {DEEP}\n"}
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    hf = root / "hf"
+    hf.mkdir()
+    (hf / "state.json").write_text('{"_data_files": ' + DEEP, encoding="utf-8")
+    (hf / "dataset_info.json").write_text(json.dumps({"features": {}}), encoding="utf-8")
+    return {"manifest.jsonl": ["corpus", "collect", "--manifest", str(root / "manifest.jsonl"), "--output",
+                               str(root / "out" / "corpus.txt")],
+            "run.yaml": ["train", "--config", str(root / "run.yaml")],
+            "tok.json": ["tokenizer", "inspect", "--tokenizer", str(root / "tok.json")],
+            "hf": ["dataset", "import", "--format", "hf", "--input", str(hf), "--output", str(root / "out" / "ds")],
+            "settings.yaml": ["jobs", "list", "--settings", str(root / "settings.yaml")]}
+
+
+@pytest.mark.parametrize("reader", ["manifest.jsonl", "run.yaml", "tok.json", "hf", "settings.yaml"])
+def test_a_deeply_nested_file_is_one_line_for_every_reader(workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                           reader: str) -> None:
+    """A line of 100,000 `[` in a manifest, a run config, a tokenizer JSON, HF metadata or the settings gave a
+    RecursionError traceback; every reader now names the file and the bound (or rejects the row)."""
+    root = tmp_path / "in"
+    root.mkdir()
+    argv = _deep_files(root)[reader]
+    before = _tree(root)
+    code = _exit_code(argv)
+    line = _one_error(capsys)
+    assert code == 2 and ("levels deep; a file LinguaForge reads may nest at most 100" in line or "rows" in line), line
+    assert _tree(root) == before and not (root / "out").exists()
+
+
+def test_a_damaged_row_or_index_nested_too_deep_is_skipped_by_the_tolerant_readers(tmp_path: Path) -> None:
+    """The tolerant readers (manifests, JSON lines, a cache index) skip such a line or file as damaged."""
+    import json
+
+    from core.data.manifest import read_manifest
+    from core.fsutil import read_json, scan_jsonl
+
+    manifest = tmp_path / "manifest.jsonl"
+    row = {"id": "a", "audio": "a.wav", "text": "hi", "speaker": "s", "language": "en", "duration": 1.0}
+    manifest.write_text(DEEP + "\n" + json.dumps(row) + "\n", encoding="utf-8")
+    rows, skipped = scan_jsonl(manifest)
+    assert rows == [row] and skipped == ["line 1: not JSON"]
+    (tmp_path / "index.json").write_text(DEEP, encoding="utf-8")
+    assert read_json(tmp_path / "index.json") is None
+    (tmp_path / "a.wav").write_bytes(b"")
+    kept, rejects = read_manifest(manifest)
+    assert [r.id for r in kept] == ["a"] and "nested 100,000 levels deep" in rejects[0].reason
+
+
+def test_app_refuses_a_settings_file_nested_too_deep_in_one_line(tmp_path: Path) -> None:
+    """`app.py` did not start with such a settings file (a traceback); it now says why in one line, exit 2."""
+    import subprocess
+    import sys
+
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"workspace: {tmp_path / 'ws'}\nui: {DEEP}\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "app.py", "--config", str(settings)], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and " INFO " not in line]
+    assert proc.returncode == 2 and len(lines) == 1 and "nested 100,000 levels deep" in lines[0], proc.stderr
+    assert not (tmp_path / "ws").exists()
+
+
+def test_yaml_aliases_expanding_without_bound_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A "billion laughs" run config: aliases of aliases, nine each, would make 9⁹ values."""
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]
+    config = tmp_path / "laughs.yaml"
+    config.write_text("\n".join(levels) + "\n", encoding="utf-8")
+    assert _exit_code(["train", "--config", str(config)]) == 2
+    assert "expands to more than 100,000 values" in _one_error(capsys)
+
+
+def test_a_tokenizer_sized_by_an_absurd_id_is_refused(workspace: Path, tmp_path: Path, chatterbox_tokenizer: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """The audit's tokenizer.json with one id at 4,000,000,000 was taken as size 4,000,000,001 and `embeddings
+    extend`, `tokenizer merge` and the inspect chart were killed at 3–4 GB; a tokenizer file over the bound is
+    refused before it is read."""
+    import json
+
+    from core.tokenizers.tokenizer import MAX_TOKENIZER_BYTES
+
+    spec = json.loads(chatterbox_tokenizer.read_text(encoding="utf-8"))
+    chatterbox_tokenizer.unlink()
+    spec["model"]["vocab"]["!"] = 4_000_000_000
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(spec), encoding="utf-8")
+    before = forged.read_bytes()
+    for argv in (["tokenizer", "inspect", "--tokenizer", str(forged)],
+                 ["tokenizer", "merge", "--base", str(forged), "--add", str(forged), "--output", str(tmp_path / "m.json")]):
+        assert _exit_code(argv) == 2
+        assert "id 4,000,000,000 lies beyond the vocabulary's own 2,454 entries" in _one_error(capsys)
+    assert forged.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["forged.json", "workspace"]
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as handle:
+        handle.truncate(MAX_TOKENIZER_BYTES + 1)  # sparse: no disk used
+    assert _exit_code(["tokenizer", "inspect", "--tokenizer", str(huge)]) == 2
+    assert f"{MAX_TOKENIZER_BYTES + 1:,} bytes, over the {MAX_TOKENIZER_BYTES:,}" in _one_error(capsys)
+
+
+def _small_gpt2_folder(folder: Path) -> Path:
+    """Write GPT-2's slow files as Turbo's release ships them, with a handful of tokens; return the folder."""
+    import json
+
+    folder.mkdir()
+    (folder / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3}), encoding="utf-8")
+    (folder / "merges.txt").write_text("#version: 0.2\na b\n", encoding="utf-8")
+    (folder / "added_tokens.json").write_text(json.dumps({"[angry]": 4}), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "GPT2Tokenizer"}), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow  # AutoTokenizer's import: ~20 s on a loaded machine
+def test_the_small_gpt2_folder_loads(tmp_path: Path) -> None:
+    """The folder the next test damages loads when whole (so what it refuses is the damage)."""
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(_small_gpt2_folder(tmp_path / "gpt2"))
+    assert tokenizer.size == 5 and tokenizer.encode("ab") == [2]
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("merges", "merges.txt line 3: a b c is not a merge"),
+    ("added_list", "added_tokens.json: must be a JSON object mapping each token to its id"),
+    ("vocab_id", "id 9,000,000 lies beyond the vocabulary's own"),
+    ("vocab_deep", "nested 100,000 levels deep"),
+])
+def test_a_malformed_gpt2_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, damage: str,
+                                             expected: str) -> None:
+    """Turbo's tokenizer folder with a `merges.txt` line `a b c` ("Error while initializing BPE") or an
+    `added_tokens.json` that is a list (AttributeError) gave tracebacks through inspect, merge and the doctor."""
+    import json
+
+    folder = _small_gpt2_folder(tmp_path / "gpt2")
+    if damage == "merges":
+        (folder / "merges.txt").write_text("#version: 0.2\na b\na b c\n", encoding="utf-8")
+    elif damage == "added_list":
+        (folder / "added_tokens.json").write_text(json.dumps(["[angry]"]), encoding="utf-8")
+    elif damage == "vocab_id":
+        (folder / "added_tokens.json").write_text(json.dumps({"[angry]": 9_000_000}), encoding="utf-8")
+    else:
+        (folder / "vocab.json").write_text(DEEP, encoding="utf-8")
+    before = _tree(folder)
+    for argv in (["tokenizer", "inspect", "--tokenizer", str(folder)],
+                 ["tokenizer", "merge", "--base", str(folder), "--add", str(folder), "--output", str(tmp_path / "m.json")],
+                 ["doctor", "--family", "chatterbox-turbo", "--tokenizer", str(folder)]):
+        code = _exit_code(argv)
+        out = capsys.readouterr()
+        assert code == 2 and "Traceback" not in out.err + out.out and expected in out.err + out.out, (argv, out)
+    assert _tree(folder) == before and not (tmp_path / "m.json").exists()

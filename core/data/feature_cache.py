@@ -40,6 +40,7 @@ from core.data.workers import ordered_map
 from core.errors import InputError
 from core.fsutil import fresh_temp, atomic_write_json, replace_bytes, sha256_file
 from core.progress import Progress
+from core.structured import StructureError, loads_json, read_json_file
 
 INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
@@ -199,7 +200,9 @@ def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CA
     if not index_path.is_file():
         raise InputError(f"{path}: no {INDEX_NAME}; not a built cache. Run `preprocess` (or `train`) first.")
     try:
-        data = json.loads(index_path.read_text(encoding="utf-8"))
+        data = read_json_file(index_path)
+    except StructureError:
+        raise
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from exc
     if not isinstance(data, dict) or data.get("format") not in formats:
@@ -281,8 +284,8 @@ def _journal_lines(cache_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str
     for journal in _journals(cache_dir):
         for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
+                entry = loads_json(line, "journal line")
+            except ValueError:  # a partial or damaged line: its item is adopted from its file or built again
                 continue
             if isinstance(entry, dict) and "id" in entry and "sha256" in entry:
                 entries[entry["id"]] = entry
@@ -316,7 +319,7 @@ def _agree_batch_size(cache_dir: Path, batch_size: int) -> None:
         pass
     finally:
         tmp.unlink(missing_ok=True)
-    agreed = json.loads(record.read_text(encoding="utf-8"))["batch_size"]
+    agreed = read_json_file(record)["batch_size"]
     if agreed != batch_size:
         raise InputError(f"{cache_dir}: its other shards featurise {agreed} clips per batch, this one {batch_size}; "
                          "shards must cut the manifest alike. Set the family's feature_batch_size to "

@@ -17,6 +17,7 @@ from typing import Any
 
 from core.fsutil import atomic_write_json, atomic_write_text
 from core.runs import RunFolder
+from core.structured import loads_json
 
 
 class RunLog:
@@ -114,7 +115,7 @@ class RunLog:
 def _step_of(line: str) -> int | None:
     """Return the `step` of one metrics.jsonl line, None for a line that is not a complete record."""
     try:
-        record = json.loads(line)
+        record = loads_json(line, "metrics line")
     except ValueError:
         return None
     step = record.get("step") if isinstance(record, dict) else None

@@ -8,7 +8,6 @@ Other scalar columns are kept as manifest metadata.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from core.confine import inside_folder
 from core.errors import InputError
 from core.data.importers import Candidate, ImportOptions
 from core.data.manifest import Reject
+from core.structured import StructureError, read_json_file
 
 DEFAULT_SPEAKER = "hf"
 SAVED_MARKERS = ("state.json", "dataset_dict.json")
@@ -44,7 +44,9 @@ def _json_object(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: missing. A datasets.save_to_disk folder holds state.json and dataset_info.json "
                          "beside its arrow files; save it again with save_to_disk.")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
+    except StructureError:
+        raise
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc}). Save the dataset again with save_to_disk.") from None
     if not isinstance(data, dict):
