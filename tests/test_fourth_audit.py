@@ -279,6 +279,7 @@ def test_a_damaged_row_or_index_nested_too_deep_is_skipped_by_the_tolerant_reade
     assert [r.id for r in kept] == ["a"] and "nested 100,000 levels deep" in rejects[0].reason
 
 
+@pytest.mark.slow  # app.py's imports (Gradio, torch) in a subprocess
 def test_app_refuses_a_settings_file_nested_too_deep_in_one_line(tmp_path: Path) -> None:
     """`app.py` did not start with such a settings file (a traceback); it now says why in one line, exit 2."""
     import subprocess
@@ -483,3 +484,29 @@ def test_an_upload_into_a_folder_never_replaces_a_file(upload_settings, tmp_path
     assert sorted(p.name for p in folder.iterdir()) == ["a.wav"] and (folder / "a.wav").read_bytes() == b"first"
     store_upload(upload_settings, DATASET, [_zip(tmp_path / "three.zip", {"sub/b.wav": b"second"})], "set")
     assert (folder / "sub" / "b.wav").read_bytes() == b"second"
+
+
+# ------------------------------------------------------------------ 10: the file browser held to the workspace's rules
+
+
+@pytest.mark.slow  # Gradio's import alone: ~20 s on a loaded machine
+def test_the_file_browser_lists_nothing_through_a_link_leaving_the_roots(tmp_path: Path) -> None:
+    """Through a symlinked folder the browser listed 7 names outside the roots (the files got 403). The
+    dashboard's browser lists only what lies inside the roots, and nothing inside a folder leading out."""
+    from gradio_app.browser import WorkspaceExplorer
+
+    workspace, outside = tmp_path / "workspace", tmp_path / "outside"
+    (workspace / "datasets" / "am").mkdir(parents=True)
+    (workspace / "datasets" / "am" / "manifest.jsonl").write_text("{}\n", encoding="utf-8")
+    outside.mkdir()
+    for i in range(7):
+        (outside / f"secret{i}.txt").write_text("outside", encoding="utf-8")
+    (workspace / "escape").symlink_to(outside, target_is_directory=True)
+    (workspace / "leak.txt").symlink_to(outside / "secret0.txt")
+    (workspace / "inner").symlink_to(workspace / "datasets", target_is_directory=True)  # a link that stays inside
+    browser = WorkspaceExplorer(root_dir=workspace, roots=[workspace], ignore_glob="**/.*")
+    assert [e["name"] for e in browser.ls()] == ["datasets", "inner"]
+    assert browser.ls(["escape"]) == []
+    assert [e["name"] for e in browser.ls(["inner", "am"])] == ["manifest.jsonl"]
+    assert [e["name"] for e in browser.ls(["datasets", "am"])] == ["manifest.jsonl"]
+    assert "ls" in [fn.__name__ for fn in browser.server_fns]  # the page calls this one, not FileExplorer's
