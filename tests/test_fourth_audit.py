@@ -493,7 +493,7 @@ def test_an_upload_into_a_folder_never_replaces_a_file(upload_settings, tmp_path
 def test_the_file_browser_lists_nothing_through_a_link_leaving_the_roots(tmp_path: Path) -> None:
     """Through a symlinked folder the browser listed 7 names outside the roots (the files got 403). The
     dashboard's browser lists only what lies inside the roots, and nothing inside a folder leading out."""
-    from gradio_app.browser import WorkspaceExplorer
+    from gradio_app.browser import workspace_explorer
 
     workspace, outside = tmp_path / "workspace", tmp_path / "outside"
     (workspace / "datasets" / "am").mkdir(parents=True)
@@ -504,9 +504,10 @@ def test_the_file_browser_lists_nothing_through_a_link_leaving_the_roots(tmp_pat
     (workspace / "escape").symlink_to(outside, target_is_directory=True)
     (workspace / "leak.txt").symlink_to(outside / "secret0.txt")
     (workspace / "inner").symlink_to(workspace / "datasets", target_is_directory=True)  # a link that stays inside
-    browser = WorkspaceExplorer(root_dir=workspace, roots=[workspace], ignore_glob="**/.*")
+    browser = workspace_explorer([workspace], root_dir=workspace, ignore_glob="**/.*")
     assert [e["name"] for e in browser.ls()] == ["datasets", "inner"]
     assert browser.ls(["escape"]) == []
     assert [e["name"] for e in browser.ls(["inner", "am"])] == ["manifest.jsonl"]
     assert [e["name"] for e in browser.ls(["datasets", "am"])] == ["manifest.jsonl"]
-    assert "ls" in [fn.__name__ for fn in browser.server_fns]  # the page calls this one, not FileExplorer's
+    assert [fn for fn in browser.server_fns if fn.__name__ == "ls"] == [browser.ls]  # what the page calls
+    assert not Path(__file__).resolve().parent.parent.joinpath("gradio_app", "browser.pyi").exists()
