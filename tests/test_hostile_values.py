@@ -375,7 +375,8 @@ def test_a_stalled_body_is_answered_408_within_the_body_timeout(server: tuple[Se
 @pytest.mark.slow
 def test_waiting_requests_get_503_once_the_server_is_told_to_stop(tmp_path: Path) -> None:
     """SIGTERM while one request is spoken and another waits: the spoken one is answered 200, the waiting one
-    503 (`shutting_down`) at once, as documented, and the server exits 0."""
+    503 (`shutting_down`) at once, a new one sent after the signal 503 too (the audit found it refused at the
+    connection), as documented, and the server exits 0."""
     import signal
     import threading
     import time
@@ -406,6 +407,8 @@ def test_waiting_requests_get_503_once_the_server_is_told_to_stop(tmp_path: Path
         waiting.join(60)
         assert answers["waiting"].status_code == 503, answers["waiting"].text
         assert answers["waiting"].json()["error"]["code"] == "shutting_down"
+        ask("new", proc.url, 1)  # a new connection after the signal: answered 503, not refused at the connection
+        assert answers["new"].status_code == 503 and answers["new"].json()["error"]["code"] == "shutting_down"
         assert "spoken" not in answers  # refused while the batch was still spoken
         spoken.join(300)
         assert answers["spoken"].status_code == 200 and answers["spoken"].content[:4] == b"RIFF"
