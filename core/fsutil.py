@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import IO, Any, BinaryIO, Iterator
 
 from core.structured import loads_json, read_json_file
 
@@ -99,6 +99,27 @@ def create_new(path: Path) -> BinaryIO:
         path.unlink()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
     return os.fdopen(fd, "wb")
+
+
+def open_append(path: str | os.PathLike[str], binary: bool = False, buffering: int = -1) -> IO[Any]:
+    """Open `path` for appending (created when missing) — a log, a journal, metrics — never through a link:
+    a symlink under the name (O_NOFOLLOW) or a file with other hard links is refused with an OSError naming
+    the path, so an append never reaches a file elsewhere."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symlink; LinguaForge appends only to its own files, never through a "
+                                       "link (remove it)", str(path)) from None
+        raise
+    if os.fstat(fd).st_nlink > 1:
+        os.close(fd)
+        raise OSError(errno.EMLINK, "a hard link to another file; LinguaForge appends only to its own files "
+                                    "(remove it)", str(path))
+    if binary:
+        return os.fdopen(fd, "ab", buffering=buffering)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=buffering)
 
 
 def fresh_temp(target: Path) -> tuple[int, Path]:

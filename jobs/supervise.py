@@ -20,6 +20,7 @@ from typing import Callable
 from core.config import REPO_ROOT, SETTINGS_ENV, WORKSPACE_ENV
 from core.processes import is_alive, process_start_time
 from core.progress import PROGRESS_FILE_ENV
+from core.fsutil import open_append
 from core.structured import loads_json
 
 TERM_GRACE_S = 10.0
@@ -83,7 +84,7 @@ def launch(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = child_env(cwd, progress_path, settings_file, devices)
     command = command_line(argv, nproc)
-    with open(log_path, "ab") as log:
+    with open_append(log_path, binary=True) as log:
         log.write(f"$ {' '.join(['python', *command[1:]])}\n".encode())
         log.flush()
         return subprocess.Popen(

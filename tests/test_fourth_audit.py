@@ -220,6 +220,28 @@ def test_the_fixed_name_writers_never_write_through_a_link(tmp_path: Path) -> No
     assert target.read_text(encoding="utf-8") == '{"step": 3}' and (target.parent / "clip.wav").read_bytes() == b"RIFF"
 
 
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_an_append_never_reaches_a_file_through_a_link(tmp_path: Path, link: str) -> None:
+    """Logs, metrics and journals are appended to (not created new): `open_append` refuses a name held by a
+    symlink or by a file with other hard links, naming it, and the file elsewhere keeps its bytes."""
+    import os
+
+    from core.fsutil import open_append
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine", encoding="utf-8")
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    metrics = run_dir / "metrics.jsonl"
+    metrics.symlink_to(outside) if link == "symlink" else os.link(outside, metrics)
+    with pytest.raises(OSError, match="LinguaForge appends only to its own files") as refused:
+        open_append(metrics)
+    assert refused.value.filename == str(metrics)
+    with open_append(run_dir / "log.txt") as handle:  # a name of its own: appended as before
+        handle.write("one\n")
+    assert (run_dir / "log.txt").read_text(encoding="utf-8") == "one\n" and outside.read_text(encoding="utf-8") == "mine"
+
+
 # ------------------------------------------------------------------ 3, 6, 7: every structured reader bounded
 
 DEEP = "[" * 100_000

@@ -38,7 +38,7 @@ from core.data.shards import Shard
 from core.data.splits import speakers_held_out, split_of
 from core.data.workers import ordered_map
 from core.errors import InputError
-from core.fsutil import fresh_temp, atomic_write_json, replace_bytes, sha256_file
+from core.fsutil import atomic_write_json, fresh_temp, open_append, replace_bytes, sha256_file
 from core.progress import Progress
 from core.structured import StructureError, loads_json, read_json_file
 
@@ -374,7 +374,7 @@ class Staging:
         if self._journal is None:
             (self.folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
             # line-buffered: each entry is on disk when add returns, even if the pool ends this process abruptly
-            self._journal = open(self.folder / f"journal.staged-{os.getpid()}.jsonl", "a", encoding="utf-8", buffering=1)
+            self._journal = open_append(self.folder / f"journal.staged-{os.getpid()}.jsonl", buffering=1)
         entry = store_features(source, self.folder, self.val_ratio, row, features)
         if not isinstance(entry, str):
             self._journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -452,7 +452,7 @@ def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str],
     failed: dict[str, str] = {}
     progress = Progress(source.label if shard is None else f"{source.label} (shard {shard})", total=sum(map(len, mine)))
     progress.update(reused)
-    with open(cache_dir / journal_name(shard), "a", encoding="utf-8") as journal:
+    with open_append(cache_dir / journal_name(shard)) as journal:
         for chunk, results in _execute((source, cache_dir, val_ratio), chunks, workers):
             for row, result in zip(chunk, results):
                 if isinstance(result, str):
