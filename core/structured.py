@@ -7,7 +7,8 @@ Every JSON or YAML text goes through `loads_json` / `loads_yaml` (a file: `read_
 - a file larger than its reader takes (`MAX_FILE_BYTES`, or the reader's own bound: a tokenizer's);
 - nesting deeper than `MAX_DEPTH` (a line of 100,000 `[` made every reader die of a RecursionError);
 - a YAML document whose aliases expand to more than `MAX_NODES` values (a "billion laughs" file);
-- text that is not UTF-8, or not JSON / YAML at all.
+- bytes that are not UTF-8; and, read from a file, text that is not JSON / YAML at all (the text readers
+  are drop-ins for `json.loads` / `yaml.safe_load`: a syntax error stays theirs, for the caller to word).
 
 The error, `StructureError`, is an InputError (one line, exit 2 at the edges) and a ValueError: the
 tolerant readers, which skip a damaged line or file, skip it as they skip any unreadable one.
@@ -94,8 +95,9 @@ def loads_json(text: str | bytes, what: str) -> Any:
 
 
 def loads_yaml(text: str | bytes, what: str) -> Any:
-    """Return the value of the YAML `text`. Raises StructureError for nesting beyond MAX_DEPTH (flow or
-    block), aliases expanding beyond MAX_NODES values, text that is not UTF-8 or not YAML."""
+    """Return the value of the YAML `text`: `yaml.safe_load` with its bounds, a drop-in for it (its YAMLError
+    is left to the caller's wording). Raises StructureError for nesting beyond MAX_DEPTH (flow or block),
+    aliases expanding beyond MAX_NODES values and bytes that are not UTF-8."""
     data = _as_bytes(text, what)
     _check_depth(data, what)
     try:
@@ -104,10 +106,6 @@ def loads_yaml(text: str | bytes, what: str) -> Any:
         raise StructureError(f"{what}: not UTF-8 text (byte {exc.start}). Save it as UTF-8.") from None
     except RecursionError:
         raise StructureError(f"{what}: nested too deep to read ({LIMITS}). Fix or replace the file.") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise StructureError(f"{what}{where}: not valid YAML ({' '.join(str(exc).split())}). Fix the syntax.") from None
     _check_tree(value, what)
     return value
 
@@ -150,5 +148,12 @@ def read_json_file(path: str | os.PathLike[str], what: str | None = None, max_by
 
 
 def read_yaml_file(path: str | os.PathLike[str], what: str | None = None, max_bytes: int = MAX_FILE_BYTES) -> Any:
-    """Return the YAML value of the file `path` (see `loads_yaml`, `read_bounded`)."""
-    return loads_yaml(read_bounded(path, what, max_bytes), what or str(path))
+    """Return the YAML value of the file `path` (see `loads_yaml`, `read_bounded`); text that is not YAML is a
+    StructureError too, naming the line."""
+    what = what or str(path)
+    try:
+        return loads_yaml(read_bounded(path, what, max_bytes), what)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise StructureError(f"{what}{where}: not valid YAML ({' '.join(str(exc).split())}). Fix the syntax.") from None

@@ -200,11 +200,9 @@ def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CA
     if not index_path.is_file():
         raise InputError(f"{path}: no {INDEX_NAME}; not a built cache. Run `preprocess` (or `train`) first.")
     try:
-        data = read_json_file(index_path)
-    except StructureError:
-        raise
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from exc
+        data = read_json_file(index_path, "its text")
+    except StructureError as exc:  # not UTF-8 or JSON, nested or sized beyond any reader's bound
+        raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from None
     if not isinstance(data, dict) or data.get("format") not in formats:
         raise InputError(f"{index_path}: not a {' or '.join(formats)} index. Build the cache again.")
     problem = _index_problem(data)

@@ -26,7 +26,7 @@ import yaml
 from core.errors import InputError, InternalError
 from core.families import get_family, rows_for
 from core.fsutil import atomic_write_text
-from core.structured import StructureError, loads_json, loads_yaml, read_json_file
+from core.structured import loads_json, loads_yaml, read_json_file
 
 # family -> the key holding the text vocabulary size (IndexTTS2's sits under `gpt:`).
 VOCAB_KEYS = {"indextts": "number_text_tokens", "chatterbox": "text_tokens_dict_size"}
@@ -64,8 +64,6 @@ def _parse(path: Path) -> Any:
         raise InputError(f"{path}: not UTF-8 text; a trainer config is a YAML or JSON file.") from None
     try:
         return loads_json(text, str(path)) if path.suffix.lower() in _JSON_SUFFIXES else loads_yaml(text, str(path))
-    except StructureError:
-        raise
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: not valid {'JSON' if path.suffix.lower() in _JSON_SUFFIXES else 'YAML'} ({_where(exc)}); "
                          "fix the file or point at the right one.") from None
