@@ -13,6 +13,7 @@ into place; a refused or failed upload leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -231,6 +232,7 @@ def store_upload(settings: Settings, kind: UploadKind, files: Iterable[str | Pat
     planned = _plan(kind, files)
     _check_plan(settings, kind, folder, planned)
     base = settings.workspace / kind.folder
+    made_base = not base.exists()
     base.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=base))
     try:
@@ -244,3 +246,6 @@ def store_upload(settings: Settings, kind: UploadKind, files: Iterable[str | Pat
                          "fix the workspace folder, then upload again.") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if made_base:
+            with contextlib.suppress(OSError):  # removed only when empty: a failed upload leaves no folder either
+                base.rmdir()

@@ -462,8 +462,7 @@ def test_a_failed_upload_is_one_line_and_leaves_nothing(upload_settings, tmp_pat
     with pytest.raises(InputError) as refused:
         store_upload(upload_settings, DATASET, [source], "audit")
     assert "\n" not in str(refused.value) and "Traceback" not in str(refused.value)
-    uploads = upload_settings.workspace / "uploads"
-    assert not uploads.exists() or not any(uploads.iterdir()), list(uploads.rglob("*"))
+    assert not any(upload_settings.workspace.iterdir()), list(upload_settings.workspace.rglob("*"))
     assert source.read_bytes() == before
 
 
