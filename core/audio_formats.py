@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.fsutil import PARTIAL_SUFFIX, create_new
+
 FORMATS = ("wav", "flac", "pcm", "mp3", "opus")
 UNWRITABLE = {"aac": "libsndfile (soundfile) has no AAC encoder and no package pinned here brings one"}
 MEDIA_TYPES = {"wav": "audio/wav", "flac": "audio/flac", "pcm": "audio/pcm", "mp3": "audio/mpeg", "opus": "audio/ogg"}
@@ -192,8 +194,8 @@ def encode_whole(wav: torch.Tensor, sample_rate: int, audio_format: str) -> byte
 
 
 def partial_path(output: Path) -> Path:
-    """Return where a streamed wav grows before it becomes `output` (`<output>.part`)."""
-    return output.with_name(output.name + ".part")
+    """Return where a streamed wav grows before it becomes `output` (`<output>.part`, one of `side_names`)."""
+    return output.with_name(output.name + PARTIAL_SUFFIX)
 
 
 class GrowingWav:
@@ -204,8 +206,7 @@ class GrowingWav:
     def __init__(self, path: Path, sample_rate: int) -> None:
         self.path, self.sample_rate = Path(path), int(sample_rate)
         self.part = partial_path(self.path)
-        self.part.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.part, "wb")
+        self._file = create_new(self.part)  # a link already there is replaced, never written through
         self._file.write(wav_header(self.sample_rate, None))
         self._file.flush()
         self.samples = 0

@@ -23,6 +23,7 @@ import torch
 
 from core.errors import InputError, InternalError
 from core.fsutil import atomic_write, sha256_file
+from core.structured import loads_json
 
 META_KEY = "linguaforge"
 SAFETENSORS_SUFFIXES = (".safetensors",)
@@ -292,7 +293,7 @@ def _load_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, An
     meta = None
     if META_KEY in header:
         try:
-            meta = json.loads(header[META_KEY])
+            meta = loads_json(header[META_KEY], f"{path}: the `{META_KEY}` metadata")
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: the `{META_KEY}` metadata is not valid JSON ({exc}).") from exc
     return tensors, meta

@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from core.confine import check_path_text, is_inside
 from core.errors import InputError
+from core.structured import read_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "config" / "default.yaml"
@@ -45,14 +44,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"{path}: file not found. Check the path or create it.")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        detail = " ".join(str(exc).split())
-        raise InputError(f"{path}{where}: not valid YAML ({detail}). Fix the syntax.") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc}). Save it as UTF-8.") from exc
+        data = read_yaml_file(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc}). Check the file's permissions.") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

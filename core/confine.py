@@ -4,7 +4,10 @@ The one name rule and the one inside-the-roots test; everything else that checks
 dataset, a preset, a tokenizer file stem) or a folder boundary calls these.
 
 - A *name* is one path segment: letters, digits, '.', '_', '-', at most `NAME_MAX` characters,
-  starting with a letter or digit, no `..`. A *name path* (`sets/am`) is names joined by '/'.
+  starting with a letter or digit, no `..`, nothing after it (matched whole: a `$` would let a final
+  newline through). A *name path* (`sets/am`) is names joined by '/'. Every value that becomes part of a
+  path — names, language codes, shard and device labels, upload names — goes through it, whether it
+  arrives as a path option or not.
 - A path is *inside* a set of roots when its real location (symlinks followed) is one of them or
   lies below one of them.
 - Every path a user or a file names passes `check_path_text` before it is used: a NUL byte, a
@@ -26,14 +29,14 @@ from core.errors import InputError
 NAME_MAX = 64
 PART_BYTES_MAX = 255  # the longest file name the file systems take (NAME_MAX of Linux, in bytes)
 PATH_BYTES_MAX = 4095  # the longest path (PATH_MAX less its NUL)
-NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}$")
+NAME_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}")  # whole value: fullmatch, never `$`
 NAME_RULE = (f"letters, digits, '.', '_' or '-' (at most {NAME_MAX}, starting with a letter or digit, "
              "no '/' or '..')")
 
 
 def is_name(value: object) -> bool:
     """Return True when `value` is a string that is one valid name (see the module docstring)."""
-    return isinstance(value, str) and bool(NAME_PATTERN.match(value)) and ".." not in value
+    return isinstance(value, str) and bool(NAME_PATTERN.fullmatch(value)) and ".." not in value
 
 
 def check_name(value: object, what: str) -> str:

@@ -1,5 +1,12 @@
 """Crash-safe file writes, tolerant JSON readers, file hashing and hard-link-or-copy.
 
+The one writer of every file LinguaForge writes: a file is always *created new* — under a fresh
+temporary name in the destination folder (`atomic_write`, `replace_bytes`), or, for a side file a reader
+follows by name such as a streamed wav's `<output>.part`, by `create_new` (O_CREAT|O_EXCL|O_NOFOLLOW after
+removing whatever entry held the name) — and renamed into place. An existing file, hard link or symlink
+under the final or a side name is therefore replaced as a directory entry, never opened and written
+through: a link to a user's file or to a file outside the roots never receives a byte.
+
 `atomic_write(path)` yields a temporary path in the destination folder; on success the file is
 flushed, fsynced and renamed onto `path`, so a crash never leaves a half-written file under the
 final name. On error the temporary file is removed and `path` is untouched. The readers return
@@ -8,6 +15,7 @@ None / skip lines instead of failing on a file another process is still writing.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -15,7 +23,9 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, BinaryIO, Iterator
+
+from core.structured import loads_json, read_json_file
 
 
 
@@ -48,11 +58,10 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = fresh_temp(target)
     except OSError as exc:
         raise _about(exc, target) from exc
     os.close(fd)
-    tmp = Path(tmp_name)
     try:
         yield tmp
         _fsync_file(tmp)
@@ -66,12 +75,67 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     _fsync_dir(target.parent)
 
 
-def replace_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary sibling named by this process and os.replace it onto `path`: never half a
-    file under its name, without waiting on the disk (`fsync_path` syncs a batch of such files later)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+PARTIAL_SUFFIX = ".part"  # a file that grows under `<output>.part` while a reader follows it (a streamed wav)
+
+
+def side_names(output: Path) -> list[Path]:
+    """Return the side files LinguaForge may write beside `output` by a fixed name (not a fresh temporary
+    one): `<output>.part`. The output guard refuses an output whose side file is one of its inputs."""
+    return [output.with_name(output.name + PARTIAL_SUFFIX)]
+
+
+def create_new(path: Path) -> BinaryIO:
+    """Open `path` as a new, empty file for binary writing and return it.
+
+    Whatever entry holds the name (a stale file, a hard link, a symlink) is removed first, never opened, and
+    the file is created with O_CREAT|O_EXCL|O_NOFOLLOW: no byte can reach another file through a link. Raises
+    FileExistsError when another process creates the name in between.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        if path.is_dir() and not path.is_symlink():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return os.fdopen(fd, "wb")
+
+
+def open_append(path: str | os.PathLike[str], binary: bool = False, buffering: int = -1) -> IO[Any]:
+    """Open `path` for appending (created when missing) — a log, a journal, metrics — never through a link:
+    a symlink under the name (O_NOFOLLOW) or a file with other hard links is refused with an OSError naming
+    the path, so an append never reaches a file elsewhere."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        tmp.write_bytes(data)
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symlink; LinguaForge appends only to its own files, never through a "
+                                       "link (remove it)", str(path)) from None
+        raise
+    if os.fstat(fd).st_nlink > 1:
+        os.close(fd)
+        raise OSError(errno.EMLINK, "a hard link to another file; LinguaForge appends only to its own files "
+                                    "(remove it)", str(path))
+    if binary:
+        return os.fdopen(fd, "ab", buffering=buffering)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=buffering)
+
+
+def fresh_temp(target: Path) -> tuple[int, Path]:
+    """Create a new temporary file beside `target` (mkstemp: O_EXCL, a name no one else holds); return (fd, path)."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    return fd, Path(name)
+
+
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to a fresh temporary sibling and os.replace it onto `path`: never half a file under its
+    name, never written through a link, without waiting on the disk (`fsync_path` syncs a batch of such
+    files later)."""
+    fd, tmp = fresh_temp(Path(path))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -126,7 +190,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def read_json(path: Path) -> dict[str, Any] | None:
     """Return the JSON object in `path`, or None when it is missing, partial or not an object."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_json_file(path)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -147,7 +211,7 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line.decode("utf-8"))
+            item = loads_json(line.decode("utf-8"), f"line {number}")
         except UnicodeDecodeError:
             skipped.append(f"line {number}: not UTF-8")
             continue
@@ -181,7 +245,7 @@ def last_json_line(path: Path, max_bytes: int = 1 << 20) -> dict[str, Any] | Non
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:
-                data = json.loads(line)
+                data = loads_json(line, "line")
             except ValueError:
                 continue
             if isinstance(data, dict):

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from core.fsutil import replace_bytes
+
 PROGRESS_FILE_ENV = "LINGUAFORGE_PROGRESS_FILE"
 
 
@@ -40,10 +42,7 @@ def write_progress_file(state: dict[str, Any], target: str | None = None) -> Non
     target = target or os.environ.get(PROGRESS_FILE_ENV)
     if not target:
         return
-    path = Path(target)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    replace_bytes(Path(target), json.dumps(state, default=str).encode("utf-8"))
 
 
 class Progress:

@@ -31,7 +31,7 @@ RUNS_DIR = "runs"
 EVAL_FILE = "eval.json"
 EVAL_AUDIO_DIR = "eval_audio"
 BEST_FILE = "best.pt"
-STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
+STEP_FILE = re.compile(r"step_(\d+)\.pt\Z")
 ASIDE_STAMP = "%Y%m%d-%H%M%S"
 
 

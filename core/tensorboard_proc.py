@@ -29,7 +29,7 @@ from typing import Callable
 from core.config import REPO_ROOT
 from core.errors import InternalError
 from core.tensorboard_server import TOKEN_ENV, TOKEN_HEADER
-from core.fsutil import atomic_write_json, read_json
+from core.fsutil import atomic_write_json, open_append, read_json
 from core.processes import is_alive, process_start_time
 
 STOP_WAIT_S = 10.0
@@ -124,7 +124,7 @@ class TensorBoardProcess:
         ]
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            output = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
+            output = open_append(self.log_file, binary=True)  # handed to the child, closed below
         else:
             output = open(os.devnull, "wb")  # noqa: SIM115
         previous = self._proc

@@ -6,6 +6,7 @@ import time
 
 import gradio as gr
 
+from gradio_app.browser import workspace_explorer
 from gradio_app.common import UIContext, relative
 from gradio_app.tabs import (dataset, embeddings, export, finetune, inference, jobs, quality, quickstart, tensorboard, tokenizer,
                              training)
@@ -24,9 +25,10 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
         )
         announce = gr.Markdown(elem_id="lf-announce")
         with gr.Accordion("Browse the workspace", open=False):
-            browser = gr.FileExplorer(root_dir=ctx.settings.workspace, ignore_glob="**/.*", file_count="single",
-                                      label="Workspace files (a click shows the path to pick or type)",
-                                      elem_id="lf-browser")
+            browser = workspace_explorer(ctx.settings.allowed_roots, root_dir=ctx.settings.workspace,
+                                         ignore_glob="**/.*", file_count="single",
+                                         label="Workspace files (a click shows the path to pick or type)",
+                                         elem_id="lf-browser")
             picked = gr.Textbox(label="Path, relative to the workspace", interactive=False, buttons=["copy"],
                                 elem_id="lf-browser-path")
             browser.change(lambda path: relative(ctx.settings, path) if path else "", browser, picked,

@@ -8,7 +8,6 @@ identified by PID plus their kernel start time, so a recycled PID is never mista
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -21,6 +20,8 @@ from typing import Callable
 from core.config import REPO_ROOT, SETTINGS_ENV, WORKSPACE_ENV
 from core.processes import is_alive, process_start_time
 from core.progress import PROGRESS_FILE_ENV
+from core.fsutil import open_append
+from core.structured import loads_json
 
 TERM_GRACE_S = 10.0
 SUMMARY_BYTES = 1 << 20  # how much of an attempt's output `error_summary` reads
@@ -83,7 +84,7 @@ def launch(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = child_env(cwd, progress_path, settings_file, devices)
     command = command_line(argv, nproc)
-    with open(log_path, "ab") as log:
+    with open_append(log_path, binary=True) as log:
         log.write(f"$ {' '.join(['python', *command[1:]])}\n".encode())
         log.flush()
         return subprocess.Popen(
@@ -170,7 +171,7 @@ def error_summary(path: Path, start: int = 0) -> str:
     for line in reversed(lines):
         if line.startswith("{") and line.rstrip().endswith("}"):
             try:
-                failure = json.loads(line)
+                failure = loads_json(line, "job log line")
             except ValueError:
                 continue
             detail = failure.get("detail") if isinstance(failure, dict) and failure.get("ok") is False else None

@@ -22,7 +22,7 @@ from huey.exceptions import RetryTask
 
 from core.config import Settings
 from core.errors import InputError
-from core.fsutil import last_json_line
+from core.fsutil import last_json_line, open_append
 from core.runs import RunFolder
 from jobs.lanes import DEVICE, WorkSlots, lane_counts, lane_of
 from jobs.progress import TrainProgress, file_progress
@@ -153,7 +153,7 @@ class Supervisor:
     def log(self, line: str) -> None:
         """Append one line from the runner to the job log (best effort: an unwritable log loses the line)."""
         try:
-            with open(self.log_path, "a", encoding="utf-8") as handle:
+            with open_append(self.log_path) as handle:
                 handle.write(f"[jobs] {line}\n")
         except OSError:
             pass
@@ -168,7 +168,7 @@ class Supervisor:
         """
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "a", encoding="utf-8"):
+            with open_append(self.log_path):
                 pass
             self.log(f"job {self.id} ({self.job['kind']}) attempt {self.job['attempts']} on {self.ctx.worker_id}")
             self._prepare_run_dir()

@@ -30,6 +30,7 @@ from core.training.retention import DEFAULT_RETENTION, retention_overlay
 from journeys.report import base_language_summary, new_language_summary, write_report
 from journeys.stages import StageRunner, expected_seconds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.structured import loads_json
 
 PRESETS_DIR = REPO_ROOT / "config" / "quickstart"
 TTS_KEYS = ("sample", "val_ratio", "codec", "tokenizer", "model", "base", "finetune", "synthesis", "eval")
@@ -117,7 +118,7 @@ def _split_manifest(manifest: Path) -> dict[str, str]:
     rows: dict[str, list[str]] = {}
     for line in manifest.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            rows.setdefault(json.loads(line)["language"], []).append(line)
+            rows.setdefault(loads_json(line, str(manifest))["language"], []).append(line)
     return {lang: write_lines(manifest.parent / f"{lang}.jsonl", lines) for lang, lines in rows.items()}
 
 

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.cli import build_parser, run_parsed
@@ -375,7 +375,8 @@ def test_a_stalled_body_is_answered_408_within_the_body_timeout(server: tuple[Se
 @pytest.mark.slow
 def test_waiting_requests_get_503_once_the_server_is_told_to_stop(tmp_path: Path) -> None:
     """SIGTERM while one request is spoken and another waits: the spoken one is answered 200, the waiting one
-    503 (`shutting_down`) at once, as documented, and the server exits 0."""
+    503 (`shutting_down`) at once, a new one sent after the signal 503 too (the audit found it refused at the
+    connection), as documented, and the server exits 0."""
     import signal
     import threading
     import time
@@ -406,7 +407,164 @@ def test_waiting_requests_get_503_once_the_server_is_told_to_stop(tmp_path: Path
         waiting.join(60)
         assert answers["waiting"].status_code == 503, answers["waiting"].text
         assert answers["waiting"].json()["error"]["code"] == "shutting_down"
+        ask("new", proc.url, 1)  # a new connection after the signal: answered 503, not refused at the connection
+        assert answers["new"].status_code == 503 and answers["new"].json()["error"]["code"] == "shutting_down"
         assert "spoken" not in answers  # refused while the batch was still spoken
         spoken.join(300)
         assert answers["spoken"].status_code == 200 and answers["spoken"].content[:4] == b"RIFF"
         assert proc.proc.wait(60) == 0 and "Traceback" not in proc.log_text()
+
+
+# ------------------------------------------------------------------ every value that becomes part of a path
+
+
+def _name_options() -> list[tuple[tuple[str, ...], str]]:
+    """Every CLI option whose value becomes part of a file or folder name (typed by `name_arg` / `name_list`)."""
+    return [(words, action.dest) for words, parser in COMMANDS.items() for action in parser._actions
+            if getattr(action.type, "__name__", "") in ("name", "list of names")]
+
+
+NAME_OPTIONS = _name_options()
+
+
+def test_every_value_that_becomes_part_of_a_path_is_typed_as_a_name() -> None:
+    """The language codes, export and run names (the audit's `--base-language ../../…` and `qs\\n`) are found."""
+    dests = {(words, dest) for words, dest in NAME_OPTIONS}
+    assert {(("eval", "tts"), "base_language"), (("eval", "tts"), "language"), (("dataset", "sample"), "languages"),
+            (("quickstart", "tts"), "name"), (("export",), "name"), (("synthesize",), "language")} <= dests
+
+
+@pytest.mark.parametrize("words, dest", NAME_OPTIONS, ids=[f"{' '.join(w)}:{d}" for w, d in NAME_OPTIONS])
+@PROFILE
+@given(value=hostile_text)
+def test_a_name_option_takes_exactly_the_names(words: tuple[str, ...], dest: str, value: str) -> None:
+    """Each such option accepts a value exactly when every item is one name by the one name rule (anchored at
+    the end: no final newline, no separator, no `..`, no control character)."""
+    from core.cli.common import csv_list
+    from core.confine import is_name
+
+    action = next(a for a in COMMANDS[words]._actions if a.dest == dest)
+    items = csv_list(value) if action.type.__name__ == "list of names" else [value]
+    try:
+        action.type(value)
+        accepted = True
+    except argparse.ArgumentTypeError as exc:
+        accepted = False
+        assert "\n" not in str(exc) and "not a name" in str(exc)
+    assert accepted == all(is_name(item) for item in items), (value, accepted)
+
+
+# ------------------------------------------------------------------ every structured reader: nesting, ids, counts
+
+json_leaf = st.one_of(st.integers(min_value=-10**30, max_value=10**30), st.text(max_size=4), st.booleans(), st.none())
+
+
+@st.composite
+def nested_text(draw: st.DrawFn) -> tuple[str, int]:
+    """(JSON text, depth): a value wrapped in `depth` arrays or objects, depth up to 5,000, brackets inside
+    strings among them."""
+    depth = draw(st.one_of(st.integers(0, 120), st.integers(120, 5000)))
+    kinds = draw(st.lists(st.sampled_from([("[", "]"), ('{"k[": ', "}"), ('["]{[", ', "]")]), min_size=1, max_size=3))
+    levels = [kinds[i % len(kinds)] for i in range(depth)]
+    text = "".join(o for o, _ in levels) + json.dumps(draw(json_leaf)) + "".join(c for _, c in reversed(levels))
+    return text, depth
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None)
+@given(case=nested_text())
+def test_the_bounded_readers_take_any_nesting_without_a_crash(case: tuple[str, int]) -> None:
+    """JSON and YAML (flow) text nested to any depth: the value when within MAX_DEPTH, else one StructureError
+    line naming the depth; never a RecursionError."""
+    from core.structured import MAX_DEPTH, StructureError, loads_json, loads_yaml, nesting_depth
+
+    text, depth = case
+    assert nesting_depth(text.encode()) == depth
+    for loads in (loads_json, loads_yaml):
+        try:
+            value = loads(text, "generated")
+        except StructureError as exc:
+            assert depth > MAX_DEPTH and "\n" not in str(exc) and f"nested {depth:,} levels" in str(exc)
+        else:
+            assert depth <= MAX_DEPTH and value == json.loads(text)
+
+
+@st.composite
+def forged_tokenizer(draw: st.DrawFn) -> dict[str, Any]:
+    """A WordLevel tokenizer.json whose ids may hold huge values, gaps or repeats, with up to 300 entries."""
+    count = draw(st.integers(1, 300))
+    ids = list(range(count))
+    for _ in range(draw(st.integers(0, 3))):
+        ids[draw(st.integers(0, count - 1))] = draw(st.one_of(st.integers(0, 2 * count),
+                                                              st.integers(2**31, 2**32 - 1)))
+    vocab = {f"w{i}": token_id for i, token_id in enumerate(ids)} | {"[UNK]": count}
+    return {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": None, "decoder": None, "truncation": None, "padding": None,
+            "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}}
+
+
+@settings(max_examples=25, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=forged_tokenizer())
+def test_a_tokenizer_is_never_sized_beyond_its_own_entries(tmp_path: Path, spec: dict[str, Any]) -> None:
+    """Whatever ids a tokenizer.json holds, a loaded tokenizer's size is its entries' count (ids 0..n-1), else
+    one line naming the id beyond it."""
+    from core.tokenizers.tokenizer import load_tokenizer
+
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    ids = set(spec["model"]["vocab"].values())
+    try:
+        tokenizer = load_tokenizer(path)
+    except InputError as exc:
+        assert "\n" not in str(exc) and (max(ids) >= len(ids) or "not a loadable" in str(exc)), str(exc)
+    else:
+        assert tokenizer.size == len(ids) == max(ids) + 1
+
+
+# ------------------------------------------------------------------ every upload: member lists generated
+
+
+member_name = st.one_of(
+    st.lists(st.one_of(st.sampled_from(["a", "b", "x.wav", "..", ".h", "", "d" * 250, "é", "\x01", " "]),
+                       st.text(max_size=5)), min_size=1, max_size=4).map("/".join),
+    st.sampled_from(["/abs.wav", "C:\\win.wav", "a\\b.wav", "../up.wav", "x.wav", "x.wav/y.wav", "clip.wav\n",
+                     "ok/clip.wav", "table.csv", "a.exe"]),
+)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(members=st.lists(st.tuples(member_name, st.binary(max_size=64)), min_size=1, max_size=8))
+@example(members=[("ok/clip.wav", b"RIFF"), ("table.csv", b"a,b"), ("ok/deeper/b.wav", b"")])  # one that is stored
+def test_an_upload_writes_exactly_its_members_or_nothing(tmp_path_factory: pytest.TempPathFactory,
+                                                         members: list[tuple[str, bytes]]) -> None:
+    """A zip of generated members: either every member lands under uploads/<name>/ with its bytes, or one
+    InputError line and nothing at all is left in the workspace; nothing outside it is touched."""
+    import warnings
+    import zipfile
+
+    from core.config import Settings
+    from core.uploads import DATASET, store_upload
+
+    root = tmp_path_factory.mktemp("upload")
+    workspace, outside = root / "workspace", root / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET, encoding="utf-8")
+    source = root / "members.zip"
+    with zipfile.ZipFile(source, "w") as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a repeated member name: the case is meant
+        for name, data in members:
+            archive.writestr(zipfile.ZipInfo(name or "empty"), data)
+    try:
+        written = store_upload(Settings(workspace=workspace), DATASET, [source], "generated")
+    except InputError as exc:
+        assert "\n" not in str(exc).strip(), str(exc)
+        assert not any(p.is_file() for p in workspace.rglob("*")), list(workspace.rglob("*"))
+    else:
+        with zipfile.ZipFile(source) as archive:
+            expected = {info.filename: archive.read(info) for info in archive.infolist() if not info.is_dir()}
+        folder = workspace / "uploads" / "generated"
+        assert {p.relative_to(folder).as_posix(): p.read_bytes() for p in written} == expected
+        assert sorted(p for p in workspace.rglob("*") if p.is_file()) == sorted(written)
+    assert {p.name: p.read_text(encoding="utf-8") for p in outside.iterdir()} == {"secret.txt": SECRET}

@@ -109,6 +109,8 @@ def test_an_ljspeech_zip_and_a_loose_manifest_land_in_the_workspace_and_import(p
 
 def test_over_the_limit_or_outside_the_workspace_is_refused_and_writes_nothing(page, dashboard: AppProcess,
                                                                                  tmp_path: Path) -> None:
+    """Too large unpacked, a member leading out, a damaged zip, a name leading out, one file over the limit:
+    each refused in one line on the page, nothing written in uploads/ or outside."""
     workspace = dashboard.workspace
     before = sorted(str(p.relative_to(workspace.parent)) for p in workspace.parent.rglob("*"))
     bomb = tmp_path / "big.zip"  # 2 MB of silence packs into a few KB: the limit is on what it unpacks to
@@ -125,6 +127,19 @@ def test_over_the_limit_or_outside_the_workspace_is_refused_and_writes_nothing(p
         archive.writestr("../../outside.wav", b"RIFF")
     import_uploaded(page, "ljspeech", "escape", [escape])
     expect(page.locator("#ds-import-status")).to_contain_text("not a plain file name")
+    page.locator("#ds-upload button[aria-label='Clear']").first.click()
+
+    damaged = tmp_path / "damaged.zip"  # the fourth audit's "internal error: Bad CRC-32", its first member left behind
+    with zipfile.ZipFile(damaged, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("metadata.csv", "a|x\n")
+        archive.writestr("wavs/a.wav", bytes(range(256)) * 8)
+    raw = bytearray(damaged.read_bytes())
+    at = raw.index(b"wavs/a.wav") + 200
+    raw[at:at + 8] = b"\xff" * 8
+    damaged.write_bytes(bytes(raw))
+    import_uploaded(page, "ljspeech", "damaged", [damaged])
+    expect(page.locator("#ds-import-status")).to_contain_text("The upload is damaged (Bad CRC-32")
+    expect(page.locator("#ds-import-status")).not_to_contain_text("internal error")
     page.locator("#ds-upload button[aria-label='Clear']").first.click()
 
     small = tmp_path / "metadata.csv"

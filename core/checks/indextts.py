@@ -11,6 +11,7 @@ from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
 from core.families.indextts.gpt import BPE_NAME, CONFIG_NAME, SEMANTIC_CODES, read_indextts_config
 from core.families.target_config import read_target_config, target_config_mismatch, write_indextts_config
+from core.structured import read_json_file
 
 LISTED = 5
 
@@ -119,8 +120,8 @@ def check_indextts_cache(ctx: DoctorContext) -> CheckResult | None:
     path = Path(ctx.cache_dir) / INDEX_NAME if ctx.cache_dir is not None else None
     if path is None or not path.is_file():
         return None
-    index = json.loads(path.read_text(encoding="utf-8"))
-    if index.get("format") != CACHE_FORMAT:
+    index = read_json_file(path)
+    if not isinstance(index, dict) or index.get("format") != CACHE_FORMAT:
         return None
     limits = ctx.extras.get("model_config", {}).get("kwargs") or {}
     text_limit = int(limits.get("max_text_tokens", 600))

@@ -14,7 +14,6 @@ activation checkpointing, LoRA, bf16) and, when nothing does, the device size th
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Callable
 
 from core.checks.doctor import CheckResult, DoctorContext, register_check
 from core.errors import InputError
+from core.structured import read_json_file
 from core.training.auto_batch import (
     MICRO_BATCH_CAP,
     Lengths,
@@ -114,7 +114,7 @@ def data_lengths(ctx: DoctorContext, model: RunModel) -> Lengths:
     limits = (int(config.get("max_text_tokens", 128)), int(config.get("max_speech_tokens", 0)) if run.task == "tts" else 0)
     index = Path(ctx.cache_dir) / "index.json" if ctx.cache_dir else None
     try:
-        entries = json.loads(index.read_text(encoding="utf-8")).get("items", []) if index is not None and index.is_file() else []
+        entries = read_json_file(index).get("items", []) if index is not None and index.is_file() else []
     except (OSError, ValueError, AttributeError):  # an unreadable index: the cache checks name it
         entries = []
     found = cache_lengths(entries, limits)

@@ -2,8 +2,9 @@
 
 - Text arguments must be valid UTF-8 (the shell hands undecodable bytes over as surrogates).
 - No command may write over one of its own inputs: an output path (or the sidecar files written
-  beside it, or the files its `writes` default names: `dataset split --write`'s manifests) that is
-  the same file as any other path argument is refused.
+  beside it — `.vocab`, `.report.json` and every side file of `core.fsutil.side_names` such as a streamed
+  wav's `<output>.part` —, or the files its `writes` default names: `dataset split --write`'s manifests)
+  that is the same file as any other path argument (a hard link or symlink to it included) is refused.
 - A command with a `--force` flag never replaces an existing file it would write without it.
 - An operating-system error about a user's path (missing, a folder where a file was expected, not
   writable) becomes one line naming the path and the fix, exit 2.
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import InputError
-from core.fsutil import nearest_existing
+from core.fsutil import nearest_existing, side_names
 
 OUTPUT_DESTS = ("output",)
 SIDECAR_SUFFIXES = (".vocab", ".report.json")
@@ -88,7 +89,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     _check_output_location(args)
     files = written_files(args)
     output = items.get("output")
-    sidecars = [Path(str(output)).expanduser().with_suffix(suffix) for suffix in SIDECAR_SUFFIXES] if output else []
+    sidecars = ([Path(str(output)).expanduser().with_suffix(suffix) for suffix in SIDECAR_SUFFIXES]
+                + side_names(Path(str(output)).expanduser()) if output else [])
     targets = files + sidecars
     for dest, value in items.items():
         if dest in OUTPUT_DESTS:

@@ -66,8 +66,13 @@ SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "
               "t": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 
 
+MAX_MEMORY_BYTES = 1024**5  # 1 PiB: far above any device, far below what overflows a plan's arithmetic
+MEMORY_SIZE_HELP = "at most 1PiB"  # the bound as --help states it
+
+
 def memory_size(value: str) -> int:
-    """Parse a memory size such as `24GiB`, `80GB`, `24576MiB` or `1.5TiB` into bytes (GB = 10⁹, GiB = 2³⁰)."""
+    """Parse a memory size such as `24GiB`, `80GB`, `24576MiB` or `1.5TiB` into bytes (GB = 10⁹, GiB = 2³⁰),
+    at most MAX_MEMORY_BYTES."""
     text = value.strip().lower().replace(" ", "")
     number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
     unit = text[len(number):]
@@ -77,7 +82,11 @@ def memory_size(value: str) -> int:
         amount = math.nan
     if unit not in SIZE_UNITS or not math.isfinite(amount) or amount <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} is not a memory size; give a number and a unit such as 24GiB, 80GB or 24576MiB")
-    return int(amount * SIZE_UNITS[unit])
+    size = amount * SIZE_UNITS[unit]
+    if not 1 <= size <= MAX_MEMORY_BYTES:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a memory size above 0, {MEMORY_SIZE_HELP} "
+                                         "(24GiB, 80GB, 24576MiB)")
+    return int(size)
 
 
 def add_command(
@@ -127,6 +136,36 @@ def add_group(subparsers: argparse._SubParsersAction, name: str, help: str) -> a
 def csv_list(value: str) -> list[str]:
     """Parse a comma-separated option value into a list of non-empty, stripped items."""
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def name_arg(what: str) -> Callable[[str], str]:
+    """Return an argparse type for a value that becomes part of a file or folder name (a run or export name, a
+    language code): one name by the one name rule (`core.confine.check_name`), whatever option carries it."""
+    from core.confine import check_name
+    from core.errors import InputError
+
+    def parse(value: str) -> str:
+        try:
+            return check_name(value, what)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = "name"
+    return parse
+
+
+def name_list(what: str) -> Callable[[str], list[str]]:
+    """Return an argparse type for a comma-separated list of names (`en,am`), each checked as `name_arg` does."""
+    one = name_arg(what)
+
+    def parse(value: str) -> list[str]:
+        return [one(item) for item in csv_list(value)]
+
+    parse.__name__ = "list of names"
+    return parse
+
+
+LANGUAGE_ARG = name_arg("language code")
 
 
 def int_list(low: int, high: int, most: int) -> Callable[[str], list[int]]:

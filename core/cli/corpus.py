@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, add_group
+from core.cli.common import LANGUAGE_ARG, Result, add_command, add_group
 from core.tokenizers.corpus import collect_corpus
 from core.tables import render_mapping
 
@@ -25,5 +25,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = add_group(subparsers, "corpus", "build text corpora for tokenizer training")
     parser = add_command(commands, "collect", _collect)
     parser.add_argument("--manifest", type=CLI_PATH, required=True, metavar="M.jsonl")
-    parser.add_argument("--language", metavar="CODE", help="keep only rows of this language (e.g. am)")
+    parser.add_argument("--language", metavar="CODE", type=LANGUAGE_ARG, help="keep only rows of this language (e.g. am)")
     parser.add_argument("--output", type=CLI_PATH, required=True, metavar="corpus.txt")

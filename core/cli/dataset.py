@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH, PathType
-from core.cli.common import Result, add_command, add_force_option, add_group, csv_list, float_in, int_in
+from core.cli.common import (LANGUAGE_ARG, Result, add_command, add_force_option, add_group, csv_list, float_in, int_in,
+                             name_list)
 from core.numbers import MAX_CLIP_SECONDS, MAX_WORKERS
 from core.data.sample_text import MAX_RECOMBINED
 from core.config import load_settings
@@ -243,7 +244,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--input", required=True, type=PathType(prefixes=(HUB_PREFIX,)),
                      help="input folder or file; with --format hf also a Hub dataset id hf:owner/name[:config][@split] (from your datasets cache)")
     imp.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
-    imp.add_argument("--language", help="language code of the clips (required for folder and srt)")
+    imp.add_argument("--language", type=LANGUAGE_ARG, help="language code of the clips (required for folder and srt)")
     imp.add_argument("--speaker", help="speaker name (default: per format)")
     imp.add_argument("--tokenizer", type=CLI_PATH, help="reject text with characters this tokenizer cannot encode")
     imp.add_argument("--uppercase", action="store_true", help="upper-case text (for tokenizers trained upper-case)")
@@ -274,7 +275,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_filter_options(flt)
     sample = add_command(group, "sample", _sample)
     sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
-    sample.add_argument("--languages", type=csv_list, default=["en", "am"], help="comma-separated languages (default en,am)")
+    sample.add_argument("--languages", type=name_list("language code"), default=["en", "am"], help="comma-separated languages (default en,am)")
     sample.add_argument("--per-language", type=int_in(1, 10_000), default=24, help="clips per language (default 24)")
     sample.add_argument("--recombined", type=int_in(0, MAX_RECOMBINED), default=0,
                         help="extra clips per language whose sentences reshuffle the words of the --per-language "

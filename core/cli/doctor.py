@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.paths import CLI_PATH
-from core.cli.common import Result, add_command, int_in, memory_size
+from core.cli.common import Result, add_command, int_in, memory_size, MEMORY_SIZE_HELP
 from core.numbers import MAX_VOCAB
 from core.config import load_settings
 from core.checks.doctor import DoctorContext, doctor_context_from_run_config, run_doctor
@@ -70,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--declared-vocab", type=int_in(1, MAX_VOCAB),
                         help="a vocab size some other trainer's config declares (fails when it disagrees)")
     parser.add_argument("--device-memory", type=memory_size, metavar="SIZE",
-                        help="plan the run's memory for a device of this size (24GiB, 80GB, …) instead of this machine's free memory")
+                        help="plan the run's memory for a device of this size (24GiB, 80GB, …; "
+                             f"{MEMORY_SIZE_HELP}) instead of this machine's free memory")
     parser.add_argument("--device", choices=["cuda", "cpu"],
                         help="the device type the memory plan is for (default: cuda with --device-memory, else the run's)")

@@ -8,7 +8,7 @@ from typing import Any
 
 from core.errors import InputError
 from core.paths import CLI_PATH, PathType
-from core.cli.common import SEED_ARG, Result, add_command, add_group, float_in
+from core.cli.common import LANGUAGE_ARG, SEED_ARG, Result, add_command, add_group, float_in
 from core.numbers import MAX_TEMPERATURE
 from core.cli.infer import add_family_options, run_model_dir
 from core.runs import eval_file_beside
@@ -98,14 +98,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "otherwise it must match the checkpoint's fingerprint")
     parser.add_argument("--sentences", required=True, type=CLI_PATH, help="held-out sentences: text file, one per line, or manifest.jsonl")
     parser.add_argument("--references", type=PathType(keywords=("espeak",)), help="folder of <n>.wav reference clips, or `espeak` to render them")
-    parser.add_argument("--language", default="en", help="language code (espeak voice; PocketSphinx only for en)")
+    parser.add_argument("--language", default="en", type=LANGUAGE_ARG, help="language code (espeak voice; PocketSphinx only for en)")
     parser.add_argument("--base-sentences", default=None, type=CLI_PATH,
                         help="held-out sentences of the base language (the one the model spoke before its fine-tune), "
                              "measured the same way; eval.json's entry then carries a section per language")
     parser.add_argument("--base-references", type=PathType(keywords=("espeak",)),
                         help="reference clips of --base-sentences: folder of <n>.wav, or `espeak` (default: the "
                              "manifest's clips, else espeak)")
-    parser.add_argument("--base-language", default="en", help="language code of --base-sentences (default en)")
+    parser.add_argument("--base-language", default="en", type=LANGUAGE_ARG, help="language code of --base-sentences (default en)")
     parser.add_argument("--no-wer", action="store_true", help="skip free decoding and its word error rate (slow on CPU)")
     parser.add_argument("--asr", default=None, metavar="NAME",
                         help="ASR hook for CER: pocketsphinx, or a hook the settings file declares under eval.asr_hooks "

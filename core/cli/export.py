@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command
+from core.cli.common import Result, add_command, name_arg
 from core.tables import render_mapping
 from core.config import load_settings
 from core.paths import CLI_PATH
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "export", _export)
     parser.add_argument("--checkpoint", required=True, type=CLI_PATH, help="training checkpoint (.pt) of a family run")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output folder")
-    parser.add_argument("--name", default=None, help="name in the file names (default: the tokenizer's stem)")
+    parser.add_argument("--name", default=None, type=name_arg("--name"), help="name in the file names (default: the tokenizer's stem)")
     parser.add_argument("--merge", action="store_true",
                         help="an adapter checkpoint: merge the LoRA into its base (merged.safetensors, loads strictly into the "
                              "published class; plus the family's native files) and write peft_adapter/ for peft users")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.paths import CLI_PATH
-from core.cli.common import SEED_ARG, Result, add_command, float_in, int_in
+from core.cli.common import LANGUAGE_ARG, SEED_ARG, Result, add_command, float_in, int_in
 from core.numbers import MAX_NEW_TOKENS, MAX_TEMPERATURE, NumberRange
 from core.config import load_settings
 from core.tables import render_mapping
@@ -187,7 +187,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--text", required=True, help="text to speak")
     parser.add_argument("--output", required=True, type=CLI_PATH, help="output .wav")
     parser.add_argument("--reference", default=None, type=CLI_PATH, help="reference clip (wav) for the voice")
-    parser.add_argument("--language", default=None, help="language code for text normalisation (e.g. am)")
+    parser.add_argument("--language", default=None, type=LANGUAGE_ARG, help="language code for text normalisation (e.g. am)")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file; must match the checkpoint's fingerprint")
     add_family_options(parser)
     parser.add_argument("--max-new-tokens", type=int_in(1, MAX_NEW_TOKENS), default=None, metavar="N",

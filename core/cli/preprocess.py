@@ -98,7 +98,7 @@ def _preprocess(args: argparse.Namespace) -> Result:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the top-level `preprocess` command."""
-    from core.data.shards import parse_devices, parse_shard
+    from core.data.shards import MAX_DEVICES, MAX_SHARDS, parse_devices, parse_shard
 
     parser = add_command(subparsers, "preprocess", _preprocess)
     parser.add_argument("--config", type=CLI_PATH, help="run config (YAML): build the run's feature cache, any family")
@@ -111,9 +111,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--val-ratio", type=float_in(0.0, 1.0, high_open=True),
                         help=f"share of clips in the val split (default {DEFAULT_VAL_RATIO})")
     parser.add_argument("--shard", type=_argument(parse_shard, "shard I/N"), metavar="I/N",
-                        help="build shard I of N only (0 ≤ I < N); the last shard to finish writes the index")
+                        help=f"build shard I of N only (0 ≤ I < N ≤ {MAX_SHARDS:,}); the last shard to finish writes the index")
     parser.add_argument("--devices", type=_argument(parse_devices, "device list"), metavar="DEVICES",
-                        help="one process per device, e.g. cuda:0,cuda:1 or cpu,cpu (with --shard: that shard split over them)")
+                        help=f"one process per device, e.g. cuda:0,cuda:1 or cpu,cpu, at most {MAX_DEVICES} (with --shard: that shard "
+                             "split over them)")
     case = parser.add_mutually_exclusive_group()
     case.add_argument("--uppercase", dest="uppercase", action="store_true", default=None, help="upper-case text before tokenising")
     case.add_argument("--no-uppercase", dest="uppercase", action="store_false", help="keep the text's case")

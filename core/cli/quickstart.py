@@ -8,7 +8,7 @@ from typing import Any
 
 from core.paths import CLI_PATH, PathType
 from core.cli.catalogue import cli_catalogue
-from core.cli.common import Result, add_command, add_group
+from core.cli.common import Result, add_command, add_group, name_arg
 from core.tables import render_mapping
 
 EPILOG = """\
@@ -77,21 +77,11 @@ def _common(parser: argparse.ArgumentParser, preset: str) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--preset", default=preset, type=PathType(suffixes=(".yaml", ".yml")),
                         help=f"preset name in config/quickstart/ or a preset YAML file (default {preset})")
-    parser.add_argument("--name", type=_run_name, help="run folder name under runs/ (default quickstart-<preset>-<UTC time>)")
+    parser.add_argument("--name", type=name_arg("--name"), help="run folder name under runs/ (default quickstart-<preset>-<UTC time>)")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--external-worker", action="store_true",
                      help="leave the stage jobs to an already running worker (the dashboard's)")
     how.add_argument("--inline", action="store_true", help="run the stages in this process, not as jobs")
-
-
-def _run_name(value: str) -> str:
-    from core.confine import check_name
-    from core.errors import InputError
-
-    try:
-        return check_name(value, "--name")
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

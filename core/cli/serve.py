@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli.common import SEED_ARG, Result, add_command, float_in, int_in, number_type
+from core.cli.common import LANGUAGE_ARG, SEED_ARG, Result, add_command, float_in, int_in, number_type
 from core.numbers import MAX_TEMPERATURE, SPEECH_SECONDS
 from core.cli.infer import add_family_options, run_model_dir, speaker_option
 from core.paths import CLI_PATH
@@ -151,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tokenizer", default=None, type=CLI_PATH, help="tokenizer file; must match the checkpoint's fingerprint")
     parser.add_argument("--codec", default=None, type=CLI_PATH, help="codec file (own model); must match the checkpoint's fingerprint")
     parser.add_argument("--model-name", default=None, help="the model id clients send (default: the checkpoint's file stem)")
-    parser.add_argument("--language", default=None, help="language code for text normalisation when a request names none")
+    parser.add_argument("--language", default=None, type=LANGUAGE_ARG, help="language code for text normalisation when a request names none")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int_in(1, 65535), default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--token-file", default=None, type=CLI_PATH,

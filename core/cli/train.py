@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import Result, add_command, int_in, memory_size
+from core.cli.common import Result, add_command, int_in, memory_size, MEMORY_SIZE_HELP
 from core.numbers import MAX_STEPS
 from core.config import load_settings
 from core.paths import CLI_PATH, PathType
@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=None,
                         help="stop at this step (the lr schedule still follows schedule.max_steps)")
     parser.add_argument("--device-memory", type=memory_size, metavar="SIZE",
-                        help="refuse to start unless the doctor's memory plan fits this much device memory (24GiB, 80GB, …)")
+                        help="refuse to start unless the doctor's memory plan fits this much device memory (24GiB, 80GB, …; "
+                             f"{MEMORY_SIZE_HELP})")
     parser.add_argument("--reset-optimizer", action="store_true",
                         help="when resuming, start a fresh AdamW state on purpose (never done silently)")

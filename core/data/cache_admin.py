@@ -17,7 +17,7 @@ from core.data.feature_cache import INDEX_NAME, open_cache
 from core.errors import InputError
 from core.fsutil import sha256_file
 
-_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
 
 
 def _folder_bytes(path: Path) -> int:

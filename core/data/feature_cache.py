@@ -38,8 +38,9 @@ from core.data.shards import Shard
 from core.data.splits import speakers_held_out, split_of
 from core.data.workers import ordered_map
 from core.errors import InputError
-from core.fsutil import atomic_write_json, replace_bytes, sha256_file
+from core.fsutil import atomic_write_json, fresh_temp, open_append, replace_bytes, sha256_file
 from core.progress import Progress
+from core.structured import StructureError, loads_json, read_json_file
 
 INDEX_NAME = "index.json"
 JOURNAL_NAME = "journal.jsonl"
@@ -199,9 +200,9 @@ def open_cache(cache_dir: str | os.PathLike[str], formats: tuple[str, ...] = (CA
     if not index_path.is_file():
         raise InputError(f"{path}: no {INDEX_NAME}; not a built cache. Run `preprocess` (or `train`) first.")
     try:
-        data = json.loads(index_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from exc
+        data = read_json_file(index_path, "its text")
+    except StructureError as exc:  # not UTF-8 or JSON, nested or sized beyond any reader's bound
+        raise InputError(f"{index_path}: unreadable cache index ({exc}). Delete the folder and build it again.") from None
     if not isinstance(data, dict) or data.get("format") not in formats:
         raise InputError(f"{index_path}: not a {' or '.join(formats)} index. Build the cache again.")
     problem = _index_problem(data)
@@ -281,8 +282,8 @@ def _journal_lines(cache_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str
     for journal in _journals(cache_dir):
         for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
+                entry = loads_json(line, "journal line")
+            except ValueError:  # a partial or damaged line: its item is adopted from its file or built again
                 continue
             if isinstance(entry, dict) and "id" in entry and "sha256" in entry:
                 entries[entry["id"]] = entry
@@ -307,15 +308,16 @@ def _agree_batch_size(cache_dir: Path, batch_size: int) -> None:
     Raises InputError when other shards of the running build use another batch size.
     """
     record = cache_dir / SHARDS_NAME
-    tmp = cache_dir / f".{SHARDS_NAME}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"batch_size": batch_size}), encoding="utf-8")
+    fd, tmp = fresh_temp(record)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"batch_size": batch_size}))
     try:
         os.link(tmp, record)  # atomic: exactly one shard's record appears, whole
     except FileExistsError:
         pass
     finally:
         tmp.unlink(missing_ok=True)
-    agreed = json.loads(record.read_text(encoding="utf-8"))["batch_size"]
+    agreed = read_json_file(record)["batch_size"]
     if agreed != batch_size:
         raise InputError(f"{cache_dir}: its other shards featurise {agreed} clips per batch, this one {batch_size}; "
                          "shards must cut the manifest alike. Set the family's feature_batch_size to "
@@ -370,7 +372,7 @@ class Staging:
         if self._journal is None:
             (self.folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
             # line-buffered: each entry is on disk when add returns, even if the pool ends this process abruptly
-            self._journal = open(self.folder / f"journal.staged-{os.getpid()}.jsonl", "a", encoding="utf-8", buffering=1)
+            self._journal = open_append(self.folder / f"journal.staged-{os.getpid()}.jsonl", buffering=1)
         entry = store_features(source, self.folder, self.val_ratio, row, features)
         if not isinstance(entry, str):
             self._journal.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -448,7 +450,7 @@ def build_feature_cache(source: FeatureSource, manifest: str | os.PathLike[str],
     failed: dict[str, str] = {}
     progress = Progress(source.label if shard is None else f"{source.label} (shard {shard})", total=sum(map(len, mine)))
     progress.update(reused)
-    with open(cache_dir / journal_name(shard), "a", encoding="utf-8") as journal:
+    with open_append(cache_dir / journal_name(shard)) as journal:
         for chunk, results in _execute((source, cache_dir, val_ratio), chunks, workers):
             for row, result in zip(chunk, results):
                 if isinstance(result, str):

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 from core.confine import check_path_text
 from core.errors import InputError
 from core.fsutil import atomic_write_text
+from core.structured import StructureError, loads_json
 
 REQUIRED_FIELDS = ("id", "audio", "text", "speaker", "language")
 ROW_FIELDS = (*REQUIRED_FIELDS, "duration")
@@ -155,9 +156,12 @@ def read_manifest(
             if not text:
                 continue
             try:
-                obj = json.loads(text)
+                obj = loads_json(text, "the row")
             except json.JSONDecodeError as exc:
                 rejects.append(Reject(str(source), number, f"bad JSON ({exc.msg} at column {exc.colno})"))
+                continue
+            except StructureError as exc:
+                rejects.append(Reject(str(source), number, str(exc)))
                 continue
             parsed = parse_row(obj, number, source, defaults)
             if isinstance(parsed, Reject):

@@ -8,7 +8,6 @@ they are reported, not silently dropped.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from dataclasses import asdict, dataclass, field
@@ -19,6 +18,7 @@ from core.data.cache import SHARED_INDEX_FORMATS
 from core.data.feature_cache import open_cache
 from core.errors import InputError
 from core.fsutil import atomic_write_json
+from core.structured import read_json_file
 
 PAIRS_NAME = "pairs.json"
 
@@ -91,7 +91,7 @@ def load_pairs(cache_dir: str | os.PathLike[str]) -> dict[str, list[str]]:
     path = Path(cache_dir) / PAIRS_NAME
     if not path.is_file():
         raise InputError(f"{path}: no prompt pairs. Run `pairs build --cache {cache_dir}` first.")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json_file(path)
 
 
 def training_pairs(

@@ -21,8 +21,10 @@ from typing import Any, Callable
 
 from core.errors import InputError, InternalError, LinguaForgeError
 
-_SPEC = re.compile(r"^(\d+)/(\d+)$")
-_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_SPEC = re.compile(r"(\d+)/(\d+)")  # matched whole (fullmatch)
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+MAX_SHARDS = 100_000  # shards of one cache (N of I/N)
+MAX_DEVICES = 16  # processes one `preprocess --devices` starts
 
 
 @dataclass(frozen=True)
@@ -54,22 +56,26 @@ def parse_shard(text: str) -> Shard:
 
     Raises InputError naming the spec and the form it must take.
     """
-    match = _SPEC.match(str(text).strip())
+    match = _SPEC.fullmatch(str(text).strip())
     index, count = (int(match.group(1)), int(match.group(2))) if match else (-1, 0)
-    if not 0 <= index < count:
-        raise InputError(f"{text!r} is not a shard: give I/N with 0 ≤ I < N, the shard's number and the number of "
-                         "shards (two shards are 0/2 and 1/2).")
+    if not 0 <= index < count <= MAX_SHARDS:
+        raise InputError(f"{text!r} is not a shard: give I/N with 0 ≤ I < N ≤ {MAX_SHARDS:,}, the shard's number and the "
+                         "number of shards (two shards are 0/2 and 1/2).")
     return Shard(index, count)
 
 
 def parse_devices(text: str) -> list[str]:
-    """Return the devices of a comma-separated list (`cpu`, `cuda`, `cuda:N`; a device may repeat).
+    """Return the devices of a comma-separated list (`cpu`, `cuda`, `cuda:N`; a device may repeat), at most
+    MAX_DEVICES of them (one process each).
 
-    Raises InputError naming the first entry that is not a device.
+    Raises InputError naming the first entry that is not a device, or the count when there are too many.
     """
     devices = [part.strip() for part in str(text).split(",")]
+    if len(devices) > MAX_DEVICES:
+        raise InputError(f"{len(devices)} devices: one process is started per device, at most {MAX_DEVICES}. "
+                         "List fewer devices (cuda:0,cuda:1 — or cpu,cpu).")
     for device in devices:
-        if not _DEVICE.match(device):
+        if not _DEVICE.fullmatch(device):
             raise InputError(f"{device!r} is not a device; list cpu, cuda or cuda:N separated by commas "
                              "(cuda:0,cuda:1 — or cpu,cpu for two CPU processes).")
     return devices

@@ -26,6 +26,7 @@ import yaml
 from core.errors import InputError, InternalError
 from core.families import get_family, rows_for
 from core.fsutil import atomic_write_text
+from core.structured import loads_json, loads_yaml, read_json_file
 
 # family -> the key holding the text vocabulary size (IndexTTS2's sits under `gpt:`).
 VOCAB_KEYS = {"indextts": "number_text_tokens", "chatterbox": "text_tokens_dict_size"}
@@ -62,7 +63,7 @@ def _parse(path: Path) -> Any:
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text; a trainer config is a YAML or JSON file.") from None
     try:
-        return json.loads(text) if path.suffix.lower() in _JSON_SUFFIXES else yaml.safe_load(text)
+        return loads_json(text, str(path)) if path.suffix.lower() in _JSON_SUFFIXES else loads_yaml(text, str(path))
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: not valid {'JSON' if path.suffix.lower() in _JSON_SUFFIXES else 'YAML'} ({_where(exc)}); "
                          "fix the file or point at the right one.") from None
@@ -123,7 +124,7 @@ def corrected_config_text(config: TargetConfig, tokenizer_size: int) -> str:
     Raises InputError when the YAML line cannot be found unambiguously.
     """
     if config.path.suffix.lower() in _JSON_SUFFIXES:
-        data = json.loads(config.path.read_text(encoding="utf-8"))
+        data = read_json_file(config.path)
         node = data
         *parents, last = config.key.split(".")
         for part in parents:
@@ -141,7 +142,7 @@ def corrected_config_text(config: TargetConfig, tokenizer_size: int) -> str:
 
 def _vocab_in_yaml(text: str, config: TargetConfig) -> int | None:
     """Return the value at `config.key` in YAML `text` (None when absent)."""
-    node: Any = yaml.safe_load(text)
+    node: Any = loads_yaml(text, "the target config")
     for part in config.key.split("."):
         if not isinstance(node, dict) or part not in node:
             return None

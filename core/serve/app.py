@@ -11,7 +11,8 @@
 Every refusal is a JSON body {"error": {"message": one line, "type", "code"}} with a 4xx status
 (400 bad field or text that is not UTF-8, 401 token, 404 model, 408 body not sent within the body
 timeout, 411 no Content-Length, 413 input or body too long, 429 queue full) or 503 (shutting down:
-from the signal on, waiting and new requests get it, the batch being spoken finishes); any failure
+from the signal on, waiting and new requests get it while the batch being spoken finishes and is answered;
+then the server stops listening); any failure
 inside the server answers 500 in the same shape, for that request only.
 With a token, every route but `/health` wants `Authorization: Bearer <token>`.
 """
@@ -264,16 +265,28 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
 def run_app(app: FastAPI, sock: socket.socket) -> None:
     """Serve `app` with uvicorn on the bound socket `sock` until Ctrl-C or SIGTERM; return once it has stopped.
 
-    From the signal on the app's batch queue is closed: requests waiting for a batch and new ones get 503,
-    the batch being spoken finishes; uvicorn then stops listening and ends once the open requests are answered.
+    From the signal on the app's batch queue is closed: requests waiting for a batch and new ones get 503
+    while the batch being spoken finishes (the server keeps listening meanwhile, so a new request is answered,
+    not refused at the connection); uvicorn then stops listening and ends once the open requests are
+    answered. A second signal stops it at once.
     """
     import uvicorn
 
     class ClosingServer(uvicorn.Server):
+        draining = False
+
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.draining:  # a second signal: stop listening now
+                super().handle_exit(sig, frame)
+                return
+            self.draining = True
+
+            def drain() -> None:
+                app.state.batches.close()  # waiting requests fail with 503 now; returns once the batch is spoken
+                uvicorn.Server.handle_exit(self, sig, frame)
+
             # a thread: the signal may interrupt the event loop while it holds the queue's lock
-            threading.Thread(target=app.state.batches.close, args=(0,), daemon=True).start()
-            super().handle_exit(sig, frame)
+            threading.Thread(target=drain, daemon=True).start()
 
     server = ClosingServer(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
     if threading.current_thread() is threading.main_thread():

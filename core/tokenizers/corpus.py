@@ -17,6 +17,7 @@ from pathlib import Path
 from core.errors import InputError
 from core.fsutil import atomic_write
 from core.text import normalize_text
+from core.structured import loads_json
 
 LANGUAGE_FIELDS = ("language", "lang")
 
@@ -103,7 +104,7 @@ def _manifest_rows(manifest: Path) -> Iterable[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line, f"{manifest} line {number}")
         except json.JSONDecodeError as exc:
             raise InputError(
                 f"{manifest} line {number}: not valid JSON ({exc.msg}). Each line must be one JSON object."

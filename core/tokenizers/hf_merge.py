@@ -26,6 +26,7 @@ from typing import Any
 
 from core.errors import InputError
 from core.fsutil import atomic_write_json, atomic_write_text
+from core.structured import loads_json
 from core.progress import Progress
 from core.tokenizers.hf_folder import byte_level_node, is_tokenizer_folder, write_tokenizer_folder
 from core.tokenizers.scripts import AUTO, resolve_scripts, script_characters
@@ -57,7 +58,7 @@ def _load_hf(path: Path, option: str) -> tuple[HFTokenizer, dict[str, Any]]:
             f"{path}: {option} is a SentencePiece model, but `tokenizer merge` works on HF tokenizer.json "
             "files. Pass a tokenizer.json, or use `tokenizer extend` for .model files."
         )
-    spec = json.loads(path.read_text(encoding="utf-8") if path.is_file() else tokenizer.raw.to_str())
+    spec = loads_json(path.read_text(encoding="utf-8") if path.is_file() else tokenizer.raw.to_str(), str(path))
     if spec["model"].get("type") != "BPE":
         raise InputError(
             f"{path}: {option} holds a {spec['model'].get('type')} model; merge supports BPE tokenizers only."

@@ -2,7 +2,10 @@
 
 `load_tokenizer(path)` recognises the format by content and returns a `Tokenizer` with
 `size`, `encode`, `decode`, `piece`, special ids, `kind` and `fingerprint` (sha256 of the
-file bytes). Any file that is neither format, truncated or empty raises InputError. A folder
+file bytes). Any file that is neither format, truncated or empty raises InputError, and so does one beyond
+the bounds every reader keeps (`core.structured`): a file over MAX_TOKENIZER_BYTES, JSON nested too deep, or
+an id at or beyond the vocabulary's own count (a tokenizer's size is what its file holds, never what one
+absurd id says). A folder
 that `AutoTokenizer` loads (Chatterbox-Turbo's GPT-2 `vocab.json` + `merges.txt`, or a
 `tokenizer.json`) is an HF tokenizer too, fingerprinted by the tokenizer.json it amounts to
 (`core.tokenizers.hf_folder`).
@@ -17,6 +20,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from core.errors import InputError
+from core.structured import MiB, loads_json, read_bounded
 
 SENTENCEPIECE = "sentencepiece"
 HF = "hf"
@@ -24,6 +28,7 @@ HF = "hf"
 _BOS_NAMES = ("<s>", "[START]", "<|startoftext|>", "<bos>", "[BOS]")
 _EOS_NAMES = ("</s>", "[STOP]", "<|endoftext|>", "<eos>", "[EOS]")
 _PAD_NAMES = ("<pad>", "[PAD]")
+MAX_TOKENIZER_BYTES = 64 * MiB  # the largest published tokenizers (250k pieces) hold ~35 MB
 
 
 class Tokenizer(ABC):
@@ -127,6 +132,10 @@ class HFTokenizer(Tokenizer):
             raise InputError(f"{path}: the tokenizer has an empty vocabulary.")
         self._id_to_token = {i: t for t, i in vocab.items()}
         self.size = max(self._id_to_token) + 1
+        if self.size > len(self._id_to_token):
+            raise InputError(f"{path}: id {self.size - 1:,} lies beyond the vocabulary's own {len(self._id_to_token):,} "
+                             f"entries (ids run from 0 to {len(self._id_to_token) - 1:,}, none left out); the file is "
+                             "damaged or forged. Re-copy or re-train it.")
         self.unk_id = self._find(_unk_names(self.raw))
         self.bos_id = self._find(_BOS_NAMES)
         self.eos_id = self._find(_EOS_NAMES)
@@ -178,12 +187,14 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def detect_kind(data: bytes) -> str | None:
-    """Return `sentencepiece`, `hf` or None for the bytes of a tokenizer file, by content."""
+def detect_kind(data: bytes, what: str = "tokenizer file") -> str | None:
+    """Return `sentencepiece`, `hf` or None for the bytes of a tokenizer file, by content.
+
+    Raises StructureError (naming `what`) for JSON nested beyond what any reader takes."""
     stripped = data.lstrip()
     if stripped.startswith(b"{"):
         try:
-            obj = json.loads(data.decode("utf-8"))
+            obj = loads_json(data.decode("utf-8"), what)  # nested too deep: StructureError, one line
         except (UnicodeDecodeError, json.JSONDecodeError):
             return None
         return HF if isinstance(obj, dict) and isinstance(obj.get("model"), dict) else None
@@ -205,14 +216,16 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
 
     path = Path(path)
     if is_tokenizer_folder(path):
-        return HFTokenizer(path, folder_tokenizer_json(path).encode("utf-8"))
+        text = folder_tokenizer_json(path)
+        loads_json(text, f"{path}: tokenizer")  # the bounds of every JSON reader
+        return HFTokenizer(path, text.encode("utf-8"))
     if not path.is_file():
         raise InputError(f"{path}: tokenizer file not found. Pass the path to a .model or tokenizer .json file "
                          "(or a folder AutoTokenizer loads: tokenizer.json, or vocab.json + merges.txt).")
-    data = path.read_bytes()
+    data = read_bounded(path, f"{path}: the tokenizer file", MAX_TOKENIZER_BYTES)
     if not data:
         raise InputError(f"{path}: the tokenizer file is empty. Re-copy or re-train it.")
-    kind = detect_kind(data)
+    kind = detect_kind(data, str(path))
     if kind == HF:
         return HFTokenizer(path, data)
     if kind == SENTENCEPIECE:

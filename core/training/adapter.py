@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from core.errors import InputError
+from core.fsutil import atomic_write
 
 if TYPE_CHECKING:
     from core.families.base import ModelFamily
@@ -192,7 +193,8 @@ def write_peft_adapter(trained: Mapping[str, torch.Tensor], record: Mapping[str,
     tensors = {f"base_model.model.{key.replace(f'.{ADAPTER_NAME}.', '.')}": value.contiguous()
                for key, value in lora_tensors(trained).items()}
     weights = output_dir / "adapter_model.safetensors"
-    save_file(tensors, str(weights))
+    with atomic_write(weights) as tmp:
+        save_file(tensors, str(tmp))
     config = LoraConfig(r=int(record["rank"]), lora_alpha=record["alpha"], lora_dropout=record["dropout"],
                         target_modules=list(record["targets"]), fan_in_fan_out="conv1d" in record["modules"].values(),
                         base_model_name_or_path=base_model)
@@ -235,5 +237,6 @@ def export_merged(checkpoint: Path, output_dir: Path, name: str | None, settings
     peft_dir = output_dir / "peft_adapter"
     written += write_peft_adapter(loaded.state_dict, record, peft_dir, str(base_path))
     rows = {key: merged[key].contiguous() for key in row_keys(loaded.state_dict)}
-    save_file(rows, str(peft_dir / "text_rows.safetensors"))
+    with atomic_write(peft_dir / "text_rows.safetensors") as tmp:
+        save_file(rows, str(tmp))
     return [*written, peft_dir / "text_rows.safetensors"]

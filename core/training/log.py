@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.fsutil import atomic_write_json, atomic_write_text
+from core.fsutil import atomic_write_json, atomic_write_text, open_append
 from core.runs import RunFolder
+from core.structured import loads_json
 
 
 class RunLog:
@@ -48,7 +49,7 @@ class RunLog:
             self._purge_step = resume_step + 1
         held, self._held = self._held, []
         if held:
-            with open(self.folder.log_file, "a", encoding="utf-8") as handle:
+            with open_append(self.folder.log_file) as handle:
                 handle.write("".join(line + "\n" for line in held))
 
     def _drop_metrics_after(self, step: int) -> None:
@@ -68,7 +69,7 @@ class RunLog:
             return
         stamped = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
         if self._opened:
-            with open(self.folder.log_file, "a", encoding="utf-8") as handle:
+            with open_append(self.folder.log_file) as handle:
                 handle.write(stamped + "\n")
         else:
             self._held.append(stamped)
@@ -82,7 +83,7 @@ class RunLog:
             return
         self.open()
         record = {"step": step, "split": split, **{k: float(v) for k, v in values.items()}, "time": time.time()}
-        with open(self.folder.metrics_file, "a", encoding="utf-8") as handle:
+        with open_append(self.folder.metrics_file) as handle:
             handle.write(json.dumps(record) + "\n")
         if self.tensorboard and tensorboard:
             writer = self._writer()
@@ -114,7 +115,7 @@ class RunLog:
 def _step_of(line: str) -> int | None:
     """Return the `step` of one metrics.jsonl line, None for a line that is not a complete record."""
     try:
-        record = json.loads(line)
+        record = loads_json(line, "metrics line")
     except ValueError:
         return None
     step = record.get("step") if isinstance(record, dict) else None

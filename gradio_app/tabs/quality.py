@@ -5,12 +5,12 @@ base-language retention warning. Reading is `core.eval.tts.collect_evaluations`;
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import gradio as gr
 
 from core.eval.tts import collect_evaluations
+from core.structured import loads_json, read_json_file
 from gradio_app.charts import measures_figure, plot
 from gradio_app.common import UIContext, inside_workspace, ui_action
 from gradio_app.tabs.compare import eval_folders, newest_eval_folder
@@ -92,7 +92,7 @@ def run_status(folder: Any) -> dict[str, Any]:
     """Return the status.json of the run `folder` belongs to ({} when there is none or it is unreadable)."""
     path = folder / "status.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return read_json_file(path) if path.is_file() else {}
     except (OSError, ValueError):
         return {}
 
@@ -105,7 +105,7 @@ def eval_base_losses(folder: Any) -> dict[int, float]:
         return found
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            record = json.loads(line)
+            record = loads_json(line, "metrics line")
         except ValueError:
             continue
         if record.get("split") == "eval" and "val_base_loss" in record:

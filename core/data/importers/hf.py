@@ -10,7 +10,6 @@ Other scalar columns are kept as manifest metadata.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from core.confine import inside_folder
 from core.errors import InputError
 from core.data.importers import Candidate, ImportOptions
 from core.data.manifest import Reject
+from core.structured import read_json_file
 
 DEFAULT_SPEAKER = "hf"
 SAVED_MARKERS = ("state.json", "dataset_dict.json")
@@ -46,10 +46,7 @@ def _json_object(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"{path}: missing. A datasets.save_to_disk folder holds state.json and dataset_info.json "
                          "beside its arrow files; save it again with save_to_disk.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc}). Save the dataset again with save_to_disk.") from None
+    data = read_json_file(path)  # not JSON, not UTF-8, nested too deep: one line naming the file
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}. "
                          "Save the dataset again with save_to_disk.")

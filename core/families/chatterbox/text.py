@@ -17,7 +17,7 @@ from core.tokenizers.tokenizer import Tokenizer
 
 TEXT_PREP_VERSION = "chatterbox-mtl-text-1"
 SPACE = "[SPACE]"
-_TAG = re.compile(r"^\[([a-z]{2,3})\]$")
+_TAG = re.compile(r"\[([a-z]{2,3})\]\Z")
 #: languages whose published preparation needs extra packages (pykakasi, dicta, …) LinguaForge does not ship
 SCRIPT_CONVERTERS = ("zh", "ja", "he", "ko", "ru")
 

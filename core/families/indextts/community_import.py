@@ -15,7 +15,6 @@ pairs rebuilt per speaker.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from core.errors import InputError
 from core.families.indextts.gpt import CONDITIONING_LATENTS, SEMANTIC_CODES, IndexTextNormalizer
 from core.families.indextts.features import CACHE_FORMAT, IndexTTSFeatures
 from core.fsutil import sha256_file
+from core.structured import loads_json, read_json_file
 
 MANIFESTS = {"train": "train_manifest.jsonl", "val": "val_manifest.jsonl"}
 PATH_KEYS = ("codes_path", "condition_path", "emo_vec_path", "text_ids_path")
@@ -108,7 +108,7 @@ def import_processed(
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw.decode("utf-8"))
+                record = loads_json(raw, f"{manifest} line {number}")
                 arrays = _clip(folder, record, width)
             except (ValueError, AttributeError, TypeError) as exc:  # not UTF-8 or JSON, a field of the wrong type
                 rejects.append(Reject(str(manifest), number, str(exc), None))
@@ -124,7 +124,7 @@ def import_processed(
             clips.append((entry, arrays))
     if mismatched:
         stats = folder / "stats.json"
-        named = json.loads(stats.read_text()).get("tokenizer") if stats.is_file() else None
+        named = read_json_file(stats).get("tokenizer") if stats.is_file() else None
         raise InputError(
             f"{folder}: built with another tokenizer{f' ({named})' if named else ''}: {len(mismatched)} of {len(clips)} clips' "
             f"stored text ids differ from {tokenizer.path} with IndexTTS2's front end, first {mismatched[0]}. Training on them "
