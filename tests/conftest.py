@@ -15,6 +15,10 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
 
+# tests/budget.py: every run ends with each file's time, the slowest tests and those over the budget.
+# pytester: tests/test_budget.py runs small pytest sessions with it.
+pytest_plugins = ("tests.budget", "pytester")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the modules with browser tests first, then those with slow tests, then the rest, each module's
