@@ -43,7 +43,10 @@ def _seconds(output: str, name: str) -> float:
     return float(match.group(1))
 
 
-@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("workers", [
+    pytest.param([], id="one-process"),
+    pytest.param(["-p", "xdist", "-n", "2"], id="xdist", marks=pytest.mark.slow),  # two workers start: ~7 s loaded
+])
 def test_the_report_gives_each_files_time_the_slowest_tests_and_those_over_budget(
         two_files: pytest.Pytester, workers: list[str]) -> None:
     result = two_files.runpytest_subprocess(*workers, "--budget-seconds", "0.5", "-p", "no:cacheprovider")
