@@ -16,8 +16,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
 
 # tests/budget.py: every run ends with each file's time, the slowest tests and those over the budget.
-# pytester: tests/test_budget.py runs small pytest sessions with it.
-pytest_plugins = ("tests.budget", "pytester")
+# tests/artefacts.py: expensive artefacts built once per run, shared by the xdist workers.
+# pytester: tests/test_budget.py and tests/test_artefacts.py run small pytest sessions with them.
+pytest_plugins = ("tests.budget", "tests.artefacts", "pytester")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

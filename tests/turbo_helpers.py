@@ -87,7 +87,7 @@ def _build(folder: Path) -> None:
     from core.families.chatterbox_turbo.t3 import TurboConfig, build_turbo_t3
 
     torch.manual_seed(0)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     t3 = build_turbo_t3(TurboConfig(text_tokens_dict_size=BASE_ROWS, **REDUCED))
     save_file({k: v.contiguous() for k, v in t3.state_dict().items()}, str(folder / "t3_turbo_v1.safetensors"))
     save_file({k: v.contiguous() for k, v in VoiceEncoder().state_dict().items()}, str(folder / "ve.safetensors"))
@@ -97,11 +97,11 @@ def _build(folder: Path) -> None:
 
 
 def _reduced_folder() -> Path:
-    built = _session_dir() / "turbo-model"
-    if not (built / "tokenizer_config.json").is_file():
-        shutil.rmtree(built, ignore_errors=True)
-        _build(built)
-    return built
+    """The reduced folder, built once per test run and shared by the workers (tests/artefacts.py): read-only."""
+    from tests.artefacts import built_once
+
+    return built_once("turbo-model", REDUCED, [Path(__file__), GPT2_RANKS], _build,
+                      ["chatterbox-light", "torch", "safetensors", "tokenizers", "transformers"])
 
 
 def make_turbo_folder(dest: Path) -> Path:
@@ -113,13 +113,10 @@ def make_turbo_folder(dest: Path) -> Path:
 def make_turbo_speech_folder(dest: Path) -> Path:
     """Build the Turbo speech folder into `dest` — the reduced T3, VoiceEncoder and tokenizer (copies) with a random
     full `S3Gen(meanflow=True)` as `s3gen_meanflow.safetensors` — and return it."""
-    from chatterbox.models.s3gen import S3Gen
+    from tests.chatterbox_helpers import copy_random_s3gen
 
     shutil.copytree(_reduced_folder(), dest, dirs_exist_ok=True)
-    torch.manual_seed(0)
-    state = S3Gen(meanflow=True).state_dict()
-    save_file({k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in state.items()},
-              str(dest / "s3gen_meanflow.safetensors"))
+    copy_random_s3gen(dest / "s3gen_meanflow.safetensors", meanflow=True)
     return dest
 
 
