@@ -7,15 +7,18 @@ anew. A file lock per artefact makes one worker build while the others wait for 
 `.partial` folder renamed into place only when complete, so a crashed build is never taken for a finished
 one. Callers copy what they need out of it (the shared folder is read-only by convention): each test
 starts from a copy. The folder goes at the end of the run (the controller's `pytest_sessionfinish`).
+Outside pytest (bench/ scripts use the test helpers) the artefacts live in a temporary folder of the process.
 
 Loaded from tests/conftest.py (`pytest_plugins`), which gives it the run's basetemp.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import shutil
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -24,6 +27,7 @@ import pytest
 from filelock import FileLock
 
 _CONFIG: pytest.Config | None = None
+_PROCESS_ROOT: Path | None = None
 RNG_FILE = "torch_rng_state.pt"
 
 
@@ -37,6 +41,15 @@ def pytest_configure(config: pytest.Config) -> None:
     """Keep the run's config: its basetemp says where the artefacts live (the same folder in every worker)."""
     global _CONFIG
     _CONFIG = config
+
+
+def _process_root() -> Path:
+    """Outside pytest (bench/ scripts call the test helpers): a temporary folder of this process, removed at exit."""
+    global _PROCESS_ROOT
+    if _PROCESS_ROOT is None:
+        _PROCESS_ROOT = Path(tempfile.mkdtemp(prefix="lf-artefacts-"))
+        atexit.register(shutil.rmtree, _PROCESS_ROOT, True)
+    return _PROCESS_ROOT
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -61,9 +74,7 @@ def built_once(name: str, inputs: dict[str, Any], sources: Iterable[Path], build
     worker asks first; the others wait on its lock). `sources` are the files of the code that makes it and
     `packages` the installed distributions it uses: both go into the key with the inputs. `keep_rng` saves
     torch's random state as the build left it (RNG_FILE), for `leave_rng_as_built`."""
-    if _CONFIG is None:
-        raise RuntimeError("tests/artefacts.py is not loaded: tests/conftest.py lists it in pytest_plugins")
-    root = _artefact_root(_CONFIG)
+    root = _artefact_root(_CONFIG) if _CONFIG is not None else _process_root()
     root.mkdir(parents=True, exist_ok=True)
     folder = root / f"{name}-{artefact_key(inputs, sources, packages)}"
     with FileLock(str(folder) + ".lock"):
