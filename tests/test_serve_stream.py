@@ -99,6 +99,7 @@ def _decode(data: bytes, audio_format: str) -> tuple[np.ndarray, int]:
     return samples, rate
 
 
+@pytest.mark.slow  # six calls of 21 s of speech: 70 s at load 13 (the file's other tests 3-35 s there)
 def test_the_openai_client_hears_the_first_audio_long_before_the_whole_utterance(server: ServerProcess) -> None:
     """Four 5.1 s sentences (21 s of speech, seconds to make here): the streamed call's first bytes come in
     under half the time the whole call takes (each the fastest of three calls, so a busy machine's pauses do
