@@ -6,12 +6,10 @@ and copied to each caller's folder, so every test gets its own writable files wi
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import io
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,15 +23,6 @@ from tests.artefacts import built_once
 from tests.conftest import CliRun
 
 SAMPLE_RATE = 16000
-_SESSION_DIR: Path | None = None
-
-
-def _session_dir() -> Path:
-    global _SESSION_DIR
-    if _SESSION_DIR is None:
-        _SESSION_DIR = Path(tempfile.mkdtemp(prefix="lf-test-data-"))
-        atexit.register(shutil.rmtree, _SESSION_DIR, True)
-    return _SESSION_DIR
 
 
 def require_espeak() -> None:
