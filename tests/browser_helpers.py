@@ -118,7 +118,7 @@ def choose(page, elem_id: str, value: str) -> None:
     field = page.locator(f"#{elem_id} input").first
     field.click()
     page.get_by_role("option", name=value, exact=True).click()
-    expect(field).to_have_value(value)
+    expect(field).to_have_value(value, timeout=60_000)  # not Playwright's 5 s default: a loaded machine is slow
 
 
 @contextmanager

@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from tests.data_helpers import _session_dir
 from tests.fixture_paths import CHATTERBOX_TOKENIZER
 
 REDUCED = {"n_layers": 1, "hidden_size": 1024, "intermediate_size": 256, "max_text_tokens": 254, "max_speech_tokens": 508}
@@ -35,7 +34,7 @@ def _build(folder: Path) -> None:
     from core.families.chatterbox.feature_models import build_s3_tokenizer
 
     torch.manual_seed(0)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     t3 = build_t3(ChatterboxConfig(text_tokens_dict_size=2454, **REDUCED))
     save_file({k: v.contiguous() for k, v in t3.state_dict().items()}, str(folder / "t3_mtl23ls_v2.safetensors"))
     torch.save(VoiceEncoder().state_dict(), folder / "ve.pt")
@@ -45,11 +44,11 @@ def _build(folder: Path) -> None:
 
 
 def _reduced_folder() -> Path:
-    built = _session_dir() / "chatterbox-model"
-    if not (built / "grapheme_mtl_merged_expanded_v1.json").is_file():
-        shutil.rmtree(built, ignore_errors=True)
-        _build(built)
-    return built
+    """The reduced folder, built once per test run and shared by the workers (tests/artefacts.py): read-only."""
+    from tests.artefacts import built_once
+
+    return built_once("chatterbox-model", REDUCED, [Path(__file__), CHATTERBOX_TOKENIZER], _build,
+                      ["chatterbox-light", "torch", "safetensors"])
 
 
 def make_chatterbox_folder(dest: Path) -> Path:
@@ -59,12 +58,11 @@ def make_chatterbox_folder(dest: Path) -> Path:
 
 
 def make_chatterbox_speech_folder(dest: Path, copy: bool = False) -> Path:
-    """Build the Chatterbox speech folder (reduced T3, full random S3Gen) into `dest` and return it.
+    """Build the Chatterbox speech folder (reduced T3, full random S3Gen: `copy_random_s3gen`) into `dest`
+    and return it.
 
     The T3, VoiceEncoder and tokenizer are links to the session's reduced folder (read-only), or
     copies with `copy` (a folder whose files must lie inside the app's roots, as jobs check)."""
-    from chatterbox.models.s3gen import S3Gen
-
     reduced = _reduced_folder()
     dest.mkdir(parents=True)
     for name in ("t3_mtl23ls_v2.safetensors", "ve.pt", "grapheme_mtl_merged_expanded_v1.json"):
@@ -72,9 +70,32 @@ def make_chatterbox_speech_folder(dest: Path, copy: bool = False) -> Path:
             shutil.copyfile(reduced / name, dest / name)
         else:
             (dest / name).symlink_to(reduced / name)
-    torch.manual_seed(0)
-    state = S3Gen().state_dict()
-    torch.save({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, dest / "s3gen.pt")
+    copy_random_s3gen(dest / "s3gen.pt", meanflow=False)
+    return dest
+
+
+def copy_random_s3gen(dest: Path, meanflow: bool) -> Path:
+    """Write a random-initialised (seed 0) full published `S3Gen(meanflow=…)` to the file `dest` — its floating
+    tensors in bf16, a torch pickle (Chatterbox's `s3gen.pt`) or safetensors (Turbo's `s3gen_meanflow.safetensors`)
+    — and leave torch's random state as building it leaves it, as tests building it here did. Built once per
+    test run and shared by the workers (tests/artefacts.py); `dest` is a copy."""
+    from tests.artefacts import built_once, leave_rng_as_built
+
+    def build(folder: Path) -> None:
+        from chatterbox.models.s3gen import S3Gen
+
+        torch.manual_seed(0)
+        state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+                 for k, v in S3Gen(meanflow=meanflow).state_dict().items()}
+        if meanflow:
+            save_file(state, str(folder / "s3gen.safetensors"))
+        else:
+            torch.save(state, folder / "s3gen.pt")
+
+    built = built_once("s3gen", {"meanflow": meanflow, "seed": 0}, [Path(__file__)], build,
+                       ["chatterbox-light", "torch", "safetensors"], keep_rng=True)
+    shutil.copyfile(built / ("s3gen.safetensors" if meanflow else "s3gen.pt"), dest)
+    leave_rng_as_built(built)
     return dest
 
 

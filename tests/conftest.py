@@ -16,6 +16,11 @@ from tests.fixture_paths import FIXTURES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# tests/budget.py: every run ends with each file's time, the slowest tests and those over the budget.
+# tests/artefacts.py: expensive artefacts built once per run, shared by the xdist workers.
+# pytester: tests/test_budget.py and tests/test_artefacts.py run small pytest sessions with them.
+pytest_plugins = ("tests.budget", "tests.artefacts", "pytester")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the modules with browser tests first, then those with slow tests, then the rest, each module's

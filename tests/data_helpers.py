@@ -1,36 +1,28 @@
 """Test helpers: small real spoken datasets (espeak-ng), tiny codecs, and an in-process CLI runner.
 
-Rendering and codec training are memoised per test session and copied to each caller's folder,
-so every test gets its own writable files without paying for them twice.
+Rendering and codec training are built once per test run, shared by the xdist workers (tests/artefacts.py),
+and copied to each caller's folder, so every test gets its own writable files without paying for them twice.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import io
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from core.cli import main as cli_main
+from core.data import codec_training
+from core.data import sample as sample_module
 from core.data.codec_training import train_codec
 from core.data.sample import sample_dataset
+from tests.artefacts import built_once
 from tests.conftest import CliRun
 
 SAMPLE_RATE = 16000
-_SESSION_DIR: Path | None = None
-
-
-def _session_dir() -> Path:
-    global _SESSION_DIR
-    if _SESSION_DIR is None:
-        _SESSION_DIR = Path(tempfile.mkdtemp(prefix="lf-test-data-"))
-        atexit.register(shutil.rmtree, _SESSION_DIR, True)
-    return _SESSION_DIR
 
 
 def require_espeak() -> None:
@@ -45,20 +37,22 @@ def make_espeak_dataset(dest: Path, per_language: int = 12, languages: tuple[str
     Two espeak voices per language are the speakers. Skips the test when espeak-ng is missing.
     """
     require_espeak()
-    rendered = _session_dir() / f"espeak-{'-'.join(languages)}-{per_language}"
-    if not (rendered / "manifest.jsonl").is_file():
-        sample_dataset(rendered, SAMPLE_RATE, list(languages), per_language)
-    shutil.copytree(rendered, dest, dirs_exist_ok=True)
+    rendered = built_once(f"espeak-{'-'.join(languages)}-{per_language}",
+                          {"languages": list(languages), "per_language": per_language, "rate": SAMPLE_RATE},
+                          [Path(__file__), Path(sample_module.__file__), Path(shutil.which("espeak-ng"))],
+                          lambda folder: sample_dataset(folder / "dataset", SAMPLE_RATE, list(languages), per_language))
+    shutil.copytree(rendered / "dataset", dest, dirs_exist_ok=True)
     return dest / "manifest.jsonl"
 
 
 def make_codec(manifest: Path, dest: Path, codebook_size: int = 64, iterations: int = 30) -> Path:
     """Write a small codec trained on `manifest` to `dest` and return `dest`."""
-    key = hashlib.sha256(manifest.read_bytes() + f"{codebook_size}/{iterations}".encode()).hexdigest()[:16]
-    trained = _session_dir() / f"codec-{key}.pt"
-    if not trained.is_file():
-        train_codec(manifest, codebook_size=codebook_size, iterations=iterations).save(trained)
-    shutil.copyfile(trained, dest)
+    manifest_sha = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    trained = built_once("codec", {"manifest": manifest_sha, "codebook_size": codebook_size, "iterations": iterations},
+                         [Path(__file__), Path(codec_training.__file__)], lambda folder: train_codec(
+                             manifest, codebook_size=codebook_size, iterations=iterations).save(folder / "codec.pt"),
+                         ["torch", "numpy"])
+    shutil.copyfile(trained / "codec.pt", dest)
     return dest
 
 

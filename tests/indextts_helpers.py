@@ -54,12 +54,28 @@ def write_w2v_bert(dest: Path) -> None:
     SeamlessM4TFeatureExtractor().save_pretrained(dest)
 
 
+PACKAGES = ["indextts2-inference", "torch", "transformers", "safetensors", "omegaconf"]
+
+
 def build_model_folder(dest: Path, seed: int = 0, layers: int = 2, checkpointing: bool | None = None) -> Path:
     """Write the reduced IndexTTS2 folder to `dest` (a GPT of `layers` layers) and return it.
 
     `checkpointing` False writes `gpt.checkpointing: false` (UnifiedVoice's default, True, recomputes
-    every block's activations in the backward pass: the same numbers, slower).
+    every block's activations in the backward pass: the same numbers, slower). The folder is built once per
+    test run for each set of arguments, shared by the workers (tests/artefacts.py); `dest` gets a copy and
+    torch's random state as the build left it.
     """
+    from tests.artefacts import built_once, copy_artefact, leave_rng_as_built
+
+    built = built_once("indextts-model", {"seed": seed, "layers": layers, "checkpointing": checkpointing},
+                       [Path(__file__), FIXTURES / "config.yaml", FIXTURES / "bpe.model"],
+                       lambda folder: _write_model_folder(folder, seed, layers, checkpointing), PACKAGES, keep_rng=True)
+    leave_rng_as_built(built)
+    return copy_artefact(built, dest)
+
+
+def _write_model_folder(dest: Path, seed: int, layers: int, checkpointing: bool | None) -> None:
+    """Write the reduced IndexTTS2 folder (`build_model_folder`) to `dest`."""
     from safetensors.torch import save_model
 
     from indextts.gpt.model_v2 import UnifiedVoice
@@ -80,7 +96,6 @@ def build_model_folder(dest: Path, seed: int = 0, layers: int = 2, checkpointing
     codec = build_semantic_codec(OmegaConf.create(config["semantic_codec"]))
     (dest / "semantic_codec").mkdir(exist_ok=True)
     save_model(codec, str(dest / "semantic_codec" / "model.safetensors"))
-    return dest
 
 
 def amharic_workspace(root: Path, folder: Path) -> Path:
@@ -132,12 +147,25 @@ def add_speech_models(folder: Path) -> None:
 def build_speech_folder(base: Path, dest: Path, seed: int = 0, checkpointing: bool | None = None) -> Path:
     """Write a folder for synthesis: the base folder's feature models (linked), a 1-layer GPT at the
     published width 1280 (s2mel's `gpt_layer` takes 1280-wide latents) and small speech models
-    (`checkpointing` as `build_model_folder` takes it)."""
-    from indextts.gpt.model_v2 import UnifiedVoice
+    (`checkpointing` as `build_model_folder` takes it). The models are built once per test run for each set
+    of arguments, shared by the workers (tests/artefacts.py); `dest` gets copies and torch's random state
+    as the build left it."""
+    from tests.artefacts import built_once, copy_artefact, leave_rng_as_built
 
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("bpe.model", "wav2vec2bert_stats.pt", "w2v-bert-2.0", "semantic_codec"):
         (dest / name).symlink_to(base / name)
+    built = built_once("indextts-speech", {"seed": seed, "checkpointing": checkpointing},
+                       [Path(__file__), FIXTURES / "config.yaml"],
+                       lambda folder: _write_speech_models(folder, seed, checkpointing), PACKAGES, keep_rng=True)
+    leave_rng_as_built(built)
+    return copy_artefact(built, dest)
+
+
+def _write_speech_models(dest: Path, seed: int, checkpointing: bool | None) -> None:
+    """Write `build_speech_folder`'s own files (config.yaml, gpt.pth, the speech models) to `dest`."""
+    from indextts.gpt.model_v2 import UnifiedVoice
+
     config = small_config(model_dim=1280, heads=20, layers=1)
     if checkpointing is not None:
         config["gpt"]["checkpointing"] = checkpointing
@@ -145,7 +173,6 @@ def build_speech_folder(base: Path, dest: Path, seed: int = 0, checkpointing: bo
     torch.manual_seed(seed)
     torch.save(UnifiedVoice(**_gpt_kwargs(config)).state_dict(), dest / "gpt.pth")
     add_speech_models(dest)
-    return dest
 
 
 def amharic_tokenizer(base: Path, texts: list[str], dest: Path) -> Path:

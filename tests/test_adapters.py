@@ -49,6 +49,7 @@ def _lora_run(workspace: Path, name: str, **overrides):
                   adapter=LORA, optim={"weight_decay": 0.1, "lr": 1.0e-2}, **overrides)
 
 
+@pytest.mark.slow  # 20 s at load 12 (issue 50: the quick loop keeps tests under ~5 s)
 def test_lora_trains_adapter_and_new_rows_only_and_the_checkpoint_holds_only_them(lora_ws: Path) -> None:
     result = _lora_run(lora_ws, "lora")
     assert result.state == "finished" and result.step == 6

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 TRAINING_ROWS = {("base", "bf16"), ("base", "fp32"), ("d1280x24", "bf16"), ("d1280x24", "fp32")}
 
 
+@pytest.mark.slow  # 156 s in CI at load 7-16 (issue 50): the whole benchmark on the CPU, every family's rows
 def test_gpu_bench_smoke_writes_every_row_with_positive_numbers(tmp_path: Path) -> None:
     output = tmp_path / "gpu.json"
     proc = subprocess.run(

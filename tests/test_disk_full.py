@@ -60,6 +60,7 @@ def test_a_checkpoint_save_that_runs_out_of_disk_names_the_file_and_keeps_the_ol
     assert result["step"] == 1 and result["sum"] == 1000.0          # the older checkpoint is whole
 
 
+@pytest.mark.slow  # 74 s at load 12 (issue 50: the quick loop keeps tests under ~5 s)
 def test_training_on_a_disk_too_small_is_refused_before_training_or_ends_in_one_line_at_the_save(workspace: Path) -> None:
     """runs/ on 64 KiB: the doctor fails `disk.checkpoints` (the weights do not fit) and nothing trains.
     On 1.5 MiB the weights (0.9 MiB) fit, so the doctor only warns; the first save runs out of space and the run

@@ -54,6 +54,7 @@ def wait_for(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # 33 s at load 12 (issue 50: the quick loop keeps tests under ~5 s)
 def test_tiny_training_job_finishes_with_progress(env: JobsEnv) -> None:
     job_id = submit_run(env, "tiny", max_steps=6, save_every=3)
     job = env.runner.wait(job_id, 240)
@@ -98,6 +99,7 @@ def test_failing_doctor_fails_the_job_with_its_table_before_training(
     assert not (env.workspace / "runs" / name / "checkpoints").exists()
 
 
+@pytest.mark.slow  # 25 s at load 12
 def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> None:
     job_id = submit_run(env, "long", max_steps=100000, save_every=1000)
     wait_for(lambda: run_status(env, "long").get("step", 0) >= 2, 240, "training steps")
@@ -111,6 +113,7 @@ def test_cancel_running_training_saves_a_loadable_checkpoint(env: JobsEnv) -> No
     assert checkpoint.meta["step"] == status["step"] >= 2
 
 
+@pytest.mark.slow  # 58 s at load 12
 def test_kill9_worker_mid_training_resumes_to_the_requested_step(env: JobsEnv) -> None:
     """The worker dies (kill -9) while its training job runs; the next worker stops the orphan and the
     job resumes to step 16. The job's process group is held (SIGSTOP) from its start-up until the worker

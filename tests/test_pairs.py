@@ -11,7 +11,7 @@ from core.data.cache import build_cache
 from core.data.feature_cache import open_cache
 from core.errors import InputError
 from core.data.pairs import build_pairs, load_pairs
-from tests.conftest import SHARED_FIXTURES
+from tests.fixture_paths import CHATTERBOX_TOKENIZER
 from tests.data_helpers import make_codec, make_espeak_dataset, run_cli
 
 
@@ -23,7 +23,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows.append(dict(rows[0], id="solo_0", speaker="solo"))
     manifest.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     codec = make_codec(manifest, root / "codec.pt", codebook_size=16, iterations=10)
-    tokenizer = SHARED_FIXTURES / "chatterbox" / "tokenizer_mtl_2454.json"
+    tokenizer = CHATTERBOX_TOKENIZER
     return build_cache(manifest, tokenizer, codec, root / "cache", workers=1).path
 
 

@@ -48,6 +48,7 @@ def _metrics(root: Path, run: str) -> list[dict]:
     return [json.loads(line) for line in (root / "runs" / run / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # 39 s at load 12 (issue 50: the quick loop keeps tests under ~5 s)
 def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
     settings = load_settings()
@@ -83,6 +84,7 @@ def test_english_base_then_frozen_amharic_finetune_prune_and_speak(tts_ws: Path,
     assert code == 0 and (tts_ws / "out" / "am.wav").stat().st_size > 44
 
 
+@pytest.mark.slow  # 61 s at load 12
 def test_periodic_eval_logs_eval_lines_and_best_metric_picks_the_best_eval(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tts_ws))
     settings = load_settings()
@@ -144,6 +146,7 @@ def test_doctor_fails_before_any_preprocessing(tts_ws: Path, monkeypatch: pytest
     assert json.loads((tts_ws / "runs" / "mismatch" / "status.json").read_text())["state"] == "failed"
 
 
+@pytest.mark.slow  # 70 s at load 12
 def test_best_by_quality_and_base_language_retention_warning(tts_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Periodic evaluation chooses best.pt by the quality score unless told otherwise, and status.json says
     why, part by part; every evaluation speaks the run's one evaluation set (eval_set.json: Amharic and

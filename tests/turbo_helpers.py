@@ -28,7 +28,6 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from tests.data_helpers import _session_dir
 from tests.fixture_paths import GPT2_RANKS
 
 END_OF_TEXT = "<|endoftext|>"
@@ -41,8 +40,9 @@ REDUCED = {"n_layers": 2, "hidden_size": 256, "n_positions": 1024}
 
 def gpt2_spec() -> dict[str, Any]:
     """Return the tokenizer.json mapping of GPT-2's byte-level BPE plus Turbo's 19 tags (50,276 ids)."""
-    built = _session_dir() / "turbo-gpt2.json"
-    if not built.is_file():
+    from tests.artefacts import built_once
+
+    def build(folder: Path) -> None:
         from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
         from transformers.convert_slow_tokenizer import TikTokenConverter
 
@@ -59,8 +59,10 @@ def gpt2_spec() -> dict[str, Any]:
         tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
         tokenizer.add_special_tokens([AddedToken(END_OF_TEXT, special=True, normalized=False)])
         tokenizer.add_tokens([AddedToken(tag, normalized=False) for tag in TAGS])
-        tokenizer.save(str(built))
-    return json.loads(built.read_text(encoding="utf-8"))
+        tokenizer.save(str(folder / "tokenizer.json"))
+
+    built = built_once("turbo-gpt2", {}, [Path(__file__), GPT2_RANKS], build, ["tokenizers", "transformers"])
+    return json.loads((built / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 def write_gpt2_tokenizer_folder(dest: Path) -> Path:
@@ -87,7 +89,7 @@ def _build(folder: Path) -> None:
     from core.families.chatterbox_turbo.t3 import TurboConfig, build_turbo_t3
 
     torch.manual_seed(0)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     t3 = build_turbo_t3(TurboConfig(text_tokens_dict_size=BASE_ROWS, **REDUCED))
     save_file({k: v.contiguous() for k, v in t3.state_dict().items()}, str(folder / "t3_turbo_v1.safetensors"))
     save_file({k: v.contiguous() for k, v in VoiceEncoder().state_dict().items()}, str(folder / "ve.safetensors"))
@@ -97,11 +99,11 @@ def _build(folder: Path) -> None:
 
 
 def _reduced_folder() -> Path:
-    built = _session_dir() / "turbo-model"
-    if not (built / "tokenizer_config.json").is_file():
-        shutil.rmtree(built, ignore_errors=True)
-        _build(built)
-    return built
+    """The reduced folder, built once per test run and shared by the workers (tests/artefacts.py): read-only."""
+    from tests.artefacts import built_once
+
+    return built_once("turbo-model", REDUCED, [Path(__file__), GPT2_RANKS], _build,
+                      ["chatterbox-light", "torch", "safetensors", "tokenizers", "transformers"])
 
 
 def make_turbo_folder(dest: Path) -> Path:
@@ -113,30 +115,31 @@ def make_turbo_folder(dest: Path) -> Path:
 def make_turbo_speech_folder(dest: Path) -> Path:
     """Build the Turbo speech folder into `dest` — the reduced T3, VoiceEncoder and tokenizer (copies) with a random
     full `S3Gen(meanflow=True)` as `s3gen_meanflow.safetensors` — and return it."""
-    from chatterbox.models.s3gen import S3Gen
+    from tests.chatterbox_helpers import copy_random_s3gen
 
     shutil.copytree(_reduced_folder(), dest, dirs_exist_ok=True)
-    torch.manual_seed(0)
-    state = S3Gen(meanflow=True).state_dict()
-    save_file({k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in state.items()},
-              str(dest / "s3gen_meanflow.safetensors"))
+    copy_random_s3gen(dest / "s3gen_meanflow.safetensors", meanflow=True)
     return dest
 
 
 def merged_amharic_tokenizers(model_dir: Path, vocab_size: int = 600) -> Path:
-    """Return the session's `tokenizers/` folder holding `am.json`, its report and the AutoTokenizer folder `am/`:
+    """Return the run's shared `tokenizers/` folder (read-only) holding `am.json`, its report and the AutoTokenizer folder `am/`:
     the tokenizer of `model_dir` (the session's reduced folder's, unchanged) merged with Amharic pieces and the
-    [am] tag, English protected. The merge runs once per session (it costs more than everything else a Turbo
+    [am] tag, English protected. The merge runs once per test run (it costs more than everything else a Turbo
     workspace needs) and each caller copies the result."""
     from core.data.sample_text import AMHARIC_SENTENCES
     from core.tokenizers.hf_merge import merge_hf_tokenizer
 
-    built = _session_dir() / f"turbo-am-{vocab_size}" / "tokenizers"
-    if not (built / "am.report.json").is_file():  # the merge's last write
-        built.mkdir(parents=True, exist_ok=True)
-        merge_hf_tokenizer(model_dir, built / "am.json", corpus_lines=list(AMHARIC_SENTENCES), vocab_size=vocab_size,
+    from core.tokenizers import hf_merge
+    from tests.artefacts import built_once
+
+    def build(folder: Path) -> None:
+        merge_hf_tokenizer(model_dir, folder / "am.json", corpus_lines=list(AMHARIC_SENTENCES), vocab_size=vocab_size,
                            language_tag="am")
-    return built
+
+    tokenizer_files = sorted(p for p in model_dir.iterdir() if p.is_file() and p.suffix in (".json", ".txt"))
+    return built_once(f"turbo-am-{vocab_size}", {"vocab_size": vocab_size},
+                      [Path(__file__), Path(hf_merge.__file__), *tokenizer_files], build, ["tokenizers"])
 
 
 def extend_turbo_to_amharic(root: Path, model_dir: Path, vocab_size: int = 600) -> None:
