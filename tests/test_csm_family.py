@@ -28,6 +28,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from tests.csm_helpers import CODEBOOKS, REGULAR, TEXT_ROWS, make_csm_folder
 
 torch.set_num_threads(2)
+pytestmark = pytest.mark.slow  # the reduced folder is built once per session: about 20 s on a loaded 2-core machine
 TEXTS = ("The old house stood on the hill.", "A quiet river runs past the mill.")
 
 
