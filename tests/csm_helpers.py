@@ -132,3 +132,34 @@ def make_csm_folder(dest: Path) -> Path:
     """Copy the session's reduced CSM folder (sesame/csm-1b layout) to `dest`; return it."""
     shutil.copytree(_reduced_folder(), dest, dirs_exist_ok=True)
     return dest
+
+
+def merged_amharic_tokenizer() -> Path:
+    """Return the session's `am.json` (+ its report): the reduced folder's Llama-3-layout tokenizer merged with
+    Amharic pieces (byte-level BPE extension, English protected), merged once per session."""
+    from core.data.sample_text import AMHARIC_SENTENCES
+    from core.tokenizers.hf_merge import merge_hf_tokenizer
+
+    built = _session_dir() / "csm-am" / "am.json"
+    if not built.with_suffix(".report.json").is_file():  # the merge's last write
+        built.parent.mkdir(parents=True, exist_ok=True)
+        merge_hf_tokenizer(_reduced_folder() / "tokenizer.json", built, corpus_lines=list(AMHARIC_SENTENCES[:-40]),
+                           vocab_size=600)
+    return built
+
+
+def csm_workspace(root: Path, per_language: int = 4) -> Path:
+    """Fill the workspace `root`: the reduced folder (`models/csm`), `per_language` Amharic espeak clips of two voices
+    (`datasets/am`), `tokenizers/am.json` (`merged_amharic_tokenizer`) and `checkpoints/csm_am.safetensors` (the
+    folder's model.safetensors with embed_text_tokens grown to it by `embeddings extend`, new rows the mean); return it."""
+    from core.training.embeddings import extend_checkpoint
+    from tests.data_helpers import make_espeak_dataset
+
+    model_dir = make_csm_folder(root / "models" / "csm")
+    make_espeak_dataset(root / "datasets" / "am", per_language=per_language, languages=("am",))
+    (root / "tokenizers").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(merged_amharic_tokenizer(), root / "tokenizers" / "am.json")
+    (root / "checkpoints").mkdir(parents=True, exist_ok=True)
+    extend_checkpoint(model_dir / "model.safetensors", model_dir / "tokenizer.json", root / "tokenizers" / "am.json",
+                      root / "checkpoints" / "csm_am.safetensors", family="csm", init="mean")
+    return root

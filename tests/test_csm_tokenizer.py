@@ -24,12 +24,11 @@ from core.families import get_family
 from core.families.csm.layout import layout_ids, segment_text_ids
 from core.families.csm.model import CsmModelConfig, module_state_dict, read_folder_config
 from core.families.registry import get_model_family
-from core.tokenizers.hf_merge import merge_hf_tokenizer
 from core.tokenizers.report import measure_drift
 from core.tokenizers.tokenizer import load_tokenizer
 from core.tokenizers.vocab import first_difference
 from core.training.embeddings import extend_state_dict
-from tests.csm_helpers import REGULAR, SPECIALS, TEXT_ROWS, make_csm_folder, special_names
+from tests.csm_helpers import REGULAR, SPECIALS, TEXT_ROWS, make_csm_folder, merged_amharic_tokenizer, special_names
 
 HELD_OUT = 40
 pytestmark = pytest.mark.slow  # the merge with its English drift check: about a minute on a loaded 2-core machine
@@ -38,9 +37,9 @@ pytestmark = pytest.mark.slow  # the merge with its English drift check: about a
 @pytest.fixture(scope="module")
 def merged(module_tmp: Path) -> dict[str, Any]:
     folder = make_csm_folder(module_tmp / "csm")
-    report = merge_hf_tokenizer(folder / "tokenizer.json", module_tmp / "am.json",
-                                corpus_lines=list(AMHARIC_SENTENCES[:-HELD_OUT]), vocab_size=600)
-    return {"folder": folder, "base": folder / "tokenizer.json", "report": report, "output": module_tmp / "am.json"}
+    output = merged_amharic_tokenizer()                  # the sentences but the last HELD_OUT, vocabulary 600
+    report = json.loads(output.with_suffix(".report.json").read_text(encoding="utf-8"))
+    return {"folder": folder, "base": folder / "tokenizer.json", "report": report, "output": output}
 
 
 def test_the_base_is_in_the_llama3_layout(merged: dict[str, Any]) -> None:

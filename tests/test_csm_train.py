@@ -1,0 +1,101 @@
+"""Training CSM through LinguaForge's trainer (`family: csm`), on the reduced random-initialised CSM + Mimi folder.
+
+One module workspace (tests/csm_helpers.py): the folder in the sesame/csm-1b layout, four Amharic espeak clips of
+two voices, the folder's Llama-3-layout tokenizer merged with Amharic and the model's `embed_text_tokens` grown to
+it (`embeddings extend --family csm`, mean rows). The trainer builds the Mimi codes through the one feature-cache
+engine, lays each clip out after a prompt clip of its speaker (the context segment) in padded batches, logs the
+backbone's and the depth decoder's losses apart, and keeps the base rows bit-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from core.checkpoint import load_checkpoint
+from core.config import load_settings
+from core.data.feature_cache import load_item, open_cache
+from core.recipe import prepare_trainer
+from core.tokenizers.tokenizer import load_tokenizer
+from core.training.run_config import run_config_from_dict
+from core.training.state import step_checkpoints
+from tests.csm_helpers import CODEBOOKS, TEXT_ROWS, csm_workspace
+
+torch.set_num_threads(2)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def ws(module_tmp: Path) -> Any:
+    root = module_tmp / "workspace"
+    root.mkdir()
+    patch = pytest.MonkeyPatch()
+    patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
+    yield csm_workspace(root)
+    patch.undo()
+
+
+def _config(name: str, **overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": name, "family": "csm", "model_dir": "models/csm", "tokenizer": "tokenizers/am.json",
+        "base_checkpoint": "checkpoints/csm_am.safetensors", "model": {"dropout": 0.0},
+        "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.0, "prefetch": 0},
+        "optim": {"lr": 3.0e-3, "weight_decay": 0.1, "warmup_steps": 3, "schedule": "constant"},
+        "batch": {"size": 4},
+        "schedule": {"max_steps": STEPS, "val_every": STEPS, "save_every": STEPS, "keep_last": 1, "log_every": 5},
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture(scope="module")
+def trained(ws: Path) -> Any:
+    """Return (the trainer after STEPS steps over the four clips in one padded batch, its cache folder)."""
+    trainer = prepare_trainer(run_config_from_dict(_config("am"), "am.yaml"), settings=load_settings())
+    trainer.run()
+    (cache,) = [p.parent for p in (ws / "cache").glob("*/index.json")]
+    return trainer, cache
+
+
+def test_the_mimi_codes_come_through_the_feature_cache(ws: Path, trained: Any) -> None:
+    _, cache = trained
+    index = open_cache(cache)
+    data = json.loads((cache / "index.json").read_text(encoding="utf-8"))
+    assert data["family"] == "csm" and data["codec"]["codebooks"] == CODEBOOKS and len(index.items) == 4
+    tokenizer = load_tokenizer(ws / "tokenizers" / "am.json")
+    for entry in index.items:
+        item = load_item(cache, entry)
+        frames = item["codes"].shape[0]
+        assert item["depth_codes"].shape == (frames, CODEBOOKS - 1) and frames > 10
+        assert item["text_ids"].tolist() == tokenizer.encode(f"[0]{entry['text']}")
+        assert item["text_ids"].max() >= TEXT_ROWS                           # the new Amharic ids are used
+
+
+def test_the_backbone_and_depth_losses_are_logged_apart_and_fall(ws: Path, trained: Any) -> None:
+    rows = [json.loads(line) for line in (ws / "runs" / "am" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r.get("split") == "train" and "backbone_loss" in r]
+    assert len(train) >= 5 and all("depth_loss" in r and "mel_top1" in r for r in train)
+    assert train[-1]["backbone_loss"] < 0.5 * train[0]["backbone_loss"]
+    assert train[-1]["depth_loss"] < train[0]["depth_loss"]
+    assert train[-1]["loss"] == pytest.approx(train[-1]["backbone_loss"] + train[-1]["depth_loss"], rel=1e-3)
+
+
+def test_training_keeps_the_base_rows_bit_identical_and_records_the_layout(ws: Path, trained: Any) -> None:
+    trainer, _ = trained
+    base = load_checkpoint(ws / "checkpoints" / "csm_am.safetensors")
+    last = step_checkpoints(trainer.run_dir)[-1]
+    saved = load_checkpoint(last)
+    key = "embed_text_tokens.weight"
+    assert torch.equal(saved.state_dict[key][:TEXT_ROWS], base.state_dict[key][:TEXT_ROWS])
+    assert not torch.equal(saved.state_dict[key][TEXT_ROWS:], base.state_dict[key][TEXT_ROWS:])  # the new rows learnt
+    status = json.loads((ws / "runs" / "am" / "status.json").read_text())
+    assert status["base_rows_sha256"]["start"] == status["base_rows_sha256"]["now"]
+    assert saved.meta["family"] == "csm" and saved.meta["base_size"] == TEXT_ROWS
+    assert saved.meta["layout"] == {"family": "csm", "version": 1}
+    mimi = {k: v for k, v in base.state_dict.items() if k.startswith("codec_model.")}
+    assert all(torch.equal(saved.state_dict[k], v) for k, v in mimi.items() if k in saved.state_dict)
