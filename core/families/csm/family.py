@@ -200,3 +200,54 @@ class CsmFamily(ModelFamily):
             raise InputError(f"{cache_dir}: no training clip fits CSM's positions (text ≤ {model_config.max_text_tokens} "
                              f"ids, ≤ {model_config.max_speech_tokens} frames per segment).")
         return TaskData(splits[TRAIN], splits[VAL], collate, csm_forward, {"backbone_loss": 1.0, "depth_loss": 1.0})
+
+    # -- export -----------------------------------------------------------------------------
+    def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
+        """Write a folder `CsmForConditionalGeneration.from_pretrained` and `AutoProcessor.from_pretrained` load
+        strictly: config.json at the grown `text_vocab_size`, generation_config.json and model.safetensors
+        (`save_pretrained`: the published key layout), the grown tokenizer.json, the model folder's processor files
+        (settings `families.csm.model_dir`: tokenizer_config.json, processor_config.json, chat_template.jinja, …)
+        and `linguaforge.json` (the metadata, the layout and the published call that decodes in it); return the paths.
+
+        Raises InputError when the checkpoint is not a LinguaForge csm checkpoint, its tokenizer is not found, or
+        the model folder is not set (its processor files are what AutoProcessor reads).
+        """
+        from transformers import CsmForConditionalGeneration
+
+        from core.checkpoint import load_checkpoint
+        from core.families.csm.decode import PUBLISHED_INFERENCE
+        from core.fsutil import atomic_write_json, atomic_write_text
+        from core.inference import resolve_tokenizer
+        from core.tokenizers.hf_folder import folder_tokenizer_json
+
+        loaded = load_checkpoint(checkpoint)
+        meta = loaded.meta or {}
+        if meta.get("family") != self.name:
+            raise InputError(f"{checkpoint}: family {meta.get('family')!r}, not csm; export the checkpoint of a csm run.")
+        model_dir = (settings.get("families.csm") or {}).get("model_dir")
+        if not model_dir:
+            raise InputError("settings families.csm.model_dir: not set; name the CSM folder the run trained from (its "
+                             "processor files go into the export).")
+        model_dir = Path(model_dir).expanduser()
+        tokenizer = resolve_tokenizer(loaded, settings)
+        config = CsmModelConfig(tokenizer.size, read_folder_config(model_dir))
+        model = CsmForConditionalGeneration(config.csm_config())
+        try:
+            model.load_state_dict(loaded.state_dict, strict=True)
+        except RuntimeError as exc:
+            raise InputError(f"{checkpoint}: its tensors do not fit {model_dir / CONFIG_NAME} at {tokenizer.size} text "
+                             f"rows ({str(exc).splitlines()[0]}).") from exc
+        output_dir.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(output_dir)
+        skip = {CONFIG_NAME, FILES["model"], FILES["tokenizer_json"], "generation_config.json", "linguaforge.json"}
+        carried = []
+        for path in sorted(model_dir.iterdir()):
+            if path.is_file() and path.suffix in (".json", ".jinja") and path.name not in skip:
+                carried.append(atomic_write_text(output_dir / path.name, path.read_text(encoding="utf-8")))
+        text = folder_tokenizer_json(tokenizer.path) if tokenizer.path.is_dir() else tokenizer.path.read_text(encoding="utf-8")
+        tokenizer_path = atomic_write_text(output_dir / FILES["tokenizer_json"], text)
+        note = {**meta, "text_vocab_size": tokenizer.size, "layout": LAYOUT, "published_inference": PUBLISHED_INFERENCE,
+                "load_with": "CsmForConditionalGeneration.from_pretrained(folder) and AutoProcessor.from_pretrained(folder)"}
+        note_path = atomic_write_json(output_dir / "linguaforge.json", note)
+        written = [output_dir / CONFIG_NAME, output_dir / "generation_config.json", output_dir / FILES["model"]]
+        return [*written, tokenizer_path, *carried, note_path]

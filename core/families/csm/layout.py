@@ -73,11 +73,13 @@ def segment_text_ids(tokenizer: Tokenizer, text: str) -> list[int]:
 
 
 def lay_out_sample(ids: CsmIds, segments: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
-                   scored: Sequence[int] = (-1,)) -> dict[str, torch.Tensor]:
+                   scored: Sequence[int] = (-1,), open_last: bool = False) -> dict[str, torch.Tensor]:
     """Return one sample of `segments` (text ids [n], frames [F, codebooks] or None for a text-only last segment):
     `input_ids` [T], `frames` [T, codebooks] (each audio position's frame, the eos frame at audio-eos, zeros
     elsewhere), `audio_mask` [T] (positions embedded from frames) and `labels` [T, codebooks] (the frames and
-    the eos frame of the segments `scored`, IGNORE elsewhere; -1 = the last segment: the context is never scored)."""
+    the eos frame of the segments `scored`, IGNORE elsewhere; -1 = the last segment: the context is never scored).
+    `open_last`: the last segment's frames are those generated so far (no audio-eos after them), as a decoder
+    lays them out."""
     scored = {index % len(segments) for index in scored}
     parts: dict[str, list[torch.Tensor]] = {"input_ids": [], "frames": [], "audio_mask": [], "labels": []}
     eos_frame = torch.full((1, ids.codebooks), ids.codebook_eos, dtype=torch.long)
@@ -92,8 +94,9 @@ def lay_out_sample(ids: CsmIds, segments: Sequence[tuple[torch.Tensor, torch.Ten
         if frames is None:
             continue
         frames = torch.as_tensor(frames, dtype=torch.long).reshape(-1, ids.codebooks)
-        audio = torch.cat([frames, eos_frame])
-        parts["input_ids"].append(torch.tensor([ids.audio] * len(frames) + [ids.audio_eos]))
+        closed = not (open_last and index == len(segments) - 1)
+        audio = torch.cat([frames, eos_frame]) if closed else frames
+        parts["input_ids"].append(torch.tensor([ids.audio] * len(frames) + [ids.audio_eos] * closed, dtype=torch.long))
         parts["frames"].append(audio)
         parts["audio_mask"].append(torch.ones(len(audio), dtype=torch.bool))
         parts["labels"].append(audio if index in scored else torch.full_like(audio, IGNORE))
