@@ -26,10 +26,11 @@ from core.data.pairs import load_pairs
 from core.families.csm.decode import decode_frames
 from core.families.csm.layout import layout_ids
 from core.families.registry import get_model_family
-from core.recipe import prepare_trainer
+from core.recipe import prepare_trainer, train
 from core.tokenizers.tokenizer import load_tokenizer
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
+from tests.adapter_helpers import LORA, assert_adapter_only
 from tests.csm_helpers import CODEBOOKS, TEXT_ROWS, csm_workspace
 
 torch.set_num_threads(2)
@@ -181,3 +182,14 @@ def test_the_export_loads_strictly_and_the_published_generate_decodes_the_clips_
               f"codes, {length} frames")
         assert _first_codebook_match(frames[:length], expected) >= 0.95
         assert len(ended) and abs(length - len(expected)) <= 2
+
+
+def test_lora_adapts_the_backbone_and_depth_decoder_and_keeps_the_base_rows(ws: Path, trained: Any) -> None:
+    result = train(run_config_from_dict(_config("lora", adapter=LORA, schedule={
+        "max_steps": 2, "val_every": 2, "save_every": 2, "keep_last": 1, "log_every": 1}), "lora.yaml"), settings=load_settings())
+    assert result.state == "finished" and result.base_rows_sha256["start"] == result.base_rows_sha256["now"] is not None
+    record = assert_adapter_only(Path(result.last_checkpoint), {"embed_text_tokens.weight_new"})
+    adapted = set(record["modules"])
+    assert any(n.startswith("backbone_model.layers.") for n in adapted) and any(n.startswith("depth_decoder.") for n in adapted)
+    trained_keys = set(load_checkpoint(Path(result.last_checkpoint)).state_dict)
+    assert not any(k.startswith("codec_model.") for k in trained_keys)      # Mimi never trains
