@@ -72,7 +72,7 @@ def test_unknown_layout_lists_embedding_like_keys() -> None:
 
 def test_row_lookalikes_and_registry() -> None:
     assert [f.name for f in families_with_rows(24001, 24000)] == ["indextts"]
-    assert {f.name for f in families_with_rows(2454, 2454)} == {"linguaforge", "chatterbox", "chatterbox-turbo"}
+    assert {f.name for f in families_with_rows(2454, 2454)} == {"linguaforge", "chatterbox", "chatterbox-turbo", "csm"}
     assert families_with_rows(24002, 24000) == []
     assert get_family("chatterbox") is FAMILIES["chatterbox"]
     assert FAMILIES["indextts"].text_keys == ("text_embedding.weight", "text_head.weight", "text_head.bias")

@@ -21,7 +21,7 @@ class Family:
 
     name: str
     embedding_key: str = "text_embedding.weight"
-    head_weight_key: str = "text_head.weight"
+    head_weight_key: str | None = "text_head.weight"  # None: no text head (CSM's lm_head scores speech)
     head_bias_key: str | None = "text_head.bias"
     row_offset: int = 0
     task: str | None = None
@@ -73,6 +73,16 @@ FAMILIES: dict[str, Family] = {
             marker_prefixes=("tfmr.h.", "tfmr.wpe."),
             markers_required=True,
             description="Chatterbox-Turbo / Nano T3 (GPT-2 backbone): rows = tokenizer size, head without bias",
+        ),
+        Family(
+            name="csm",
+            embedding_key="embed_text_tokens.weight",
+            head_weight_key=None,
+            head_bias_key=None,
+            task="tts",
+            marker_prefixes=("backbone_model.", "depth_decoder."),
+            markers_required=True,
+            description="Sesame CSM (transformers): rows = tokenizer size, no text head",
         ),
     )
 }

@@ -339,6 +339,8 @@ class ModelFamily(ABC):
     unused_in_training: tuple[str, ...] = ()
     #: speech tokens per second of audio (the memory plan sizes a clip's speech from its duration; None: from the position limits)
     speech_tokens_per_second: float | None = None
+    #: a checkpoint without a recorded `base_size` (the published one) counts all its text rows as base rows
+    published_is_base: bool = False
 
     def speech_rate(self, run: FamilyRun) -> float | None:
         """Return the speech tokens per second of the run's audio (`speech_tokens_per_second`; None when unknown)."""
@@ -435,8 +437,14 @@ class ModelFamily(ABC):
         return load_checkpoint(path)
 
     def base_size(self, base: "LoadedCheckpoint | None") -> int | None:
-        """Return the number of base-language rows of `base`: its metadata's `base_size`, else None."""
-        return (base.meta or {}).get("base_size") if base is not None else None
+        """Return the number of base-language rows of `base`: its metadata's `base_size`, else (with
+        `published_is_base`: a published checkpoint is all base) its text rows, else None."""
+        if base is None:
+            return None
+        recorded = (base.meta or {}).get("base_size")
+        if recorded is None and self.published_is_base:
+            return int(base.state_dict[self.layout.embedding_key].shape[0])
+        return recorded
 
     # -- the model --------------------------------------------------------------------------
     def load_codec(self, run: FamilyRun) -> Any:

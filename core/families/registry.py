@@ -16,6 +16,7 @@ MODEL_FAMILIES: dict[str, str] = {
     "chatterbox": "core.families.chatterbox.family:ChatterboxFamily",
     "indextts": "core.families.indextts.family:IndexTTSFamily",
     "chatterbox-turbo": "core.families.chatterbox_turbo.family:ChatterboxTurboFamily",
+    "csm": "core.families.csm.family:CsmFamily",
 }
 _INSTANCES: dict[str, ModelFamily] = {}
 

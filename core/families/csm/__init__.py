@@ -1,0 +1,1 @@
+"""Sesame CSM (transformers' `CsmForConditionalGeneration` with its Mimi codec) as a LinguaForge model family."""

@@ -1,0 +1,69 @@
+"""LinguaForge's CSM decoder: greedy frames in the training layout, with or without a KV cache.
+
+The prefix is `csm.layout.lay_out_sample` of the context segment (the speaker's prompt clip, its text and
+frames) and the target's text with no frames yet (`open_last`). At each step the backbone's `lm_head` picks the
+frame's first codebook from the last position, then the depth decoder the others, one by one, from the
+backbone's hidden state and the codes before (as `CsmForConditionalGeneration.generate` runs it); a frame whose
+codebooks but the last are all `codebook_eos_token_id` ends the speech, as in `generate`. With a KV cache the
+prefix runs once and each step feeds the new frame's embedding (Llama's positions continue from the cache);
+without one every step lays the whole sample out again — both give the same frames (a test holds them equal).
+
+The published call that decodes the same way is `PUBLISHED_INFERENCE`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from core.families.csm.layout import CsmIds, lay_out_sample, sample_embeds
+
+#: the published call that reproduces this decoder (export notes, docs/guides/csm.md)
+PUBLISHED_INFERENCE = (
+    "inputs = processor.apply_chat_template([{'role': '0', 'content': [{'type': 'text', 'text': PROMPT_TEXT}, "
+    "{'type': 'audio', 'path': PROMPT_AUDIO_24K}]}, {'role': '0', 'content': [{'type': 'text', 'text': TEXT}]}], "
+    "tokenize=True, return_dict=True); model.generate(**inputs, do_sample=False, depth_decoder_do_sample=False, "
+    "max_new_tokens=N, output_audio=True): greedy frames after the target's <|end_of_text|>, the prompt clip as the "
+    "context segment, KV cache; drop output_audio for the frames themselves."
+)
+
+
+def _embeds(model: Any, ids: CsmIds, context: tuple[torch.Tensor, torch.Tensor], text: torch.Tensor,
+            frames: torch.Tensor) -> torch.Tensor:
+    laid = lay_out_sample(ids, [context, (text, frames)], open_last=True)
+    device = model.lm_head.weight.device
+    return sample_embeds(model, *(laid[k][None].to(device) for k in ("input_ids", "frames", "audio_mask")))
+
+
+def depth_frame(model: Any, hidden: torch.Tensor, first: torch.Tensor, codebooks: int) -> torch.Tensor:
+    """Return the frame [codebooks] whose first code is `first` ([1]): the depth decoder's greedy codes after it,
+    from the backbone's last hidden state `hidden` [1, D] (position 0 of the depth decoder's input)."""
+    codes = first.reshape(1, 1)
+    for _ in range(codebooks - 1):
+        placeholder = torch.zeros((1, 1), dtype=torch.long, device=codes.device)
+        logits = model.depth_decoder(input_ids=torch.cat([placeholder, codes], dim=1), backbone_last_hidden_state=hidden,
+                                     use_cache=False).logits
+        codes = torch.cat([codes, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return codes[0]
+
+
+@torch.inference_mode()
+def decode_frames(model: Any, ids: CsmIds, context: tuple[torch.Tensor, torch.Tensor], text: torch.Tensor,
+                  max_frames: int, use_cache: bool = True) -> tuple[torch.Tensor, bool]:
+    """Return (the frames [n, codebooks] CSM generates greedily for the text ids `text` after the context segment
+    `context` (text ids, frames), whether it stopped by itself within `max_frames`)."""
+    frames = torch.zeros((0, ids.codebooks), dtype=torch.long)
+    out = model.backbone_model(inputs_embeds=_embeds(model, ids, context, text, frames), use_cache=use_cache)
+    for _ in range(max_frames):
+        hidden = out.last_hidden_state[:, -1]
+        frame = depth_frame(model, hidden, model.lm_head(hidden).argmax(-1), ids.codebooks)
+        if bool((frame[:-1] == ids.codebook_eos).all()):
+            return frames, True
+        frames = torch.cat([frames, frame.cpu()[None]])
+        if use_cache:
+            fed = model.backbone_model.embed_tokens(frame.reshape(1, 1, -1))
+            out = model.backbone_model(inputs_embeds=fed, cache=out.cache, use_cache=True)
+        else:
+            out = model.backbone_model(inputs_embeds=_embeds(model, ids, context, text, frames), use_cache=False)
+    return frames, False
