@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from tests.data_helpers import _session_dir
+from tests.artefacts import built_once
 
 REGULAR = 1000
 SPECIALS = 256
@@ -111,7 +111,7 @@ def _build(folder: Path) -> None:
     from transformers import CsmForConditionalGeneration
 
     torch.manual_seed(0)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     model = CsmForConditionalGeneration(reduced_config())
     for name, buffer in model.codec_model.named_buffers():
         if name.endswith("codebook.embed_sum"):  # Mimi initialises its centroids at zero: every frame would be code 0
@@ -121,11 +121,7 @@ def _build(folder: Path) -> None:
 
 
 def _reduced_folder() -> Path:
-    built = _session_dir() / "csm-model"
-    if not (built / "tokenizer.json").is_file():
-        shutil.rmtree(built, ignore_errors=True)
-        _build(built)
-    return built
+    return built_once("csm-model", {}, [Path(__file__)], _build, ["transformers", "tokenizers"])
 
 
 def make_csm_folder(dest: Path) -> Path:
@@ -140,12 +136,11 @@ def merged_amharic_tokenizer() -> Path:
     from core.data.sample_text import AMHARIC_SENTENCES
     from core.tokenizers.hf_merge import merge_hf_tokenizer
 
-    built = _session_dir() / "csm-am" / "am.json"
-    if not built.with_suffix(".report.json").is_file():  # the merge's last write
-        built.parent.mkdir(parents=True, exist_ok=True)
-        merge_hf_tokenizer(_reduced_folder() / "tokenizer.json", built, corpus_lines=list(AMHARIC_SENTENCES[:-40]),
-                           vocab_size=600)
-    return built
+    def merge(folder: Path) -> None:
+        merge_hf_tokenizer(_reduced_folder() / "tokenizer.json", folder / "am.json",
+                           corpus_lines=list(AMHARIC_SENTENCES[:-40]), vocab_size=600)
+
+    return built_once("csm-am", {}, [Path(__file__)], merge, ["transformers", "tokenizers"]) / "am.json"
 
 
 def csm_workspace(root: Path, per_language: int = 4) -> Path:

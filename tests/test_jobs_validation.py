@@ -17,7 +17,8 @@ from jobs.runner import JobRunner
 from jobs.slots import GpuSlots
 from jobs.supervise import child_env, command_line
 from jobs.tasks import execute, make_context
-from tests.test_jobs_support import FIXTURE_BPE, put_bpe
+from tests.fixture_paths import INDEXTTS_BPE as FIXTURE_BPE
+from tests.test_jobs_support import put_bpe
 from tests.trainer_helpers import lm_config
 
 

@@ -18,7 +18,7 @@ from core.config import load_settings
 from core.cli.catalogue import cli_catalogue
 from core.paths import CLI_PATH, PathType
 from jobs.runner import JobRunner
-from tests.test_jobs_support import FIXTURE_BPE
+from tests.fixture_paths import INDEXTTS_BPE as FIXTURE_BPE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
