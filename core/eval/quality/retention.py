@@ -49,10 +49,11 @@ def retention_verdict(language: str, loss_change: float | None = None, identific
             note = (f"the base model identified {identification_before:.2f} of its sentences, no better than chance "
                     f"({floor:.2f}): it did not read them, so there was nothing to keep")
         else:
-            drop = round(max(0.0, (identification_before - identification_after) / identification_before), 4)
+            change = (identification_after - identification_before) / identification_before
+            drop = round(max(0.0, -change), 4)
             grades.append(_grade(drop, KEPT_IDENTIFICATION_DROP, LOST_IDENTIFICATION_DROP))
             parts.append(f"held-out sentences identified {identification_before:.2f} → {identification_after:.2f} "
-                         f"({-drop:+.0%}; kept up to −{KEPT_IDENTIFICATION_DROP:.0%}, lost beyond "
+                         f"({change:+.0%}; kept down to −{KEPT_IDENTIFICATION_DROP:.0%}, lost beyond "
                          f"−{LOST_IDENTIFICATION_DROP:.0%})")
     if not grades:
         verdict = "unmeasured"
