@@ -112,20 +112,31 @@ class Bench:
                             "--base-sentences", self.heldout["en"], "--base-references", "espeak", "--base-language", "en")
         return result
 
-    def train(self, label: str, overlay: dict[str, Any], checkpoint: str, steps: int) -> tuple[str, float, float]:
-        """Fine-tune Amharic from `checkpoint` for `steps` with `overlay`; return the final full checkpoint, wall and CPU s."""
+    def train(self, label: str, overlay: dict[str, Any], checkpoint: str, steps: int) -> tuple[str, float, float | None]:
+        """Fine-tune Amharic from `checkpoint` for `steps` with `overlay`; return the final full checkpoint, wall and CPU
+        seconds. A strategy whose final checkpoint this bench folder already holds is measured again, not retrained
+        (its wall seconds then come from its run's metrics, its CPU seconds from its record or none)."""
         run = f"{self.run}-{self.out.name}-{label.replace('+', '-')}"  # two benches of one workspace never share a run
+        merged = self.out / "merged" / label
+        final = merged / "merged.safetensors" if "adapter" in overlay else self.out / "checkpoints" / f"{label}.safetensors"
+        record = self.out / "checkpoints" / f"{label}.time.json"
+        if final.is_file():
+            if record.is_file():
+                times = json.loads(record.read_text(encoding="utf-8"))
+                return str(final), times["wall"], times["cpu"]
+            stamps = [row["time"] for row in map(json.loads, (self.settings.workspace / "runs" / run / "metrics.jsonl")
+                                                 .read_text(encoding="utf-8").splitlines()) if "time" in row]
+            return str(final), round(max(stamps) - min(stamps), 1), None
         config = self.config(run, self.manifests["am"], checkpoint, steps, overlay)
         result, wall, cpu = core("train", "--config", config)
         last = result["last_checkpoint"]
-        final = str(self.out / "checkpoints" / f"{label}.safetensors")
         if "adapter" in overlay:
-            merged = self.out / "merged" / label
             _, w, c = core("export", "--checkpoint", last, "--output", str(merged), "--merge", json_out=False)
-            final = str(merged / "merged.safetensors")
         else:
-            _, w, c = core("prune", "--checkpoint", last, "--output", final, "--force")
-        return final, wall + w, cpu + c
+            _, w, c = core("prune", "--checkpoint", last, "--output", str(final), "--force")
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"wall": wall + w, "cpu": cpu + c}), encoding="utf-8")
+        return str(final), wall + w, cpu + c
 
     def strategy(self, label: str) -> dict[str, Any]:
         """Fine-tune and measure one strategy; return its table row."""
@@ -135,10 +146,11 @@ class Bench:
             first = max(1, round(self.steps * STAGED_FIRST_SHARE))
             phase1, w1, c1 = self.train("staged-1", {"freeze": {"mode": "all-but-new-rows"}}, self.start, first)
             final, w2, c2 = self.train("staged", overlay, phase1, self.steps - first)
-            wall, cpu = w1 + w2, c1 + c2
+            wall, cpu = w1 + w2, None if c1 is None or c2 is None else c1 + c2
         else:
             final, wall, cpu = self.train(label, overlay, self.start, self.steps)
-        return {"strategy": label, "checkpoint": final, "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1),
+        return {"strategy": label, "checkpoint": final, "train_wall_s": round(wall, 1),
+                "train_cpu_s": None if cpu is None else round(cpu, 1),
                 "val_loss": {"en": self.validate(final, "en", label), "am": self.validate(final, "am", label)},
                 "eval": slim(self.evaluate(final)) if self.speak else None}
 
@@ -183,11 +195,12 @@ def main() -> int:
     parser.add_argument("--no-eval", action="store_true",
                         help="validation losses only (no held-out speech: the verdict by the loss alone)")
     parser.add_argument("--parallel", type=int, default=1, help="strategies trained side by side")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/retention-bench"), help="folder for configs and checkpoints")
+    parser.add_argument("--out", default="bench/retention",
+                        help="workspace folder for configs and checkpoints (a run config's paths stay in the workspace)")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--markdown", action="store_true", help="print the table")
     args = parser.parse_args()
-    bench = Bench(args.run, args.steps, args.out, speak=not args.no_eval)
+    bench = Bench(args.run, args.steps, load_settings().workspace / args.out, speak=not args.no_eval)
     started = time.time()
     en_start = bench.validate(bench.start, "en", "start")
     # the English base checkpoint's own evaluation (English alone: its figures sit at the top of the result)
