@@ -21,7 +21,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from core.errors import InputError
@@ -30,8 +29,7 @@ MiB = 1024 * 1024
 MAX_DEPTH = 100  # nesting of arrays and objects (no file LinguaForge reads nests beyond ~10)
 MAX_FILE_BYTES = 256 * MiB  # a JSON or YAML file a reader takes whole
 MAX_NODES = 100_000  # values a YAML document may expand to through its aliases
-_MARKS = np.zeros(256, dtype=bool)
-_MARKS[list(b'"\\[]{}')] = True  # the bytes that open or close a string or a level
+_MARK_BYTES = b'"\\[]{}'  # the bytes that open or close a string or a level
 LIMITS = (f"at most {MAX_DEPTH} levels of nesting, {MAX_FILE_BYTES // MiB} MiB, {MAX_NODES:,} values through "
           "YAML aliases")
 
@@ -44,8 +42,12 @@ def nesting_depth(data: bytes) -> int:
     """Return how deep the arrays and objects of a JSON (or YAML flow) text nest, brackets inside
     double-quoted strings not counted; found without parsing (vectorised over the quotes, backslashes and
     brackets), so any depth is measured safely and fast."""
+    import numpy as np  # here, not at import: the CLI's parser loads this module and must stay light
+
+    is_mark = np.zeros(256, dtype=bool)
+    is_mark[list(_MARK_BYTES)] = True
     text = np.frombuffer(data, dtype=np.uint8)
-    where = np.flatnonzero(_MARKS[text])
+    where = np.flatnonzero(is_mark[text])
     marks = text[where]
     backslash = marks == ord("\\")
     adjacent = np.zeros(marks.size, dtype=bool)

@@ -69,7 +69,8 @@ def form_message(text: str, labels: dict[str, str] | None = None) -> str:
 
 
 CODE_SPAN = re.compile(r"`([^`]+)`")
-SNAKE_KEY = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![.\w])")  # `base_size`; not a file name (`en_am.model`)
+# `base_size`; not a file name (`en_am.model`) nor a part of a dotted run-config key (`model.text_tokens_dict_size`)
+SNAKE_KEY = re.compile(r"(?<![.\w])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![.\w])")
 INIT_WORDS = {  # `embeddings extend --init` → what the dashboard offers (core.tokenizers.vocab.INIT_METHODS)
     "fvt": "from the pieces it splits into (recommended)", "translit": "from its romanized spelling",
     "mean": "the mean of the base rows", "normal": "random, spread like the base rows",

@@ -152,7 +152,8 @@ INTERNAL_WORDS = {  # the words a person should never have to read (issues 35 an
                               r"|dtw_identification|mel_top1|mel_loss|text_loss|unk_rate)\b",
     "a figure that is not there": r"CPU seconds —|duration outside -",
     "a bar for nothing": r"not started",
-    "a snake_case key": r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![.\w])",  # a file name (`en_am.model`) is not one
+    # a file name (`en_am.model`) is not one, nor a clip id (`en_0001`: every part after the first starts with a letter)
+    "a snake_case key": r"\b[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)+\b(?![.\w])",
     "a backtick": r"`",
     "a Python dict": r"\{'[^']*':|\bNone\}",
     "an absolute path": r"(?<![\w.:/~])/(?:[\w.-]+/)+[\w.-]*",

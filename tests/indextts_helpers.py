@@ -68,7 +68,7 @@ def build_model_folder(dest: Path, seed: int = 0, layers: int = 2, checkpointing
     from tests.artefacts import built_once, copy_artefact, leave_rng_as_built
 
     built = built_once("indextts-model", {"seed": seed, "layers": layers, "checkpointing": checkpointing},
-                       [Path(__file__), FIXTURES / "config.yaml", FIXTURES / "bpe.model"],
+                       [Path(__file__), INDEXTTS_CONFIG, INDEXTTS_BPE],
                        lambda folder: _write_model_folder(folder, seed, layers, checkpointing), PACKAGES, keep_rng=True)
     leave_rng_as_built(built)
     return copy_artefact(built, dest)
@@ -156,7 +156,7 @@ def build_speech_folder(base: Path, dest: Path, seed: int = 0, checkpointing: bo
     for name in ("bpe.model", "wav2vec2bert_stats.pt", "w2v-bert-2.0", "semantic_codec"):
         (dest / name).symlink_to(base / name)
     built = built_once("indextts-speech", {"seed": seed, "checkpointing": checkpointing},
-                       [Path(__file__), FIXTURES / "config.yaml"],
+                       [Path(__file__), INDEXTTS_CONFIG],
                        lambda folder: _write_speech_models(folder, seed, checkpointing), PACKAGES, keep_rng=True)
     leave_rng_as_built(built)
     return copy_artefact(built, dest)

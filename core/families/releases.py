@@ -150,7 +150,11 @@ def release_text(family_name: str, release_name: str | None = None, folder: Path
                          f"{', '.join(sorted({r.family for r in RELEASES.values()}))}.")
     release = RELEASES[release_name or family_release(family_name)]
     # an empty folder gives the release's own names; a folder its variant's (v2 or v3, English or multilingual)
-    files = list(get_model_family(family_name).published_names(folder or Path("/nonexistent")).values())
+    names = dict(get_model_family(family_name).published_names(folder or Path("/nonexistent")))
+    t3 = [pattern for pattern in release.parts[0].patterns if pattern.startswith("t3_")]
+    if folder is None and "t3" in names and t3:  # an empty folder: the named release's own T3 (v3, v2, English)
+        names["t3"] = t3[0]
+    files = list(names.values())
     optional = f" ({', '.join(_OPTIONAL[family_name])} too when there)" if family_name in _OPTIONAL else ""
     companions = f", and {_COMPANIONS[family_name]}" if family_name in _COMPANIONS else ""
     return (f"{release.label} is published as {release.repo} on the Hugging Face Hub; its model folder needs "
