@@ -128,7 +128,7 @@ class Bench:
                                                  .read_text(encoding="utf-8").splitlines()) if "time" in row]
             return str(final), round(max(stamps) - min(stamps), 1), None
         config = self.config(run, self.manifests["am"], checkpoint, steps, overlay)
-        result, wall, cpu = core("train", "--config", config)
+        result, wall, cpu = core("train", "--config", config, "--fresh")  # a stopped earlier attempt moves aside
         last = result["last_checkpoint"]
         if "adapter" in overlay:
             _, w, c = core("export", "--checkpoint", last, "--output", str(merged), "--merge", json_out=False)
