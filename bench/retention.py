@@ -97,7 +97,8 @@ class Bench:
 
     def validate(self, checkpoint: str, lang: str, label: str) -> float:
         """Return the validation loss of `checkpoint` on `lang`'s validation split."""
-        config = self.config(f"{label}-val-{lang}", self.manifests[lang], checkpoint, 1, {"freeze": {"mode": "none"}})
+        config = self.config(f"{label.replace('+', '-')}-val-{lang}", self.manifests[lang], checkpoint, 1,
+                             {"freeze": {"mode": "none"}})
         result, _, _ = core("validate", "--config", config)
         return float(result["val"]["loss"])
 
