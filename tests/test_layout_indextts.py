@@ -222,9 +222,12 @@ def test_a_sample_s_loss_is_the_same_alone_and_inside_a_padded_batch(folder: Pat
             text_logits, mel_logits = model.get_logits(conds, model.text_embedding(text_in) + model.text_pos_embedding(text_in),
                                                        model.text_head, model.mel_embedding(code_in) + model.mel_pos_embedding(code_in),
                                                        model.mel_head)
-            # the last aligned target (stop after stop) is not scored in either
-            assert torch.allclose(F.cross_entropy(text_logits[:, :, :-1], text_target[:, :-1]), text_alone[0], rtol=1e-5, atol=1e-6)
-            assert torch.allclose(F.cross_entropy(mel_logits[:, :, :-1], code_target[:, :-1]), mel_alone[0], rtol=1e-5, atol=1e-6)
+            # the last aligned target (stop after stop) is not scored in either; the family's loss is the chunked
+            # cross-entropy (models/losses.py), summed in another order than F.cross_entropy: measured 4.6e-6 apart
+            # on a loss of 0.0186 (a layout fault moves it by far more)
+            assert torch.allclose(F.cross_entropy(text_logits[:, :, :-1], text_target[:, :-1]), text_alone[0], rtol=1e-4, atol=1e-6)
+            published = F.cross_entropy(mel_logits[:, :, :-1], code_target[:, :-1])
+            assert torch.allclose(published, mel_alone[0], rtol=1e-4, atol=2e-5), (published.item(), mel_alone[0].item())
 
 
 def test_synthesize_speaks_an_overfit_clip_s_text_back_as_its_codes(folder: Path, ws: Path, module_tmp: Path,
