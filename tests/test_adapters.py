@@ -185,3 +185,24 @@ def test_an_adapter_checkpoint_is_refused_for_generation_with_the_merge_fix(lora
     code = main(["generate", "--checkpoint", str(result.last_checkpoint), "--prompt", "the", "--max-new-tokens", "2"])
     err = capsys.readouterr().err
     assert code == 2 and "export --checkpoint … --output DIR --merge" in err and "Traceback" not in err
+
+
+def test_the_peft_adapter_files_replace_a_planted_link_and_leave_its_target_alone(tmp_path: Path) -> None:
+    from peft import LoraConfig
+
+    from core.training.adapter import write_peft_adapter
+
+    outside = tmp_path / "outside.json"
+    outside.write_text("keep me")
+    folder = tmp_path / "peft_adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").symlink_to(outside)
+    (folder / "adapter_model.safetensors").symlink_to(outside)
+    trained = {"blocks.0.attn.c_attn.lora_A.default.weight": torch.ones(4, 8),
+               "blocks.0.attn.c_attn.lora_B.default.weight": torch.zeros(24, 4)}
+    record = {"rank": 4, "alpha": 8.0, "dropout": 0.0, "targets": ["c_attn"], "modules": {"blocks.0.attn.c_attn": "linear"}}
+    written = write_peft_adapter(trained, record, folder, "base.pt")
+    assert outside.read_text() == "keep me"
+    assert all(path.is_file() and not path.is_symlink() for path in written)
+    config = LoraConfig.from_pretrained(str(folder))
+    assert (config.r, config.lora_alpha, set(config.target_modules)) == (4, 8.0, {"c_attn"})

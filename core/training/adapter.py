@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from core.errors import InputError
-from core.fsutil import atomic_write
+from core.fsutil import atomic_write, atomic_write_text
 
 if TYPE_CHECKING:
     from core.families.base import ModelFamily
@@ -185,7 +185,10 @@ def merged_state_dict(base: Mapping[str, torch.Tensor], trained: Mapping[str, to
 def write_peft_adapter(trained: Mapping[str, torch.Tensor], record: Mapping[str, Any], output_dir: Path,
                        base_model: str | None) -> list[Path]:
     """Write `adapter_model.safetensors` and `adapter_config.json` (peft's layout: keys
-    `base_model.model.<module>.lora_A.weight`) into `output_dir`; return the two paths."""
+    `base_model.model.<module>.lora_A.weight`) into `output_dir`; return the two paths. Both files are written
+    through `atomic_write` (a temporary file renamed over the name), never through a link already there."""
+    import json
+
     from peft import LoraConfig
     from safetensors.torch import save_file
 
@@ -198,8 +201,10 @@ def write_peft_adapter(trained: Mapping[str, torch.Tensor], record: Mapping[str,
     config = LoraConfig(r=int(record["rank"]), lora_alpha=record["alpha"], lora_dropout=record["dropout"],
                         target_modules=list(record["targets"]), fan_in_fan_out="conv1d" in record["modules"].values(),
                         base_model_name_or_path=base_model)
-    config.save_pretrained(str(output_dir))
-    return [weights, output_dir / "adapter_config.json"]
+    # peft's `save_pretrained` writes with open(path, "w"), which follows a link; the same JSON, written atomically
+    fields = {key: sorted(value) if isinstance(value, set) else value for key, value in config.to_dict().items()}
+    config_path = atomic_write_text(output_dir / "adapter_config.json", json.dumps(fields, indent=2, sort_keys=True))
+    return [weights, config_path]
 
 
 def export_merged(checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
