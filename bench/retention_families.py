@@ -7,7 +7,7 @@ builders):
 1. the base: the folder's model trained from its published weights on English + Spanish espeak-ng speech
    (`core.data.sample`, two voices per language), every weight trained, with the folder's own tokenizer;
 2. the extension: the folder's tokenizer merged with Amharic pieces and the `[am]` tag (`merge_hf_tokenizer`,
-   the base languages' sentences protected) and the base's final checkpoint extended to it (new rows the mean:
+   English protected by its built-in lexicon, the Spanish sentences as protect lines) and the base's final checkpoint extended to it (new rows the mean:
    `extend_checkpoint`);
 3. the fine-tune on Amharic from that checkpoint, once per strategy (core.training.retention): `replay` — the
    default, DEFAULT_RETENTION: the base text rows frozen and its share of each batch English + Spanish clips
@@ -18,6 +18,7 @@ builders):
    at most +15 % after the fine-tune with the default retention.
 
     LINGUAFORGE_WORKSPACE=W .venv/bin/python bench/retention_families.py --json out.json --markdown
+    .venv/bin/python bench/retention_families.py --from-json a.json b.json   # one table of several reports
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import torch  # noqa: E402
 
 from core.config import Settings, load_settings  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
-from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES  # noqa: E402
+from core.data.sample_text import AMHARIC_SENTENCES, SPANISH_SENTENCES  # noqa: E402
 from core.eval.quality.retention import retention_verdict  # noqa: E402
 from core.recipe import prepare_trainer, train  # noqa: E402
 from core.tokenizers.hf_merge import merge_hf_tokenizer  # noqa: E402
@@ -152,7 +153,7 @@ class FamilyBench:
         tokenizer.parent.mkdir(parents=True, exist_ok=True)
         merge_hf_tokenizer(self.base_tokenizer, tokenizer, corpus_lines=list(AMHARIC_SENTENCES),
                            vocab_size=self.spec.vocab_size, language_tag="am",
-                           protect_lines=list(ENGLISH_SENTENCES + SPANISH_SENTENCES))
+                           protect_lines=list(SPANISH_SENTENCES))  # English: the merge's own protection
         start = self.out / "checkpoints" / "start_am.safetensors"
         start.parent.mkdir(parents=True, exist_ok=True)
         extend_checkpoint(checkpoint, self.base_tokenizer, tokenizer, start, family=self.family, init="mean")
@@ -223,7 +224,12 @@ def main() -> int:
     parser.add_argument("--out", default="bench/retention-families", help="workspace folder for models, data and checkpoints")
     parser.add_argument("--json", type=Path, help="write the report here (after every family)")
     parser.add_argument("--markdown", action="store_true", help="print the table")
+    parser.add_argument("--from-json", nargs="+", type=Path, help="print one table of these reports; measure nothing")
     args = parser.parse_args()
+    if args.from_json:
+        reports = [json.loads(path.read_text(encoding="utf-8")) for path in args.from_json]
+        print(markdown({"families": [record for report in reports for record in report["families"]]}))
+        return 0
     torch.set_num_threads(args.threads)
     settings = load_settings()
     out = settings.workspace / args.out

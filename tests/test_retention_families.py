@@ -17,6 +17,7 @@ FAMILY = "csm"
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # a base and two fine-tunes: a few CPU minutes, more on a shared machine
 def test_replay_keeps_more_of_a_family_base_than_the_same_fine_tune_without_it(tmp_path: Path,
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The same English + Spanish base, Amharic data, seed and steps, fine-tuned with 25 % replay of the base languages
