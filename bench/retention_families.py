@@ -115,7 +115,7 @@ class FamilyBench:
                  val_ratio: float = 0.2) -> None:
         self.family, self.spec, self.settings = family, FAMILIES[family], settings
         self.out, self.data, self.batch, self.val_ratio = out, data, batch, val_ratio
-        self.prefix = f"{out.name}-{family}"  # run names: two benches of one workspace never share a run
+        self.prefix = f"{out.parent.name}-{family}"  # run names: two bench folders of one workspace never share a run
         self.model_dir = self.spec.build(out / "model")
         self.base_tokenizer = (self.model_dir / self.spec.tokenizer).resolve()
 
