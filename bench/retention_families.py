@@ -7,8 +7,8 @@ builders):
 1. the base: the folder's model trained from its published weights on English + Spanish espeak-ng speech
    (`core.data.sample`, two voices per language), every weight trained, with the folder's own tokenizer;
 2. the extension: the folder's tokenizer merged with Amharic pieces and the `[am]` tag (`merge_hf_tokenizer`,
-   English protected by its built-in lexicon, the Spanish sentences as protect lines) and the base's final checkpoint extended to it (new rows the mean:
-   `extend_checkpoint`);
+   English protected by its built-in lexicon, the Spanish sentences as protect lines) and the base's final
+   checkpoint extended to it (new rows the mean: `extend_checkpoint`);
 3. the fine-tune on Amharic from that checkpoint, once per strategy (core.training.retention): `replay` — the
    default, DEFAULT_RETENTION: the base text rows frozen and its share of each batch English + Spanish clips
    from the base's training split — and, for comparison, `frozen` (the base rows frozen, Amharic alone);
