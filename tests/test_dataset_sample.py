@@ -12,7 +12,7 @@ from core.data.sample import plan_clips, recombined_sentences, sample_dataset
 from core.errors import InputError
 
 from core.data.manifest import read_manifest
-from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, SPANISH_SENTENCES
 from core.data.splits import split_of
 from tests.data_helpers import require_espeak
 
@@ -54,6 +54,12 @@ def test_sample_refuses_unknown_languages_and_too_many_clips() -> None:
     clips = plan_clips(["en", "am"], 4)
     assert [c["id"] for c in clips[:2]] == ["en_0000", "en_0001"]
     assert len({c["speaker"] for c in clips if c["language"] == "am"}) == 2
+
+
+def test_spanish_is_spoken_by_two_spanish_voices() -> None:
+    clips = plan_clips(["es"], 2 * len(SPANISH_SENTENCES))
+    assert {c["speaker"] for c in clips} == {"espeak-es-m3", "espeak-es-f3"}
+    assert [c["text"] for c in clips[:3]] == list(SPANISH_SENTENCES[:3])
 
 
 def test_recombined_clips_reshuffle_only_the_spoken_sentences_words() -> None:

@@ -275,7 +275,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_filter_options(flt)
     sample = add_command(group, "sample", _sample)
     sample.add_argument("--output", required=True, type=CLI_PATH, help="output dataset folder")
-    sample.add_argument("--languages", type=name_list("language code"), default=["en", "am"], help="comma-separated languages (default en,am)")
+    sample.add_argument("--languages", type=name_list("language code"), default=["en", "am"], help="comma-separated languages: en, am, es (default en,am)")
     sample.add_argument("--per-language", type=int_in(1, 10_000), default=24, help="clips per language (default 24)")
     sample.add_argument("--recombined", type=int_in(0, MAX_RECOMBINED), default=0,
                         help="extra clips per language whose sentences reshuffle the words of the --per-language "

@@ -18,10 +18,10 @@ from typing import Sequence
 
 from core.data.importing import ImportSummary, import_dataset
 from core.errors import InputError
-from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, MAX_RECOMBINED
+from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES, MAX_RECOMBINED, SPANISH_SENTENCES
 
-SENTENCES: dict[str, tuple[str, ...]] = {"en": ENGLISH_SENTENCES, "am": AMHARIC_SENTENCES}
-VOICES: dict[str, tuple[str, ...]] = {"en": ("en-us+m3", "en-us+f3"), "am": ("am+m3", "am+f3")}
+SENTENCES: dict[str, tuple[str, ...]] = {"en": ENGLISH_SENTENCES, "am": AMHARIC_SENTENCES, "es": SPANISH_SENTENCES}
+VOICES: dict[str, tuple[str, ...]] = {"en": ("en-us+m3", "en-us+f3"), "am": ("am+m3", "am+f3"), "es": ("es+m3", "es+f3")}
 INSTALL_HINT = "Install it with `sudo apt-get install espeak-ng` (Debian/Ubuntu) or `brew install espeak-ng`."
 
 
