@@ -8,7 +8,9 @@ folder to a first spoken sample in a new language, one click a step, each result
 2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 tokenizer folder:
    `tokenizer.merge`) or extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text,
    English (and Turbo's tags) protected;
-3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job);
+3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job) that keeps
+   the base language by default (`core.training.retention`: the retention default's share of each batch from
+   the base language's clips, the workspace's English manifest preselected when it holds one);
 5. a sample spoken by the trained checkpoint (`synthesize`), played in the page.
 Every step is a job of the runner, the same kinds the Tokenizer, Embeddings, Training and Inference tabs submit.
 """
@@ -28,7 +30,8 @@ from core.families.registry import get_model_family
 from core.families.releases import family_release, folder_of, pull_command, release_text
 from core.numbers import MAX_NEW_TOKENS, MAX_STEPS, MAX_VOCAB, NumberRange
 from core.runs import run_folder
-from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
+from core.training.retention import DEFAULT_RETENTION, retention_overlay
+from core.training.run_config import EvalConfig, check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
 from core.uploads import CORPUS, MODEL, VOICE
 from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
@@ -52,10 +55,13 @@ FAMILIES = {"Chatterbox": "chatterbox", "Chatterbox-Turbo / Nano": "chatterbox-t
 LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "target_size": "New pieces",
           "language_tag": "Language tag", "base": "Base tokenizer", "tokenizer": "New tokenizer",
           "checkpoint": "Checkpoint", "text": "Text to speak", "language": "Language tag", "reference": "Voice",
-          "max_new_tokens": "Longest sample", "init": "Start of the new rows", "model_dir": "Model folder"}
+          "max_new_tokens": "Longest sample", "init": "Start of the new rows", "model_dir": "Model folder",
+          "data.replay.manifest": "Keep the base language", "data.replay.share": "Share of each batch"}
 NO_FOLDER = "Choose a model folder first: step 1 says which files it needs and where to get them."
 VOICES_SHOWN = 20  # clips of the training manifest offered as the sample's voice
 TRAIN_BATCH = 4
+BASE_LANGUAGE = EvalConfig.base_language  # the published releases' base language, whose clips a fine-tune replays
+SHARE = NumberRange(0.0, 1.0, low_open=True, high_open=True)  # of each batch, from the base language's clips
 
 
 def voice_clips(ctx: UIContext, manifest: str | None) -> list[str]:
@@ -70,15 +76,31 @@ def voice_clips(ctx: UIContext, manifest: str | None) -> list[str]:
 
 
 def run_config_data(name: str, family: str, folder: str, tokenizer: str, checkpoint: str, manifest: str,
-                    steps: int) -> dict[str, Any]:
+                    steps: int, keep: str | None = None, share: float | None = None) -> dict[str, Any]:
     """Return the run config mapping of the guided run `name`: the family's model folder, the new tokenizer,
-    the grown checkpoint as its base, the manifest, `steps` steps with one validation and checkpoint at the end."""
+    the grown checkpoint as its base, the manifest, `steps` steps with one validation and checkpoint at the end;
+    with `keep` (a base-language manifest) the retention default (`DEFAULT_RETENTION`: `share` of each batch, its
+    share when None, from `keep`'s clips); without it the new language alone."""
+    overlay = retention_overlay(DEFAULT_RETENTION["strategy"], keep, share) if keep else {}
     return {
         "name": name, "task": "tts", "family": family, "model_dir": folder, "tokenizer": tokenizer,
-        "base_checkpoint": checkpoint, "data": {"manifest": manifest},
+        "base_checkpoint": checkpoint, **{key: value for key, value in overlay.items() if key != "data"},
+        "data": {"manifest": manifest, **overlay.get("data", {})},
         "batch": {"size": TRAIN_BATCH},
         "schedule": {"max_steps": steps, "val_every": steps, "save_every": steps, "keep_last": 1},
     }
+
+
+def keep_words(keep: str | None, share: float | None) -> str:
+    """Return what step 4 says of keeping the base language: the share of each batch from `keep`'s clips, or,
+    with no `keep`, that the model will forget it and how to keep it."""
+    if not keep:
+        return (f"**No clips of the base language ({BASE_LANGUAGE}) chosen:** this run learns the new language alone "
+                "and the model forgets the old one (in the quickstart's measurement the English loss doubled). "
+                "Import clips of it in the Dataset tab and choose them here to keep it.")
+    shown = f"{share:.0%}" if isinstance(share, (int, float)) and 0 < share < 1 else "a share"
+    return (f"{shown} of each training batch comes from the clips of `{keep}`, so the model keeps the base language "
+            f"while it learns the new one ({DEFAULT_RETENTION['share']:.0%} kept it best in the retention benchmark).")
 
 
 def sizes_said(report: dict[str, Any], asked: int) -> str:
@@ -103,11 +125,23 @@ def english_kept(report: dict[str, Any]) -> str:
     return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
 
 
-def text_of_language(settings: Any, tag: str) -> list[str]:
-    """Return the workspace's text file of language `tag` to preselect (a quickstart's `text/am.txt`): the newest
-    `<tag>.txt` among the corpora, as a one-item list ([] when there is none)."""
-    named = [path for path in find_files(settings, CORPORA) if Path(path).name == f"{tag}.txt"]
+def file_of_language(settings: Any, kind: FileKind, tag: str, suffix: str) -> list[str]:
+    """Return the workspace's file of `kind` in language `tag` to preselect (a quickstart's `text/am.txt` or
+    `sample/en.jsonl`): the newest named `<tag><suffix>` or lying in a folder named `<tag>`, as a one-item list
+    ([] when there is none)."""
+    named = [path for path in find_files(settings, kind)
+             if Path(path).suffix == suffix and tag in (Path(path).stem, Path(path).parent.name)]
     return [max(named, key=lambda path: settings.resolve(path).stat().st_mtime)] if named else []
+
+
+def text_of_language(settings: Any, tag: str) -> list[str]:
+    """Return the workspace's text of language `tag` to preselect (`file_of_language`)."""
+    return file_of_language(settings, CORPORA, tag, ".txt")
+
+
+def base_language_manifest(settings: Any) -> str:
+    """Return the workspace's manifest of the base language's clips to keep it by (`file_of_language`), "" without one."""
+    return next(iter(file_of_language(settings, TRAINING_MANIFESTS, BASE_LANGUAGE, ".jsonl")), "")
 
 
 def release_guide(family_label: str, found: list[str]) -> str:
@@ -227,14 +261,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, labels=LABELS)
     def train(name: str, family_label: str, folder: str, tokenizer: str, grown: str, manifest: str,
-              steps: float) -> Iterator[tuple[str, Any]]:
+              steps: float, keep: str | None, share: float | None) -> Iterator[tuple[str, Any]]:
         name = check_name(name.strip(), "Name of the new model")
         folder_files(family_label, folder)
         data = run_config_data(
             name, FAMILIES[family_label], folder, require_text(tokenizer, "Make or choose the new tokenizer first (step 2)."),
             require_text(grown, "Grow the embeddings first (step 3)."),
             require_text(manifest, "Choose the training data (a manifest of clips in the new language)."),
-            _whole(steps, "Training steps", MAX_STEPS))
+            _whole(steps, "Training steps", MAX_STEPS), (keep or "").strip() or None,
+            SHARE.check(share, "Share of each batch") if (keep or "").strip() else None)
         rel = run_config_path(name)
         config = run_config_from_dict(data, rel)
         check_config_paths(config, settings)
@@ -271,6 +306,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     folders = find_model_folders(settings, FAMILIES["Chatterbox"])
     manifests = find_files(settings, TRAINING_MANIFESTS)
     first_manifest = manifests[0] if manifests else None
+    base_clips = base_language_manifest(settings)
     try:
         voices = voice_clips(ctx, first_manifest)
     except InputError:  # an unusable manifest: its error shows once it is chosen
@@ -313,6 +349,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             manifest = gr.Dropdown(manifests, value=first_manifest, label="Training data (manifest)",
                                    allow_custom_value=True, elem_id="ft-manifest")
             steps = gr.Number(200, label="Training steps", precision=0, elem_id="ft-steps")
+        with gr.Row():
+            keep = gr.Dropdown(["", *manifests], value=base_clips, allow_custom_value=True,
+                               label=f"Keep the base language: its clips ({BASE_LANGUAGE}) mixed into every batch "
+                                     "(empty = none)", elem_id="ft-keep")
+            share = gr.Number(DEFAULT_RETENTION["share"], label="Share of each batch from those clips", minimum=0.01,
+                              maximum=0.99, elem_id="ft-keep-share")
+        keep_note = gr.Markdown(keep_words(base_clips, DEFAULT_RETENTION["share"]), elem_id="ft-keep-note")
         train_btn, train_status = _step_action("Train", "train", primary=True)
         gr.Markdown("### 5. A first spoken sample")
         with gr.Row():
@@ -330,7 +373,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
     long_action(tok_btn, make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
     long_action(grow_btn, grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
-    long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
+    long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps, keep, share],
+                [train_status, trained])
     long_action(speak_btn, speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
 
     @ui_action(outputs=2)
@@ -339,6 +383,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return "", gr.update(choices=clips, value=clips[0] if clips else None)
 
     manifest.change(voices_of, manifest, [train_status, voice], show_progress="hidden")
+    for keeping in (keep, share):
+        keeping.change(keep_words, [keep, share], keep_note, show_progress="hidden")
 
     def listed_folders(family_label: str) -> tuple[Any, str]:
         found = find_model_folders(settings, FAMILIES[family_label])
@@ -350,7 +396,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     family.change(listed_folders, family, [folder, release], show_progress="hidden", **folder_list)
 
     def refresh(family_label: str, current_folder: str | None, current_manifest: str | None, current_corpus: list[str],
-                language: str) -> tuple[Any, ...]:
+                language: str, current_keep: str | None) -> tuple[Any, ...]:
         checkpoints = find_files(settings, CHECKPOINTS)
         folders_now = find_model_folders(settings, FAMILIES[family_label])
         manifests_now = find_files(settings, TRAINING_MANIFESTS)
@@ -359,10 +405,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 gr.update(choices=checkpoints),
                 gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
                 gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA),
-                                                          value=current_corpus or text_of_language(settings, language)))
+                                                          value=current_corpus or text_of_language(settings, language)),
+                gr.update(choices=["", *manifests_now], value=current_keep or base_language_manifest(settings)))
 
-    tab.select(refresh, [family, folder, manifest, corpus, tag],
-               [folder, release, new_tok, grown, manifest, trained, corpus], show_progress="hidden")
+    tab.select(refresh, [family, folder, manifest, corpus, tag, keep],
+               [folder, release, new_tok, grown, manifest, trained, corpus, keep], show_progress="hidden")
 
     @ui_action(outputs=3)
     def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:
