@@ -15,7 +15,9 @@ from core.config import load_settings
 from core.errors import InputError
 from core.training.retention import DEFAULT_RETENTION
 from core.training.run_config import load_run_config, run_config_from_dict, save_run_config
-from gradio_app.tabs.finetune import SHARE, base_language_manifest, keep_words, run_config_data, text_of_language
+from gradio_app.tabs.finetune import (
+    SHARE, base_language_manifest, keep_words, new_language_manifest, run_config_data, text_of_language,
+)
 
 
 def _manifest(workspace: Path, relative: str, language: str) -> str:
@@ -46,6 +48,10 @@ def test_the_workspaces_english_clips_are_preselected_to_keep_the_base_language(
     later = (workspace / imported).stat().st_mtime + 5
     os.utime(workspace / split, (later, later))
     assert base_language_manifest(load_settings()) == split  # the newest
+    # the training data preselected is another manifest: the base language's is kept by replay, not learnt
+    assert new_language_manifest(["datasets/en/manifest.jsonl", "datasets/mine/manifest.jsonl"],
+                                 "datasets/en/manifest.jsonl") == "datasets/mine/manifest.jsonl"
+    assert new_language_manifest([imported], imported) == imported and new_language_manifest([], "") is None
     (workspace / "corpora").mkdir()
     (workspace / "corpora" / "am.txt").write_text("ሰላም\n", encoding="utf-8")
     assert text_of_language(load_settings(), "am") == ["corpora/am.txt"]  # the text's preselection, same rule

@@ -144,6 +144,12 @@ def base_language_manifest(settings: Any) -> str:
     return next(iter(file_of_language(settings, TRAINING_MANIFESTS, BASE_LANGUAGE, ".jsonl")), "")
 
 
+def new_language_manifest(manifests: list[str], base: str) -> str | None:
+    """Return the training data to preselect: the first of `manifests` that is not the base language's `base`
+    (that one is kept by replay), else the first; None when there is none."""
+    return next((path for path in manifests if path != base), manifests[0] if manifests else None)
+
+
 def release_guide(family_label: str, found: list[str]) -> str:
     """Return step 1's guide for `family_label`: that no folder of it was found (when `found` is empty), its
     published release and the files the folder needs, where to put them, and the command that fetches them
@@ -305,8 +311,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     folders = find_model_folders(settings, FAMILIES["Chatterbox"])
     manifests = find_files(settings, TRAINING_MANIFESTS)
-    first_manifest = manifests[0] if manifests else None
     base_clips = base_language_manifest(settings)
+    first_manifest = new_language_manifest(manifests, base_clips)
     try:
         voices = voice_clips(ctx, first_manifest)
     except InputError:  # an unusable manifest: its error shows once it is chosen
@@ -400,13 +406,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         checkpoints = find_files(settings, CHECKPOINTS)
         folders_now = find_model_folders(settings, FAMILIES[family_label])
         manifests_now = find_files(settings, TRAINING_MANIFESTS)
+        base_now = base_language_manifest(settings)
         return (gr.update(choices=folders_now, value=only_or_kept(folders_now, current_folder) or current_folder),
                 release_guide(family_label, folders_now), gr.update(choices=find_files(settings, TOKENIZERS)),
                 gr.update(choices=checkpoints),
-                gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
+                gr.update(choices=manifests_now,
+                          value=current_manifest or new_language_manifest(manifests_now, base_now)),
                 gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA),
                                                           value=current_corpus or text_of_language(settings, language)),
-                gr.update(choices=["", *manifests_now], value=current_keep or base_language_manifest(settings)))
+                gr.update(choices=["", *manifests_now], value=current_keep or base_now))
 
     tab.select(refresh, [family, folder, manifest, corpus, tag, keep],
                [folder, release, new_tok, grown, manifest, trained, corpus, keep], show_progress="hidden")
