@@ -3,8 +3,8 @@ folder to a first spoken sample in a new language, one click a step, each result
 
 1. the model folder (listed from the configured roots, checked for the family's published files); before any click
    the step names the family's published release, the files it needs, where they go and the command that fetches
-   them (`core.families.releases`; the pull itself is the Hub work's command, and a Pull button would sit beside
-   the guide, `release_guide`);
+   them (`core.families.releases`, `release_guide`); its Pull button runs that command (`models pull`, a job:
+   `core.hub.pull_release`, from the user's Hub cache) and chooses the folder it fills;
 2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 tokenizer folder:
    `tokenizer.merge`) or extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text,
    English (and Turbo's tags) protected;
@@ -50,6 +50,8 @@ from gradio_app.common import (
     require_text,
     ui_action,
 )
+from gradio_app.runner import JobRunner
+from gradio_app.style import PATH_FIELD
 
 FAMILIES = {"Chatterbox": "chatterbox", "Chatterbox-Turbo / Nano": "chatterbox-turbo", "IndexTTS2": "indextts"}
 LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "target_size": "New pieces",
@@ -157,9 +159,25 @@ def release_guide(family_label: str, found: list[str]) -> str:
     family = FAMILIES[family_label]
     release = family_release(family)
     lead = "" if found else f"**No {family_label} model folder in the workspace yet.** "
-    return (f"{lead}{release_text(family)} Put the files in one folder inside the workspace, such as "
-            f"{folder_of(release)}, or upload them with the button above: the list finds the folder.\n\n"
+    return (f"{lead}{release_text(family)} Pull fetches them from the Hub into {folder_of(release)}; or put the files "
+            "in one folder inside the workspace yourself, or upload them with the button above: the list finds the "
+            "folder.\n\n"
             f"<details><summary>Fetch the release from the command line</summary>\n\n`{pull_command(release)}`\n\n</details>")
+
+
+def pull_steps(runner: JobRunner, settings: Any, family_label: str) -> Iterator[tuple[str, Any, str]]:
+    """Pull the family's recommended release as a `models pull` job (the Hub cache; offline it resolves from the
+    cache alone); yield (status line, no change, the guide) while it runs, then (what it pulled where, the folder
+    list with the pulled folder chosen, the guide). Raises InputError when the pull failed (its message says why)."""
+    family = FAMILIES[family_label]
+    name = family_release(family)
+    for job in follow_job(runner, runner.submit("models.pull", {"name": name}), poll=0.5):
+        yield job_line(job), gr.update(), gr.update()
+    pulled = require_success(job)
+    chosen = relative(settings, pulled["folder"])
+    found = find_model_folders(settings, family)
+    yield (f"{job_line(job)} → {pulled.get('label') or name} in `{chosen}`; chosen as the model folder. "
+           "Check the folder next.", gr.update(choices=found, value=chosen), release_guide(family_label, found))
 
 
 def only_or_kept(choices: list[str], current: str | None) -> str | None:
@@ -190,7 +208,7 @@ def _step_action(label: str, step: str, primary: bool = False) -> tuple[gr.Butto
 
 def _listed(choices: list[str], label: str, elem_id: str) -> gr.Dropdown:
     """Return a dropdown of workspace files that also takes a typed path (the previous step chooses its value)."""
-    return gr.Dropdown(choices, label=label, allow_custom_value=True, elem_id=elem_id)
+    return gr.Dropdown(choices, label=label, allow_custom_value=True, elem_id=elem_id, elem_classes=[PATH_FIELD])
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -233,6 +251,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         names = ", ".join(sorted(path.name for path in files.values()))
         return (f"The folder holds every published {family_label} file: {names}.",
                 relative(settings, files[model.tokenizer_role]), relative(settings, files[model.start_role]))
+
+    @ui_action(outputs=3, labels=LABELS)
+    def pull(family_label: str) -> Iterator[tuple[str, Any, str]]:
+        yield from pull_steps(runner, settings, family_label)
 
     @ui_action(outputs=2, labels=LABELS)
     def make_tokenizer(name: str, base: str, corpus: list[str], pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
@@ -332,7 +354,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             check_btn = gr.Button("Check the folder", elem_id="ft-check-btn", scale=1)
             folder_upload = gr.UploadButton("Upload a model folder (its files, or a zip)", file_count="multiple",
                                             size="sm", elem_id="ft-folder-upload", scale=1)
-        release = gr.Markdown(release_guide("Chatterbox", folders), elem_id="ft-release")
+        with gr.Row():
+            release = gr.Markdown(release_guide("Chatterbox", folders), elem_id="ft-release")
+            pull_btn = gr.Button("Pull the published release", elem_id="ft-pull-btn", scale=0, min_width=220)
         folder_status = gr.Markdown(elem_id="ft-folder-status")
         gr.Markdown("### 2. The new-language tokenizer (English encodings kept)")
         with gr.Row():
@@ -377,6 +401,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                          buttons=["download"])
 
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
+    long_action(pull_btn, pull, family, [folder_status, folder, release])
     long_action(tok_btn, make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
     long_action(grow_btn, grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
     long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps, keep, share],
