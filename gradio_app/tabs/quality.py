@@ -23,7 +23,7 @@ HEADERS = ["checkpoint", "step", *(f.replace("_", " ") for f in FLAGS), "speaker
            "character error rate", "sentence identification", "base language"]
 # shares of the page's width, 100 % in all, so every column (the base language's last) shows without scrolling;
 # the words wrap inside them
-COLUMN_WIDTHS = ["12%", "4%", *["8%"] * len(FLAGS), "7%", "6%", "7%", "10%", "14%"]
+COLUMN_WIDTHS = ["11%", "4%", *["8%"] * len(FLAGS), "7%", "7%", "7%", "10%", "14%"]
 CHART_TITLE = "Quality of the evaluated checkpoints"
 MEASURE_WORDS = (
     "**How to read it.** Each failure flag says in words what it measured: *no stop* (the model never ended a "
