@@ -171,7 +171,7 @@ def pull_steps(runner: JobRunner, settings: Any, family_label: str) -> Iterator[
     list with the pulled folder chosen, the guide). Raises InputError when the pull failed (its message says why)."""
     family = FAMILIES[family_label]
     name = family_release(family)
-    for job in follow_job(runner, runner.submit("models.pull", {"name": name}), poll=0.5):
+    for job in follow_job(runner, runner.submit("models.pull", {"release": name}), poll=0.5):
         yield job_line(job), gr.update(), gr.update()
     pulled = require_success(job)
     chosen = relative(settings, pulled["folder"])
