@@ -8,6 +8,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_ROUTE = "/lf-static"
 ETHIOPIC_FAMILY = "LinguaForge Noto Sans Ethiopic"
 ETHIOPIC_RANGE = "U+1200-139F, U+2D80-2DDF, U+AB00-AB2F, U+1E7E0-1E7FF"
+PATH_FIELD = "lf-path"  # the class of a dropdown whose values are workspace paths (tokenizers, checkpoints)
 
 
 def _font_face(weight: int) -> str:
@@ -22,4 +23,8 @@ CSS = "\n".join([
     # Ethiopic characters take the webfont; every other character falls through to Gradio's own fonts.
     f'.gradio-container, .gradio-container * {{ font-family: "{ETHIOPIC_FAMILY}", var(--font) !important; }}',
     f'.gradio-container code, .gradio-container pre {{ font-family: "{ETHIOPIC_FAMILY}", var(--font-mono) !important; }}',
+    # A chosen path longer than its field shows its end, where the file name is (tokenizers/…/en.model and
+    # tokenizers/…/en_am.model read apart), and all of it again while the field is edited. Paths only: a value
+    # ending in punctuation ("… (recommended)") would have it moved to the front by the right-to-left direction.
+    f".gradio-container .{PATH_FIELD} input:not(:focus) {{ direction: rtl; text-align: left; text-overflow: ellipsis; }}",
 ])

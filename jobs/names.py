@@ -14,7 +14,7 @@ KIND_WORDS = {  # a job's kind (its CLI command) → what people call it
     "tokenizer.inspect": "tokenizer report", "embeddings.extend": "embedding growth", "preprocess": "feature preparation",
     "eval.tts": "speech evaluation", "synthesize": "speech synthesis", "generate": "text generation",
     "prune": "prune", "export": "export", "doctor": "doctor check", "corpus.collect": "corpus collection",
-    "pairs.build": "pair building",
+    "pairs.build": "pair building", "models.pull": "release pull",
 }
 
 

@@ -348,6 +348,11 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
                 "checkpoint": str(final), "sentences": heldout_am, "references": "espeak", "language": "am",
                 "base_sentences": heldout_en, "base_references": "espeak", "base_language": "en", "no_wer": True,
                 **sampling})
+            # the pruned final checkpoint lies outside runs/, the folder TensorBoard reads: its evaluation goes
+            # beside the fine-tune's curves, at its last step
+            from core.eval.tts import write_entry_scalars  # torch: imported when a journey evaluates
+
+            write_entry_scalars(RunFolder(Path(fine["run_dir"])).tensorboard, evaluation)
     report = {
         "name": name, "journey": "tts", "preset": spec["preset"], "preset_sha256": fingerprint, "mode": mode,
         "run_dir": str(run_dir),

@@ -16,8 +16,9 @@ import torch
 
 from core.checkpoint import CheckpointMeta, save_checkpoint
 from core.speech.codec import load_codec
-from core.eval.tts import evaluate_checkpoint, folder_references, read_sentences
+from core.eval.tts import evaluate_checkpoint, folder_references, read_sentences, write_entry_scalars
 from core.errors import InputError
+from core.runs import RunFolder
 from core.data.sample_text import ENGLISH_SENTENCES
 from core.tokenizers.tokenizer import load_tokenizer
 from models.registry import build_model, model_config
@@ -85,6 +86,23 @@ def test_eval_tts_cli_writes_eval_json_tensorboard_and_the_three_rows(cli, works
 
     with pytest.raises(InputError, match="nowhere: references folder not found"):
         evaluate_checkpoint(tiny_checkpoint, SENTENCES, workspace / "nowhere")
+
+
+def test_an_evaluation_written_into_the_run_that_trained_it_reads_back_from_tensorboard(tmp_path: Path) -> None:
+    """What the quickstart does with its final evaluation (a pruned checkpoint outside runs/): its rows' numbers
+    as `eval/` scalars in the fine-tune run's TensorBoard folder at the evaluated step, per-sentence rows left out."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    entry = {"step": 20, "rows": {"model": {"dtw_identification": 0.85, "mcd_db": 9.5, "flagged": True,
+                                            "per_sentence": [{"sentence": "a", "dtw_nearest": 0}]},
+                                  "codec": {"dtw_identification": 1.0, "mcd_db": None}}}
+    run = RunFolder(tmp_path / "runs" / "qs-am-finetune")
+    write_entry_scalars(run.tensorboard, entry)
+    board = EventAccumulator(str(run.tensorboard))
+    board.Reload()
+    assert sorted(board.Tags()["scalars"]) == ["eval/codec_dtw_identification", "eval/dtw_identification", "eval/mcd_db"]
+    assert [(p.step, round(p.value, 6)) for p in board.Scalars("eval/dtw_identification")] == [(20, 0.85)]
+    assert [(p.step, round(p.value, 6)) for p in board.Scalars("eval/mcd_db")] == [(20, 9.5)]
 
 
 def test_bad_inputs_name_the_file(tmp_path: Path, cli, workspace):

@@ -22,6 +22,7 @@ from core.checkpoint import load_checkpoint
 from core.cli.catalogue import cli_catalogue
 from core.config import load_settings
 from core.errors import InputError
+from core.runs import RunFolder
 from journeys.quickstart import load_preset
 from journeys.stages import HANDLED_SIGNALS, StageRunner
 from jobs.kinds import is_gpu_kind
@@ -139,6 +140,13 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
     assert english["val_base_loss_change"] == round(
         (english["val_base_loss_end"] - english["val_base_loss_start"]) / english["val_base_loss_start"], 4)
     assert english["val_base_mel_loss_start"] == english["val_base_loss_start"]  # mel-only loss in this preset
+    # the final evaluation (its pruned checkpoint lies outside runs/) is in TensorBoard beside the fine-tune's curves
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(RunFolder(Path(training["finetune_run"])).tensorboard))
+    board.Reload()
+    assert [(p.step, round(p.value, 4)) for p in board.Scalars("eval/dtw_identification")] == [
+        (20, report["eval"]["rows"]["model"]["dtw_identification"])]
     eval_json = json.loads((Path(report["checkpoint"]).parent / "eval.json").read_text())["checkpoints"]
     assert eval_json["am.safetensors"]["language"] == "am"  # Amharic at the top, English in its section
     assert eval_json["am.safetensors"]["sections"]["base_language"]["rows"]["model"]["mcd_db"] == \

@@ -1,8 +1,9 @@
 """The guided fine-tune of a published model, driven in Debian chromium: the real app.py (worker, jobs)
 with the reduced random-initialised published Chatterbox folder (tests/chatterbox_helpers.py: one-layer
 T3, full random S3Gen) inside its workspace, from the folder to a spoken 24 kHz sample, each step one
-click whose result the next step has chosen; then the trained run exported from the Export tab, its
-`t3_*.safetensors` loading strictly into the published `T3` of the reduced config.
+click whose result the next step has chosen, the training keeping English by default (the workspace's
+English clips replayed in every batch); then the trained run exported from the Export tab (which opens on
+it), its `t3_*.safetensors` loading strictly into the published `T3` of the reduced config.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Iterator
 
 import pytest
 import soundfile
+import yaml
 
 from core.data.sample_text import AMHARIC_SENTENCES
 from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
@@ -36,11 +38,13 @@ JOB_MS = 600_000
 
 @pytest.fixture(scope="module")
 def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
-    """The real app for a workspace holding the reduced Chatterbox folder, 4 espeak Amharic clips and an Amharic text."""
+    """The real app for a workspace holding the reduced Chatterbox folder, 4 espeak Amharic clips, 4 English ones
+    (datasets/en: the base language's, kept by replay) and an Amharic text."""
     chromium_path()
     workspace = module_tmp / "workspace"
     make_chatterbox_speech_folder(workspace / "models" / "chatterbox", copy=True)
     make_espeak_dataset(workspace / "datasets" / "espeak", per_language=4, languages=("am",))
+    make_espeak_dataset(workspace / "datasets" / "en", per_language=4, languages=("en",))
     (workspace / "corpora").mkdir()
     (workspace / "corpora" / "am.txt").write_text("\n".join(AMHARIC_SENTENCES) + "\n", encoding="utf-8")
     with running_app(workspace, module_tmp / "app.log") as app:
@@ -87,7 +91,10 @@ def test_guided_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: 
     # 3. the grown embeddings, chosen for step 4
     click_and_wait(page, "ft-grow-btn", "ft-grow-status")
     expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{NAME}/{NAME}_grown.safetensors")
-    # 4. training on the workspace's manifest; its first clip becomes the sample's voice
+    # 4. training on the workspace's manifest; its first clip becomes the sample's voice; English kept by default
+    expect(field(page, "ft-keep")).to_have_value("datasets/en/manifest.jsonl")
+    expect(page.locator("#ft-keep-note")).to_contain_text(
+        "25% of each training batch comes from the clips of datasets/en/manifest.jsonl, so the model keeps")
     box = field(page, "ft-manifest")
     box.fill("datasets/espeak/manifest.jsonl")
     box.press("Enter")
@@ -95,6 +102,10 @@ def test_guided_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: 
     field(page, "ft-steps").fill(str(STEPS))
     click_and_wait(page, "ft-train-btn", "ft-train-status")
     expect(field(page, "ft-checkpoint")).to_have_value(TRAINED)
+    config = yaml.safe_load((dashboard.workspace / "runs" / NAME / "config.yaml").read_text(encoding="utf-8"))
+    assert config["data"]["replay"] == {"manifest": "datasets/en/manifest.jsonl", "share": 0.25}
+    status = json.loads((dashboard.workspace / "runs" / NAME / "status.json").read_text(encoding="utf-8"))
+    assert (status["replay"]["per_batch"], status["replay"]["of_batch"]) == (1, 4)  # one English clip in each batch
     # 5. a spoken sample, played from the server at 24 kHz
     field(page, "ft-text").fill(AMHARIC_SENTENCES[1])
     field(page, "ft-max-tokens").fill(str(MAX_TOKENS))
@@ -117,6 +128,7 @@ def test_the_trained_run_exported_from_the_export_tab_loads_strictly_into_the_pu
         pytest.skip("the guided run did not train (see the test before)")
     page.get_by_role("tab", name="Export", exact=True).first.click()
     box = field(page, "export-checkpoint")
+    expect(box).to_have_value(re.compile(rf"runs/{NAME}/checkpoints/(?:step_{STEPS:07d}|best)\.pt"))  # the newest
     box.fill(TRAINED)
     box.press("Enter")
     page.locator("#export-mode label").filter(has_text="Export:").click()

@@ -78,6 +78,9 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
             assert "ok — 0% of outputs loop" in table and "step_0000002.pt" in table and "0.71" in table
             assert "de (4 sentences): FLAG — text ignored, sentence identification 0.25" in table
             assert "de (4 sentences): ok — no flag, sentence identification 0.75" in table
+            page.set_viewport_size({"width": 1280, "height": 1000})  # the base-language column on screen, not past it
+            last = page.locator("#q-table th").filter(has_text="base language").first
+            assert last.evaluate("el => el.getBoundingClientRect().right") <= 1280
             note = page.locator("#q-note").inner_text()
             assert "best.pt" in note and "no failure flag" in note and "rose 30% since step 0" in note
             assert "failure flags none · sentence identification (DTW) 1.0 · validation loss 2.5" in note

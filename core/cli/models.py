@@ -21,7 +21,7 @@ def _pull(args: argparse.Namespace) -> Result:
     """
     from core.hub import pull_release, read_release_record
 
-    folder = pull_release(args.name, load_settings(), output=args.output, revision=args.revision)
+    folder = pull_release(args.release, load_settings(), output=args.output, revision=args.revision)
     record = read_release_record(folder) or {}
     shown = {"release": record.get("label"), "folder": str(folder), "content": record.get("content")}
     shown.update({source["repo"]: f"{source['revision']} ({len(source['files'])} files)" for source in record.get("sources", [])})
@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `models` group with its `pull` command."""
     group = add_group(subparsers, "models", "published model releases from the Hugging Face Hub")
     parser = add_command(group, "pull", _pull)
-    parser.add_argument("name", help="chatterbox | chatterbox:v3 | chatterbox:english | chatterbox-turbo | chatterbox-nano | "
+    # `release` (shown as NAME): a job's `name` parameter is a run name, one path segment, and `chatterbox:v3` is not
+    parser.add_argument("release", metavar="NAME", help="chatterbox | chatterbox:v3 | chatterbox:english | chatterbox-turbo | chatterbox-nano | "
                                      "indextts2 | hf:owner/repo[@revision]")
     parser.add_argument("--revision", help="branch, tag or commit of the release's repository (default: main)")
     parser.add_argument("--output", type=CLI_PATH, help="model folder to fill (default: workspace/models/NAME)")

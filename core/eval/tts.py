@@ -354,7 +354,14 @@ def record_evaluation(checkpoint: Path, entry: dict[str, Any]) -> None:
     """Write `entry` (an `eval tts` result) to the eval.json beside `checkpoint`, under its file name, and its
     rows' numbers as TensorBoard scalars at its step."""
     update_eval_json(eval_file_beside(checkpoint), checkpoint.name, entry)
-    write_tensorboard(tensorboard_dir(checkpoint), int(entry.get("step") or 0),
+    write_entry_scalars(tensorboard_dir(checkpoint), entry)
+
+
+def write_entry_scalars(folder: Path, entry: dict[str, Any]) -> None:
+    """Write an `eval tts` result's rows (their numbers, per-sentence rows left out) as TensorBoard scalars in
+    `folder` at the result's step (`write_tensorboard`): where `record_evaluation` puts them beside the checkpoint,
+    and where a journey puts a final evaluation in the run that trained it."""
+    write_tensorboard(folder, int(entry.get("step") or 0),
                       {name: {k: v for k, v in row.items() if k != "per_sentence"} for name, row in entry["rows"].items()})
 
 

@@ -23,6 +23,7 @@ from gradio_app.common import (
     require_success,
     ui_action,
 )
+from gradio_app.style import PATH_FIELD
 
 WILL = "Extend will"
 REFUSED = "Extend will refuse"
@@ -77,11 +78,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     with gr.Tab("Embeddings", id="embeddings") as tab:
         with gr.Row():
             checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
-                                     allow_custom_value=True, elem_id="emb-checkpoint")
+                                     allow_custom_value=True, elem_id="emb-checkpoint", elem_classes=[PATH_FIELD])
             base_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="Base tokenizer",
-                                   allow_custom_value=True, elem_id="emb-base")
+                                   allow_custom_value=True, elem_id="emb-base", elem_classes=[PATH_FIELD])
             new_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="New tokenizer",
-                                  allow_custom_value=True, elem_id="emb-new")
+                                  allow_custom_value=True, elem_id="emb-new", elem_classes=[PATH_FIELD])
         check_btn = gr.Button("Check rows", elem_id="emb-check")
         check_status = gr.Markdown(elem_id="emb-check-status")
         plan = gr.Dataframe(headers=["property", "value"], value=[], interactive=False, elem_id="emb-plan")

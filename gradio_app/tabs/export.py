@@ -37,6 +37,7 @@ from gradio_app.common import (
     ui_action,
 )
 from gradio_app.runner import job_states
+from gradio_app.style import PATH_FIELD
 
 PRUNE = "Prune: weights and metadata (.safetensors), tokenizer and codec beside it"
 EXPORT = "Export: the family's published files (Chatterbox t3_*.safetensors, IndexTTS2 gpt_*.pth)"
@@ -143,7 +144,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     "their own code loads. Each runs as a job (Jobs tab); the written files are listed for download.")
         with gr.Row():
             checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint", allow_custom_value=True,
-                                     elem_id="export-checkpoint", scale=3)
+                                     elem_id="export-checkpoint", elem_classes=[PATH_FIELD], scale=3)
             mode = gr.Radio([PRUNE, EXPORT], value=PRUNE, label="What to write", elem_id="export-mode", scale=3)
             output = gr.Textbox(OUTPUT_HINT[PRUNE], label="Output (a .safetensors file to prune, a folder to export)",
                                 elem_id="export-output", scale=2)

@@ -3,12 +3,14 @@ folder to a first spoken sample in a new language, one click a step, each result
 
 1. the model folder (listed from the configured roots, checked for the family's published files); before any click
    the step names the family's published release, the files it needs, where they go and the command that fetches
-   them (`core.families.releases`; the pull itself is the Hub work's command, and a Pull button would sit beside
-   the guide, `release_guide`);
+   them (`core.families.releases`, `release_guide`); its Pull button runs that command (`models pull`, a job:
+   `core.hub.pull_release`, from the user's Hub cache) and chooses the folder it fills;
 2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 tokenizer folder:
    `tokenizer.merge`) or extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text,
    English (and Turbo's tags) protected;
-3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job);
+3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job) that keeps
+   the base language by default (`core.training.retention`: the retention default's share of each batch from
+   the base language's clips, the workspace's English manifest preselected when it holds one);
 5. a sample spoken by the trained checkpoint (`synthesize`), played in the page.
 Every step is a job of the runner, the same kinds the Tokenizer, Embeddings, Training and Inference tabs submit.
 """
@@ -28,7 +30,8 @@ from core.families.registry import get_model_family
 from core.families.releases import family_release, folder_of, pull_command, release_text
 from core.numbers import MAX_NEW_TOKENS, MAX_STEPS, MAX_VOCAB, NumberRange
 from core.runs import run_folder
-from core.training.run_config import check_config_paths, run_config_from_dict, save_run_config
+from core.training.retention import DEFAULT_RETENTION, retention_overlay
+from core.training.run_config import EvalConfig, check_config_paths, run_config_from_dict, save_run_config
 from core.training.run_form import run_config_path
 from core.uploads import CORPUS, MODEL, VOICE
 from core.workspace_files import CHECKPOINTS, CORPORA, TOKENIZERS, TRAINING_MANIFESTS, VOICES, FileKind, find_files
@@ -47,15 +50,20 @@ from gradio_app.common import (
     require_text,
     ui_action,
 )
+from gradio_app.runner import JobRunner
+from gradio_app.style import PATH_FIELD
 
 FAMILIES = {"Chatterbox": "chatterbox", "Chatterbox-Turbo / Nano": "chatterbox-turbo", "IndexTTS2": "indextts"}
 LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "target_size": "New pieces",
           "language_tag": "Language tag", "base": "Base tokenizer", "tokenizer": "New tokenizer",
           "checkpoint": "Checkpoint", "text": "Text to speak", "language": "Language tag", "reference": "Voice",
-          "max_new_tokens": "Longest sample", "init": "Start of the new rows", "model_dir": "Model folder"}
+          "max_new_tokens": "Longest sample", "init": "Start of the new rows", "model_dir": "Model folder",
+          "data.replay.manifest": "Keep the base language", "data.replay.share": "Share of each batch"}
 NO_FOLDER = "Choose a model folder first: step 1 says which files it needs and where to get them."
 VOICES_SHOWN = 20  # clips of the training manifest offered as the sample's voice
 TRAIN_BATCH = 4
+BASE_LANGUAGE = EvalConfig.base_language  # the published releases' base language, whose clips a fine-tune replays
+SHARE = NumberRange(0.0, 1.0, low_open=True, high_open=True)  # of each batch, from the base language's clips
 
 
 def voice_clips(ctx: UIContext, manifest: str | None) -> list[str]:
@@ -70,15 +78,31 @@ def voice_clips(ctx: UIContext, manifest: str | None) -> list[str]:
 
 
 def run_config_data(name: str, family: str, folder: str, tokenizer: str, checkpoint: str, manifest: str,
-                    steps: int) -> dict[str, Any]:
+                    steps: int, keep: str | None = None, share: float | None = None) -> dict[str, Any]:
     """Return the run config mapping of the guided run `name`: the family's model folder, the new tokenizer,
-    the grown checkpoint as its base, the manifest, `steps` steps with one validation and checkpoint at the end."""
+    the grown checkpoint as its base, the manifest, `steps` steps with one validation and checkpoint at the end;
+    with `keep` (a base-language manifest) the retention default (`DEFAULT_RETENTION`: `share` of each batch, its
+    share when None, from `keep`'s clips); without it the new language alone."""
+    overlay = retention_overlay(DEFAULT_RETENTION["strategy"], keep, share) if keep else {}
     return {
         "name": name, "task": "tts", "family": family, "model_dir": folder, "tokenizer": tokenizer,
-        "base_checkpoint": checkpoint, "data": {"manifest": manifest},
+        "base_checkpoint": checkpoint, **{key: value for key, value in overlay.items() if key != "data"},
+        "data": {"manifest": manifest, **overlay.get("data", {})},
         "batch": {"size": TRAIN_BATCH},
         "schedule": {"max_steps": steps, "val_every": steps, "save_every": steps, "keep_last": 1},
     }
+
+
+def keep_words(keep: str | None, share: float | None) -> str:
+    """Return what step 4 says of keeping the base language: the share of each batch from `keep`'s clips, or,
+    with no `keep`, that the model will forget it and how to keep it."""
+    if not keep:
+        return (f"**No clips of the base language ({BASE_LANGUAGE}) chosen:** this run learns the new language alone "
+                "and the model forgets the old one (in the quickstart's measurement the English loss doubled). "
+                "Import clips of it in the Dataset tab and choose them here to keep it.")
+    shown = f"{share:.0%}" if isinstance(share, (int, float)) and 0 < share < 1 else "a share"
+    return (f"{shown} of each training batch comes from the clips of `{keep}`, so the model keeps the base language "
+            f"while it learns the new one ({DEFAULT_RETENTION['share']:.0%} kept it best in the retention benchmark).")
 
 
 def sizes_said(report: dict[str, Any], asked: int) -> str:
@@ -103,11 +127,29 @@ def english_kept(report: dict[str, Any]) -> str:
     return f" English: {drift['lines_changed']:,} of {drift['lines_checked']:,} protected lines encode differently."
 
 
-def text_of_language(settings: Any, tag: str) -> list[str]:
-    """Return the workspace's text file of language `tag` to preselect (a quickstart's `text/am.txt`): the newest
-    `<tag>.txt` among the corpora, as a one-item list ([] when there is none)."""
-    named = [path for path in find_files(settings, CORPORA) if Path(path).name == f"{tag}.txt"]
+def file_of_language(settings: Any, kind: FileKind, tag: str, suffix: str) -> list[str]:
+    """Return the workspace's file of `kind` in language `tag` to preselect (a quickstart's `text/am.txt` or
+    `sample/en.jsonl`): the newest named `<tag><suffix>` or lying in a folder named `<tag>`, as a one-item list
+    ([] when there is none)."""
+    named = [path for path in find_files(settings, kind)
+             if Path(path).suffix == suffix and tag in (Path(path).stem, Path(path).parent.name)]
     return [max(named, key=lambda path: settings.resolve(path).stat().st_mtime)] if named else []
+
+
+def text_of_language(settings: Any, tag: str) -> list[str]:
+    """Return the workspace's text of language `tag` to preselect (`file_of_language`)."""
+    return file_of_language(settings, CORPORA, tag, ".txt")
+
+
+def base_language_manifest(settings: Any) -> str:
+    """Return the workspace's manifest of the base language's clips to keep it by (`file_of_language`), "" without one."""
+    return next(iter(file_of_language(settings, TRAINING_MANIFESTS, BASE_LANGUAGE, ".jsonl")), "")
+
+
+def new_language_manifest(manifests: list[str], base: str) -> str | None:
+    """Return the training data to preselect: the first of `manifests` that is not the base language's `base`
+    (that one is kept by replay), else the first; None when there is none."""
+    return next((path for path in manifests if path != base), manifests[0] if manifests else None)
 
 
 def release_guide(family_label: str, found: list[str]) -> str:
@@ -117,9 +159,25 @@ def release_guide(family_label: str, found: list[str]) -> str:
     family = FAMILIES[family_label]
     release = family_release(family)
     lead = "" if found else f"**No {family_label} model folder in the workspace yet.** "
-    return (f"{lead}{release_text(family)} Put the files in one folder inside the workspace, such as "
-            f"{folder_of(release)}, or upload them with the button above: the list finds the folder.\n\n"
+    return (f"{lead}{release_text(family)} Pull fetches them from the Hub into {folder_of(release)}; or put the files "
+            "in one folder inside the workspace yourself, or upload them with the button above: the list finds the "
+            "folder.\n\n"
             f"<details><summary>Fetch the release from the command line</summary>\n\n`{pull_command(release)}`\n\n</details>")
+
+
+def pull_steps(runner: JobRunner, settings: Any, family_label: str) -> Iterator[tuple[str, Any, str]]:
+    """Pull the family's recommended release as a `models pull` job (the Hub cache; offline it resolves from the
+    cache alone); yield (status line, no change, the guide) while it runs, then (what it pulled where, the folder
+    list with the pulled folder chosen, the guide). Raises InputError when the pull failed (its message says why)."""
+    family = FAMILIES[family_label]
+    name = family_release(family)
+    for job in follow_job(runner, runner.submit("models.pull", {"release": name}), poll=0.5):
+        yield job_line(job), gr.update(), gr.update()
+    pulled = require_success(job)
+    chosen = relative(settings, pulled["folder"])
+    found = find_model_folders(settings, family)
+    yield (f"{job_line(job)} → {pulled.get('label') or name} in `{chosen}`; chosen as the model folder. "
+           "Check the folder next.", gr.update(choices=found, value=chosen), release_guide(family_label, found))
 
 
 def only_or_kept(choices: list[str], current: str | None) -> str | None:
@@ -150,7 +208,7 @@ def _step_action(label: str, step: str, primary: bool = False) -> tuple[gr.Butto
 
 def _listed(choices: list[str], label: str, elem_id: str) -> gr.Dropdown:
     """Return a dropdown of workspace files that also takes a typed path (the previous step chooses its value)."""
-    return gr.Dropdown(choices, label=label, allow_custom_value=True, elem_id=elem_id)
+    return gr.Dropdown(choices, label=label, allow_custom_value=True, elem_id=elem_id, elem_classes=[PATH_FIELD])
 
 
 def build(ctx: UIContext, demo: gr.Blocks) -> None:
@@ -194,6 +252,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return (f"The folder holds every published {family_label} file: {names}.",
                 relative(settings, files[model.tokenizer_role]), relative(settings, files[model.start_role]))
 
+    @ui_action(outputs=3, labels=LABELS)
+    def pull(family_label: str) -> Iterator[tuple[str, Any, str]]:
+        yield from pull_steps(runner, settings, family_label)
+
     @ui_action(outputs=2, labels=LABELS)
     def make_tokenizer(name: str, base: str, corpus: list[str], pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
         from core.tokenizers.tokenizer import load_tokenizer
@@ -227,14 +289,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     @ui_action(outputs=2, labels=LABELS)
     def train(name: str, family_label: str, folder: str, tokenizer: str, grown: str, manifest: str,
-              steps: float) -> Iterator[tuple[str, Any]]:
+              steps: float, keep: str | None, share: float | None) -> Iterator[tuple[str, Any]]:
         name = check_name(name.strip(), "Name of the new model")
         folder_files(family_label, folder)
         data = run_config_data(
             name, FAMILIES[family_label], folder, require_text(tokenizer, "Make or choose the new tokenizer first (step 2)."),
             require_text(grown, "Grow the embeddings first (step 3)."),
             require_text(manifest, "Choose the training data (a manifest of clips in the new language)."),
-            _whole(steps, "Training steps", MAX_STEPS))
+            _whole(steps, "Training steps", MAX_STEPS), (keep or "").strip() or None,
+            SHARE.check(share, "Share of each batch") if (keep or "").strip() else None)
         rel = run_config_path(name)
         config = run_config_from_dict(data, rel)
         check_config_paths(config, settings)
@@ -270,7 +333,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
 
     folders = find_model_folders(settings, FAMILIES["Chatterbox"])
     manifests = find_files(settings, TRAINING_MANIFESTS)
-    first_manifest = manifests[0] if manifests else None
+    base_clips = base_language_manifest(settings)
+    first_manifest = new_language_manifest(manifests, base_clips)
     try:
         voices = voice_clips(ctx, first_manifest)
     except InputError:  # an unusable manifest: its error shows once it is chosen
@@ -290,7 +354,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             check_btn = gr.Button("Check the folder", elem_id="ft-check-btn", scale=1)
             folder_upload = gr.UploadButton("Upload a model folder (its files, or a zip)", file_count="multiple",
                                             size="sm", elem_id="ft-folder-upload", scale=1)
-        release = gr.Markdown(release_guide("Chatterbox", folders), elem_id="ft-release")
+        with gr.Row():
+            release = gr.Markdown(release_guide("Chatterbox", folders), elem_id="ft-release")
+            pull_btn = gr.Button("Pull the published release", elem_id="ft-pull-btn", scale=0, min_width=220)
         folder_status = gr.Markdown(elem_id="ft-folder-status")
         gr.Markdown("### 2. The new-language tokenizer (English encodings kept)")
         with gr.Row():
@@ -313,6 +379,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             manifest = gr.Dropdown(manifests, value=first_manifest, label="Training data (manifest)",
                                    allow_custom_value=True, elem_id="ft-manifest")
             steps = gr.Number(200, label="Training steps", precision=0, elem_id="ft-steps")
+        with gr.Row():
+            keep = gr.Dropdown(["", *manifests], value=base_clips, allow_custom_value=True,
+                               label=f"Keep the base language: its clips ({BASE_LANGUAGE}) mixed into every batch "
+                                     "(empty = none)", elem_id="ft-keep")
+            share = gr.Number(DEFAULT_RETENTION["share"], label="Share of each batch from those clips", minimum=0.01,
+                              maximum=0.99, elem_id="ft-keep-share")
+        keep_note = gr.Markdown(keep_words(base_clips, DEFAULT_RETENTION["share"]), elem_id="ft-keep-note")
         train_btn, train_status = _step_action("Train", "train", primary=True)
         gr.Markdown("### 5. A first spoken sample")
         with gr.Row():
@@ -328,9 +401,11 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                          buttons=["download"])
 
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
+    long_action(pull_btn, pull, family, [folder_status, folder, release])
     long_action(tok_btn, make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
     long_action(grow_btn, grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
-    long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps], [train_status, trained])
+    long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps, keep, share],
+                [train_status, trained])
     long_action(speak_btn, speak, [name, folder, trained, text, tag, voice, max_tokens], [speak_status, audio])
 
     @ui_action(outputs=2)
@@ -339,6 +414,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         return "", gr.update(choices=clips, value=clips[0] if clips else None)
 
     manifest.change(voices_of, manifest, [train_status, voice], show_progress="hidden")
+    for keeping in (keep, share):
+        keeping.change(keep_words, [keep, share], keep_note, show_progress="hidden")
 
     def listed_folders(family_label: str) -> tuple[Any, str]:
         found = find_model_folders(settings, FAMILIES[family_label])
@@ -350,19 +427,22 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     family.change(listed_folders, family, [folder, release], show_progress="hidden", **folder_list)
 
     def refresh(family_label: str, current_folder: str | None, current_manifest: str | None, current_corpus: list[str],
-                language: str) -> tuple[Any, ...]:
+                language: str, current_keep: str | None) -> tuple[Any, ...]:
         checkpoints = find_files(settings, CHECKPOINTS)
         folders_now = find_model_folders(settings, FAMILIES[family_label])
         manifests_now = find_files(settings, TRAINING_MANIFESTS)
+        base_now = base_language_manifest(settings)
         return (gr.update(choices=folders_now, value=only_or_kept(folders_now, current_folder) or current_folder),
                 release_guide(family_label, folders_now), gr.update(choices=find_files(settings, TOKENIZERS)),
                 gr.update(choices=checkpoints),
-                gr.update(choices=manifests_now, value=current_manifest or (manifests_now[0] if manifests_now else None)),
+                gr.update(choices=manifests_now,
+                          value=current_manifest or new_language_manifest(manifests_now, base_now)),
                 gr.update(choices=checkpoints), gr.update(choices=find_files(settings, CORPORA),
-                                                          value=current_corpus or text_of_language(settings, language)))
+                                                          value=current_corpus or text_of_language(settings, language)),
+                gr.update(choices=["", *manifests_now], value=current_keep or base_now))
 
-    tab.select(refresh, [family, folder, manifest, corpus, tag],
-               [folder, release, new_tok, grown, manifest, trained, corpus], show_progress="hidden")
+    tab.select(refresh, [family, folder, manifest, corpus, tag, keep],
+               [folder, release, new_tok, grown, manifest, trained, corpus, keep], show_progress="hidden")
 
     @ui_action(outputs=3)
     def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:

@@ -31,6 +31,7 @@ from gradio_app.common import (
     ui_action,
 )
 from gradio_app.tabs import compare
+from gradio_app.style import PATH_FIELD
 
 LABELS = {"text": "Text", "checkpoint": "Checkpoint", "language": "Language", "reference": "Reference clip",
           "temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "seed": "Seed", "prompt": "Prompt",
@@ -135,7 +136,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     with gr.Tab("Inference", id="inference") as tab:
         with gr.Row():
             checkpoint = gr.Dropdown(find_files(settings, CHECKPOINTS), label="Checkpoint",
-                                     allow_custom_value=True, elem_id="inf-checkpoint")
+                                     allow_custom_value=True, elem_id="inf-checkpoint", elem_classes=[PATH_FIELD])
             refresh = gr.Button("Refresh", size="sm")
         meta = gr.Dataframe(headers=["from the checkpoint's metadata", "value"], value=[], interactive=False,
                             elem_id="inf-meta")

@@ -21,6 +21,9 @@ MEASURES = {"dtw_identification": "sentence identification (DTW)", "speaker_simi
             "flags_raised": "failure flags raised", "val_base_loss": "base-language validation loss"}
 HEADERS = ["checkpoint", "step", *(f.replace("_", " ") for f in FLAGS), "speaker similarity", "MOS estimate",
            "character error rate", "sentence identification", "base language"]
+# shares of the page's width, 100 % in all, so every column (the base language's last) shows without scrolling;
+# the words wrap inside them
+COLUMN_WIDTHS = ["11%", "4%", *["8%"] * len(FLAGS), "7%", "7%", "7%", "10%", "14%"]
 CHART_TITLE = "Quality of the evaluated checkpoints"
 MEASURE_WORDS = (
     "**How to read it.** Each failure flag says in words what it measured: *no stop* (the model never ended a "
@@ -171,8 +174,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             refresh = gr.Button("Refresh", size="sm", scale=1)
         note = gr.Markdown(elem_id="q-note")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="q-table",
-                             column_widths=["150px", "70px", *["230px"] * len(FLAGS), "110px", "110px", "110px", "130px",
-                                            "280px"])
+                             column_widths=COLUMN_WIDTHS)
         gr.Markdown(MEASURE_WORDS, elem_id="q-words")
         summaries = gr.State([])
         chart = plot("q-chart", measures_figure({}, CHART_TITLE))

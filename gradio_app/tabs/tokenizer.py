@@ -27,6 +27,7 @@ from gradio_app.common import (
     require_success,
     ui_action,
 )
+from gradio_app.style import PATH_FIELD
 
 LABELS = {"corpus": "Corpus files", "vocab_size": "Vocabulary size", "output": "Output", "base": "Base tokenizer",
           "target_size": "Target size", "protect_corpus": "Protect corpus", "sizes": "Sizes",
@@ -153,7 +154,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Tab("Extend"):
             with gr.Row():
                 e_base = gr.Dropdown(find_files(settings, SENTENCEPIECE_TOKENIZERS), label="Base tokenizer",
-                                     allow_custom_value=True, elem_id="tok-extend-base")
+                                     allow_custom_value=True, elem_id="tok-extend-base", elem_classes=[PATH_FIELD])
                 e_corpus = corpus_field(settings, "New-language corpus", "tok-extend-corpus")
                 e_protect = corpus_field(settings, "Protect corpus (base language, optional)", "tok-extend-protect")
             with gr.Row():
@@ -188,7 +189,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         gr.Markdown("### Inspect")
         with gr.Row():
             i_tok = gr.Dropdown(find_files(settings, TOKENIZERS), label="Tokenizer", allow_custom_value=True,
-                                elem_id="tok-inspect-tokenizer")
+                                elem_id="tok-inspect-tokenizer", elem_classes=[PATH_FIELD])
             i_corpus = corpus_field(settings, "Corpus (optional)", "tok-inspect-corpus")
             i_base = gr.Number(None, label="Base size (optional)", precision=0)
             i_btn = gr.Button("Inspect", elem_id="tok-inspect-btn")

@@ -28,6 +28,7 @@ from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKE
 from gradio_app.charts import LOSS_MEASURES, TOP1_MEASURES, metrics_figure, plot
 from gradio_app.common import UIContext, escape_markdown, form_message, plain_text, relative, run_loss_weights, ui_action
 from gradio_app.runner import job_states
+from gradio_app.style import PATH_FIELD
 
 PREFLIGHT_HEADERS = ["check", "status", "message", "fix"]
 LOSS_TITLE = "Loss"
@@ -311,10 +312,10 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                     placeholder="the settings' model folder of the family when empty"))
             with gr.Row():
                 tokenizer = beside("tokenizer", lambda: gr.Dropdown(
-                    tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer"))
+                    tokenizers, label="Tokenizer", allow_custom_value=True, elem_id="train-tokenizer", elem_classes=[PATH_FIELD]))
                 base_checkpoint = beside("base_checkpoint", lambda: gr.Dropdown(
                     find_files(settings, CHECKPOINTS), label="Base checkpoint (optional)", allow_custom_value=True,
-                    elem_id="train-checkpoint"))
+                    elem_id="train-checkpoint", elem_classes=[PATH_FIELD]))
                 codec = beside("codec", lambda: gr.Dropdown(
                     find_files(settings, CODECS), label="Codec (tts)", allow_custom_value=True, elem_id="train-codec"))
             with gr.Row():
