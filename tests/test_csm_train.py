@@ -31,6 +31,7 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from tests.adapter_helpers import LORA, assert_adapter_only
+from tests.chatterbox_helpers import with_pieces
 from tests.csm_helpers import CODEBOOKS, TEXT_ROWS, csm_workspace
 
 torch.set_num_threads(2)
@@ -46,6 +47,10 @@ def ws(module_tmp: Path) -> Any:
     patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
     yield csm_workspace(root)
     patch.undo()
+
+
+def _short(steps: int) -> dict[str, int]:
+    return {"max_steps": steps, "val_every": steps, "save_every": steps, "keep_last": 1, "log_every": 1}
 
 
 def _config(name: str, **overrides: Any) -> dict[str, Any]:
@@ -185,11 +190,38 @@ def test_the_export_loads_strictly_and_the_published_generate_decodes_the_clips_
 
 
 def test_lora_adapts_the_backbone_and_depth_decoder_and_keeps_the_base_rows(ws: Path, trained: Any) -> None:
-    result = train(run_config_from_dict(_config("lora", adapter=LORA, schedule={
-        "max_steps": 2, "val_every": 2, "save_every": 2, "keep_last": 1, "log_every": 1}), "lora.yaml"), settings=load_settings())
+    result = train(run_config_from_dict(_config("lora", adapter=LORA, schedule=_short(2)), "lora.yaml"), settings=load_settings())
     assert result.state == "finished" and result.base_rows_sha256["start"] == result.base_rows_sha256["now"] is not None
     record = assert_adapter_only(Path(result.last_checkpoint), {"embed_text_tokens.weight_new"})
     adapted = set(record["modules"])
     assert any(n.startswith("backbone_model.layers.") for n in adapted) and any(n.startswith("depth_decoder.") for n in adapted)
     trained_keys = set(load_checkpoint(Path(result.last_checkpoint)).state_dict)
     assert not any(k.startswith("codec_model.") for k in trained_keys)      # Mimi never trains
+
+
+def test_resume_after_the_vocabulary_grew_restores_every_weight_and_remaps_adam_rows(ws: Path) -> None:
+    old = load_tokenizer(ws / "tokenizers" / "am.json")
+    with_pieces(old.path, ["ሰላምታ", "qzxw"], ws / "tokenizers" / "am2.json")
+    first = train(run_config_from_dict(_config("grow", schedule=_short(2)), "grow.yaml"), settings=load_settings())
+    saved = load_checkpoint(Path(first.last_checkpoint))
+    grown = _config("grow", tokenizer="tokenizers/am2.json", schedule=_short(4))
+    trainer = prepare_trainer(run_config_from_dict(grown, "grow2.yaml"), settings=load_settings(), resume="auto")
+    assert trainer.step == 2 and trainer.scheduler.last_epoch == 2
+    key = "embed_text_tokens.weight"
+    assert trainer.grown_rows == {f"{key}_new": old.size - TEXT_ROWS}
+    weights = trainer.model.state_dict()
+    assert weights[key].shape[0] == old.size + 2 and torch.isfinite(weights[key][old.size:]).all()
+    assert torch.equal(weights[key][:old.size], saved.state_dict[key])         # every trained row as saved
+    assert all(torch.equal(weights[k], v) for k, v in saved.state_dict.items() if k != key)
+    state = trainer.optimizer.state[trainer.model.embed_text_tokens.weight_new]
+    before = saved.extra["optimizer"]["state"][saved.extra["optimizer_names"].index(f"{key}_new")]
+    for moment in ("exp_avg", "exp_avg_sq"):
+        n = before[moment].shape[0]
+        assert n == old.size - TEXT_ROWS and state[moment].shape[0] == n + 2
+        assert torch.equal(state[moment][:n], before[moment]) and not state[moment][n:].any()
+    result = trainer.run()
+    assert result.state == "finished" and result.step == 4
+    assert result.base_rows_sha256["start"] == result.base_rows_sha256["now"] == first.base_rows_sha256["start"]
+    final = load_checkpoint(Path(result.last_checkpoint)).state_dict[key]
+    assert final.shape[0] == old.size + 2
+    assert torch.equal(final[:TEXT_ROWS], load_checkpoint(ws / "checkpoints" / "csm_am.safetensors").state_dict[key][:TEXT_ROWS])
