@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from core.checkpoint import load_checkpoint
+from core.cli import main as cli_main
 from core.config import load_settings
 from core.data.feature_cache import load_item, open_cache
 from core.data.manifest import read_manifest
@@ -187,6 +188,53 @@ def test_the_export_loads_strictly_and_the_published_generate_decodes_the_clips_
               f"codes, {length} frames")
         assert _first_codebook_match(frames[:length], expected) >= 0.95
         assert len(ended) and abs(length - len(expected)) <= 2
+
+
+def test_synthesize_speaks_in_a_clips_voice_what_our_decoder_makes_through_the_folders_mimi_whole_and_streamed(
+    ws: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`synthesize` of the grown checkpoint (random new rows: it never stops, so --max-new-tokens ends it) in the
+    voice of a training clip: the wav is the folder's Mimi decoding the frames of LinguaForge's greedy decoder
+    after that clip's context segment (its transcript found in the dataset's manifest); streamed, it is as long."""
+    import soundfile
+
+    from core.data.manifest import load_manifest_rows
+    from core.families.csm.features import encode_clip, load_mimi
+    from core.families.csm.layout import segment_text_ids
+    from core.audio import read_audio
+    from core.families.csm.model import CsmModelConfig, read_folder_config
+
+    checkpoint, frames_asked = ws / "checkpoints" / "csm_am.safetensors", 12
+    prompt, target = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")[:2]
+    runs = {}
+    for mode in ("whole", "stream"):
+        out = ws / "outputs" / f"{mode}.wav"
+        code = cli_main(["synthesize", "--checkpoint", str(checkpoint), "--model-dir", str(ws / "models" / "csm"),
+                         "--text", target.text, "--reference", str(prompt.path), "--temperature", "0",
+                         "--max-new-tokens", str(frames_asked), "--output", str(out), "--json",
+                         *(["--stream"] if mode == "stream" else [])])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        report = json.loads(captured.out)
+        wav, rate = soundfile.read(out, dtype="float32")
+        runs[mode] = (report, torch.from_numpy(wav))
+        assert report["family"] == "csm" and rate == 24000 and report["reference_text"] == prompt.text
+        assert report["speech_tokens"] == frames_asked and not report["stopped"] and len(wav) == 1920 * frames_asked
+    assert runs["stream"][0]["chunks"] > 1 == runs["whole"][0]["chunks"]
+    family, tokenizer = get_model_family("csm"), load_tokenizer(ws / "tokenizers" / "am.json")
+    loaded = load_checkpoint(checkpoint)
+    config = read_folder_config(ws / "models" / "csm")
+    model = family.build_model(CsmModelConfig(tokenizer.size, config), frozen_rows=0).eval()
+    family.load_weights(model, loaded.state_dict, str(checkpoint), tokenizer)
+    mimi = load_mimi(config, ws / "models" / "csm" / "model.safetensors")
+    context = (torch.tensor(segment_text_ids(tokenizer, prompt.text)),
+               torch.from_numpy(encode_clip(mimi, read_audio(prompt.path, 24000)[0], CODEBOOKS)).long())
+    frames, _ = decode_frames(model, layout_ids(tokenizer, config), context,
+                              torch.tensor(segment_text_ids(tokenizer, target.text)), frames_asked)
+    with torch.no_grad():
+        audio = mimi.decode(frames.T[None]).audio_values[0, 0]
+    assert torch.allclose(runs["whole"][1], audio, atol=1e-4)
+    assert len(runs["stream"][1]) == len(audio)
 
 
 def test_lora_adapts_the_backbone_and_depth_decoder_and_keeps_the_base_rows(ws: Path, trained: Any) -> None:
