@@ -24,7 +24,7 @@ from core.config import load_settings
 from core.data.feature_cache import load_item, open_cache
 from core.data.manifest import read_manifest
 from core.data.pairs import load_pairs
-from core.families.csm.decode import decode_frames
+from core.families.csm.decode import decode_frames, frame_steps
 from core.families.csm.layout import layout_ids
 from core.families.registry import get_model_family
 from core.recipe import prepare_trainer, train
@@ -33,7 +33,7 @@ from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from tests.adapter_helpers import LORA, assert_adapter_only
 from tests.chatterbox_helpers import with_pieces
-from tests.csm_helpers import CODEBOOKS, TEXT_ROWS, csm_workspace
+from tests.csm_helpers import CODEBOOK_SIZE, CODEBOOKS, TEXT_ROWS, csm_workspace
 
 torch.set_num_threads(2)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -193,9 +193,10 @@ def test_the_export_loads_strictly_and_the_published_generate_decodes_the_clips_
 def test_synthesize_speaks_in_a_clips_voice_what_our_decoder_makes_through_the_folders_mimi_whole_and_streamed(
     ws: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`synthesize` of the grown checkpoint (random new rows: it never stops, so --max-new-tokens ends it) in the
-    voice of a training clip: the wav is the folder's Mimi decoding the frames of LinguaForge's greedy decoder
-    after that clip's context segment (its transcript found in the dataset's manifest); streamed, it is as long."""
+    """`synthesize` of the grown checkpoint (untrained: it never stops, so --max-new-tokens ends it) in the voice of
+    a training clip: the wav is the folder's Mimi decoding the frames of LinguaForge's greedy decoder, picking
+    among Mimi's codes, after that clip's context segment (its transcript found in the dataset's manifest);
+    streamed, it is as long."""
     import soundfile
 
     from core.data.manifest import load_manifest_rows
@@ -229,8 +230,9 @@ def test_synthesize_speaks_in_a_clips_voice_what_our_decoder_makes_through_the_f
     mimi = load_mimi(config, ws / "models" / "csm" / "model.safetensors")
     context = (torch.tensor(segment_text_ids(tokenizer, prompt.text)),
                torch.from_numpy(encode_clip(mimi, read_audio(prompt.path, 24000)[0], CODEBOOKS)).long())
-    frames, _ = decode_frames(model, layout_ids(tokenizer, config), context,
-                              torch.tensor(segment_text_ids(tokenizer, target.text)), frames_asked)
+    steps = frame_steps(model, layout_ids(tokenizer, config), context, torch.tensor(segment_text_ids(tokenizer, target.text)),
+                        frames_asked, pick=lambda logits: logits[..., :CODEBOOK_SIZE].argmax(-1))  # Mimi's codes only
+    frames = torch.stack(list(steps))
     with torch.no_grad():
         audio = mimi.decode(frames.T[None]).audio_values[0, 0]
     assert torch.allclose(runs["whole"][1], audio, atol=1e-4)

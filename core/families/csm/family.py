@@ -66,6 +66,19 @@ class CsmFamily(ModelFamily):
                                  f"{', '.join(FILES.values())} as sesame/csm-1b ships them; nothing is downloaded.")
         return {**{role: model_dir / name for role, name in FILES.items()}, "tokenizer": model_dir}
 
+    def check_release(self, files: Mapping[str, Path]) -> str:
+        """Return one line of what the folder holds: the CSM config's backbone, codebooks and text rows against
+        the tokenizer's ids. Raises InputError for a config that is not CSM's or rows that differ from the ids."""
+        from core.tokenizers.tokenizer import load_tokenizer
+
+        config = read_folder_config(files["config"].parent)
+        ids, rows = load_tokenizer(files["tokenizer"]).size, int(config.get("text_vocab_size", 128256))
+        if rows != ids:
+            raise InputError(f"{files['config']}: text_vocab_size {rows}, but {files['tokenizer_json']} has {ids} ids: "
+                             "the two come from different folders; pull the release whole: `python -m core models pull csm`.")
+        return (f"CSM backbone {config.get('num_hidden_layers')} × {config.get('hidden_size')}, "
+                f"{config.get('num_codebooks')} Mimi codebooks, {rows} text rows = the tokenizer's ids")
+
     # -- model ------------------------------------------------------------------------------
     def model_config(self, run: FamilyRun) -> CsmModelConfig:
         """Return the folder's config.json at the tokenizer's size.

@@ -4,7 +4,8 @@ The model is built at the checkpoint's size from the model folder's config.json 
 the reference clip as the context segment — its Mimi codes made by the function that makes the feature
 cache's (`csm.features.encode_clip`) and its transcript's ids by the one the cache uses (`segment_text_ids`) —
 and `csm.decode.frame_steps` generates the frames in the training layout with a KV cache, each code greedy
-(temperature 0) or sampled. `MimiVocoder` decodes windows of frames with the folder's Mimi (1,920 samples a
+(temperature 0) or sampled among Mimi's codes (the vocabulary's ids past Mimi's codebook size, which Mimi cannot
+decode, are never picked). `MimiVocoder` decodes windows of frames with the folder's Mimi (1,920 samples a
 frame), in chunks while they are generated when the speaker streams, else all at once, as the published
 `generate(output_audio=True)` decodes its frames.
 
@@ -84,6 +85,7 @@ class CsmSpeaker(Speaker):
         family.load_weights(model, loaded.state_dict, str(loaded.path), self.tokenizer)
         self.model = model.eval().to(self.device)
         self.mimi = load_mimi(folder_config, files["model"]).to(self.device)
+        self.codebook_size = int(folder_config["codec_config"].get("codebook_size", 2048))
         self._voices = VoiceCache()
 
     def voice(self, reference: Path) -> tuple[torch.Tensor, torch.Tensor, str | None]:
@@ -129,7 +131,9 @@ class CsmSpeaker(Speaker):
         options = dict(options or {})
         temperature = float(options["temperature"]) if options.get("temperature") is not None else DEFAULT_TEMPERATURE
         top_k = int(options["top_k"]) if options.get("top_k") is not None else DEFAULT_TOP_K
-        pick = greedy if temperature == 0 else (lambda logits: sample_next(logits, temperature, top_k))
+        size = self.codebook_size
+        pick = ((lambda logits: greedy(logits[..., :size])) if temperature == 0
+                else (lambda logits: sample_next(logits[..., :size], temperature, top_k)))
         used = (len(context[0]) + len(context[1]) + SEGMENT_EXTRA if context else 0) + len(ids) + 2
         room = max(0, self.config.positions - used)
         torch.manual_seed(seed)
