@@ -7,20 +7,15 @@ extension, no language tag), `embed_text_tokens` grown, two training steps, a sa
 
 from __future__ import annotations
 
-import io
 import json
-import re
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-import soundfile
 
-from core.data.sample_text import AMHARIC_SENTENCES
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page
 from tests.csm_helpers import TEXT_ROWS, make_csm_folder
-from tests.data_helpers import make_espeak_dataset
-from tests.test_ui_finetune import click_and_wait, field
+from tests.test_ui_finetune import amharic_dashboard, click_and_wait, field, grown_trained_and_spoken
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(2400)]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -35,13 +30,7 @@ MAX_TOKENS = 8      # Mimi frames of the sample (1,920 samples each)
 @pytest.fixture(scope="module")
 def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
     """The real app for a workspace holding the reduced CSM folder, 4 espeak Amharic clips and an Amharic text."""
-    chromium_path()
-    workspace = module_tmp / "workspace"
-    make_csm_folder(workspace / "models" / "csm")
-    make_espeak_dataset(workspace / "datasets" / "espeak", per_language=4, languages=("am",))
-    (workspace / "corpora").mkdir()
-    (workspace / "corpora" / "am.txt").write_text("\n".join(AMHARIC_SENTENCES) + "\n", encoding="utf-8")
-    with running_app(workspace, module_tmp / "app.log") as app:
+    with amharic_dashboard(module_tmp, make_csm_folder, "csm") as app:
         yield app
 
 
@@ -64,23 +53,7 @@ def test_guided_csm_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboa
         shown = click_and_wait(page, "ft-tok-btn", "ft-tok-status")
         assert "English: 0 of" in shown and "language tag" not in shown, shown
         expect(field(page, "ft-tokenizer")).to_have_value(f"tokenizers/{NAME}/{NAME}.json")
-        click_and_wait(page, "ft-grow-btn", "ft-grow-status")
-        expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{NAME}/{NAME}_grown.safetensors")
-        box = field(page, "ft-manifest")
-        box.fill("datasets/espeak/manifest.jsonl")
-        box.press("Enter")
-        expect(field(page, "ft-voice")).to_have_value(re.compile(r"datasets/espeak/audio/am_\d+\.wav"))
-        field(page, "ft-steps").fill(str(STEPS))
-        click_and_wait(page, "ft-train-btn", "ft-train-status")
-        expect(field(page, "ft-checkpoint")).to_have_value(f"runs/{NAME}/checkpoints/step_{STEPS:07d}.pt")
-        field(page, "ft-text").fill(AMHARIC_SENTENCES[1])
-        field(page, "ft-max-tokens").fill(str(MAX_TOKENS))
-        click_and_wait(page, "ft-speak-btn", "ft-speak-status")
-        link = page.locator("#ft-audio a[download]").first
-        expect(link).to_have_attribute("href", re.compile(r"/file="))
-        response = page.request.get(link.get_attribute("href"))
-        assert response.status == 200
-        wav, rate = soundfile.read(io.BytesIO(response.body()))
+        wav, rate = grown_trained_and_spoken(page, NAME, STEPS, MAX_TOKENS)
         assert rate == 24000 and 0 < len(wav) <= MAX_TOKENS * 1920 and len(wav) % 1920 == 0
     report = json.loads((workspace / "tokenizers" / NAME / f"{NAME}.report.json").read_text(encoding="utf-8"))
     assert report["base_size"] == TEXT_ROWS < report["new_size"] and report["language_tag"] is None
