@@ -365,7 +365,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                                                           value=current_corpus or text_of_language(settings, language)))
 
     tab.select(refresh, [family, folder, manifest, corpus, tag],
-               [folder, release, new_tok, grown, manifest, trained, corpus], show_progress="hidden")
+               [folder, release, new_tok, grown, manifest, trained, corpus], show_progress="hidden", **folder_list)
 
     @ui_action(outputs=3)
     def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:
