@@ -69,6 +69,18 @@ def test_the_family_is_registered_and_reads_the_published_folder(folder: Path, m
     assert family.text_row_prefixes(model) == ("embed_text_tokens.",)
 
 
+def test_the_folder_check_reads_the_config_against_the_tokenizer(folder: Path, tmp_path: Path) -> None:
+    import json
+
+    family = get_model_family("csm")
+    files = family.published_files(folder)
+    assert family.check_release(files) == f"CSM backbone 2 × 64, {CODEBOOKS} Mimi codebooks, {TEXT_ROWS} text rows = the tokenizer's ids"
+    config = json.loads((folder / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "text_vocab_size": TEXT_ROWS + 8}))
+    with pytest.raises(InputError, match=rf"text_vocab_size {TEXT_ROWS + 8}, but .*tokenizer.json has {TEXT_ROWS} ids.*models pull csm"):
+        family.check_release({**files, "config": tmp_path / "config.json"})
+
+
 def test_a_folder_without_a_csm_config_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"config.json: missing"):
         read_folder_config(tmp_path)

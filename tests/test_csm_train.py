@@ -19,11 +19,12 @@ import pytest
 import torch
 
 from core.checkpoint import load_checkpoint
+from core.cli import main as cli_main
 from core.config import load_settings
 from core.data.feature_cache import load_item, open_cache
 from core.data.manifest import read_manifest
 from core.data.pairs import load_pairs
-from core.families.csm.decode import decode_frames
+from core.families.csm.decode import decode_frames, frame_steps
 from core.families.csm.layout import layout_ids
 from core.families.registry import get_model_family
 from core.recipe import prepare_trainer, train
@@ -31,7 +32,8 @@ from core.tokenizers.tokenizer import load_tokenizer
 from core.training.run_config import run_config_from_dict
 from core.training.state import step_checkpoints
 from tests.adapter_helpers import LORA, assert_adapter_only
-from tests.csm_helpers import CODEBOOKS, TEXT_ROWS, csm_workspace
+from tests.chatterbox_helpers import with_pieces
+from tests.csm_helpers import CODEBOOK_SIZE, CODEBOOKS, TEXT_ROWS, csm_workspace
 
 torch.set_num_threads(2)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -46,6 +48,10 @@ def ws(module_tmp: Path) -> Any:
     patch.setenv("LINGUAFORGE_WORKSPACE", str(root))
     yield csm_workspace(root)
     patch.undo()
+
+
+def _short(steps: int) -> dict[str, int]:
+    return {"max_steps": steps, "val_every": steps, "save_every": steps, "keep_last": 1, "log_every": 1}
 
 
 def _config(name: str, **overrides: Any) -> dict[str, Any]:
@@ -184,12 +190,88 @@ def test_the_export_loads_strictly_and_the_published_generate_decodes_the_clips_
         assert len(ended) and abs(length - len(expected)) <= 2
 
 
+def test_synthesize_speaks_in_a_clips_voice_what_our_decoder_makes_through_the_folders_mimi_whole_and_streamed(
+    ws: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`synthesize` of the grown checkpoint (untrained: it never stops, so --max-new-tokens ends it) in the voice of
+    a training clip: the wav is the folder's Mimi decoding the frames of LinguaForge's greedy decoder, picking
+    among Mimi's codes, after that clip's context segment (its transcript found in the dataset's manifest);
+    streamed, it is as long."""
+    import soundfile
+
+    from core.data.manifest import load_manifest_rows
+    from core.families.csm.features import encode_clip, load_mimi
+    from core.families.csm.layout import segment_text_ids
+    from core.audio import read_audio
+    from core.families.csm.model import CsmModelConfig, read_folder_config
+
+    checkpoint, frames_asked = ws / "checkpoints" / "csm_am.safetensors", 12
+    prompt, target = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")[:2]
+    runs = {}
+    for mode in ("whole", "stream"):
+        out = ws / "outputs" / f"{mode}.wav"
+        code = cli_main(["synthesize", "--checkpoint", str(checkpoint), "--model-dir", str(ws / "models" / "csm"),
+                         "--text", target.text, "--reference", str(prompt.path), "--temperature", "0",
+                         "--max-new-tokens", str(frames_asked), "--output", str(out), "--json",
+                         *(["--stream"] if mode == "stream" else [])])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        report = json.loads(captured.out)
+        wav, rate = soundfile.read(out, dtype="float32")
+        runs[mode] = (report, torch.from_numpy(wav))
+        assert report["family"] == "csm" and rate == 24000 and report["reference_text"] == prompt.text
+        assert report["speech_tokens"] == frames_asked and not report["stopped"] and len(wav) == 1920 * frames_asked
+    assert runs["stream"][0]["chunks"] > 1 == runs["whole"][0]["chunks"]
+    family, tokenizer = get_model_family("csm"), load_tokenizer(ws / "tokenizers" / "am.json")
+    loaded = load_checkpoint(checkpoint)
+    config = read_folder_config(ws / "models" / "csm")
+    model = family.build_model(CsmModelConfig(tokenizer.size, config), frozen_rows=0).eval()
+    family.load_weights(model, loaded.state_dict, str(checkpoint), tokenizer)
+    mimi = load_mimi(config, ws / "models" / "csm" / "model.safetensors")
+    context = (torch.tensor(segment_text_ids(tokenizer, prompt.text)),
+               torch.from_numpy(encode_clip(mimi, read_audio(prompt.path, 24000)[0], CODEBOOKS)).long())
+    steps = frame_steps(model, layout_ids(tokenizer, config), context, torch.tensor(segment_text_ids(tokenizer, target.text)),
+                        frames_asked, pick=lambda logits: logits[..., :CODEBOOK_SIZE].argmax(-1))  # Mimi's codes only
+    frames = torch.stack(list(steps))
+    with torch.no_grad():
+        audio = mimi.decode(frames.T[None]).audio_values[0, 0]
+    assert torch.allclose(runs["whole"][1], audio.clamp(-1, 1), atol=1e-4)     # the wav is 16-bit PCM, clipped
+    assert len(runs["stream"][1]) == len(audio)
+
+
 def test_lora_adapts_the_backbone_and_depth_decoder_and_keeps_the_base_rows(ws: Path, trained: Any) -> None:
-    result = train(run_config_from_dict(_config("lora", adapter=LORA, schedule={
-        "max_steps": 2, "val_every": 2, "save_every": 2, "keep_last": 1, "log_every": 1}), "lora.yaml"), settings=load_settings())
+    result = train(run_config_from_dict(_config("lora", adapter=LORA, schedule=_short(2)), "lora.yaml"), settings=load_settings())
     assert result.state == "finished" and result.base_rows_sha256["start"] == result.base_rows_sha256["now"] is not None
     record = assert_adapter_only(Path(result.last_checkpoint), {"embed_text_tokens.weight_new"})
     adapted = set(record["modules"])
     assert any(n.startswith("backbone_model.layers.") for n in adapted) and any(n.startswith("depth_decoder.") for n in adapted)
     trained_keys = set(load_checkpoint(Path(result.last_checkpoint)).state_dict)
     assert not any(k.startswith("codec_model.") for k in trained_keys)      # Mimi never trains
+
+
+def test_resume_after_the_vocabulary_grew_restores_every_weight_and_remaps_adam_rows(ws: Path) -> None:
+    old = load_tokenizer(ws / "tokenizers" / "am.json")
+    with_pieces(old.path, ["ሰላምታ", "qzxw"], ws / "tokenizers" / "am2.json")
+    first = train(run_config_from_dict(_config("grow", schedule=_short(2)), "grow.yaml"), settings=load_settings())
+    saved = load_checkpoint(Path(first.last_checkpoint))
+    grown = _config("grow", tokenizer="tokenizers/am2.json", schedule=_short(4))
+    trainer = prepare_trainer(run_config_from_dict(grown, "grow2.yaml"), settings=load_settings(), resume="auto")
+    assert trainer.step == 2 and trainer.scheduler.last_epoch == 2
+    key = "embed_text_tokens.weight"
+    assert trainer.grown_rows == {f"{key}_new": old.size - TEXT_ROWS}
+    weights = trainer.model.state_dict()
+    assert weights[key].shape[0] == old.size + 2 and torch.isfinite(weights[key][old.size:]).all()
+    assert torch.equal(weights[key][:old.size], saved.state_dict[key])         # every trained row as saved
+    assert all(torch.equal(weights[k], v) for k, v in saved.state_dict.items() if k != key)
+    state = trainer.optimizer.state[trainer.model.embed_text_tokens.weight_new]
+    before = saved.extra["optimizer"]["state"][saved.extra["optimizer_names"].index(f"{key}_new")]
+    for moment in ("exp_avg", "exp_avg_sq"):
+        n = before[moment].shape[0]
+        assert n == old.size - TEXT_ROWS and state[moment].shape[0] == n + 2
+        assert torch.equal(state[moment][:n], before[moment]) and not state[moment][n:].any()
+    result = trainer.run()
+    assert result.state == "finished" and result.step == 4
+    assert result.base_rows_sha256["start"] == result.base_rows_sha256["now"] == first.base_rows_sha256["start"]
+    final = load_checkpoint(Path(result.last_checkpoint)).state_dict[key]
+    assert final.shape[0] == old.size + 2
+    assert torch.equal(final[:TEXT_ROWS], load_checkpoint(ws / "checkpoints" / "csm_am.safetensors").state_dict[key][:TEXT_ROWS])

@@ -1,7 +1,7 @@
 """Every family under torchrun: two gloo ranks on the CPU train exactly as one process on the doubled batch.
 
 One row of FAMILIES per model family — LinguaForge's own LM and TTS, Chatterbox T3, Chatterbox-Turbo's
-GPT-2 T3, IndexTTS2's GPT (a family added later is one more row) — each a workspace built by the family's
+GPT-2 T3, IndexTTS2's GPT, Sesame CSM (a family added later is one more row) — each a workspace built by the family's
 test helpers, with a base checkpoint whose first rows are frozen. For each row, full fine-tune and LoRA under two ranks
 (`python -m torch.distributed.run --standalone --nproc_per_node 2 -m tests.ranks_train`: `core train`
 of both runs, one start of the ranks) with `batch.size` B end with the same weights on both ranks
@@ -45,7 +45,7 @@ torch.set_num_threads(1)
 
 LORA = {"kind": "lora", "rank": 4, "alpha": 8.0, "dropout": 0.0}
 STEPS = 3
-CURVE = ("loss", "text_loss", "mel_loss", "grad_norm", "lr")  # the train metrics compared step by step
+CURVE = ("loss", "text_loss", "mel_loss", "backbone_loss", "depth_loss", "grad_norm", "lr")  # the train metrics compared step by step
 
 
 def _lm(root: Path) -> dict[str, Any]:
@@ -108,6 +108,16 @@ def _indextts(root: Path) -> dict[str, Any]:
             "optim": {"lr": 1.0e-2, "warmup_steps": 0, "weight_decay": 0.1}}
 
 
+def _csm(root: Path) -> dict[str, Any]:
+    from tests.csm_helpers import csm_workspace
+
+    csm_workspace(root, per_language=5)  # 4 training clips and 1 validation clip: one global batch of 4
+    return {"family": "csm", "model_dir": "models/csm", "tokenizer": "tokenizers/am.json",
+            "base_checkpoint": "checkpoints/csm_am.safetensors", "model": {"dropout": 0.0},
+            "data": {"manifest": "datasets/am/manifest.jsonl", "val_ratio": 0.2},
+            "optim": {"lr": 3.0e-3, "weight_decay": 0.1, "warmup_steps": 1}}
+
+
 @dataclass(frozen=True)
 class Row:
     """One family: its workspace (returns the run config common to its runs), the batch per rank, and what only
@@ -125,6 +135,7 @@ FAMILIES = [
     Row("chatterbox", _chatterbox, 2),
     Row("chatterbox-turbo", _turbo, 2),
     Row("indextts", _indextts, 1),
+    Row("csm", _csm, 2),
 ]
 
 

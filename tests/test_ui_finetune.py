@@ -11,8 +11,9 @@ from __future__ import annotations
 import io
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import soundfile
@@ -36,18 +37,25 @@ TRAINED = f"runs/{NAME}/checkpoints/step_{STEPS:07d}.pt"
 JOB_MS = 600_000
 
 
-@pytest.fixture(scope="module")
-def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
-    """The real app for a workspace holding the reduced Chatterbox folder, 4 espeak Amharic clips, 4 English ones
-    (datasets/en: the base language's, kept by replay) and an Amharic text."""
+@contextmanager
+def amharic_dashboard(module_tmp: Path, make_folder: Callable[[Path], Any], folder: str) -> Iterator[AppProcess]:
+    """Run the real app for a workspace holding `models/<folder>` (made by `make_folder`), 4 espeak Amharic clips,
+    4 English ones (datasets/en: the base language's, kept by replay) and an Amharic text (`corpora/am.txt`)."""
     chromium_path()
     workspace = module_tmp / "workspace"
-    make_chatterbox_speech_folder(workspace / "models" / "chatterbox", copy=True)
+    make_folder(workspace / "models" / folder)
     make_espeak_dataset(workspace / "datasets" / "espeak", per_language=4, languages=("am",))
     make_espeak_dataset(workspace / "datasets" / "en", per_language=4, languages=("en",))
     (workspace / "corpora").mkdir()
     (workspace / "corpora" / "am.txt").write_text("\n".join(AMHARIC_SENTENCES) + "\n", encoding="utf-8")
     with running_app(workspace, module_tmp / "app.log") as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
+    """The real app for a workspace holding the reduced Chatterbox folder, 4 espeak Amharic clips and an Amharic text."""
+    with amharic_dashboard(module_tmp, lambda dest: make_chatterbox_speech_folder(dest, copy=True), "chatterbox") as app:
         yield app
 
 
@@ -72,6 +80,40 @@ def click_and_wait(page, button: str, status: str, timeout_ms: int = JOB_MS) -> 
     return shown
 
 
+def grown_trained_and_spoken(page, workspace: Path, name: str, steps: int, max_tokens: int) -> tuple[Any, int]:
+    """Steps 3 to 5 of the guided path once step 2 chose the tokenizer: grow the rows, train `steps` steps on the
+    workspace's espeak manifest (its first clip becomes the sample's voice) with English kept by default (its
+    clips replayed in every batch), speak an Amharic sentence of at most `max_tokens` speech tokens; return
+    (samples, rate) of the sample the page plays, fetched from the server."""
+    # 3. the grown embeddings, chosen for step 4
+    click_and_wait(page, "ft-grow-btn", "ft-grow-status")
+    expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{name}/{name}_grown.safetensors")
+    # 4. training on the workspace's manifest; its first clip becomes the sample's voice; English kept by default
+    expect(field(page, "ft-keep")).to_have_value("datasets/en/manifest.jsonl")
+    expect(page.locator("#ft-keep-note")).to_contain_text(
+        "25% of each training batch comes from the clips of datasets/en/manifest.jsonl, so the model keeps")
+    box = field(page, "ft-manifest")
+    box.fill("datasets/espeak/manifest.jsonl")
+    box.press("Enter")
+    expect(field(page, "ft-voice")).to_have_value(re.compile(r"datasets/espeak/audio/am_\d+\.wav"))
+    field(page, "ft-steps").fill(str(steps))
+    click_and_wait(page, "ft-train-btn", "ft-train-status")
+    expect(field(page, "ft-checkpoint")).to_have_value(f"runs/{name}/checkpoints/step_{steps:07d}.pt")
+    config = yaml.safe_load((workspace / "runs" / name / "config.yaml").read_text(encoding="utf-8"))
+    assert config["data"]["replay"] == {"manifest": "datasets/en/manifest.jsonl", "share": 0.25}
+    status = json.loads((workspace / "runs" / name / "status.json").read_text(encoding="utf-8"))
+    assert (status["replay"]["per_batch"], status["replay"]["of_batch"]) == (1, 4)  # one English clip in each batch
+    # 5. a spoken sample, played from the server
+    field(page, "ft-text").fill(AMHARIC_SENTENCES[1])
+    field(page, "ft-max-tokens").fill(str(max_tokens))
+    click_and_wait(page, "ft-speak-btn", "ft-speak-status")
+    link = page.locator("#ft-audio a[download]").first
+    expect(link).to_have_attribute("href", re.compile(r"/file="))
+    response = page.request.get(link.get_attribute("href"))
+    assert response.status == 200
+    return soundfile.read(io.BytesIO(response.body()))
+
+
 def test_guided_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: AppProcess, page) -> None:
     # 1. the folder is listed (found in the workspace) and chosen; its check names the published files
     expect(field(page, "ft-folder")).to_have_value("models/chatterbox")
@@ -88,33 +130,7 @@ def test_guided_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboard: 
     assert drift["protected"]["language"] == "en" and drift["lines_checked"] > 10_000 and drift["lines_changed"] == 0
     assert f"English: 0 of {drift['lines_checked']:,} protected lines encode differently." in shown
     assert "new ones of the 200 asked" in shown, shown  # why the grown model gets the rows it gets
-    # 3. the grown embeddings, chosen for step 4
-    click_and_wait(page, "ft-grow-btn", "ft-grow-status")
-    expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{NAME}/{NAME}_grown.safetensors")
-    # 4. training on the workspace's manifest; its first clip becomes the sample's voice; English kept by default
-    expect(field(page, "ft-keep")).to_have_value("datasets/en/manifest.jsonl")
-    expect(page.locator("#ft-keep-note")).to_contain_text(
-        "25% of each training batch comes from the clips of datasets/en/manifest.jsonl, so the model keeps")
-    box = field(page, "ft-manifest")
-    box.fill("datasets/espeak/manifest.jsonl")
-    box.press("Enter")
-    expect(field(page, "ft-voice")).to_have_value(re.compile(r"datasets/espeak/audio/am_\d+\.wav"))
-    field(page, "ft-steps").fill(str(STEPS))
-    click_and_wait(page, "ft-train-btn", "ft-train-status")
-    expect(field(page, "ft-checkpoint")).to_have_value(TRAINED)
-    config = yaml.safe_load((dashboard.workspace / "runs" / NAME / "config.yaml").read_text(encoding="utf-8"))
-    assert config["data"]["replay"] == {"manifest": "datasets/en/manifest.jsonl", "share": 0.25}
-    status = json.loads((dashboard.workspace / "runs" / NAME / "status.json").read_text(encoding="utf-8"))
-    assert (status["replay"]["per_batch"], status["replay"]["of_batch"]) == (1, 4)  # one English clip in each batch
-    # 5. a spoken sample, played from the server at 24 kHz
-    field(page, "ft-text").fill(AMHARIC_SENTENCES[1])
-    field(page, "ft-max-tokens").fill(str(MAX_TOKENS))
-    click_and_wait(page, "ft-speak-btn", "ft-speak-status")
-    link = page.locator("#ft-audio a[download]").first
-    expect(link).to_have_attribute("href", re.compile(r"/file="))
-    response = page.request.get(link.get_attribute("href"))
-    assert response.status == 200
-    wav, rate = soundfile.read(io.BytesIO(response.body()))
+    wav, rate = grown_trained_and_spoken(page, dashboard.workspace, NAME, STEPS, MAX_TOKENS)
     assert rate == 24000 and 0 < len(wav) <= (MAX_TOKENS - 1) * 960
 
 

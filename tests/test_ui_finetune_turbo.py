@@ -6,18 +6,13 @@ server, each step one click whose result the next step has chosen.
 
 from __future__ import annotations
 
-import io
-import re
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-import soundfile
 
-from core.data.sample_text import AMHARIC_SENTENCES
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, internal_words, running_app
-from tests.data_helpers import make_espeak_dataset
-from tests.test_ui_finetune import click_and_wait, field
+from tests.browser_helpers import AppProcess, chromium_page, internal_words
+from tests.test_ui_finetune import amharic_dashboard, click_and_wait, field, grown_trained_and_spoken
 from tests.turbo_helpers import make_turbo_speech_folder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -33,13 +28,7 @@ MAX_TOKENS = 6      # speech tokens of the sample; generate() adds three silence
 @pytest.fixture(scope="module")
 def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
     """The real app for a workspace holding the reduced Turbo folder, 4 espeak Amharic clips and an Amharic text."""
-    chromium_path()
-    workspace = module_tmp / "workspace"
-    make_turbo_speech_folder(workspace / "models" / "turbo")
-    make_espeak_dataset(workspace / "datasets" / "espeak", per_language=4, languages=("am",))
-    (workspace / "corpora").mkdir()
-    (workspace / "corpora" / "am.txt").write_text("\n".join(AMHARIC_SENTENCES) + "\n", encoding="utf-8")
-    with running_app(workspace, module_tmp / "app.log") as app:
+    with amharic_dashboard(module_tmp, make_turbo_speech_folder, "turbo") as app:
         yield app
 
 
@@ -97,21 +86,5 @@ def test_guided_turbo_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashb
         shown = click_and_wait(page, "ft-tok-btn", "ft-tok-status")
         assert "English: 0 of" in shown
         expect(field(page, "ft-tokenizer")).to_have_value(f"tokenizers/{NAME}/{NAME}.json")
-        click_and_wait(page, "ft-grow-btn", "ft-grow-status")
-        expect(field(page, "ft-grown")).to_have_value(f"checkpoints/{NAME}/{NAME}_grown.safetensors")
-        box = field(page, "ft-manifest")
-        box.fill("datasets/espeak/manifest.jsonl")
-        box.press("Enter")
-        expect(field(page, "ft-voice")).to_have_value(re.compile(r"datasets/espeak/audio/am_\d+\.wav"))
-        field(page, "ft-steps").fill(str(STEPS))
-        click_and_wait(page, "ft-train-btn", "ft-train-status")
-        expect(field(page, "ft-checkpoint")).to_have_value(f"runs/{NAME}/checkpoints/step_{STEPS:07d}.pt")
-        field(page, "ft-text").fill(AMHARIC_SENTENCES[1])
-        field(page, "ft-max-tokens").fill(str(MAX_TOKENS))
-        click_and_wait(page, "ft-speak-btn", "ft-speak-status")
-        link = page.locator("#ft-audio a[download]").first
-        expect(link).to_have_attribute("href", re.compile(r"/file="))
-        response = page.request.get(link.get_attribute("href"))
-        assert response.status == 200
-        wav, rate = soundfile.read(io.BytesIO(response.body()))
+        wav, rate = grown_trained_and_spoken(page, dashboard.workspace, NAME, STEPS, MAX_TOKENS)
         assert rate == 24000 and 3 * 960 < len(wav) <= (MAX_TOKENS + 3) * 960

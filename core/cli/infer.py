@@ -22,13 +22,16 @@ ANY_NUMBER = NumberRange(-1e9, 1e9, words="a finite number")  # what a KEY=NUMBE
 
 def add_family_options(parser: argparse.ArgumentParser) -> None:
     """Add --family (only for files without metadata naming it) and --model-dir (a family's published folder)."""
-    parser.add_argument("--family", default=None, choices=("linguaforge", "chatterbox", "chatterbox-turbo", "indextts"),
+    from core.families.registry import model_family_names
+
+    parser.add_argument("--family", default=None, choices=model_family_names(),
                         help="model family of a checkpoint whose metadata names none (a published file); "
                              "default: the family its metadata names. One that disagrees with it is refused")
     parser.add_argument("--model-dir", default=None, type=CLI_PATH,
                         help="the family's published model folder (chatterbox: s3gen.pt, ve.pt, conds.pt; chatterbox-turbo: "
                              "s3gen_meanflow.safetensors, ve.safetensors, conds.pt; "
-                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …); default: the run's model_dir:, "
+                             "indextts: config.yaml, s2mel.pth, w2v-bert-2.0/, …; csm: config.json, model.safetensors with its "
+                             "Mimi, the tokenizer); default: the run's model_dir:, "
                              "else settings families.<family>.model_dir")
 
 

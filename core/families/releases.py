@@ -8,6 +8,7 @@ them and which of their files a family needs (the file names come from the famil
 | `chatterbox:english` | chatterbox | ResembleAI/chatterbox: the English release (`t3_cfg.safetensors`) |
 | `chatterbox-turbo` | chatterbox-turbo | ResembleAI/chatterbox-turbo |
 | `chatterbox-nano` | chatterbox-turbo | ResembleAI/chatterbox-nano |
+| `csm` | csm | sesame/csm-1b in the transformers layout (config.json, model.safetensors with Mimi inside, the Llama-3 tokenizer and the processor's files; not the original `ckpt.pt`) |
 | `indextts2` | indextts | IndexTeam/IndexTTS-2 plus w2v-BERT 2.0, the MaskGCT semantic codec, CAMPPlus and BigVGAN, each in the sub-folder IndexTTS2's loader reads |
 
 A folder holding a release is recognised by its files' content (`ModelFamily.check_release`), the release's
@@ -27,6 +28,7 @@ from core.families.indextts.models import DEFAULT_LOCATIONS
 #: the prefix of a Hub repository id where a release name or a model folder is expected: `hf:owner/name[@revision]`
 HF_PREFIX = "hf:"
 _TURBO_PATTERNS = ("*.safetensors", "*.json", "*.txt", "*.pt", "*.model")  # what `ChatterboxTurboTTS.from_pretrained` fetches
+_CSM_PATTERNS = ("model.safetensors", "*.json", "*.jinja")  # what `CsmForConditionalGeneration` and `AutoProcessor` read
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ RELEASES: dict[str, Release] = {release.name: release for release in (
     Release("chatterbox:english", "chatterbox", "Chatterbox (English)", _chatterbox(ENGLISH_FILES["t3"], ENGLISH_FILES)),
     Release("chatterbox-turbo", "chatterbox-turbo", "Chatterbox-Turbo", (HubPart("ResembleAI/chatterbox-turbo", _TURBO_PATTERNS),)),
     Release("chatterbox-nano", "chatterbox-turbo", "Chatterbox-Nano", (HubPart("ResembleAI/chatterbox-nano", _TURBO_PATTERNS),)),
+    Release("csm", "csm", "Sesame CSM-1B", (HubPart("sesame/csm-1b", _CSM_PATTERNS),)),
     Release("indextts2", "indextts", "IndexTTS2", (
         HubPart("IndexTeam/IndexTTS-2", INDEXTTS_FILES),
         _indextts_companion("w2v_bert", "facebook/w2v-bert-2.0", ("config.json", "model.safetensors", "preprocessor_config.json")),
@@ -120,7 +123,7 @@ def parse_hf_id(text: str) -> tuple[str, str | None]:
 
 # -- words for the pages (the folder check, the Fine-tune tab's guide) ---------------------------------------------
 FAMILY_WORDS = {"linguaforge": "LinguaForge's own model", "chatterbox": "Chatterbox",
-                "chatterbox-turbo": "Chatterbox-Turbo", "indextts": "IndexTTS2"}  # a family's name → its name in words
+                "chatterbox-turbo": "Chatterbox-Turbo", "indextts": "IndexTTS2", "csm": "Sesame CSM"}  # a family's name → its name in words
 MODELS_DIR = "models"  # the workspace folder pulls and uploads put model folders in (core.uploads.MODEL)
 _OPTIONAL = {"chatterbox": ("conds.pt",), "chatterbox-turbo": ("conds.pt",)}  # loaded when present
 _COMPANIONS = {"indextts": "s2mel.pth beside them to speak, with w2v-BERT 2.0, the MaskGCT semantic codec, CAMPPlus "

@@ -1,12 +1,13 @@
-"""Fine-tune a published model tab: a guided path from a Chatterbox, Chatterbox-Turbo/Nano or IndexTTS2 model
-folder to a first spoken sample in a new language, one click a step, each result chosen for the next step.
+"""Fine-tune a published model tab: a guided path from a Chatterbox, Chatterbox-Turbo/Nano, IndexTTS2 or Sesame CSM
+model folder to a first spoken sample in a new language, one click a step, each result chosen for the next step.
 
 1. the model folder (listed from the configured roots, checked for the family's published files); before any click
    the step names the family's published release, the files it needs, where they go and the command that fetches
    them (`core.families.releases`, `release_guide`); its Pull button runs that command (`models pull`, a job:
    `core.hub.pull_release`, from the user's Hub cache) and chooses the folder it fills;
-2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 tokenizer folder:
-   `tokenizer.merge`) or extended (IndexTTS2's SentencePiece model, `tokenizer.extend`) with the user's text,
+2. the new-language tokenizer: the folder's tokenizer merged (Chatterbox's JSON, Turbo's GPT-2 and CSM's Llama-3
+   tokenizer folders: `tokenizer.merge`; no language tag for CSM, whose text carries none) or extended (IndexTTS2's
+   SentencePiece model, `tokenizer.extend`) with the user's text,
    English (and Turbo's tags) protected;
 3. the grown embeddings (`embeddings.extend`); 4. a training run (its config written, a `train` job) that keeps
    the base language by default (`core.training.retention`: the retention default's share of each batch from
@@ -53,7 +54,9 @@ from gradio_app.common import (
 from gradio_app.runner import JobRunner
 from gradio_app.style import PATH_FIELD
 
-FAMILIES = {"Chatterbox": "chatterbox", "Chatterbox-Turbo / Nano": "chatterbox-turbo", "IndexTTS2": "indextts"}
+FAMILIES = {"Chatterbox": "chatterbox", "Chatterbox-Turbo / Nano": "chatterbox-turbo", "IndexTTS2": "indextts",
+            "Sesame CSM": "csm"}
+UNTAGGED = ("csm",)  # families whose text starts with no language tag (CSM's is `[speaker]text`)
 LABELS = {"corpus": "Text of the new language", "vocab_size": "New pieces", "target_size": "New pieces",
           "language_tag": "Language tag", "base": "Base tokenizer", "tokenizer": "New tokenizer",
           "checkpoint": "Checkpoint", "text": "Text to speak", "language": "Language tag", "reference": "Voice",
@@ -257,7 +260,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         yield from pull_steps(runner, settings, family_label)
 
     @ui_action(outputs=2, labels=LABELS)
-    def make_tokenizer(name: str, base: str, corpus: list[str], pieces: float, tag: str) -> Iterator[tuple[str, Any]]:
+    def make_tokenizer(name: str, family_label: str, base: str, corpus: list[str], pieces: float,
+                       tag: str) -> Iterator[tuple[str, Any]]:
         from core.tokenizers.tokenizer import load_tokenizer
 
         name = check_name(name.strip(), "Name of the new model")
@@ -267,7 +271,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         if base_path.suffix == ".json" or base_path.is_dir():  # Chatterbox's JSON, Turbo's folder: merged with one trained on the text
             kind, output = "tokenizer.merge", f"tokenizers/{name}/{name}.json"
             params = {"base": str(base_path), "corpus": texts, "vocab_size": added,
-                      "language_tag": tag.strip() or None}
+                      "language_tag": None if FAMILIES[family_label] in UNTAGGED else tag.strip() or None}
         else:  # IndexTTS2: a SentencePiece model, extended by the pieces of the text
             kind, output = "tokenizer.extend", f"tokenizers/{name}/{name}.model"
             params = {"base": str(base_path), "corpus": texts, "target_size": load_tokenizer(base_path).size + added}
@@ -340,7 +344,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     except InputError:  # an unusable manifest: its error shows once it is chosen
         voices = []
     with gr.Tab("Fine-tune a published model", id="finetune") as tab:
-        gr.Markdown("Teach a published Chatterbox, Chatterbox-Turbo / Nano or IndexTTS2 model a new language, one step "
+        gr.Markdown("Teach a published Chatterbox, Chatterbox-Turbo / Nano, IndexTTS2 or Sesame CSM model a new language, one step "
                     "at a time. Each step runs as a job (Jobs tab); its result is chosen in the next step. "
                     "(Turbo takes a voice clip longer than 5 seconds.)")
         with gr.Row():
@@ -393,16 +397,16 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             text = gr.Textbox(label="Text to speak", elem_id="ft-text")
             voice = gr.Dropdown(voices, value=voices[0] if voices else None, label="Voice (a clip of the training data)",
                                 allow_custom_value=True, elem_id="ft-voice")
-            max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second)",
+            max_tokens = gr.Number(250, label="Longest sample (speech tokens; Chatterbox makes 25 a second, CSM 12.5)",
                                    precision=0, elem_id="ft-max-tokens")
         voice_upload = gr.UploadButton("Upload a voice clip", file_types=["audio"], size="sm", elem_id="ft-voice-upload")
         speak_btn, speak_status = _step_action("Speak", "speak", primary=True)
-        audio = gr.Audio(label="Sample (24 kHz for Chatterbox and Turbo)", type="filepath", interactive=False, elem_id="ft-audio",
+        audio = gr.Audio(label="Sample (24 kHz for Chatterbox, Turbo and CSM)", type="filepath", interactive=False, elem_id="ft-audio",
                          buttons=["download"])
 
     check_btn.click(check_folder, [family, folder], [folder_status, base_tok, base_ckpt])
     long_action(pull_btn, pull, family, [folder_status, folder, release])
-    long_action(tok_btn, make_tokenizer, [name, base_tok, corpus, pieces, tag], [tok_status, new_tok])
+    long_action(tok_btn, make_tokenizer, [name, family, base_tok, corpus, pieces, tag], [tok_status, new_tok])
     long_action(grow_btn, grow, [name, family, base_ckpt, base_tok, new_tok, init], [grow_status, grown])
     long_action(train_btn, train, [name, family, folder, new_tok, grown, manifest, steps, keep, share],
                 [train_status, trained])
@@ -442,7 +446,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
                 gr.update(choices=["", *manifests_now], value=current_keep or base_now))
 
     tab.select(refresh, [family, folder, manifest, corpus, tag, keep],
-               [folder, release, new_tok, grown, manifest, trained, corpus, keep], show_progress="hidden")
+               [folder, release, new_tok, grown, manifest, trained, corpus, keep], show_progress="hidden", **folder_list)
 
     @ui_action(outputs=3)
     def folder_uploaded(files: Any, family_label: str) -> tuple[Any, ...]:

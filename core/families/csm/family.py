@@ -23,9 +23,10 @@ from torch import nn
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks
+from core.families.base import TEMPERATURE, FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks
 from core.families.csm.layout import LAYOUT, collate, csm_forward, lay_out_sample, layout_ids
 from core.families.csm.model import CONFIG_NAME, CsmModelConfig, build_csm, module_state_dict, read_folder_config
+from core.numbers import NumberRange
 
 FILES = {"config": CONFIG_NAME, "model": "model.safetensors", "tokenizer_json": "tokenizer.json"}
 FRAMES_PER_SECOND = 12.5  # Mimi at 24 kHz: one frame per 1,920 samples
@@ -40,7 +41,9 @@ class CsmFamily(ModelFamily):
     tasks = ("tts",)
     start_role = "model"
     tokenizer_role = "tokenizer"  # the model folder itself: AutoTokenizer's Llama-3 files
-    marker_names = (FILES["model"],)
+    marker_releases = {FILES["model"]: "csm"}
+    marker_names = tuple(marker_releases)
+    speech_options = {"temperature": TEMPERATURE, "top_k": NumberRange(0, 100_000, integer=True)}  # backbone and depth decoder
     model_keys = ("preset", "dropout")
     # the cache holds the Mimi codes: the codec never runs in the training forward
     unused_in_training = ("codec_model",)
@@ -62,6 +65,19 @@ class CsmFamily(ModelFamily):
                 raise InputError(f"{model_dir / name}: missing from the CSM folder {model_dir} (the {role}). It must hold "
                                  f"{', '.join(FILES.values())} as sesame/csm-1b ships them; nothing is downloaded.")
         return {**{role: model_dir / name for role, name in FILES.items()}, "tokenizer": model_dir}
+
+    def check_release(self, files: Mapping[str, Path]) -> str:
+        """Return one line of what the folder holds: the CSM config's backbone, codebooks and text rows against
+        the tokenizer's ids. Raises InputError for a config that is not CSM's or rows that differ from the ids."""
+        from core.tokenizers.tokenizer import load_tokenizer
+
+        config = read_folder_config(files["config"].parent)
+        ids, rows = load_tokenizer(files["tokenizer"]).size, int(config.get("text_vocab_size", 128256))
+        if rows != ids:
+            raise InputError(f"{files['config']}: text_vocab_size {rows}, but {files['tokenizer_json']} has {ids} ids: "
+                             "the two come from different folders; pull the release whole: `python -m core models pull csm`.")
+        return (f"CSM backbone {config.get('num_hidden_layers')} × {config.get('hidden_size')}, "
+                f"{config.get('num_codebooks')} Mimi codebooks, {rows} text rows = the tokenizer's ids")
 
     # -- model ------------------------------------------------------------------------------
     def model_config(self, run: FamilyRun) -> CsmModelConfig:
@@ -200,6 +216,14 @@ class CsmFamily(ModelFamily):
             raise InputError(f"{cache_dir}: no training clip fits CSM's positions (text ≤ {model_config.max_text_tokens} "
                              f"ids, ≤ {model_config.max_speech_tokens} frames per segment).")
         return TaskData(splits[TRAIN], splits[VAL], collate, csm_forward, {"backbone_loss": 1.0, "depth_loss": 1.0})
+
+    # -- speech -----------------------------------------------------------------------------
+    def load_speaker(self, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
+                     device: str = "auto") -> Any:
+        """Return a CsmSpeaker: the checkpoint's CSM with the model folder's Mimi (24 kHz)."""
+        from core.families.csm.speech import CsmSpeaker
+
+        return CsmSpeaker(self, checkpoint, tokenizer, model_dir, settings, device)
 
     # -- export -----------------------------------------------------------------------------
     def export(self, checkpoint: Path, output_dir: Path, name: str | None, settings: Any) -> list[Path]:
