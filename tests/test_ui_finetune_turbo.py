@@ -27,7 +27,7 @@ MAX_TOKENS = 6      # speech tokens of the sample; generate() adds three silence
 
 @pytest.fixture(scope="module")
 def dashboard(module_tmp: Path) -> Iterator[AppProcess]:
-    """The real app for a workspace holding the reduced Turbo folder, 4 espeak Amharic clips and an Amharic text."""
+    """The real app for a workspace holding the reduced Turbo folder, 4 espeak Amharic and 4 English clips and an Amharic text."""
     with amharic_dashboard(module_tmp, make_turbo_speech_folder, "turbo") as app:
         yield app
 
