@@ -61,10 +61,11 @@ def intro() -> str:
     return (
         "Run the whole new-language journey on this machine, no model download: the espeak sample, an English base "
         "tokenizer and model, the Amharic tokenizer extension, the new rows' embeddings, a fine-tune that keeps the "
-        "English rows frozen, pruning, synthesis of held-out sentences and their evaluation, and what English kept "
-        "(English measured before and after the fine-tune). "
-        + (f"`quick` took {quick} on the busy, shared 2-core CPU it was measured on; once this machine has run it, "
-           "its own run sets the pace, and the progress line says when a run goes slower. " if quick else "")
+        "English rows frozen and replays English clips, pruning, synthesis of held-out sentences and their "
+        "evaluation, and what English kept (English measured before and after the fine-tune). "
+        + (f"`quick` took {quick} on a 2-core CPU with nothing else running, and longer on a busy one (82 minutes "
+           "beside other trainings at load 5 to 14); once this machine has run it, its own run sets the pace, and "
+           "the progress line says when a run goes slower. " if quick else "")
         + "`full` is for a GPU. Each stage is a job of its own in the Jobs tab.")
 
 
