@@ -260,7 +260,7 @@ class ChatterboxFamily(ModelFamily):
         """
         from core.data.feature_cache import load_item, open_cache
         from core.data.pairs import load_pairs
-        from core.data.splits import TRAIN
+        from core.data.splits import TRAIN, VAL
         from core.families.contract import TaskData
 
         index = open_cache(cache_dir)

@@ -166,7 +166,7 @@ class CsmFamily(ModelFamily):
         """
         from core.data.feature_cache import load_item, open_cache
         from core.data.pairs import load_pairs
-        from core.data.splits import TRAIN
+        from core.data.splits import TRAIN, VAL
         from core.families.contract import TaskData
 
         if isinstance(model_config, Mapping):
