@@ -1,6 +1,7 @@
 """Feature extraction of the model families: clip by clip (batch 1) beside batched passes.
 
-Chatterbox: `batch_features` (S3 tokenizer: speech + prompt tokens, VoiceEncoder embedding).
+Chatterbox: `batch_features` (S3 tokenizer: speech + prompt tokens, VoiceEncoder embedding; the prompt audio
+prepared once beforehand by `reference_audio`, outside the timed passes).
 IndexTTS2: `BatchFeaturizer` (w2v-BERT layer features in one padded batch, semantic codes and
 conditioning latents per equal-length group). Both over the espeak sample (en + am, `--per-language`
 clips each) or, with `--source commonvoice`, over a Common Voice-shaped release of as many 3-second
@@ -33,7 +34,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
-from core.audio import read_audio  # noqa: E402
+from core.audio import read_audio, resample  # noqa: E402
 from core.data.manifest import load_manifest_rows  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
 from core.data.feature_cache import batches  # noqa: E402
@@ -52,7 +53,7 @@ def timed(passes: Callable[[int], None], sizes: list[int]) -> dict[int, float]:
 
 def chatterbox_passes(folder: Path | None, work: Path, rows: list[Any], device: torch.device) -> Callable[[int], None]:
     """Return a function running Chatterbox's feature models over every clip in batches of its argument."""
-    from core.families.chatterbox.feature_models import batch_features, load_feature_models
+    from core.families.chatterbox.feature_models import MULTILINGUAL_PROMPT, batch_features, load_feature_models, reference_audio
     from core.families.registry import get_model_family
 
     if folder is None:
@@ -60,8 +61,10 @@ def chatterbox_passes(folder: Path | None, work: Path, rows: list[Any], device: 
 
         folder = make_chatterbox_folder(work / "chatterbox")
     models = load_feature_models(get_model_family("chatterbox").published_files(folder)).to(device)
-    wavs = [read_audio(row.path, 16000)[0] for row in rows]
-    return lambda size: [batch_features(models, chunk) for chunk in batches(wavs, size)] and None
+    clips = [read_audio(row.path) for row in rows]
+    wavs = [(resample(wav, rate, 16000), reference_audio(wav, rate, MULTILINGUAL_PROMPT)[1]) for wav, rate in clips]
+    return lambda size: [batch_features(models, [w for w, _ in chunk], [r for _, r in chunk])
+                         for chunk in batches(wavs, size)] and None
 
 
 def indextts_passes(folder: Path | None, work: Path, rows: list[Any], device: torch.device) -> Callable[[int], None]:

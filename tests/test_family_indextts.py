@@ -285,6 +285,33 @@ def test_batched_features_equal_clip_by_clip_features(folder: Path, ws: Path) ->
             assert np.abs(x[key] - y[key]).max() <= FLOAT_TOLERANCE, (a["id"], key, np.abs(x[key] - y[key]).max())
 
 
+def test_the_cache_and_the_speaker_make_each_clips_voice_with_one_maker(folder: Path, ws: Path) -> None:
+    """The cache item's speaker latents and emotion vector are those the speaker makes of the same clip as a
+    reference (`voice_conditioning` of that clip alone, as `IndexTTSSpeaker._voice` calls it, the 15 s cut made
+    and w2v-BERT run again), within FLOAT_TOLERANCE; a clip over 15 s is cut the same way on both paths."""
+    import soundfile
+
+    from core.data.manifest import ManifestRow, load_manifest_rows
+    from core.families.indextts.gpt import IndexTextNormalizer, load_gpt_state_dict, load_unified_voice, read_indextts_config
+    from core.families.indextts.models import BatchFeaturizer, SemanticFeatures, model_paths, voice_conditioning
+
+    config = read_indextts_config(folder / "config.yaml")
+    semantic = SemanticFeatures(model_paths(folder, {"w2v_layer": W2V_LAYERS}), config["semantic_codec"], "cpu", W2V_LAYERS)
+    gpt, _ = load_unified_voice(load_gpt_state_dict(folder / "gpt.pth"), config, 12000)
+    rows = load_manifest_rows(ws / "datasets" / "am" / "manifest.jsonl")
+    long = ws / "datasets" / "am" / "long.wav"                    # 16 s: past the 15 s prompt cut
+    wav, rate = soundfile.read(rows[0].path)
+    soundfile.write(long, np.tile(wav, int(16 * rate / len(wav)) + 1)[: 16 * rate], rate)
+    rows.append(ManifestRow(id="long", audio="long.wav", text=rows[0].text, speaker="s", language="am", path=long))
+    items = BatchFeaturizer(semantic, gpt, IndexTextNormalizer(), load_tokenizer(ws / "tokenizers" / "am8.model"))(rows)
+    for row, item in zip(rows, items):
+        voice = voice_conditioning(semantic, gpt, [row.path])[0]
+        assert voice.condition.shape == item["condition"].shape == (32, 64) and voice.emo_vec.shape == (64,)
+        assert np.abs(item["condition"] - voice.condition.numpy()).max() <= FLOAT_TOLERANCE, row.id
+        assert np.abs(item["emo_vec"] - voice.emo_vec.numpy()).max() <= FLOAT_TOLERANCE, row.id
+    assert items[-1]["codes"].size >= 16 * 50 - 2 and abs(voice.features.shape[1] - 15 * 50) <= 2   # codes whole, prompt cut
+
+
 def test_twenty_steps_keep_base_rows_and_the_extra_row_bit_identical(ws: Path, trained) -> None:
     result, _ = trained
     assert result.state == "finished" and result.step == 20

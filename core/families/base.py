@@ -251,6 +251,26 @@ def set_dropout(model: "nn.Module", p: float) -> int:
     return count
 
 
+def paired_splits(run: FamilyRun, items: list[dict[str, Any]], pairs: Mapping[str, list[str]], limits: tuple[int, int],
+                  sample: Callable[[tuple[str, str]], Any], length: Callable[[tuple[str, str]], int]) -> dict[str, Any]:
+    """Return the train and val `SampleSet`s of a feature cache's (target clip, prompt clip) pairs
+    (`core.data.pairs.training_pairs` within `limits`, the most text and speech tokens a clip may hold): each pair
+    loaded by `sample` and `length` long, with the pairs left out (`filtered`), the run's single-clip speakers and
+    each target's language."""
+    from core.data.pairs import training_pairs
+    from core.data.splits import TRAIN, VAL
+    from core.families.contract import SampleSet
+
+    language = {e["id"]: e.get("language") for e in items}
+    splits: dict[str, Any] = {}
+    for split in (TRAIN, VAL):
+        chosen, filtered = training_pairs(items, pairs, split, *limits, run.prompts_per_target)
+        splits[split] = SampleSet([length(pair) for pair in chosen], lambda i, chosen=chosen: sample(chosen[i]),
+                                  filtered=filtered, extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {}),
+                                                            "languages": [language[t] for t, _ in chosen]})
+    return splits
+
+
 class Speaker(ABC):
     """One checkpoint with its family's speech models, loaded once; it says one text at a time, whole
     (`speak`) or in chunks as the tokens are generated (`speak_stream`).

@@ -24,14 +24,21 @@ from core.families.chatterbox.layout import START_SPEECH, STOP_SPEECH, sample_em
 
 
 @dataclass(frozen=True)
-class Sampling:
-    """How T3 picks each speech token (the published `generate` defaults; temperature 0 = argmax)."""
+class T3Sampling:
+    """What both T3 families' samplers take (their published `generate` defaults; temperature 0 = argmax)."""
 
     temperature: float = 0.8
-    cfg_weight: float = 0.5
     repetition_penalty: float = 1.2
-    min_p: float = 0.05
     top_p: float = 0.95
+
+
+@dataclass(frozen=True)
+class Sampling(T3Sampling):
+    """How T3 picks each speech token: `T3Sampling` with classifier-free guidance and min-p (the published
+    `generate` defaults)."""
+
+    cfg_weight: float = 0.5
+    min_p: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from torch import nn
 from core.errors import InputError
 from core.numbers import NumberRange
 from core.families import get_family
-from core.families.base import TEMPERATURE, FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks
+from core.families.base import TEMPERATURE, FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks, paired_splits
 from core.families.chatterbox.layout import LAYOUT, collate
 from core.families.chatterbox.speech import SPEECH_TOKENS_PER_SECOND
 from core.families.chatterbox.t3 import (
@@ -259,9 +259,9 @@ class ChatterboxFamily(ModelFamily):
         or no training clip fits T3's position limits.
         """
         from core.data.feature_cache import load_item, open_cache
-        from core.data.pairs import load_pairs, training_pairs
+        from core.data.pairs import load_pairs
         from core.data.splits import TRAIN, VAL
-        from core.families.contract import SampleSet, TaskData
+        from core.families.contract import TaskData
 
         index = open_cache(cache_dir)
         if index.tokenizer_fingerprint != run.tokenizer.fingerprint or index.codec_fingerprint != self.feature_fingerprint(run):
@@ -279,14 +279,8 @@ class ChatterboxFamily(ModelFamily):
             return {"text_ids": target["text_ids"], "codes": target["codes"], "prompt": prompt["prompt"],
                     "speaker_emb": prompt["speaker_emb"]}
 
-        splits: dict[str, Any] = {}
-        for split in (TRAIN, VAL):
-            chosen, filtered = training_pairs(index.items, pairs, split, model_config.max_text_tokens,
-                                              model_config.max_speech_tokens, run.prompts_per_target)
-            lengths = [entries[t]["n_text"] + entries[t]["n_codes"] + 4 for t, _ in chosen]
-            splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered,
-                                      extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {}),
-                                             "languages": [entries[t].get("language") for t, _ in chosen]})
+        splits = paired_splits(run, index.items, pairs, (model_config.max_text_tokens, model_config.max_speech_tokens),
+                               sample, lambda pair: entries[pair[0]]["n_text"] + entries[pair[0]]["n_codes"] + 4)
         if not splits[TRAIN]:
             raise InputError(f"{cache_dir}: no training clip fits T3's limits (text ≤ {model_config.max_text_tokens}, "
                              f"speech ≤ {model_config.max_speech_tokens} tokens).")

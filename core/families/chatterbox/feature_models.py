@@ -2,10 +2,14 @@
 
 The S3 tokenizer's weights are the `tokenizer.*` tensors of `s3gen.pt`; its shape (layers from the
 keys, width from the shapes) is read from them, so a reduced test model and the published one load
-through the same code. `batch_features` gives, per 16 kHz clip, what
-`ChatterboxMultilingualTTS.prepare_conditionals` / `generate` prepare: S3 speech tokens of the whole
-clip (25 tokens/s, 6561 codes), the conditioning prompt tokens (the first 6 s tokenised with
-`max_len=150`) and the VoiceEncoder's 256-d embedding.
+through the same code. `batch_features` gives, per clip, the S3 speech tokens of the whole clip read
+at 16 kHz (25 tokens/s, 6561 codes) and its voice prompt. The voice prompt — the conditioning prompt
+tokens and the VoiceEncoder's 256-d embedding — has ONE maker for the feature cache, both speakers
+and so the published call an export speaks through: `reference_audio` prepares the clip as the
+published `prepare_conditionals` prepares a reference (read at its own rate, resampled to S3Gen's
+24 kHz, Turbo's loudness normalised there, resampled to 16 kHz), `voice_prompts` tokenises its first
+seconds and embeds it, each family with its `VoicePrompt` (the multilingual release: 6 s, 150 tokens;
+Turbo: 15 s, 375 tokens, −27 LUFS).
 """
 
 from __future__ import annotations
@@ -20,9 +24,24 @@ import torch
 from core.errors import InputError
 
 S3_SR = 16_000
+S3GEN_SR = 24_000
 PROMPT_TOKENS = 150
 PROMPT_SECONDS = 6
 S3_HEAD_DIM = 64
+
+
+@dataclass(frozen=True)
+class VoicePrompt:
+    """How a family's published `prepare_conditionals` makes the voice prompt of a reference: the first
+    `seconds` at 16 kHz tokenised with `max_len=tokens`, after `norm_loudness` at 24 kHz when `loudness`."""
+
+    seconds: int
+    tokens: int
+    loudness: bool = False
+
+
+#: the multilingual release's (`ChatterboxMultilingualTTS.ENC_COND_LEN` = 6 s, T3's `speech_cond_prompt_len` 150)
+MULTILINGUAL_PROMPT = VoicePrompt(PROMPT_SECONDS, PROMPT_TOKENS)
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -106,29 +125,45 @@ def load_feature_models(files: dict[str, Path]) -> FeatureModels:
     )
 
 
-@torch.no_grad()
-def batch_features(models: FeatureModels, wavs16: list[torch.Tensor], prompt_seconds: int = PROMPT_SECONDS,
-                   prompt_tokens: int = PROMPT_TOKENS, voices16: list[np.ndarray] | None = None) -> list[dict[str, np.ndarray]]:
-    """Return, per 16 kHz clip, {speech (int), prompt (int, ≤ prompt_tokens), speaker_emb (float32 [256])}.
+def reference_audio(wav: torch.Tensor, rate: int, prompt: VoicePrompt) -> tuple[np.ndarray, np.ndarray]:
+    """Return the reference `wav` (mono, read at its own `rate`) at 24 kHz and 16 kHz as the published
+    `prepare_conditionals` prepares it: resampled to S3Gen's 24 kHz with torchaudio's `resample`, normalised
+    to −27 LUFS there by the published `ChatterboxTurboTTS.norm_loudness` when `prompt.loudness` (a clip too
+    short to measure keeps its level), then resampled to 16 kHz for the S3 tokenizer and the VoiceEncoder."""
+    from torchaudio.functional import resample
 
-    The prompt is the first `prompt_seconds` tokenised with `max_len=prompt_tokens` (the multilingual
-    release: 6 s, 150; Turbo: 15 s, 375). `voices16` (default: the clips) is the audio the prompt and
-    the speaker embedding come from, as the published `prepare_conditionals` prepares its reference.
-    The clips go through the models together: the S3 tokenizer pads their mels and masks the
-    padding in every convolution, FSMN memory and attention (`make_non_pad_mask` on the lengths),
-    so each clip's tokens are those it gets alone; the VoiceEncoder embeds each clip's own
-    fixed-length partials (no padding), averaged per clip.
-    """
-    audios = [w.numpy().astype(np.float32) for w in wavs16]
-    voices = audios if voices16 is None else [np.asarray(v, dtype=np.float32) for v in voices16]
-    speech, lengths = models.s3_tokenizer.forward(audios)
-    prompt, prompt_lengths = models.s3_tokenizer.forward([a[: prompt_seconds * S3_SR] for a in voices], max_len=prompt_tokens)
-    embeds = np.asarray(models.voice_encoder.embeds_from_wavs(voices, sample_rate=S3_SR), dtype=np.float32)
-    return [
-        {
-            "speech": speech[i, : int(lengths[i])].cpu().numpy(),
-            "prompt": prompt[i, : int(prompt_lengths[i])].cpu().numpy(),
-            "speaker_emb": embeds[i],
-        }
-        for i in range(len(audios))
-    ]
+    wav24 = wav.reshape(1, -1).float()
+    if rate != S3GEN_SR:
+        wav24 = resample(wav24, orig_freq=rate, new_freq=S3GEN_SR)
+    wav24 = wav24.squeeze(0).numpy()
+    if prompt.loudness:
+        from chatterbox.tts_turbo import ChatterboxTurboTTS
+
+        wav24 = ChatterboxTurboTTS.norm_loudness(None, wav24, S3GEN_SR)  # `self` is not used by it
+    wav16 = resample(torch.from_numpy(wav24).unsqueeze(0), orig_freq=S3GEN_SR, new_freq=S3_SR).squeeze(0).numpy()
+    return wav24, wav16
+
+
+@torch.no_grad()
+def voice_prompts(models: FeatureModels, refs16: list[np.ndarray], prompt: VoicePrompt) -> list[dict[str, np.ndarray]]:
+    """Return, per 16 kHz reference from `reference_audio`, {prompt (int, ≤ prompt.tokens), speaker_emb (float32
+    [256])}: the first `prompt.seconds` tokenised with `max_len=prompt.tokens` and the VoiceEncoder's embedding,
+    as `prepare_conditionals` makes them. The references go through the models together: the S3 tokenizer pads
+    their mels and masks the padding in every convolution, FSMN memory and attention (`make_non_pad_mask` on the
+    lengths), so each one's tokens are those it gets alone; the VoiceEncoder embeds each one's own fixed-length
+    partials (no padding)."""
+    refs = [np.asarray(r, dtype=np.float32) for r in refs16]
+    tokens, lengths = models.s3_tokenizer.forward([r[: prompt.seconds * S3_SR] for r in refs], max_len=prompt.tokens)
+    embeds = np.asarray(models.voice_encoder.embeds_from_wavs(refs, sample_rate=S3_SR), dtype=np.float32)
+    return [{"prompt": tokens[i, : int(lengths[i])].cpu().numpy(), "speaker_emb": embeds[i]} for i in range(len(refs))]
+
+
+@torch.no_grad()
+def batch_features(models: FeatureModels, wavs16: list[torch.Tensor], refs16: list[np.ndarray],
+                   prompt: VoicePrompt = MULTILINGUAL_PROMPT) -> list[dict[str, np.ndarray]]:
+    """Return, per clip, {speech (int), prompt (int), speaker_emb (float32 [256])}: the S3 speech tokens of the
+    clip read at 16 kHz (`wavs16`) and `voice_prompts` of its reference audio (`refs16`, `reference_audio`).
+    The clips go through the S3 tokenizer together, masked as `voice_prompts` says."""
+    speech, lengths = models.s3_tokenizer.forward([w.numpy().astype(np.float32) for w in wavs16])
+    voices = voice_prompts(models, refs16, prompt)
+    return [{"speech": speech[i, : int(lengths[i])].cpu().numpy(), **voices[i]} for i in range(len(wavs16))]

@@ -1,8 +1,11 @@
 """Chatterbox features in the one feature cache (`core.data.feature_cache`), in the own codec's index format.
 
-Per clip: the S3 speech tokens, prompt tokens and VoiceEncoder embedding of `chatterbox.feature_models`,
-and the text ids after `chatterbox.text.prepare_text`; fingerprinted by the feature models' file hashes
-and the text-preparation version.
+Per clip: the S3 speech tokens of the clip read at 16 kHz, its voice prompt (prompt tokens and VoiceEncoder
+embedding) made by the one maker both speakers use (`chatterbox.feature_models.reference_audio` and
+`voice_prompts`, as the published `prepare_conditionals` makes it), and the text ids after
+`chatterbox.text.prepare_text`; fingerprinted by the feature models' file hashes, the feature format (2: the
+prompt from the reference resampled 16 → 24 → 16 kHz as `prepare_conditionals` resamples it; 1 read it at
+16 kHz directly) and the text-preparation version.
 """
 
 from __future__ import annotations
@@ -16,19 +19,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.audio import read_audio
+from core.audio import read_audio, resample
 from core.data.feature_cache import CACHE_FORMAT, Features
 from core.data.manifest import ManifestRow
 from core.errors import InputError
 from core.families.chatterbox.feature_models import (
-    PROMPT_SECONDS, PROMPT_TOKENS, S3_SR, FeatureModels, batch_features, load_feature_models,
+    MULTILINGUAL_PROMPT, S3_SR, FeatureModels, batch_features, load_feature_models, reference_audio,
 )
 from core.families.chatterbox.text import TEXT_PREP_VERSION, text_ids
 from core.fsutil import sha256_file
 from core.tokenizers.tokenizer import Tokenizer
 
 SPEECH_CODES = 6561
-FEATURE_FORMAT = "chatterbox-features-1"
+FEATURE_FORMAT = "chatterbox-features-2"
 
 
 def feature_fingerprint(files: dict[str, Path], feature_format: str = FEATURE_FORMAT) -> str:
@@ -45,7 +48,7 @@ class ChatterboxFeatures:
 
     The feature models load on the first clip that needs computing (a complete cache loads none).
     A family with the same feature models and another prompt or text preparation (Chatterbox-Turbo)
-    subclasses it, overriding the class attributes and `clip_text_ids` / `voices`.
+    subclasses it, overriding the class attributes and `clip_text_ids`.
     """
 
     tokenizer: Tokenizer
@@ -57,7 +60,7 @@ class ChatterboxFeatures:
     family = "chatterbox"
     feature_format = FEATURE_FORMAT
     text_preparation = TEXT_PREP_VERSION
-    prompt_seconds, prompt_tokens = PROMPT_SECONDS, PROMPT_TOKENS
+    prompt = MULTILINGUAL_PROMPT
     dtypes = {"text_ids": np.int32, "codes": np.int32, "prompt": np.int32, "speaker_emb": np.float32}
 
     @cached_property
@@ -73,29 +76,25 @@ class ChatterboxFeatures:
         """Return the row's text ids (`chatterbox.text.text_ids`)."""
         return text_ids(self.tokenizer, row.text, row.language)
 
-    def voices(self, wavs16: list[torch.Tensor]) -> list[np.ndarray] | None:
-        """Return the audio the prompt and speaker embedding come from (None: the clips themselves)."""
-        return None
-
     def featurise(self, rows: list[ManifestRow]) -> list[Features]:
         """Return each row's arrays (`batch_features`), or why its audio is unreadable.
 
         Raises InputError when a text's language has no tag in the tokenizer.
         """
         ids = [self.clip_text_ids(row) for row in rows]
-        wavs: dict[int, torch.Tensor] = {}
+        wavs: dict[int, tuple[torch.Tensor, int]] = {}
         results: list[Features] = []
         for i, row in enumerate(rows):
             try:
-                wavs[i] = read_audio(row.path, S3_SR)[0]
+                wavs[i] = read_audio(row.path)
                 results.append({})
             except InputError as exc:
                 results.append(str(exc))
         if wavs:
             self.models = self.models or load_feature_models(self.files).to(self.device)
-            clips = list(wavs.values())
-            for i, clip in zip(wavs, batch_features(self.models, clips, self.prompt_seconds, self.prompt_tokens,
-                                                    self.voices(clips))):
+            clips = [resample(wav, rate, S3_SR) for wav, rate in wavs.values()]   # what read_audio(path, S3_SR) gives
+            refs = [reference_audio(wav, rate, self.prompt)[1] for wav, rate in wavs.values()]
+            for i, clip in zip(wavs, batch_features(self.models, clips, refs, self.prompt)):
                 results[i] = {"text_ids": np.asarray(ids[i]), "codes": clip["speech"], "prompt": clip["prompt"],
                               "speaker_emb": clip["speaker_emb"]}
         return results

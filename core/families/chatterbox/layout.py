@@ -18,7 +18,7 @@ prompts cut to the batch's shortest); 2 = this one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
@@ -125,13 +125,14 @@ class BatchLayout:
     speech_start: torch.Tensor
 
 
-def collate(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Return the batch of samples {text_ids, codes, prompt, speaker_emb}: wrapped text and speech and
-    the whole prompts (cut as inference cuts them), each right-padded with its lengths, speaker
-    embeddings, and `n_tokens` (the scored targets: text and speech minus one each)."""
-    texts = [wrap_text(s["text_ids"]) for s in samples]
+def padded_batch(samples: list[dict[str, torch.Tensor]], texts: list[torch.Tensor], prompt_tokens: int,
+                 unscored_text: int) -> dict[str, torch.Tensor]:
+    """Return the batch of both T3 layouts: the samples' text ids as the layout lays them out (`texts`), their speech
+    after the start token with the stop token, and their whole prompts (cut at `prompt_tokens` as inference cuts
+    them), each right-padded with its lengths, the speaker embeddings, and `n_tokens` (the scored targets: each
+    text but its first `unscored_text` ids, each speech but its start token)."""
     speech = [wrap_speech(s["codes"]) for s in samples]
-    prompts = [cut_prompt(s["prompt"]) for s in samples]
+    prompts = [cut_prompt(s["prompt"], prompt_tokens) for s in samples]
     return {
         "text_ids": pad_sequence(texts, batch_first=True, padding_value=STOP_TEXT),
         "text_lengths": torch.tensor([len(t) for t in texts]),
@@ -140,21 +141,35 @@ def collate(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         "prompt": pad_sequence(prompts, batch_first=True, padding_value=0),
         "prompt_lengths": torch.tensor([len(p) for p in prompts]),
         "speaker_emb": torch.stack([torch.as_tensor(s["speaker_emb"]) for s in samples]).float(),
-        "n_tokens": sum(len(t) - 1 for t in texts) + sum(len(s) - 1 for s in speech),
+        "n_tokens": sum(len(t) - unscored_text for t in texts) + sum(len(s) - 1 for s in speech),
     }
 
 
-def lay_out_batch(t3: Any, batch: dict[str, torch.Tensor]) -> BatchLayout:
-    """Return the collated batch laid out sample by sample with `sample_embeds`, right-padded with zeros."""
+def collate(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Return the batch of samples {text_ids, codes, prompt, speaker_emb} (`padded_batch`): wrapped text and
+    speech and the whole prompts (cut as inference cuts them); `n_tokens` counts text and speech minus one each."""
+    return padded_batch(samples, [wrap_text(s["text_ids"]) for s in samples], PROMPT_TOKENS, unscored_text=1)
+
+
+def lay_out_rows(t3: Any, batch: dict[str, torch.Tensor], embed: Callable[..., torch.Tensor]) -> BatchLayout:
+    """Return the collated batch of either T3 layout laid out sample by sample with its `embed` (`sample_embeds`:
+    t3, conditioning, text, speech), right-padded with zeros, each sample's conditioning from its own whole prompt
+    (`condition_rows`); `text_start` is each conditioning's length (one length for all under the perceiver)."""
     prompts = [p[: int(n)] for p, n in zip(batch["prompt"], batch["prompt_lengths"])]
-    cond = condition_embeds(t3, batch["speaker_emb"], prompts)
-    rows = [sample_embeds(t3, c, text[: int(nt)], speech[: int(ns)])
-            for c, text, nt, speech, ns in zip(cond, batch["text_ids"], batch["text_lengths"], batch["codes"], batch["code_lengths"])]
-    lengths = torch.tensor([r.size(0) for r in rows], device=cond.device)
+    conds = condition_rows(t3, batch["speaker_emb"].to(t3.device), prompts)
+    rows = [embed(t3, c, text[: int(nt)], speech[: int(ns)])
+            for c, text, nt, speech, ns in zip(conds, batch["text_ids"], batch["text_lengths"], batch["codes"], batch["code_lengths"])]
+    device = conds[0].device
+    lengths = torch.tensor([r.size(0) for r in rows], device=device)
     embeds = pad_sequence(rows, batch_first=True)
-    mask = (torch.arange(embeds.size(1), device=cond.device)[None] < lengths[:, None]).long()
-    text_start = torch.full_like(lengths, cond.size(1))
-    return BatchLayout(embeds, mask, text_start, text_start + batch["text_lengths"].to(cond.device))
+    mask = (torch.arange(embeds.size(1), device=device)[None] < lengths[:, None]).long()
+    text_start = torch.tensor([c.size(0) for c in conds], device=device)
+    return BatchLayout(embeds, mask, text_start, text_start + batch["text_lengths"].to(device))
+
+
+def lay_out_batch(t3: Any, batch: dict[str, torch.Tensor]) -> BatchLayout:
+    """Return the collated batch laid out sample by sample with `sample_embeds` (`lay_out_rows`)."""
+    return lay_out_rows(t3, batch, sample_embeds)
 
 
 def next_token_targets(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -3,14 +3,15 @@
 The published `ChatterboxMultilingualTTS.generate` refuses language ids outside
 `SUPPORTED_LANGUAGES` and `from_local` hard-codes `T3Config.multilingual()`; here T3 is built at
 the checkpoint's size, the language tag is checked against the tokenizer, the text goes through
-`chatterbox.text.text_ids` (the same function the features used), the published
-`prepare_conditionals` makes the voice (voice encoder, S3 prompt tokens, S3Gen reference), and
+`chatterbox.text.text_ids` (the same function the features used), `voice_conditionals` makes the voice
+as the published `prepare_conditionals` makes it (S3Gen's reference; the S3 prompt tokens and the
+VoiceEncoder's embedding by the maker the feature cache uses), and
 `chatterbox.decode.decode_steps` generates the speech tokens in the training layout at every
 temperature (temperature 0 = argmax), one by one, and `S3GenVocoder` vocodes them — in chunks while
 they are generated when the speaker streams (`Speaker.speak_stream`), else all at once.
 
-`ChatterboxSpeaker` loads T3 and its tokenizer at once and the voice models (S3Gen, 264M
-parameters; the VoiceEncoder; `conds.pt`) on the first `speak`, after the text and language
+`ChatterboxSpeaker` (a `T3Speaker`, as Turbo's is) loads T3 and its tokenizer at once and the voice models
+(S3Gen, 264M parameters; the VoiceEncoder; `conds.pt`) on the first `speak`, after the text and language
 are checked, then keeps them (and the last 8 reference voices' conditionals) for every later call.
 """
 
@@ -24,6 +25,7 @@ import torch
 from core.errors import InputError
 from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.chatterbox.decode import Sampling, decode_steps
+from core.families.chatterbox.feature_models import MULTILINGUAL_PROMPT, VoicePrompt
 from core.families.chatterbox.layout import t3_cond_embeds, wrap_text
 from core.families.chatterbox.text import language_tags, text_ids
 
@@ -80,74 +82,116 @@ def load_s3gen(path: Path, meanflow: bool = False) -> Any:
     return s3gen.eval()
 
 
-def load_conditionals(path: Path) -> Any:
-    """Return the published `Conditionals` saved in `conds.pt` (loaded with weights_only=True).
+def load_conditionals(path: Path, conditionals: type, label: str) -> Any:
+    """Return the published `conditionals` class's voice saved in `conds.pt` (loaded with weights_only=True).
 
-    Raises InputError naming the file when it is damaged or not Chatterbox's conditionals.
+    Raises InputError naming the file when it is damaged or not `label`'s conditionals.
     """
-    from chatterbox.mtl_tts import Conditionals
-
     try:
-        return Conditionals.load(path)
+        return conditionals.load(path)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, KeyError or TypeError here
-        raise InputError(f"{path}: not a readable Chatterbox conds.pt ({type(exc).__name__}); replace it with the "
+        raise InputError(f"{path}: not a readable {label} conds.pt ({type(exc).__name__}); replace it with the "
                          "release's conds.pt or remove it and pass --reference WAV.") from exc
 
 
-class ChatterboxSpeaker(Speaker):
-    """A Chatterbox T3 checkpoint with the model folder's S3Gen, VoiceEncoder and `conds.pt`."""
+def voice_conditionals(tts: Any, reference: Path, prompt: VoicePrompt, exaggeration: float, device: str,
+                       conditionals: type) -> Any:
+    """Return the published `conditionals` (T3's `T3Cond` and S3Gen's reference) of the clip `reference`, made as
+    the published `prepare_conditionals` of `tts` makes them: the clip at 24 kHz and 16 kHz (`reference_audio`),
+    S3Gen's reference from its first 10 s at 24 kHz, the prompt tokens and speaker embedding from the one maker
+    the feature cache uses (`voice_prompts` with the family's `prompt`), the emotion `exaggeration`. Turbo's
+    assert that a reference is longer than 5 s is left out: evaluation and the dashboard speak in the voice of
+    training clips, which are often shorter. Raises InputError for unreadable audio."""
+    from chatterbox.models.t3.modules.cond_enc import T3Cond
+
+    from core.audio import read_audio
+    from core.families.chatterbox.feature_models import S3GEN_SR, FeatureModels, reference_audio, voice_prompts
+
+    wav24, wav16 = reference_audio(*read_audio(reference), prompt)
+    with torch.inference_mode():
+        gen = tts.s3gen.embed_ref(wav24[: tts.DEC_COND_LEN], S3GEN_SR, device=device)
+        voice = voice_prompts(FeatureModels(tts.s3gen.tokenizer, tts.ve), [wav16], prompt)[0]
+    t3_cond = T3Cond(speaker_emb=torch.from_numpy(voice["speaker_emb"])[None],
+                     cond_prompt_speech_tokens=torch.from_numpy(voice["prompt"]).long()[None],
+                     emotion_adv=exaggeration * torch.ones(1, 1, 1)).to(device=device)
+    return conditionals(t3_cond, gen)
+
+
+class T3Speaker(Speaker):
+    """What the speakers of both T3 families share: T3 and its tokenizer loaded at once; the published TTS class
+    (`voice_models`: T3, S3Gen, the VoiceEncoder, `conds.pt`) on the first utterance, after the text and language
+    are checked; the voice of a reference made by `voice_conditionals` (the last 8 kept), else `conds.pt`'s."""
 
     sample_rate = S3GEN_SR
     tokens_per_second = SPEECH_TOKENS_PER_SECOND
+    #: the family's voice prompt, the published module holding its TTS class and `Conditionals`, whether its S3Gen
+    #: is the meanflow one, the files `--model-dir` must hold and the name of its `conds.pt` in error lines
+    prompt = MULTILINGUAL_PROMPT
+    published_module = "chatterbox.mtl_tts"
+    meanflow = False
+    folder_files = "s3gen.pt, ve.pt and conds.pt"
+    label = "Chatterbox"
 
     def __init__(self, family: Any, checkpoint: Any, tokenizer: Path | None, model_dir: Path | None, settings: Any,
                  device: str = "auto") -> None:
         from core.inference import resolve_device
 
         if model_dir is None:
-            raise InputError("synthesize --family chatterbox needs --model-dir (or settings families.chatterbox.model_dir): "
-                             "the folder with s3gen.pt, ve.pt and conds.pt.")
+            raise InputError(f"synthesize --family {family.name} needs --model-dir (or settings families.{family.name}.model_dir): "
+                             f"the folder with {self.folder_files}.")
         self.model_dir = Path(model_dir)
         self.files = family.published_files(self.model_dir)
         self.device = str(resolve_device(device))
         t3, self.tokenizer = load_t3_for_inference(family, checkpoint, tokenizer, settings)
         self.t3 = t3.to(self.device)
-        self.tags = language_tags(self.tokenizer)
+        self.tags = self.language_tags(self.tokenizer)
         self._tts: Any = None
         self._default_conds: Any = None
         self._voices = VoiceCache()
 
-    def _voice_models(self) -> Any:
-        """Return the published `ChatterboxMultilingualTTS` holding T3, S3Gen and the VoiceEncoder (loaded once)."""
-        if self._tts is None:
-            from chatterbox.mtl_tts import ChatterboxMultilingualTTS
+    @staticmethod
+    def language_tags(tokenizer: Any) -> set[str]:
+        """Return the language tags of the tokenizer (`chatterbox.text.language_tags`)."""
+        return language_tags(tokenizer)
 
+    def published(self) -> Any:
+        """Return the published module holding the family's TTS class and `Conditionals`."""
+        import importlib
+
+        return importlib.import_module(self.published_module)
+
+    def build_tts(self, s3gen: Any, voice_encoder: Any) -> Any:
+        """Return the published `ChatterboxMultilingualTTS` of T3, `s3gen` and `voice_encoder` (conds.pt's voice)."""
+        return self.published().ChatterboxMultilingualTTS(self.t3, s3gen, voice_encoder, None, self.device, self._default_conds)
+
+    def voice_models(self) -> Any:
+        """Return the published TTS class holding T3, S3Gen and the VoiceEncoder (loaded once, with conds.pt's voice)."""
+        if self._tts is None:
             from core.families.chatterbox.feature_models import load_voice_encoder
 
-            s3gen = load_s3gen(self.files["s3gen"]).to(self.device)
+            s3gen = load_s3gen(self.files["s3gen"], meanflow=self.meanflow).to(self.device)
             voice_encoder = load_voice_encoder(self.files["voice_encoder"]).to(self.device)
-            conds = load_conditionals(self.files["conds"]).to(self.device) if "conds" in self.files else None
-            self._default_conds = conds
-            self._tts = ChatterboxMultilingualTTS(self.t3, s3gen, voice_encoder, None, self.device, conds)
+            if "conds" in self.files:
+                conds = load_conditionals(self.files["conds"], self.published().Conditionals, self.label)
+                self._default_conds = conds.to(self.device)
+            self._tts = self.build_tts(s3gen, voice_encoder)
         return self._tts
 
-    def _conditionals(self, reference: Path | None, exaggeration: float) -> Any:
-        tts = self._voice_models()
+    def conditionals(self, reference: Path | None, exaggeration: float = 0.5) -> Any:
+        """Return the published `Conditionals` of `reference` (`voice_conditionals`, kept for the last 8 references),
+        else `conds.pt`'s. Raises InputError without a voice."""
+        tts = self.voice_models()
         if reference is None:
             if self._default_conds is None:
                 raise InputError(f"no voice: pass --reference WAV or put conds.pt into {self.model_dir}.")
             return self._default_conds
-
-        def prepare() -> Any:
-            tts.prepare_conditionals(str(reference), exaggeration=exaggeration)
-            return tts.conds
-
-        return self._voices.get(reference, prepare, exaggeration)
+        return self._voices.get(reference, lambda: voice_conditionals(tts, reference, self.prompt, exaggeration, self.device,
+                                                                      self.published().Conditionals), exaggeration)
 
     def speaker_embedding(self, wav_16k: Any) -> Any:
-        """Return the model folder's VoiceEncoder (`ve.pt`) speaker embedding [256] of a 16 kHz clip (numpy)."""
+        """Return the model folder's VoiceEncoder speaker embedding [256] of a 16 kHz clip (numpy)."""
         with torch.inference_mode():
-            return self._voice_models().ve.embeds_from_wavs([wav_16k], sample_rate=16000)[0]
+            return self.voice_models().ve.embeds_from_wavs([wav_16k], sample_rate=16000)[0]
 
     def speech_tokens(self, path: Path) -> list[int]:
         """Return the S3 speech tokens (25 per second) of the clip at `path`, as T3 is trained to produce them.
@@ -157,8 +201,12 @@ class ChatterboxSpeaker(Speaker):
 
         wav = read_audio(path, S3_SR)[0]
         with torch.inference_mode():
-            tokens, lengths = self._voice_models().s3gen.tokenizer([wav.to(self.device)])
+            tokens, lengths = self.voice_models().s3gen.tokenizer([wav.to(self.device)])
         return tokens[0, : int(lengths[0])].tolist()
+
+
+class ChatterboxSpeaker(T3Speaker):
+    """A Chatterbox T3 checkpoint with the model folder's S3Gen, VoiceEncoder and `conds.pt`."""
 
     def utterance(
         self, text: str, reference: Path | None = None, language: str | None = None, seed: int = 0,
@@ -183,10 +231,10 @@ class ChatterboxSpeaker(Speaker):
                              f"it has {', '.join(sorted(self.tags))}.")
         ids = text_ids(self.tokenizer, text, language)
         torch.manual_seed(seed)
-        conds = self._conditionals(reference, float(options.get("exaggeration", 0.5)))
+        conds = self.conditionals(reference, float(options.get("exaggeration", 0.5)))
         sampling = Sampling(**{k: float(options[k]) for k in Sampling.__dataclass_fields__ if options.get(k) is not None})
         steps = int(options["cfm_steps"]) if options.get("cfm_steps") else None  # None: S3Gen's own 10
-        vocoder = S3GenVocoder(self._voice_models().s3gen, conds.gen, steps, seed, speed, self.device)
+        vocoder = S3GenVocoder(self.voice_models().s3gen, conds.gen, steps, seed, speed, self.device)
         return ChatterboxUtterance(self, text, ids, conds, sampling, max_new_tokens or MAX_NEW_TOKENS, vocoder, language)
 
 

@@ -13,6 +13,7 @@ training forward (losses through the module it is handed, the DDP wrapper under 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 import torch
@@ -112,16 +113,23 @@ def t3_hparams(config: ChatterboxConfig) -> Any:
     return hp
 
 
+class TrainingForward:
+    """What a trainable T3 adds to the published class, for both T3 families: `model(batch=…)` returns its
+    `training_losses(batch)` (through the module the trainer hands it: the DDP wrapper under `torchrun`);
+    any other call is the published forward."""
+
+    def forward(self, batch: dict[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
+        if batch is None:
+            return super().forward(**kwargs)  # type: ignore[misc]
+        return self.training_losses(batch)  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=None)
 def _trainable_t3_class() -> type:
     from chatterbox.models.t3 import T3
 
-    class LinguaForgeT3(T3):
+    class LinguaForgeT3(TrainingForward, T3):
         """The published T3 with a training forward: `model(batch=…)` returns the losses."""
-
-        def forward(self, batch: dict[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
-            if batch is None:
-                return super().forward(**kwargs)
-            return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             """Return text_loss, mel_loss (speech tokens) and mel_top1 (means) and the tokens they score,
@@ -155,16 +163,10 @@ def layout_losses(t3: Any, layout: Any, batch: dict[str, torch.Tensor], text_pos
             "text_tokens": text_tokens, "mel_tokens": mel_tokens}
 
 
-_LINGUAFORGE_T3: type | None = None
-
-
 def build_t3(config: ChatterboxConfig, frozen_rows: int = 0) -> nn.Module:
     """Return a random-initialised `LinguaForgeT3` (a T3) whose first `frozen_rows` text rows are frozen buffers
     (every dropout at `config.dropout` when set)."""
-    global _LINGUAFORGE_T3
-    if _LINGUAFORGE_T3 is None:
-        _LINGUAFORGE_T3 = _trainable_t3_class()
-    return split_t3_text_rows(_LINGUAFORGE_T3(t3_hparams(config)), frozen_rows, config.dropout)
+    return split_t3_text_rows(_trainable_t3_class()(t3_hparams(config)), frozen_rows, config.dropout)
 
 
 def split_t3_text_rows(model: nn.Module, frozen_rows: int, dropout: float | None) -> nn.Module:

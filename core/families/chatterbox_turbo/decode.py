@@ -20,19 +20,17 @@ from typing import Any, Callable, Generator
 
 import torch
 
-from core.families.chatterbox.decode import Decoded, collect
+from core.families.chatterbox.decode import Decoded, T3Sampling, collect
 from core.families.chatterbox.layout import START_SPEECH, STOP_SPEECH, wrap_speech
 from core.families.chatterbox_turbo.layout import sample_embeds
 
 
 @dataclass(frozen=True)
-class TurboSampling:
-    """How Turbo's T3 picks each speech token (`ChatterboxTurboTTS.generate`'s defaults; temperature 0 = argmax)."""
+class TurboSampling(T3Sampling):
+    """How Turbo's T3 picks each speech token: `T3Sampling` with top-k (`ChatterboxTurboTTS.generate`'s defaults;
+    temperature 0 = argmax)."""
 
-    temperature: float = 0.8
     top_k: int = 1000
-    top_p: float = 0.95
-    repetition_penalty: float = 1.2
 
 
 def _picker(sampling: TurboSampling) -> Callable[[torch.Tensor, torch.Tensor], int]:

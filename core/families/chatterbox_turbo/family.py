@@ -1,8 +1,10 @@
 """Chatterbox-Turbo and Nano (chatterbox-light's `ChatterboxTurboTTS`) as a LinguaForge model family.
 
-What is identical to the multilingual family is its code: the feature models and the feature cache
-(`chatterbox.features`, with Turbo's prompt and text), the conditioning (`chatterbox.layout`), the
-split text rows, the training loop's hooks (`ChatterboxFamily`, which this class extends). What
+What is identical to the multilingual family is its code: the feature models, the voice-prompt maker and
+the feature cache (`chatterbox.feature_models`, `chatterbox.features`, with Turbo's prompt and text), the
+conditioning and the padded batch (`chatterbox.layout`), the training forward and the split text rows
+(`chatterbox.t3`), the speaker's base (`chatterbox.speech.T3Speaker`), the sampler's common options
+(`chatterbox.decode.T3Sampling`), the training loop's hooks (`ChatterboxFamily`, which this class extends). What
 differs lives here: the GPT-2 T3 (`chatterbox_turbo.t3`), its one sequence layout
 (`chatterbox_turbo.layout`: no start/stop text tokens, GPT-2's own positions, a 375-token prompt),
 the decoder, the meanflow speaker, the published files (`ve.safetensors`, `t3_turbo_v1.safetensors`

@@ -18,11 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
-
-from core.families.chatterbox.layout import (
-    IGNORE, STOP_SPEECH, BatchLayout, condition_rows, cut_prompt, wrap_speech,
-)
+from core.families.chatterbox.layout import IGNORE, BatchLayout, lay_out_rows, padded_batch
 
 LAYOUT = {"family": "chatterbox-turbo", "version": 1}
 PROMPT_TOKENS = 375
@@ -36,37 +32,17 @@ def sample_embeds(t3: Any, cond: torch.Tensor, text: torch.Tensor, speech: torch
 
 
 def collate(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Return the batch of samples {text_ids, codes, prompt, speaker_emb}: the text ids, the speech after its
-    start token with the stop token, and the whole prompts (cut at 375 as inference cuts them), each
-    right-padded with its lengths, speaker embeddings, and `n_tokens` (the scored targets)."""
+    """Return the batch of samples {text_ids, codes, prompt, speaker_emb} (`chatterbox.layout.padded_batch`): the
+    text ids as they are, the speech after its start token with the stop token, and the whole prompts (cut at 375
+    as inference cuts them); `n_tokens` counts every text id and the speech minus its start token."""
     texts = [torch.as_tensor(s["text_ids"], dtype=torch.long).reshape(-1) for s in samples]
-    speech = [wrap_speech(s["codes"]) for s in samples]
-    prompts = [cut_prompt(s["prompt"], PROMPT_TOKENS) for s in samples]
-    return {
-        "text_ids": pad_sequence(texts, batch_first=True, padding_value=0),
-        "text_lengths": torch.tensor([len(t) for t in texts]),
-        "codes": pad_sequence(speech, batch_first=True, padding_value=STOP_SPEECH),
-        "code_lengths": torch.tensor([len(s) for s in speech]),
-        "prompt": pad_sequence(prompts, batch_first=True, padding_value=0),
-        "prompt_lengths": torch.tensor([len(p) for p in prompts]),
-        "speaker_emb": torch.stack([torch.as_tensor(s["speaker_emb"]) for s in samples]).float(),
-        "n_tokens": sum(len(t) for t in texts) + sum(len(s) - 1 for s in speech),
-    }
+    return padded_batch(samples, texts, PROMPT_TOKENS, unscored_text=0)
 
 
 def lay_out_batch(t3: Any, batch: dict[str, torch.Tensor]) -> BatchLayout:
-    """Return the collated batch laid out sample by sample with `sample_embeds`, right-padded with zeros;
+    """Return the collated batch laid out sample by sample with `sample_embeds` (`chatterbox.layout.lay_out_rows`);
     `text_start` / `speech_start` differ per sample (each conditioning is as long as its prompt plus one)."""
-    prompts = [p[: int(n)] for p, n in zip(batch["prompt"], batch["prompt_lengths"])]
-    conds = condition_rows(t3, batch["speaker_emb"].to(t3.device), prompts)
-    rows = [sample_embeds(t3, c, text[: int(nt)], speech[: int(ns)])
-            for c, text, nt, speech, ns in zip(conds, batch["text_ids"], batch["text_lengths"], batch["codes"], batch["code_lengths"])]
-    device = conds[0].device
-    lengths = torch.tensor([r.size(0) for r in rows], device=device)
-    embeds = pad_sequence(rows, batch_first=True)
-    mask = (torch.arange(embeds.size(1), device=device)[None] < lengths[:, None]).long()
-    text_start = torch.tensor([c.size(0) for c in conds], device=device)
-    return BatchLayout(embeds, mask, text_start, text_start + batch["text_lengths"].to(device))
+    return lay_out_rows(t3, batch, sample_embeds)
 
 
 def text_targets(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

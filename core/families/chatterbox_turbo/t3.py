@@ -19,13 +19,14 @@ dict loads strictly into the published class while no optimizer sees a tensor wi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 import torch
 from torch import nn
 
 from core.errors import InputError
-from core.families.chatterbox.t3 import layout_losses, split_t3_text_rows
+from core.families.chatterbox.t3 import TrainingForward, layout_losses, split_t3_text_rows
 from core.families.chatterbox_turbo.layout import PROMPT_TOKENS, lay_out_batch, text_targets
 
 PUBLISHED_TEXT_ROWS = 50276  # GPT-2's 50,257 ids + 19 tags: what `from_local` hard-codes
@@ -129,16 +130,12 @@ class UnreadTable(nn.Module):
         self.register_buffer("weight", weight.detach().clone())
 
 
+@lru_cache(maxsize=None)
 def _trainable_class() -> type:
     from chatterbox.models.t3 import T3
 
-    class LinguaForgeTurboT3(T3):
+    class LinguaForgeTurboT3(TrainingForward, T3):
         """The published T3 built the Turbo way, with a training forward: `model(batch=…)` returns the losses."""
-
-        def forward(self, batch: dict[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:  # noqa: D102
-            if batch is None:
-                return super().forward(**kwargs)
-            return self.training_losses(batch)
 
         def training_losses(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             """Return text_loss, mel_loss (speech tokens) and mel_top1 (means) and the tokens they score, `text_tokens`
@@ -152,15 +149,9 @@ def _trainable_class() -> type:
     return LinguaForgeTurboT3
 
 
-_TRAINABLE: type | None = None
-
-
 def build_turbo_t3(config: TurboConfig, frozen_rows: int = 0) -> nn.Module:
     """Return a random-initialised `LinguaForgeTurboT3` whose first `frozen_rows` text rows are frozen buffers
     (every dropout at `config.dropout` when set)."""
-    global _TRAINABLE
-    if _TRAINABLE is None:
-        _TRAINABLE = _trainable_class()
-    model = _TRAINABLE(turbo_hparams(config))
+    model = _trainable_class()(turbo_hparams(config))
     model.tfmr.wte = UnreadTable(model.tfmr.wte.weight)
     return split_t3_text_rows(model, frozen_rows, config.dropout)

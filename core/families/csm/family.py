@@ -23,7 +23,7 @@ from torch import nn
 
 from core.errors import InputError
 from core.families import get_family
-from core.families.base import TEMPERATURE, FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks
+from core.families.base import TEMPERATURE, FamilyRun, MemoryShape, ModelFamily, checkpoint_hf_blocks, paired_splits
 from core.families.csm.layout import LAYOUT, collate, csm_forward, lay_out_sample, layout_ids
 from core.families.csm.model import CONFIG_NAME, CsmModelConfig, build_csm, module_state_dict, read_folder_config
 from core.numbers import NumberRange
@@ -181,9 +181,9 @@ class CsmFamily(ModelFamily):
         the backbone's positions.
         """
         from core.data.feature_cache import load_item, open_cache
-        from core.data.pairs import load_pairs, training_pairs
+        from core.data.pairs import load_pairs
         from core.data.splits import TRAIN, VAL
-        from core.families.contract import SampleSet, TaskData
+        from core.families.contract import TaskData
 
         if isinstance(model_config, Mapping):
             model_config = CsmModelConfig.from_dict(model_config)
@@ -204,14 +204,8 @@ class CsmFamily(ModelFamily):
         def sample(pair: tuple[str, str]) -> dict[str, torch.Tensor]:
             return lay_out_sample(ids, [segment(pair[1]), segment(pair[0])])
 
-        splits: dict[str, Any] = {}
-        for split in (TRAIN, VAL):
-            chosen, filtered = training_pairs(index.items, pairs, split, model_config.max_text_tokens,
-                                              model_config.max_speech_tokens, run.prompts_per_target)
-            lengths = [sum(entries[c]["n_text"] + entries[c]["n_codes"] + 3 for c in pair) for pair in chosen]
-            splits[split] = SampleSet(lengths, lambda i, chosen=chosen: sample(chosen[i]), filtered=filtered,
-                                      extra={"single_clip_speakers": run.extra.get("single_clip_speakers", {}),
-                                             "languages": [entries[t].get("language") for t, _ in chosen]})
+        splits = paired_splits(run, index.items, pairs, (model_config.max_text_tokens, model_config.max_speech_tokens),
+                               sample, lambda pair: sum(entries[c]["n_text"] + entries[c]["n_codes"] + 3 for c in pair))
         if not splits[TRAIN]:
             raise InputError(f"{cache_dir}: no training clip fits CSM's positions (text ≤ {model_config.max_text_tokens} "
                              f"ids, ≤ {model_config.max_speech_tokens} frames per segment).")

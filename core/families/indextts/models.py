@@ -179,16 +179,59 @@ def equal_length_groups(tensors: list[torch.Tensor]) -> list[list[int]]:
     return list(groups.values())
 
 
+def grouped(tensors: list[torch.Tensor], run: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+    """Return `run` of each tensor [1, T, …], computed on groups of equal T (`equal_length_groups`)."""
+    out: list[torch.Tensor] = [torch.empty(0)] * len(tensors)
+    for group in equal_length_groups(tensors):
+        result = run(torch.cat([tensors[i] for i in group]))
+        for row, i in enumerate(group):
+            out[i] = result[row]
+    return out
+
+
+@dataclass
+class VoiceConditioning:
+    """What a prompt clip gives the GPT: its speaker front end's w2v-BERT features [1, T, 1024] (s2mel's prompt
+    comes from them too), speaker latents [32, D] and emotion vector [D]."""
+
+    features: torch.Tensor
+    condition: torch.Tensor
+    emo_vec: torch.Tensor
+
+
+@torch.no_grad()
+def voice_conditioning(semantic: Any, gpt: torch.nn.Module, paths: list[Any],
+                       whole: list[torch.Tensor] | None = None) -> list[VoiceConditioning]:
+    """Return the GPT's conditioning of each prompt clip at `paths`, as IndexTTS2's inference makes it: the speaker
+    front end's clip cut at 15 s (`speaker_audio`) through w2v-BERT and the GPT's conditioning encoder, the emotion
+    front end's clip (`emotion_audio`) through w2v-BERT and its emotion encoders. The ONE maker of the prompt for
+    the feature cache (`BatchFeaturizer`) and the speaker (`IndexTTSSpeaker`). `whole`, the features of the uncut
+    clips when the caller has them, stands for a clip's cut features when the cut left it whole.
+
+    Raises InputError as `speaker_audio` does.
+    """
+    from core.families.indextts.audio import MAX_PROMPT_SECONDS, SPEAKER_RATE, emotion_audio, speaker_audio
+
+    cut = [speaker_audio(path) for path in paths]
+    features = list(whole) if whole is not None else [torch.empty(0)] * len(paths)
+    again = [i for i, clip in enumerate(cut) if whole is None or clip.wav_22k.shape[1] >= MAX_PROMPT_SECONDS * SPEAKER_RATE]
+    for i, feature in zip(again, semantic.features_batch([cut[i].wav_16k[0] for i in again]) if again else []):
+        features[i] = feature
+    emotion = semantic.features_batch([emotion_audio(path)[0] for path in paths])
+    latents = grouped(features, lambda f: speaker_latents(gpt, f))
+    vectors = grouped(emotion, lambda f: emotion_vectors(gpt, f))
+    return [VoiceConditioning(features[i], latents[i], vectors[i]) for i in range(len(paths))]
+
+
 class BatchFeaturizer:
     """Computes a cache item (`IndexTTSFeatures.dtypes`) for each of a batch of manifest rows with IndexTTS2's feature models and the frozen base GPT.
 
     Audio goes through IndexTTS2's front end (`core.families.indextts.audio`): the codes come from
-    the whole clip read as the speaker front end reads it (22.05 kHz → 16 kHz), the speaker latents
-    from the same clip cut at 15 s as a prompt is cut (the same features when the clip is shorter),
-    the emotion vector from the clip read at 16 kHz as the emotion front end reads it. w2v-BERT
-    (the large model) runs on padded batches with its attention mask. The semantic codec and the
-    conditioning encoders pad nothing: their convolutions would carry padding into the last real
-    frames, so they run on groups of equal length (`equal_length_groups`).
+    the whole clip read as the speaker front end reads it (22.05 kHz → 16 kHz); the speaker latents
+    and the emotion vector are `voice_conditioning`'s, the speaker's own maker (the whole clip's features
+    reused when the 15 s cut leaves it whole). w2v-BERT (the large model) runs on padded batches with its
+    attention mask. The semantic codec and the conditioning encoders pad nothing: their convolutions would
+    carry padding into the last real frames, so they run on groups of equal length (`equal_length_groups`).
     """
 
     def __init__(self, semantic: Any, gpt: torch.nn.Module, normalizer: Any, tokenizer: Any) -> None:
@@ -197,38 +240,21 @@ class BatchFeaturizer:
         self.normalizer = normalizer
         self.tokenizer = tokenizer
 
-    def _grouped(self, tensors: list[torch.Tensor], run: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
-        """Return `run` of each tensor [1, T, …], computed on groups of equal T."""
-        out: list[torch.Tensor] = [torch.empty(0)] * len(tensors)
-        for group in equal_length_groups(tensors):
-            result = run(torch.cat([tensors[i] for i in group]))
-            for row, i in enumerate(group):
-                out[i] = result[row]
-        return out
-
     @torch.no_grad()
     def __call__(self, rows: list[ManifestRow]) -> list[dict[str, np.ndarray]]:
         """Return, per row, text ids, semantic codes, speaker latents and emotion vector of its clip."""
-        from core.families.indextts.audio import MAX_PROMPT_SECONDS, SPEAKER_RATE, emotion_audio, speaker_audio
+        from core.families.indextts.audio import speaker_audio
 
         clips = [speaker_audio(row.path, max_seconds=None) for row in rows]
         features = self.semantic.features_batch([clip.wav_16k[0] for clip in clips])
-        prompts = list(features)
-        long = [i for i, clip in enumerate(clips) if clip.wav_22k.shape[1] > MAX_PROMPT_SECONDS * SPEAKER_RATE]
-        if long:
-            cut = self.semantic.features_batch([speaker_audio(rows[i].path).wav_16k[0] for i in long])
-            for i, feature in zip(long, cut):
-                prompts[i] = feature
-        emotion = self.semantic.features_batch([emotion_audio(row.path)[0] for row in rows])
-        codes = self._grouped(features, self.semantic.codes)
-        latents = self._grouped(prompts, lambda f: speaker_latents(self.gpt, f))
-        vectors = self._grouped(emotion, lambda f: emotion_vectors(self.gpt, f))
+        codes = grouped(features, self.semantic.codes)
+        voices = voice_conditioning(self.semantic, self.gpt, [row.path for row in rows], features)
         return [
             {
                 "text_ids": np.asarray(self.normalizer.text_ids(row.text, self.tokenizer), dtype=np.int32),
                 "codes": codes[i].cpu().numpy().astype(np.int32),
-                "condition": latents[i].float().cpu().numpy(),
-                "emo_vec": vectors[i].float().cpu().numpy(),
+                "condition": voices[i].condition.float().cpu().numpy(),
+                "emo_vec": voices[i].emo_vec.float().cpu().numpy(),
             }
             for i, row in enumerate(rows)
         ]

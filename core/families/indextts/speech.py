@@ -32,9 +32,9 @@ from core.families.indextts.gpt import (
     read_indextts_config,
     require_rows_for,
 )
-from core.families.indextts.audio import emotion_audio, speaker_audio
+from core.families.indextts.audio import speaker_audio
 from core.families.indextts.decode import Sampling, decode_steps
-from core.families.indextts.models import SemanticFeatures, emotion_vectors, model_paths, speaker_latents
+from core.families.indextts.models import SemanticFeatures, model_paths, voice_conditioning
 
 SAMPLE_RATE = 22050
 DIFFUSION_STEPS = 25
@@ -202,15 +202,14 @@ class IndexTTSSpeaker(Speaker):
         """Return what a reference clip gives every utterance in its voice: the GPT's conditioning (speaker
         latents, emotion vector), s2mel's prompt, the reference's mel and CAMPPlus style."""
         speech, semantic, device = self.speech, self.semantic, self.device
+        voice = voice_conditioning(semantic, self.gpt, [reference])[0]
         clip = speaker_audio(reference)
-        spk = semantic.features(clip.wav_16k[0])
-        emo = semantic.features(emotion_audio(reference)[0])
-        _, quantized = semantic.codec.quantize(spk)
+        _, quantized = semantic.codec.quantize(voice.features)
         ref_mel = speech.mel(clip.wav_22k.to(device))
         style = speech.style(clip.wav_16k.to(device))
         prompt = speech.s2mel.models["length_regulator"](quantized, ylens=torch.tensor([ref_mel.shape[2]], device=device),
                                                          n_quantizers=3, f0=None)[0]
-        return (speaker_latents(self.gpt, spk), emotion_vectors(self.gpt, emo)), prompt, ref_mel, style
+        return (voice.condition[None], voice.emo_vec[None]), prompt, ref_mel, style
 
 
 class IndexTTSUtterance(Utterance):
