@@ -55,7 +55,7 @@ def test_guided_csm_path_from_the_model_folder_to_a_spoken_24_khz_sample(dashboa
         expect(status).to_contain_text("English: 0 of")
         expect(status).not_to_contain_text("language tag")
         expect(field(page, "ft-tokenizer")).to_have_value(f"tokenizers/{NAME}/{NAME}.json")
-        wav, rate = grown_trained_and_spoken(page, NAME, STEPS, MAX_TOKENS)
+        wav, rate = grown_trained_and_spoken(page, workspace, NAME, STEPS, MAX_TOKENS)
         assert rate == 24000 and 0 < len(wav) <= MAX_TOKENS * 1920 and len(wav) % 1920 == 0
     report = json.loads((workspace / "tokenizers" / NAME / f"{NAME}.report.json").read_text(encoding="utf-8"))
     assert report["base_size"] == TEXT_ROWS < report["new_size"] and report["language_tag"] is None
