@@ -45,7 +45,7 @@ def test_without_a_folder_the_tab_names_the_release_its_files_and_how_to_get_the
         expect(guide).to_contain_text("No Chatterbox model folder in the workspace yet.")
         expect(guide).to_contain_text("Chatterbox multilingual v3 is published as ResembleAI/chatterbox")
         expect(guide).to_contain_text("ve.pt, t3_mtl23ls_v3.safetensors, s3gen.pt, grapheme_mtl_merged_expanded_v1.json")
-        expect(guide).to_contain_text("such as models/chatterbox-v3")
+        expect(guide).to_contain_text("Pull fetches them from the Hub into models/chatterbox-v3")
         assert "python -m core" not in guide.inner_text()  # folded: a command line is for those who look for it
         guide.locator("summary").click()
         expect(guide).to_contain_text("python -m core models pull chatterbox:v3")
