@@ -125,9 +125,9 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"attention {config.attention!r} is not one of {ATTENTION_IMPLS}")
         self.n_heads = config.n_heads
         self.attention = config.attention
-        self.dropout = config.dropout
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
         self.proj = nn.Linear(config.d_model, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(
         self, x: torch.Tensor, cache: KVCache | StaticKVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None
@@ -150,17 +150,16 @@ class CausalSelfAttention(nn.Module):
         if mask is None and T > 1 and S > T:
             # Query i (absolute position S - T + i) sees keys 0 .. S - T + i.
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-        dropout = self.dropout if self.training else 0.0
         if self.attention == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
             if causal:
                 mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril()
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            y = F.dropout(scores.softmax(dim=-1), dropout, self.training) @ v
-        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+            y = scores.softmax(dim=-1) @ v
+        return self.dropout(self.proj(y.transpose(1, 2).reshape(B, T, D)))
 
 
 class MLP(nn.Module):

@@ -100,7 +100,8 @@ class MemoryShape:
     `block` names the backbone's transformer block (`llama`, `gpt2` or `linguaforge`: what autograd
     keeps per position of it is the plan's, `core.training.memory.BLOCKS`) with `layers`, `width`,
     `heads` and `mlp_width`; `attention_dropout` > 0 keeps attention scores where the attention
-    kernel cannot drop out itself (the CPU), `naive_attention` keeps them always. A sample is
+    kernel cannot drop out itself (the CPU), `naive_attention` keeps them always; `output_dropout` > 0
+    keeps a dropout mask per position of each block's attention and MLP outputs (LinguaForge's own GPT). A sample is
     `conditioning` positions, its text ids + `text_extra`, its speech tokens + `speech_extra`; the text
     head has `text_rows` rows and scores every text position, the speech head `speech_rows` and every
     speech position. `prompt_tokens`: prompt tokens each sample encodes inside the step (Chatterbox's
@@ -120,6 +121,7 @@ class MemoryShape:
     speech_extra: int = 2
     prompt_tokens: int = 0
     attention_dropout: float = 0.0
+    output_dropout: float = 0.0
     naive_attention: bool = False
     recomputes: bool = False
 

@@ -193,7 +193,7 @@ def activation_bytes(shape: MemoryShape, step: StepShape, split_rows: bool) -> t
     width = 2 if step.half else 4
     positions, text, speech = positions_of(shape, step.text_tokens, step.speech_tokens)
     per_block = (cost.half if step.half else cost.fp32)(d, f, h)
-    if shape.attention_dropout > 0 and shape.block == "linguaforge":
+    if shape.output_dropout > 0:
         per_block += DROPOUT_FLOATS * d * width
     unfused = shape.naive_attention or (shape.attention_dropout > 0 and step.device == "cpu")
     scores = SCORE_BYTES * h * positions * positions if unfused else 0

@@ -74,7 +74,7 @@ class LinguaForgeFamily(ModelFamily):
                            mlp_width=4 * width, text_rows=int(model_config["text_rows"]),
                            speech_rows=int(model_config["codebook_size"]) + 2 if tts else 0,
                            conditioning=int(model_config.get("n_latents", 4)) if tts else 0, speech_extra=2 if tts else 0,
-                           attention_dropout=float(model_config.get("dropout", 0.0)),
+                           output_dropout=float(model_config.get("dropout", 0.0)),
                            naive_attention=model_config.get("attention") == "naive")
 
     def enable_activation_checkpointing(self, model: nn.Module) -> bool:
