@@ -158,11 +158,13 @@ def escape_markdown(text: str) -> str:
 
 def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
     """Return a one-line Markdown status of a job: its kind in words, id, status, what it waits for (while queued),
-    progress and time so far (while running, unless `with_progress` is False because a progress box beside it
-    shows it), error."""
+    that it is stopping (running after a stop was asked), progress and time so far (while running, unless
+    `with_progress` is False because a progress box beside it shows it), the error it ended with."""
     parts = [f"{kind_words(job.get('kind'), start=True)} job `{job['id']}`: **{job['status']}**"]
     if job.get("waits_for"):
         parts.append(f"— {escape_markdown(job['waits_for'])}")
+    if job.get("status") == job_states.RUNNING and job.get("cancel_requested"):
+        parts.append("— stopping: it saves a checkpoint, then exits" if job.get("kind") == "train" else "— stopping")
     view = progress_view(job.get("progress"), job_status=job["status"])
     if with_progress and job.get("status") == job_states.RUNNING:
         if view.fraction is not None:
@@ -170,9 +172,39 @@ def job_line(job: dict[str, Any], with_progress: bool = True) -> str:
         elapsed = job_duration(job)
         if elapsed is not None:
             parts.append(f"· running for {format_seconds(elapsed)}")
-    if job.get("error"):
+    if job.get("error") and job.get("status") not in job_states.IN_PROGRESS:  # not a resumed job's last error
         parts.append(f"— {escape_markdown(form_message(job['error']))}")
     return " ".join(parts)
+
+
+def request_message(asked: str, job: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """Return the line a Stop, Cancel or Resume click leaves beside its button — what was asked, then the job's
+    state now (`job_line` of its record `job`) — and what the page's timer follows to keep that line current
+    (`follow_request`): None once the job has ended, as its line changes no more."""
+    line = f"{asked} requested. {job_line(job, with_progress=False)}"
+    return line, (None if job["status"] in job_states.FINAL else {"asked": asked, "job": job["id"], "line": line})
+
+
+def follow_request(runner: JobRunner, followed: dict[str, Any] | None, shown: str | None) -> tuple[Any, Any]:
+    """Return (the message, what is followed next) for a page's timer: the request line of `followed` (from
+    `request_message`) drawn again from its job's record while the message `shown` is the line last drawn, so it
+    never outlives the job. A message that shows anything else — an error or another action's words, or the click's
+    own line not yet on the page when the tick was sent — is left as it is; nothing is followed once the record is
+    gone."""
+    if not followed or (shown or "").strip() != followed["line"]:
+        return gr.update(), followed
+    try:
+        job = runner.get(followed["job"])
+    except InputError:
+        return gr.update(), None
+    return request_message(followed["asked"], job)
+
+
+def keep_request_current(timer: gr.Timer, runner: JobRunner, message: gr.Markdown, followed: gr.State) -> None:
+    """Have `timer` keep the request line a Stop, Cancel or Resume click left in `message` current
+    (`follow_request`); `followed` is the State those clicks set (`request_message`)."""
+    timer.tick(lambda asked, shown: follow_request(runner, asked, shown), inputs=[followed, message],
+               outputs=[message, followed], show_progress="hidden")
 
 
 def follow_job(runner: JobRunner, job_id: str, poll: float = 1.0) -> Iterator[dict[str, Any]]:

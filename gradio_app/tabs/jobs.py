@@ -10,7 +10,8 @@ import gradio as gr
 
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
-from gradio_app.common import UIContext, job_duration, kind_words, plain_text, ui_action
+from gradio_app.common import (UIContext, job_duration, keep_request_current, kind_words, plain_text,
+                               request_message, ui_action)
 from gradio_app.runner import job_states, job_subject
 
 HEADERS = ["id", "run · stage", "what", "status", "progress", "duration", "created", "error"]
@@ -111,15 +112,13 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def show_log(job_id: str | None) -> tuple[str, str]:
         return "", runner.log_tail(selected(job_id), 300) or "(the log is empty so far)"
 
-    @ui_action()
-    def cancel(job_id: str | None) -> str:
-        job = runner.cancel(selected(job_id))
-        return f"Cancel requested for {job['id']}: now {job['status']}."
+    @ui_action(outputs=2)
+    def cancel(job_id: str | None) -> tuple[str, Any]:
+        return request_message("Cancel", runner.cancel(selected(job_id)))
 
-    @ui_action()
-    def resume(job_id: str | None) -> str:
-        job = runner.resume(selected(job_id))
-        return f"Resumed {job['id']}: now {job['status']}."
+    @ui_action(outputs=2)
+    def resume(job_id: str | None) -> tuple[str, Any]:
+        return request_message("Resume", runner.resume(selected(job_id)))
 
     with gr.Tab("Jobs", id="jobs"):
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
@@ -133,6 +132,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             cancel_btn = gr.Button("Cancel", size="sm", variant="stop", interactive=False, elem_id="jobs-cancel-btn")
             resume_btn = gr.Button("Resume", size="sm", elem_id="jobs-resume-btn")
         message = gr.Markdown(elem_id="jobs-message")
+        followed = gr.State(None)  # the Cancel or Resume request the message shows, kept current by the timer
         log = gr.Textbox(label="Log", lines=16, max_lines=30, interactive=False, elem_id="jobs-log")
         timer = gr.Timer(REFRESH_S)
 
@@ -141,6 +141,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     refresh_btn.click(refresh, inputs=job_id, outputs=listing)
     job_id.input(refresh, inputs=job_id, outputs=listing, show_progress="hidden")
     log_btn.click(show_log, inputs=job_id, outputs=[message, log])
-    cancel_btn.click(cancel, inputs=job_id, outputs=message)
-    resume_btn.click(resume, inputs=job_id, outputs=message)
+    cancel_btn.click(cancel, inputs=job_id, outputs=[message, followed])
+    resume_btn.click(resume, inputs=job_id, outputs=[message, followed])
+    keep_request_current(timer, runner, message, followed)
     demo.load(refresh, inputs=job_id, outputs=listing)

@@ -26,7 +26,8 @@ from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKENIZERS, TRAINING_MANIFESTS, find_files
 from gradio_app.charts import LOSS_MEASURES, TOP1_MEASURES, metrics_figure, plot
-from gradio_app.common import UIContext, escape_markdown, form_message, plain_text, relative, run_loss_weights, ui_action
+from gradio_app.common import (UIContext, escape_markdown, form_message, keep_request_current, plain_text,
+                               relative, request_message, run_loss_weights, ui_action)
 from gradio_app.runner import job_states
 from gradio_app.style import PATH_FIELD
 
@@ -382,6 +383,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             job_id = gr.Textbox(label="Watching job", interactive=False, elem_id="train-job")
         job_error = gr.Markdown(elem_id="train-job-error")
         message = gr.Markdown(elem_id="train-message")
+        followed = gr.State(None)  # the Stop or Resume request the message shows, kept current by the timer
         bar = gr.HTML(progress_html(None, None, None), elem_id="train-progress-box")
         with gr.Row():
             loss_plot = plot("train-loss-plot", metrics_figure([], LOSS_MEASURES, LOSS_TITLE))
@@ -435,20 +437,18 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         gpus = f" on {int(gpu_count)} GPUs" if int(gpu_count or 1) > 1 else ""
         return new_id, f"Started training job `{new_id}` for run {escape_markdown(config.name)}{gpus}."
 
-    @ui_action()
-    def stop(current: str) -> str:
+    @ui_action(outputs=2)
+    def stop(current: str) -> tuple[str, Any]:
         if not current:
             raise InputError("no training job to stop; Start one first.")
-        job = runner.cancel(current)
-        return (f"Stop requested for {job['id']}: the trainer saves a checkpoint and exits; the progress line shows "
-                "when it has stopped.")
+        return request_message("Stop", runner.cancel(current))
 
-    @ui_action(outputs=2, message=1)
-    def resume(current: str) -> tuple[str, str]:
+    @ui_action(outputs=3, message=1)
+    def resume(current: str) -> tuple[str, str, Any]:
         if not current:
             raise InputError("no training job to resume; Start one first.")
-        job = runner.resume(current)
-        return str(job["id"]), f"Resume requested for {job['id']}: it continues from its last checkpoint."
+        job = runner.resume(current)  # it continues from its last checkpoint
+        return (str(job["id"]), *request_message("Resume", job))
 
     def live(current: str, run_name: str, shown: str) -> tuple[Any, ...]:
         job = None
@@ -506,8 +506,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     load_btn.click(load, inputs=[preset, name], outputs=[preset_status, base, *fields])
     save_btn.click(save, inputs=[save_name, base, *fields], outputs=[preset_status, preset])
     start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
-    stop_btn.click(stop, inputs=job_id, outputs=message)
-    resume_btn.click(resume, inputs=job_id, outputs=[job_id, message])
+    stop_btn.click(stop, inputs=job_id, outputs=[message, followed])
+    resume_btn.click(resume, inputs=job_id, outputs=[job_id, message, followed])
+    keep_request_current(timer, runner, message, followed)
     timer.tick(live, inputs=[job_id, name, drawn], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error, drawn],
                show_progress="hidden")
     family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(**check)
