@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,3 +152,21 @@ def indextts_server(workspace: Path, max_seconds: float, diffusion_steps: int | 
                "--max-seconds", str(max_seconds)]
     options += ["--option", f"diffusion_steps={diffusion_steps}"] if diffusion_steps is not None else []
     return FamilyServer(workspace, speech / "gpt.pth", options, {SETTINGS_ENV: str(settings)}, "gpt")
+
+
+def csm_server(workspace: Path, max_seconds: float) -> FamilyServer:
+    """Build the reduced CSM + Mimi folder with its checkpoint grown to Amharic (`tests.csm_helpers.csm_workspace`)
+    in `workspace` and a voice `anna`, an Amharic espeak clip with its transcript beside it (`anna.txt`: the
+    context segment's text); return its server speaking greedily, at most `max_seconds` a request."""
+    from core.data.manifest import load_manifest_rows
+    from tests.csm_helpers import csm_workspace
+
+    csm_workspace(workspace, per_language=2)
+    prompt = load_manifest_rows(workspace / "datasets" / "am" / "manifest.jsonl")[0]
+    voice = workspace / "voices" / "anna.wav"
+    voice.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(prompt.path, voice)
+    voice.with_suffix(".txt").write_text(prompt.text, encoding="utf-8")
+    options = ["--model-dir", str(workspace / "models" / "csm"), "--tokenizer", str(workspace / "tokenizers" / "am.json"),
+               "--temperature", "0", "--max-seconds", str(max_seconds)]
+    return FamilyServer(workspace, workspace / "checkpoints" / "csm_am.safetensors", options, {}, "csm_am")

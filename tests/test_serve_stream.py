@@ -5,7 +5,7 @@ goes away stops its generation or frees its place in the queue (the engine's cou
 whole requests share the bounded queue, and the streamed audio of the same tokens agrees with the whole
 utterance's within the tolerance docs/streaming.md gives — for the own quickstart-shaped model here, for the
 codec on real (espeak) speech, and for the reduced published families (Chatterbox, Chatterbox-Turbo,
-IndexTTS2)."""
+IndexTTS2, Sesame CSM)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import torch
 from core.eval.metrics import mcd_dtw
 from core.inference import SILENCE_S
 from tests.serve_helpers import (
-    ServerProcess, chatterbox_server, indextts_server, running_server, turbo_server, write_voice,
+    ServerProcess, chatterbox_server, csm_server, indextts_server, running_server, turbo_server, write_voice,
 )
 
 CODES = 160  # one sentence: 160 codes at the quickstart codec's 31.25 a second = 5.12 s
@@ -40,6 +40,7 @@ OWN_TOLERANCE_DB = 0.5  # streamed vs whole MCD-DTW of the same codes, own codec
 CHATTERBOX_TOLERANCE_DB = 3.0
 TURBO_TOLERANCE_DB = 3.0
 INDEXTTS_TOLERANCE_DB = 0.5
+CSM_TOLERANCE_DB = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -238,8 +239,10 @@ def test_the_codec_streams_real_speech_within_the_tolerance(tmp_path: Path) -> N
                 assert torch.equal(reference, codec.decode(torch.tensor(codes)))
 
 
-def _streamed_and_whole(server: ServerProcess, model: str, text: str, **extra: Any) -> tuple[np.ndarray, np.ndarray, int, dict]:
-    """Return (streamed samples, whole samples, rate, the SSE done event) of one text (greedy: the same tokens)."""
+def _streamed_and_whole(server: ServerProcess, model: str, text: str, **extra: Any) -> tuple[np.ndarray, np.ndarray, int,
+                                                                                         list[dict]]:
+    """Return (streamed samples, whole samples, rate, the SSE events: the deltas, then done) of one text (greedy: the
+    same tokens)."""
     body = {"model": model, "input": text, "voice": "anna", **extra}
     with httpx.stream("POST", f"{server.url}/v1/audio/speech", json={**body, "stream_format": "sse"}, timeout=600) as answer:
         assert answer.status_code == 200, answer.read()
@@ -248,7 +251,7 @@ def _streamed_and_whole(server: ServerProcess, model: str, text: str, **extra: A
     whole = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=600)
     reference, _ = sf.read(io.BytesIO(whole.content), dtype="float32")
     assert len(events) >= 3, "the stream came in one chunk: the text is too short to test the joins"
-    return streamed, reference, rate, events[-1]
+    return streamed, reference, rate, events
 
 
 def _at_16k(samples: np.ndarray, rate: int) -> torch.Tensor:
@@ -273,8 +276,8 @@ def test_a_t3_checkpoint_streams_within_the_tolerance(tmp_path: Path, server_of:
     from core.data.sample_text import AMHARIC_SENTENCES
 
     with server_of(tmp_path / "workspace", max_seconds=max_seconds).run() as server:
-        streamed, whole, rate, done = _streamed_and_whole(server, "t3_am", AMHARIC_SENTENCES[1])
-        tokens = done["usage"]["output_tokens"]
+        streamed, whole, rate, events = _streamed_and_whole(server, "t3_am", AMHARIC_SENTENCES[1])
+        tokens = events[-1]["usage"]["output_tokens"]
         assert rate == 24000 and len(streamed) == len(whole) == (tokens + extra_tokens) * 960
         difference = mcd_dtw(_at_16k(streamed, rate), _at_16k(whole, rate))
         print(f"\n{tokens} tokens: streamed vs whole MCD-DTW {difference:.3f} dB")
@@ -299,8 +302,8 @@ def test_an_indextts_gpt_streams_within_the_tolerance(tmp_path: Path, monkeypatc
 
     served = indextts_server(tmp_path / "workspace", max_seconds=1.2, audible=True)
     with served.run() as server:
-        streamed, whole, rate, done = _streamed_and_whole(server, "gpt", "HELLO THERE")
-        codes = done["usage"]["output_tokens"]
+        streamed, whole, rate, events = _streamed_and_whole(server, "gpt", "HELLO THERE")
+        codes = events[-1]["usage"]["output_tokens"]
         assert rate == 22050 and len(streamed) == len(whole) == int(codes * 1.72) * 256
         assert 0.0 < np.abs(whole).max() < 1.0  # not clipped: the comparison can fail
         assert mcd_dtw(_at_16k(streamed, rate), _at_16k(whole, rate)) <= INDEXTTS_TOLERANCE_DB
@@ -317,3 +320,34 @@ def test_an_indextts_gpt_streams_within_the_tolerance(tmp_path: Path, monkeypatc
     written, _ = sf.read(str(output), dtype="float32")
     assert len(written) == len(streamed) and not output.with_name("streamed.wav.part").exists()
     assert mcd_dtw(_at_16k(written, rate), _at_16k(streamed, rate)) <= INDEXTTS_TOLERANCE_DB
+
+
+@pytest.mark.slow  # the reduced CSM workspace and the server's start: about 80 s on a loaded 2-core machine
+def test_a_csm_checkpoint_streams_mimi_windows_while_it_generates(tmp_path: Path) -> None:
+    """The reduced CSM + Mimi folder (random weights) with its checkpoint grown to Amharic, greedy, 10 s a request
+    (125 frames; untrained, it never makes the eos frame): the SSE stream is a 24 kHz wav in seven chunks, one per
+    window of the default plan at 12.5 frames a second (6, 12, 25, 25, 25 and 25 frames as they are generated, the
+    last 7 at the end), as long as the whole answer, 1,920 samples a frame, and within CSM_TOLERANCE_DB of it. The
+    first audio reaches the client while the engine is still speaking, and a client that leaves then stops the
+    generation short of the frames."""
+    from core.data.sample_text import AMHARIC_SENTENCES
+
+    with csm_server(tmp_path / "workspace", max_seconds=10.0).run() as server:
+        streamed, whole, rate, events = _streamed_and_whole(server, "csm_am", AMHARIC_SENTENCES[1])
+        frames = events[-1]["usage"]["output_tokens"]
+        assert rate == 24000 and frames == 125 and len(streamed) == len(whole) == frames * 1920
+        assert [e["type"] for e in events] == ["speech.audio.delta"] * 7 + ["speech.audio.done"]
+        assert np.abs(whole).max() > 0.01  # Mimi's audio, not silence: the comparison can fail
+        difference = mcd_dtw(_at_16k(streamed, rate), _at_16k(whole, rate))
+        print(f"\n{frames} frames: streamed vs whole MCD-DTW {difference:.4f} dB")
+        assert difference <= CSM_TOLERANCE_DB
+        before = _health(server)
+        with httpx.stream("POST", f"{server.url}/v1/audio/speech", timeout=600, json={
+                "model": "csm_am", "input": AMHARIC_SENTENCES[1], "voice": "anna", "stream_format": "audio"}) as answer:
+            assert answer.status_code == 200 and answer.headers["x-sample-rate"] == "24000"
+            audio = answer.iter_bytes()  # kept: a generator dropped here would close the connection at once
+            first = next(audio)
+            assert first[:4] == b"RIFF" and _health(server)["speaking"] == 1  # the audio left before the frames ended
+        _wait(lambda: _health(server)["speaking"] == 0, 120, "generation stopped")
+        after = _health(server)
+        assert after["stopped"] == before["stopped"] + 1 and 0 < after["speech_tokens"] - before["speech_tokens"] < frames
