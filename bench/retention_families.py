@@ -5,7 +5,10 @@ Per family (Chatterbox, Chatterbox-Turbo, CSM; random-initialised reduced publis
 builders):
 
 1. the base: the folder's model trained from its published weights on English + Spanish espeak-ng speech
-   (`core.data.sample`, two voices per language), every weight trained, with the folder's own tokenizer;
+   (`core.data.sample`, two voices per language), every weight trained, with the folder's own tokenizer — or, for a
+   family whose tokenizer tags every language but English (Turbo: `FamilySpec.base_tag`), the folder's tokenizer
+   merged with Spanish pieces and the `[es]` tag and the published weights extended to it, as a user teaching the
+   release Spanish first would;
 2. the extension: the folder's tokenizer merged with Amharic pieces and the `[am]` tag (`merge_hf_tokenizer`,
    English protected by its built-in lexicon, the Spanish sentences as protect lines) and the base's final
    checkpoint extended to it (new rows the mean: `extend_checkpoint`);
@@ -59,13 +62,16 @@ COMPARED = ("replay", "frozen")  # the default retention, then the same fine-tun
 class FamilySpec:
     """How to build and extend one family's reduced published folder: the folder builder (the test suite's),
     its tokenizer inside the folder (`.` for a tokenizer folder), the Amharic merge's size, the run-config keys
-    the family's runs add and the learning rate."""
+    the family's runs add and the learning rate; `base_tag`: the published weights file to extend to a Spanish
+    merge with the `[es]` tag before the base trains (a family whose text rule refuses an untagged language other
+    than English once its tokenizer has tags), else None."""
 
     build: Callable[[Path], Path]
     tokenizer: str
     vocab_size: int
     extra: dict[str, Any] = field(default_factory=dict)
     lr: float = 2.0e-3
+    base_tag: str | None = None
 
 
 def _chatterbox(dest: Path) -> Path:
@@ -85,7 +91,7 @@ def _csm(dest: Path) -> Path:
 
 FAMILIES: dict[str, FamilySpec] = {
     "chatterbox": FamilySpec(_chatterbox, "grapheme_mtl_merged_expanded_v1.json", 400),
-    "chatterbox-turbo": FamilySpec(_turbo, ".", 600, {"model": {"dropout": 0.0}}, 3.0e-3),
+    "chatterbox-turbo": FamilySpec(_turbo, ".", 600, {"model": {"dropout": 0.0}}, 3.0e-3, "t3_turbo_v1.safetensors"),
     "csm": FamilySpec(_csm, "tokenizer.json", 600, {"model": {"dropout": 0.0}}, 3.0e-3),
 }
 
@@ -143,21 +149,32 @@ class FamilyBench:
         return str(result.last_checkpoint), round(time.time() - started, 1)
 
     def base(self, steps: int) -> tuple[str, float]:
-        """Train the two-language base (every weight, English + Spanish) from the folder's weights."""
-        return self.run(self.config(f"{self.prefix}-base", self.data["base"], steps, self.base_tokenizer, None,
+        """Train the two-language base (every weight, English + Spanish) from the folder's weights (extended to the
+        `[es]` tag first for a family with `base_tag`; the tagged tokenizer is then the base of the Amharic merge)."""
+        start = None
+        if self.spec.base_tag:
+            start, self.base_tokenizer = self.merge_and_extend(
+                "es", SPANISH_SENTENCES, [], str(self.model_dir / self.spec.base_tag))
+        return self.run(self.config(f"{self.prefix}-base", self.data["base"], steps, self.base_tokenizer, start,
                                     {"freeze": {"mode": "none"}}))
 
-    def extend(self, checkpoint: str) -> tuple[Path, Path]:
-        """Merge Amharic into the folder's tokenizer and extend `checkpoint` to it; return (tokenizer, checkpoint)."""
-        tokenizer = self.out / "tokenizers" / "am.json"
+    def merge_and_extend(self, language: str, corpus: Any, protect: list[str], checkpoint: str) -> tuple[str, Path]:
+        """Merge `language`'s pieces (trained on `corpus`) and its tag into the base tokenizer, `protect` lines and
+        English kept, and extend `checkpoint` to the merge (new rows the mean); return (the extended checkpoint, the
+        merged tokenizer.json)."""
+        tokenizer = self.out / "tokenizers" / f"{language}.json"
         tokenizer.parent.mkdir(parents=True, exist_ok=True)
-        merge_hf_tokenizer(self.base_tokenizer, tokenizer, corpus_lines=list(AMHARIC_SENTENCES),
-                           vocab_size=self.spec.vocab_size, language_tag="am",
-                           protect_lines=list(SPANISH_SENTENCES))  # English: the merge's own protection
-        start = self.out / "checkpoints" / "start_am.safetensors"
+        merge_hf_tokenizer(self.base_tokenizer, tokenizer, corpus_lines=list(corpus), vocab_size=self.spec.vocab_size,
+                           language_tag=language, protect_lines=protect)
+        start = self.out / "checkpoints" / f"start_{language}.safetensors"
         start.parent.mkdir(parents=True, exist_ok=True)
         extend_checkpoint(checkpoint, self.base_tokenizer, tokenizer, start, family=self.family, init="mean")
-        return tokenizer, start
+        return str(start), tokenizer
+
+    def extend(self, checkpoint: str) -> tuple[Path, Path]:
+        """Merge Amharic into the base's tokenizer and extend `checkpoint` to it; return (tokenizer, checkpoint)."""
+        start, tokenizer = self.merge_and_extend(NEW_LANGUAGE, AMHARIC_SENTENCES, list(SPANISH_SENTENCES), checkpoint)
+        return tokenizer, Path(start)
 
     def losses(self, checkpoint: str, tokenizer: Path, label: str) -> dict[str, float]:
         """Return each language's validation loss of `checkpoint` (its manifest's val split)."""
