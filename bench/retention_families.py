@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -158,7 +158,7 @@ class FamilyBench:
         return self.run(self.config(f"{self.prefix}-base", self.data["base"], steps, self.base_tokenizer, start,
                                     {"freeze": {"mode": "none"}}))
 
-    def merge_and_extend(self, language: str, corpus: Any, protect: list[str], checkpoint: str) -> tuple[str, Path]:
+    def merge_and_extend(self, language: str, corpus: Sequence[str], protect: list[str], checkpoint: str) -> tuple[str, Path]:
         """Merge `language`'s pieces (trained on `corpus`) and its tag into the base tokenizer, `protect` lines and
         English kept, and extend `checkpoint` to the merge (new rows the mean); return (the extended checkpoint, the
         merged tokenizer.json)."""
