@@ -119,19 +119,15 @@ def build_cache(manifest: str | os.PathLike[str], tokenizer_path: str | os.PathL
     InputError when the manifest, tokenizer or codec cannot be loaded, no row can be cached, or `device`
     is not the CPU (the own codec's features run there).
     """
-    import torch
+    from core.torch_threads import torch_threads
 
     if device not in (None, "cpu"):
         raise InputError(f"device {device}: the own codec's features run on the CPU; use cpu (`preprocess --devices "
                          "cpu,cpu` for two processes) or --workers.")
     tokenizer, source = codec_features(tokenizer_path, codec_path, uppercase)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # per-clip tensors are small; intra-op threads only add overhead
-    try:
+    with torch_threads(1):  # per-clip tensors are small; intra-op threads only add overhead
         return build_feature_cache(source, manifest, tokenizer, output_root, val_ratio, CLIPS_PER_TASK,
                                    workers if workers is not None else (os.cpu_count() or 1), split_by, shard, staged)
-    finally:
-        torch.set_num_threads(threads)
 
 
 class SamePassCache:

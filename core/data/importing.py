@@ -35,6 +35,7 @@ from core.data.workers import ordered_map
 from core.progress import Progress
 from core.text import NORMALIZER_NAME, NORMALIZER_VERSION, normalize_text
 from core.tokenizers.tokenizer import Tokenizer
+from core.torch_threads import torch_threads
 
 if TYPE_CHECKING:
     from core.data.cache import SamePassCache
@@ -217,24 +218,20 @@ def _convert_all(checked: list[tuple[Candidate, str, str]], job: _Conversion, wo
     progress = Progress("dataset import", total=len(checked))
     rows: list[ManifestRow] = []
     checks: dict[str, ClipCheck] = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one clip's tensors are small: intra-op threads only spin (10× the resample CPU)
-    try:
-        with ThreadPoolExecutor(max_workers=2) as syncer:
-            processes = workers if len(checked) > CLIPS_PER_TASK else 1  # a single task: no pool to start
-            for converted in ordered_map(_convert, (job,), _chunks(checked, CLIPS_PER_TASK), processes):
-                for result, check in converted:
-                    if isinstance(result, Reject):
-                        rejects.append(result)
-                        continue
-                    rows.append(result)
-                    syncer.submit(fsync_path, result.path)
-                    if check is not None:
-                        checks[result.id] = check
-                progress.update(len(converted))
-        fsync_path(job.audio_dir)
-    finally:
-        torch.set_num_threads(threads)
+    # one clip's tensors are small: intra-op threads only spin (10× the resample CPU)
+    with torch_threads(1), ThreadPoolExecutor(max_workers=2) as syncer:
+        processes = workers if len(checked) > CLIPS_PER_TASK else 1  # a single task: no pool to start
+        for converted in ordered_map(_convert, (job,), _chunks(checked, CLIPS_PER_TASK), processes):
+            for result, check in converted:
+                if isinstance(result, Reject):
+                    rejects.append(result)
+                    continue
+                rows.append(result)
+                syncer.submit(fsync_path, result.path)
+                if check is not None:
+                    checks[result.id] = check
+            progress.update(len(converted))
+    fsync_path(job.audio_dir)
     progress.finish()
     return rows, checks
 

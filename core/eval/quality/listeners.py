@@ -18,6 +18,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from core.torch_threads import torch_threads
+
 SAMPLE_RATE = 16000
 MIN_SECONDS = 0.3  # shorter clips get no embedding or MOS (None)
 REFERENCE_CACHE_SIZE = 256  # Resemblyzer embeddings of references kept per process: periodic evaluation reuses them
@@ -40,7 +42,8 @@ def resemblyzer_embedding(wav: np.ndarray) -> np.ndarray:
     trimmed = preprocess_wav(np.asarray(wav, dtype=np.float32), source_sr=SAMPLE_RATE)
     if trimmed.size < SAMPLE_RATE * MIN_SECONDS:  # its VAD removed nearly everything; embed the clip as given
         trimmed = np.asarray(wav, dtype=np.float32)
-    return _resemblyzer().embed_utterance(trimmed)
+    with torch_threads(1):  # a clip's LSTM is too small to split (core.torch_threads)
+        return _resemblyzer().embed_utterance(trimmed)
 
 
 def _numpy(wav: torch.Tensor | np.ndarray) -> np.ndarray:
