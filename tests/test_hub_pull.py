@@ -105,6 +105,42 @@ def test_turbo_pulled_offline_is_checked_by_content(cli, hub, workspace, tmp_pat
     assert run.code == 2 and "256 wide, so a Turbo T3 (Nano is GPT-2 small's 768), though named t3_nano_v1.safetensors" in run.stderr
 
 
+def _nano_t3(path: Path) -> None:
+    """Write a Nano T3 as published in shape — GPT-2 small's width (768) and the release's 50276 text rows — with one
+    layer: built on the meta device, then its tensors drawn N(0, 0.02) (random initialisation at this size costs
+    half a minute; the pull reads shapes and bytes, not values)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from core.families.chatterbox_turbo.t3 import NANO_WIDTH, TurboConfig, build_turbo_t3
+    from tests.turbo_helpers import BASE_ROWS
+
+    with torch.device("meta"):
+        t3 = build_turbo_t3(TurboConfig(text_tokens_dict_size=BASE_ROWS, n_layers=1, hidden_size=NANO_WIDTH,
+                                        n_positions=64))
+    generator = torch.Generator().manual_seed(0)
+    save_file({k: torch.empty(v.shape).normal_(0.0, 0.02, generator=generator) for k, v in t3.state_dict().items()},
+              str(path))
+
+
+def test_nano_pulled_offline_is_told_from_turbo_by_its_width(cli, hub, workspace, tmp_path: Path) -> None:
+    from tests.turbo_helpers import make_turbo_folder
+
+    folder = make_turbo_folder(tmp_path / "nano")
+    (folder / "t3_turbo_v1.safetensors").unlink()
+    _nano_t3(folder / "t3_nano_v1.safetensors")
+    commit = cache_repo(hub, "ResembleAI/chatterbox-nano", folder_files(folder))
+    run = cli("models", "pull", "chatterbox-nano", "--json")
+    assert run.code == 0, run.stderr
+    record = run.json()
+    assert record["label"] == "Chatterbox-Nano" and record["sources"][0]["revision"] == commit
+    assert record["content"] == "T3 t3_nano_v1.safetensors: GPT-2, 1 layers × 768, 50276 text rows = the tokenizer's 50276 ids"
+    pulled = Path(record["folder"])
+    assert (pulled / "t3_nano_v1.safetensors").read_bytes() == (folder / "t3_nano_v1.safetensors").read_bytes()
+    assert not (pulled / "t3_turbo_v1.safetensors").exists()
+    assert record["sources"][0]["files"]["t3_nano_v1.safetensors"] == _sha(folder / "t3_nano_v1.safetensors")
+
+
 def test_a_run_config_model_dir_hf_id_resolves_through_the_cache(
         hub, workspace, chatterbox_repo) -> None:
     import subprocess
