@@ -1,7 +1,8 @@
 """A worker's work slots, one pool per lane, so light jobs never wait behind long ones.
 
 Every job kind belongs to one lane: `journey` (the quickstarts, which only wait on their stage jobs),
-`light` (imports, corpus and tokenizer work, inspections, checks, exports: seconds, not minutes) or
+`light` (imports, corpus and tokenizer work, inspections, checks, exports, release pulls: seconds of CPU or waiting
+on the disk and the network, not minutes of compute) or
 `heavy` (training, features, speech, evaluation: everything else). Each lane has its own slots
 (`queue.workers` heavy, `queue.light_workers` light, `queue.journey_workers` journey); the worker runs
 one thread per slot of every lane. A job starts only when a slot of its lane is free (a light job also takes a
@@ -24,7 +25,7 @@ LANE_SETTINGS = {HEAVY: ("queue.workers", 2), LIGHT: ("queue.light_workers", 1),
 LIGHT_KINDS = (
     "dataset.import", "dataset.filter", "dataset.split", "corpus.collect", "tokenizer.train", "tokenizer.extend",
     "tokenizer.merge", "tokenizer.sweep", "tokenizer.inspect", "tokenizer.encode", "checkpoint.inspect", "doctor",
-    "export", "embeddings.extend", "cache.list", "cache.clean",
+    "export", "embeddings.extend", "cache.list", "cache.clean", "models.pull",
 )
 BORROWS = {LIGHT: (LIGHT, HEAVY), HEAVY: (HEAVY,), JOURNEY: (JOURNEY,)}  # the lanes a job of each lane may run in
 SLOT_WORDS = {HEAVY: "work slot", LIGHT: "light-work slot", JOURNEY: "journey slot", DEVICE: "device slot"}

@@ -41,6 +41,7 @@ def test_a_queued_job_says_what_it_waits_for_who_holds_it_and_its_place(tmp_path
 
 def test_lanes_split_light_work_and_journeys_from_long_work() -> None:
     assert lane_of("quickstart.tts") == JOURNEY and lane_of("tokenizer.extend") == LIGHT and lane_of("export") == LIGHT
+    assert lane_of("models.pull") == LIGHT  # a release pull waits on the network, never behind a training
     assert lane_of("train") == HEAVY and lane_of("dataset.sample") == HEAVY
     assert lane_counts(load_settings()) == {HEAVY: 2, LIGHT: 1, JOURNEY: 1}
     assert lane_counts(load_settings(), heavy=5)[HEAVY] == 5
