@@ -291,3 +291,86 @@ def test_train_refuses_before_any_work_when_the_plan_does_not_fit_the_named_size
     assert code == 2 and "memory.batch" in err and "does not fit" in err
     assert not (ws / "cache").exists() or not any((ws / "cache").iterdir())   # refused before the features were built
 
+
+
+# ------------------------------------------------------------------ DDP's gradient buckets per rank
+
+
+def _ddp_case(family: str, lora: bool) -> tuple[dict[str, Any], int, torch.nn.Module, Any]:
+    """Return (model config, frozen rows, the real model as the run trains it on the CPU, its training loss at batch 2)."""
+    from bench.families import Case, build, family_forward, make_batch, model_config
+
+    if family == "linguaforge":  # the own tiny GPT LM, 300 text rows of which 200 frozen
+        from models.registry import MODEL_SIZES, model_config as own_config
+
+        config = own_config("lm", MODEL_SIZES["tiny"], text_rows=300).to_dict()
+        model = get_model_family(family).build_model(config, 200)
+        if lora:
+            inject_lora(model, get_model_family(family), AdapterConfig(kind="lora", rank=4), "test")
+        else:
+            get_model_family(family).apply_freeze(model, "base-rows")
+        ids = torch.randint(0, 300, (2, 17), generator=torch.Generator().manual_seed(0))
+        return config, 200, model, lambda module: module(ids[:, :-1], ids[:, 1:])["loss"]
+    case = Case(family, "smoke", lora, 2, 8, 16, False)
+    config = model_config(family, "smoke")
+    batch, forward = make_batch(family, config, case), family_forward(family)
+    return config, 2454, build(case, config, torch.device("cpu")), lambda module: forward(module, batch)
+
+
+@pytest.mark.parametrize("family", ["linguaforge", "chatterbox"])
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_ddp_buckets_are_the_trainable_gradients_the_trainers_ddp_allocates(family: str, lora: bool) -> None:
+    """Under several ranks each rank's plan holds DDP's buckets: one gradient per trainable weight of the real model
+    (LoRA: the adapters and new rows only), the gradients themselves (views into the buckets, no second copy); none for
+    one process. The trainer's own DDP wrapper (`data_parallel`, one gloo rank in this process) allocates exactly that:
+    after two steps the gradients' storages are the buckets, and the frozen weights have none."""
+    import torch.distributed as dist
+
+    from core.training.trainer import data_parallel
+
+    config, frozen, model, loss_of = _ddp_case(family, lora)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    grad_bytes = sum(p.numel() * p.element_size() for _, p in trainable)
+    adapter = AdapterConfig(kind="lora", rank=4 if family == "linguaforge" else 16) if lora else None
+    step = StepShape(2, 8, 16, False, False, "cpu")
+    one, two = (plan_memory(get_model_family(family), config, step, frozen_rows=frozen, freeze_mode="base-rows",
+                            adapter=adapter, ranks=ranks) for ranks in (1, 2))
+    assert two.parts["DDP gradient buckets"] == one.parts["gradients"] == grad_bytes > 0
+    assert one.parts["DDP gradient buckets"] == 0 == two.parts["gradients"]
+    assert "DDP gradient buckets" in two.describe() and "DDP" not in one.describe()
+    backward = one.parts["activations"] + one.parts["logits"]   # one process frees activations as gradients grow
+    assert two.peak - one.peak == min(backward, grad_bytes)      # under DDP the buckets are held all step
+    if lora:  # only the adapters' gradients and the new text rows' (embedding and head; frozen rows are buffers)
+        rows = {id(p) for m in get_model_family(family).text_row_modules(model) for p in m.parameters()}
+        assert all(".lora_" in n or id(p) in rows for n, p in trainable), [n for n, p in trainable]
+        adapters = sum(p.numel() for n, p in trainable if ".lora_" in n)
+        assert adapters > 0 and grad_bytes < one.parts["frozen weights"] / 4
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ddp = data_parallel(model, torch.device("cpu"))
+        for _ in range(2):  # the second step runs on the buckets DDP rebuilt in the first step's gradient order
+            model.zero_grad(set_to_none=True)
+            loss_of(ddp).backward()
+        storages = {p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes() for _, p in trainable}
+    finally:
+        dist.destroy_process_group()
+    assert sum(storages.values()) == two.parts["DDP gradient buckets"]
+    assert len(storages) < len(trainable)                           # views into flat buckets, not one tensor each
+    assert all(p.grad is None for p in model.parameters() if not p.requires_grad)
+
+
+def test_the_doctor_plans_each_rank_with_ddps_buckets_under_nproc(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    """`doctor --nproc 2` (a run under torchrun, two ranks): each rank holds the gradients in DDP's buckets all step;
+    the buckets are the size of the one-process plan's gradients, and fewer micro-batches fit."""
+    import re
+
+    _, alone, _ = _doctor(ws, capsys, "--device-memory", "24GiB")
+    code, ranks, _ = _doctor(ws, capsys, "--device-memory", "24GiB", "--nproc", "2")
+    assert code == 0 and ranks["status"] == "pass", ranks
+    gradients = re.search(r"\(trainable weights [^,]+, gradients ([0-9.]+ [MG]iB)", alone["message"]).group(1)
+    assert f"DDP gradient buckets {gradients}" in ranks["message"] and "DDP" not in alone["message"]
+    assert ", gradients " not in ranks["message"] and "each of 2 ranks (DDP: the gradients are views into its buckets" in ranks["message"]
+    fit = {name: int(re.search(r"micro-batches up to (\d+) fit", check["message"]).group(1)) for name, check in
+           (("alone", alone), ("ranks", ranks))}
+    assert fit["ranks"] <= fit["alone"]

@@ -165,6 +165,8 @@ class DoctorContext:
     device: str | None = None
     #: a device size in bytes the memory plan must fit (`--device-memory`), instead of the device's free memory
     device_memory: int | None = None
+    #: the processes the run trains on (torchrun's ranks; `doctor --nproc`): DDP's gradient buckets on each, beyond one
+    ranks: int = 1
     extras: dict[str, Any] = field(default_factory=dict)
     settings: Settings | None = None
     #: loads the checkpoint at `resume_checkpoint` (default `core.checkpoint.load_checkpoint`; the trainer's plan shares its own)
@@ -288,7 +290,7 @@ class DoctorContext:
 def doctor_context_from_plan(plan: RunPlan, device_memory: int | None = None) -> DoctorContext:
     """Return a DoctorContext for a run's plan (`core.training.plan.plan_run`), with what the trainer
     has loaded of it (`plan.loaded`: tokenizer, base checkpoint, resume checkpoint, device, model
-    config, feature cache) handed to the checks so they load nothing again.
+    config, feature cache, ranks) handed to the checks so they load nothing again.
 
     `freeze.until: auto` leaves freeze_until None (the checks take the base size from the
     checkpoint metadata); `freeze.mode: none` disables the freeze check. A `model` entry
@@ -316,6 +318,7 @@ def doctor_context_from_plan(plan: RunPlan, device_memory: int | None = None) ->
         resume_checkpoint=loaded.resume_path,
         device=loaded.device,
         device_memory=device_memory,
+        ranks=loaded.ranks,
         settings=plan.settings,
         resume_loader=lambda _path: loaded.load_resume(),
     )

@@ -139,12 +139,13 @@ def _half(precision: str, device: str) -> bool:
 @dataclass
 class RunMemory:
     """A run's memory plan at any micro-batch, precision, recomputation and adapter: its model, its longest
-    text and speech, and the device type it trains on."""
+    text and speech, the device type it trains on and its ranks (processes under torchrun)."""
 
     model: RunModel
     lengths: Lengths
     device: str
     run: Any
+    ranks: int = 1
 
     @classmethod
     def of(cls, ctx: DoctorContext) -> "RunMemory | None":
@@ -152,7 +153,7 @@ class RunMemory:
         model = run_model(ctx)
         if model is None:
             return None
-        return cls(model, data_lengths(ctx, model), run_device(ctx), ctx.run_config)
+        return cls(model, data_lengths(ctx, model), run_device(ctx), ctx.run_config, ctx.ranks)
 
     @property
     def lora(self) -> Any:
@@ -164,7 +165,7 @@ class RunMemory:
         """Return the run's plan at any micro-batch (`core.training.auto_batch.StepPlanner`)."""
         return StepPlanner(self.model.family, self.model.config, self.model.frozen_rows, self.run.freeze.mode, self.lora,
                            self.model.host_bytes, self.lengths, "cuda" if self.device.startswith("cuda") else "cpu",
-                           _half(self.run.precision, self.device), self.run.activation_checkpointing)
+                           _half(self.run.precision, self.device), self.run.activation_checkpointing, self.ranks)
 
     def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run") -> MemoryPlan | None:
         """Return the plan at micro-batch `batch` with the run's settings, or those given (`StepPlanner.plan`)."""
@@ -218,6 +219,8 @@ def _described(model: RunModel, plan: MemoryPlan, lengths: Lengths, lora: Any) -
     step = plan.step
     kind = f"LoRA rank {lora.rank}" if lora is not None else "full fine-tune"
     extras = ", activation checkpointing" if step.checkpointing else ""
+    if plan.ranks > 1:
+        extras += f", each of {plan.ranks} ranks (DDP: the gradients are views into its buckets, no second copy)"
     return (f"{model.family.name} {kind} ({plan.parameters.trainable / 1e6:.1f}M trainable), micro-batch {step.batch} × "
             f"{plan.positions} positions ({lengths.text} text + {lengths.speech} speech tokens: {lengths.source}), "
             f"{'bf16' if step.half else 'fp32'}{extras}")

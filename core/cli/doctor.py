@@ -26,6 +26,7 @@ OVERRIDES = {
     "declared_vocab": "declared_vocab",
     "device": "device",
     "device_memory": "device_memory",
+    "nproc": "ranks",
 }
 
 
@@ -72,5 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device-memory", type=memory_size, metavar="SIZE",
                         help="plan the run's memory for a device of this size (24GiB, 80GB, …; "
                              f"{MEMORY_SIZE_HELP}) instead of this machine's free memory")
+    parser.add_argument("--nproc", type=int_in(1, 64), metavar="N",
+                        help="plan each of N processes of a run under torchrun (--nproc_per_node N): DDP's gradient "
+                             "buckets on every rank (default 1)")
     parser.add_argument("--device", choices=["cuda", "cpu"],
                         help="the device type the memory plan is for (default: cuda with --device-memory, else the run's)")

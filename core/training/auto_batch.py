@@ -50,7 +50,8 @@ class StepPlanner:
     """A run's memory plan at any micro-batch, precision, recomputation and adapter.
 
     `model_config` is the family's `to_dict()`; `adapter` the run's LoRA config (None: full fine-tune);
-    `host_bytes` the base checkpoint the trainer keeps loaded (counted on the CPU); `device` `cuda` or `cpu`.
+    `host_bytes` the base checkpoint the trainer keeps loaded (counted on the CPU); `device` `cuda` or `cpu`;
+    `ranks` the processes the run trains on (DDP's gradient buckets on each, beyond one).
     """
 
     family: Any
@@ -63,6 +64,7 @@ class StepPlanner:
     device: str
     half: bool
     checkpointing: bool
+    ranks: int = 1
 
     def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None,
              adapter: Any = "run") -> MemoryPlan | None:
@@ -73,7 +75,8 @@ class StepPlanner:
         step = StepShape(batch, self.lengths.text, self.lengths.speech, self.half if half is None else half,
                          self.checkpointing if checkpointing is None else checkpointing, self.device)
         return plan_memory(self.family, self.model_config, step, frozen_rows=self.frozen_rows, freeze_mode=self.freeze_mode,
-                           adapter=self.adapter if adapter == "run" else adapter, host_bytes=self.host_bytes)
+                           adapter=self.adapter if adapter == "run" else adapter, host_bytes=self.host_bytes,
+                           ranks=self.ranks)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,11 @@ the rows of the two heads. The parts, in bytes:
 - `logits`: the fp32 log-probabilities of the text and speech positions the loss holds at once, and their
   gradients: every position of a head up to `models.losses.CHUNK_POSITIONS`, one chunk of them beyond
   (the chunked cross-entropy recomputes a chunk's logits at a time in the backward pass);
-- `base checkpoint in memory`: on the CPU, the base checkpoint the trainer keeps loaded beside the model.
+- `base checkpoint in memory`: on the CPU, the base checkpoint the trainer keeps loaded beside the model;
+- `DDP gradient buckets`: under several ranks (torchrun), DistributedDataParallel's flat buckets, one gradient
+  per trainable weight (frozen ones get none), held from its start to the run's end. The trainer builds DDP with
+  `gradient_as_bucket_view` (`core.training.trainer.data_parallel`): the gradients are views into the buckets,
+  so they are no second copy — under DDP the `gradients` part is empty and the buckets hold them all step.
 
 The step's peak is the persistent parts plus the larger of what the start of the backward pass holds
 (activations and logits) and what its end holds (the gradients): gradients grow while activations are freed.
@@ -102,12 +106,14 @@ class StepShape:
 
 @dataclass
 class MemoryPlan:
-    """The plan of one step: its parts in bytes, the parameter count, the step's shape and a sample's positions."""
+    """The plan of one step on each of `ranks` processes: its parts in bytes, the parameter count, the step's
+    shape and a sample's positions."""
 
     parts: dict[str, int]
     parameters: ParameterCount
     step: StepShape
     positions: int
+    ranks: int = 1
 
     @property
     def peak(self) -> int:
@@ -124,7 +130,7 @@ class MemoryPlan:
         return {"peak": self.peak, "parts": dict(self.parts), "trainable_parameters": self.parameters.trainable,
                 "batch": self.step.batch, "text_tokens": self.step.text_tokens, "speech_tokens": self.step.speech_tokens,
                 "positions": self.positions, "half": self.step.half, "checkpointing": self.step.checkpointing,
-                "device": self.step.device}
+                "device": self.step.device, "ranks": self.ranks}
 
 
 def format_size(n: int | float) -> str:
@@ -207,10 +213,11 @@ def activation_bytes(shape: MemoryShape, step: StepShape, split_rows: bool) -> t
 
 
 def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: StepShape, *, frozen_rows: int,
-                freeze_mode: str, adapter: Any = None, host_bytes: int = 0) -> MemoryPlan | None:
+                freeze_mode: str, adapter: Any = None, host_bytes: int = 0, ranks: int = 1) -> MemoryPlan | None:
     """Return the memory plan of one optimiser step of the family's model (`model_config`: its `to_dict()`) at
     `step`, with `frozen_rows` frozen text rows and the run's freeze mode or LoRA `adapter`; `host_bytes`
     (the base checkpoint the trainer keeps loaded) counts on the CPU. None when the family states no `memory_shape`.
+    With `ranks` > 1 (DDP under torchrun) each rank's plan: the gradients live in DDP's buckets the whole step.
 
     With `step.checkpointing` False, a model that recomputes its blocks by itself (`MemoryShape.recomputes`) still does.
     """
@@ -224,17 +231,19 @@ def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: St
     cost = BLOCKS[shape.block]
     copied_blocks = 1 if step.checkpointing else shape.layers
     copies = 2 * (copied_blocks * cost.matmul_params(shape.width, shape.mlp_width) + (shape.text_rows + shape.speech_rows) * shape.width)
+    ddp = ranks > 1
     parts = {
         "trainable weights": params.trainable_bytes,
-        "gradients": params.trainable_bytes,
+        "gradients": 0 if ddp else params.trainable_bytes,
         "optimizer state": 2 * 4 * params.trainable,
         "frozen weights": params.frozen_bytes,
         "16-bit weight copies": copies if step.half else 0,
         "activations": activations,
         "logits": logits,
         "base checkpoint in memory": host_bytes if step.device == "cpu" else 0,
+        "DDP gradient buckets": params.trainable_bytes if ddp else 0,
     }
-    return MemoryPlan(parts, params, step, positions_of(shape, step.text_tokens, step.speech_tokens)[0])
+    return MemoryPlan(parts, params, step, positions_of(shape, step.text_tokens, step.speech_tokens)[0], ranks)
 
 
 def largest_fitting_batch(plan_at: Callable[[int], MemoryPlan], budget: int, upper: int) -> int:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 @dataclass
 class LoadedRun:
     """What the trainer has loaded and decided of a plan so far: the tokenizer, base checkpoint, the
-    checkpoint it resumes from, its device, model config and feature cache. The doctor uses these
+    checkpoint it resumes from, its device, model config, feature cache and the ranks it trains on. The doctor uses these
     instead of loading them again."""
 
     tokenizer: Tokenizer | None = None
@@ -43,6 +43,7 @@ class LoadedRun:
     device: str | None = None
     model_config: dict[str, Any] | None = None
     cache_dir: Path | None = None
+    ranks: int = 1
     _resume: LoadedCheckpoint | InputError | None = field(default=None, init=False, repr=False)
 
     def load_resume(self) -> LoadedCheckpoint | None:

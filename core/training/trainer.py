@@ -128,6 +128,22 @@ def _distributed() -> tuple[int, int]:
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
+def data_parallel(model: nn.Module, device: torch.device) -> nn.parallel.DistributedDataParallel:
+    """Return `model` wrapped in DistributedDataParallel as every run under several ranks trains it (the process
+    group joined: `_distributed`).
+
+    The gradients are views into DDP's flat buckets (`gradient_as_bucket_view`): one gradient per trainable
+    weight on each rank, not a second copy beside the buckets — what the memory plan counts
+    (`core.training.memory`: `DDP gradient buckets`). Frozen parameters get no bucket. Buffers are not re-sent
+    every step: the frozen text rows are buffers (hundreds of MB at full size), identical on every rank from
+    the start; a buffer a training forward updates is reduced over the ranks by the model itself
+    (GPTTTS.speech_rate). Every trainable parameter gets a gradient at every step (families freeze what the
+    cached features leave unused: `unused_in_training`), so DDP needs no search for unused parameters.
+    """
+    return nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                               broadcast_buffers=False, gradient_as_bucket_view=True)
+
+
 def _leave_process_group() -> None:
     """Destroy the process group at exit. After a run every rank finished, the ranks first meet at a barrier:
     ranks that tear gloo down at different moments can abort ("terminate called without an active
@@ -278,6 +294,7 @@ class Trainer:
         loaded.resume_path = resume_path  # a resume loads its own weights (the doctor's resume.tokenizer checks them)
         loaded.device = str(self.device)
         loaded.model_config = self.model_cfg.to_dict()
+        loaded.ranks = self.world
         self._run_preflight()
         cache_dir = self._prepare_cache()
         self.length_bounds: list[float] | None = None
@@ -334,16 +351,7 @@ class Trainer:
         self.base_sha_start = self.base_rows_sha256()
         if resume_loaded is not None:
             self._resume(resume_loaded, reset_optimizer)
-        # Buffers are not re-sent every step: the frozen text rows are buffers (hundreds of MB at full size),
-        # identical on every rank from the start; a buffer a training forward updates is reduced over the
-        # ranks by the model itself (GPTTTS.speech_rate). Every trainable parameter gets a gradient at every
-        # step (families freeze what the cached features leave unused: `unused_in_training`), so DDP needs
-        # no search for unused parameters.
-        self.ddp = (
-            nn.parallel.DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                                                broadcast_buffers=False)
-            if self.world > 1 else None
-        )
+        self.ddp = data_parallel(self.model, self.device) if self.world > 1 else None
 
     # -- setup helpers ---------------------------------------------------------------------
     def _choose_batch(self, cache_dir: Path | None) -> BatchChoice:
@@ -367,7 +375,7 @@ class Trainer:
         adapter = config.adapter if config.adapter.kind != "none" else None
         host = sum(t.numel() * t.element_size() for t in self.base.state_dict.values()) if self.base is not None else 0
         return StepPlanner(self.family, model, self.frozen_rows, config.freeze.mode, adapter, host, lengths,
-                           self.device.type, self.amp_dtype is not None, config.activation_checkpointing)
+                           self.device.type, self.amp_dtype is not None, config.activation_checkpointing, self.world)
 
     def _add_replay(self) -> None:
         """Mix `data.replay.share` of every batch from the replay manifest's clips (features built like the run's);
