@@ -1,17 +1,19 @@
 """Keeping the base languages on the published families (issue 45, item 5): a reduced two-language base per family,
 extended to Amharic and fine-tuned with the default retention, each base language's validation loss before and after.
 
-Per family (Chatterbox, Chatterbox-Turbo, CSM; random-initialised reduced published folders, the test suite's
-builders):
+Per family (Chatterbox, Chatterbox-Turbo, CSM, IndexTTS2; random-initialised reduced published folders, the test
+suite's builders):
 
 1. the base: the folder's model trained from its published weights on English + Spanish espeak-ng speech
    (`core.data.sample`, two voices per language), every weight trained, with the folder's own tokenizer — or, for a
-   family whose tokenizer tags every language but English (Turbo: `FamilySpec.base_tag`), the folder's tokenizer
-   merged with Spanish pieces and the `[es]` tag and the published weights extended to it, as a user teaching the
-   release Spanish first would;
-2. the extension: the folder's tokenizer merged with Amharic pieces and the `[am]` tag (`merge_hf_tokenizer`,
-   English protected by its built-in lexicon, the Spanish sentences as protect lines) and the base's final
-   checkpoint extended to it (new rows the mean: `extend_checkpoint`);
+   family whose tokenizer tags every language but English (Turbo) or lacks Spanish's letters (IndexTTS2's
+   `bpe.model`: `FamilySpec.base_tag`), the folder's tokenizer grown with Spanish pieces (and the `[es]` tag for an
+   HF tokenizer) and the published weights extended to it, as a user teaching the release Spanish first would;
+2. the extension: the folder's tokenizer grown with Amharic pieces — an HF tokenizer.json merged with them and the
+   `[am]` tag (`merge_hf_tokenizer`), a SentencePiece model extended by them (`extend_sentencepiece`, what
+   `tokenizer extend` runs; SentencePiece has no tags), English protected by its built-in lexicon and the Spanish
+   sentences as protect lines — and the base's final checkpoint extended to it (new rows the mean:
+   `extend_checkpoint`);
 3. the fine-tune on Amharic from that checkpoint, once per strategy (core.training.retention): `replay` — the
    default, DEFAULT_RETENTION: the base text rows frozen and its share of each batch English + Spanish clips
    from the base's training split — and, for comparison, `frozen` (the base rows frozen, Amharic alone);
@@ -47,6 +49,8 @@ from core.data.sample_text import AMHARIC_SENTENCES, SPANISH_SENTENCES  # noqa: 
 from core.eval.quality.retention import retention_verdict  # noqa: E402
 from core.recipe import prepare_trainer, train  # noqa: E402
 from core.tokenizers.hf_merge import merge_hf_tokenizer  # noqa: E402
+from core.tokenizers.sp_extend import extend_sentencepiece  # noqa: E402
+from core.tokenizers.tokenizer import SENTENCEPIECE, load_tokenizer  # noqa: E402
 from core.training.embeddings import extend_checkpoint  # noqa: E402
 from core.training.retention import DEFAULT_RETENTION, retention_overlay  # noqa: E402
 from core.training.run_config import run_config_from_dict  # noqa: E402
@@ -61,10 +65,13 @@ COMPARED = ("replay", "frozen")  # the default retention, then the same fine-tun
 @dataclass(frozen=True)
 class FamilySpec:
     """How to build and extend one family's reduced published folder: the folder builder (the test suite's),
-    its tokenizer inside the folder (`.` for a tokenizer folder), the Amharic merge's size, the run-config keys
-    the family's runs add and the learning rate; `base_tag`: the published weights file to extend to a Spanish
-    merge with the `[es]` tag before the base trains (a family whose text rule refuses an untagged language other
-    than English once its tokenizer has tags), else None."""
+    its tokenizer inside the folder (`.` for a tokenizer folder), the merge's size (an HF tokenizer: the new
+    language's BPE vocabulary; a SentencePiece model: the pieces added), the run-config keys the family's runs
+    add and the learning rate; `base_tag`: the published weights file to extend to a Spanish merge (with the `[es]`
+    tag for an HF tokenizer) before the base trains (a family whose text rule refuses an untagged language other
+    than English once its tokenizer has tags, or whose tokenizer lacks Spanish's letters), else None; `settings`:
+    the `families.<family>` settings the reduced folder needs, else None; `text`: the family's text front end
+    (the form its tokenizer sees: the corpus and protect lines are grown in it), else None (the text as written)."""
 
     build: Callable[[Path], Path]
     tokenizer: str
@@ -72,6 +79,8 @@ class FamilySpec:
     extra: dict[str, Any] = field(default_factory=dict)
     lr: float = 2.0e-3
     base_tag: str | None = None
+    settings: Callable[[], dict[str, Any]] | None = None
+    text: Callable[[], Callable[[str], str]] | None = None
 
 
 def _chatterbox(dest: Path) -> Path:
@@ -89,10 +98,27 @@ def _csm(dest: Path) -> Path:
     return make_csm_folder(dest)
 
 
+def _indextts(dest: Path) -> Path:
+    from tests.indextts_helpers import build_model_folder
+    return build_model_folder(dest)
+
+
+def _indextts_settings() -> dict[str, Any]:
+    from tests.indextts_helpers import W2V_LAYERS
+    return {"w2v_layer": W2V_LAYERS}  # the reduced w2v-BERT's last layer (the published one reads 17)
+
+
+def _indextts_text() -> Callable[[str], str]:
+    from core.families.indextts.gpt import IndexTextNormalizer
+    return IndexTextNormalizer().normalize  # upper-case, as IndexTTS2's bpe.model was trained
+
+
 FAMILIES: dict[str, FamilySpec] = {
     "chatterbox": FamilySpec(_chatterbox, "grapheme_mtl_merged_expanded_v1.json", 400),
     "chatterbox-turbo": FamilySpec(_turbo, ".", 600, {"model": {"dropout": 0.0}}, 3.0e-3, "t3_turbo_v1.safetensors"),
     "csm": FamilySpec(_csm, "tokenizer.json", 600, {"model": {"dropout": 0.0}}, 3.0e-3),
+    "indextts": FamilySpec(_indextts, "bpe.model", 600, {}, 3.0e-3, "gpt.pth", _indextts_settings,
+                           _indextts_text),
 }
 
 
@@ -124,6 +150,9 @@ class FamilyBench:
         self.prefix = f"{out.parent.name}-{family}"  # run names: two bench folders of one workspace never share a run
         self.model_dir = self.spec.build(out / "model")
         self.base_tokenizer = (self.model_dir / self.spec.tokenizer).resolve()
+        if self.spec.settings:
+            families = settings.data.setdefault("families", {})
+            families[family] = {**(families.get(family) or {}), **self.spec.settings()}
 
     def config(self, name: str, manifest: str, steps: int, tokenizer: Path, checkpoint: str | None,
                overlay: dict[str, Any], lr: float | None = None) -> Any:
@@ -159,13 +188,20 @@ class FamilyBench:
                                     {"freeze": {"mode": "none"}}))
 
     def merge_and_extend(self, language: str, corpus: Sequence[str], protect: list[str], checkpoint: str) -> tuple[str, Path]:
-        """Merge `language`'s pieces (trained on `corpus`) and its tag into the base tokenizer, `protect` lines and
-        English kept, and extend `checkpoint` to the merge (new rows the mean); return (the extended checkpoint, the
-        merged tokenizer.json)."""
-        tokenizer = self.out / "tokenizers" / f"{language}.json"
+        """Grow the base tokenizer with `language`'s pieces (trained on `corpus`), `protect` lines and English kept —
+        an HF tokenizer merged with them and the language's tag, a SentencePiece model extended by them — and extend
+        `checkpoint` to it (new rows the mean); return (the extended checkpoint, the grown tokenizer)."""
+        form = self.spec.text() if self.spec.text else str
+        corpus, protect = [form(line) for line in corpus], [form(line) for line in protect]
+        sentencepiece = self.base_tokenizer.is_file() and load_tokenizer(self.base_tokenizer).kind == SENTENCEPIECE
+        tokenizer = self.out / "tokenizers" / f"{language}{'.model' if sentencepiece else '.json'}"
         tokenizer.parent.mkdir(parents=True, exist_ok=True)
-        merge_hf_tokenizer(self.base_tokenizer, tokenizer, corpus_lines=list(corpus), vocab_size=self.spec.vocab_size,
-                           language_tag=language, protect_lines=protect)
+        if sentencepiece:
+            extend_sentencepiece(self.base_tokenizer, corpus, load_tokenizer(self.base_tokenizer).size
+                                 + self.spec.vocab_size, tokenizer, protect_lines=protect)
+        else:
+            merge_hf_tokenizer(self.base_tokenizer, tokenizer, corpus_lines=corpus,
+                               vocab_size=self.spec.vocab_size, language_tag=language, protect_lines=protect)
         start = self.out / "checkpoints" / f"start_{language}.safetensors"
         start.parent.mkdir(parents=True, exist_ok=True)
         extend_checkpoint(checkpoint, self.base_tokenizer, tokenizer, start, family=self.family, init="mean")
