@@ -7,7 +7,8 @@ the input folder); the text and the optional speaker column are named by options
 audio file's stem (else `row<N>`); its line in the rejects is its row number, counted from 1 per table.
 Other scalar columns are kept as manifest metadata. Parquet and arrow files (a Hub dataset's among them) are read
 one record batch at a time, first for the rows' text and audio columns (the audio itself left unread), then again
-for each clip's audio as the import converts them in order: the import's memory does not grow with the split.
+for each clip's audio as the import converts them in order: the audio held at once does not grow with the split
+(a `save_to_disk` folder's tables stay as `datasets` maps them).
 """
 
 from __future__ import annotations
