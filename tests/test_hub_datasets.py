@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,27 +14,9 @@ import pytest
 import soundfile as sf
 
 from tests.data_helpers import make_espeak_dataset
+from tests.hub_helpers import cache_hub_dataset
 
 pytestmark = pytest.mark.slow  # three CLI processes importing `datasets`, espeak clips
-
-
-def _cache_dataset(hf_home: Path, repo: str, config: str, split: str, rows: dict[str, list]) -> Path:
-    """Write `rows` as the cached Hub dataset `repo` (config, split) under `hf_home` and return its folder."""
-    import datasets
-    from datasets.packaged_modules.parquet.parquet import Parquet
-
-    stage = hf_home.parent / "stage"
-    stage.mkdir(parents=True)
-    # the Audio feature's storage (its bytes/path struct): encoding through datasets.Audio needs torchcodec
-    features = datasets.Features({"audio": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
-                                  "text": datasets.Value("string"), "speaker": datasets.Value("string")})
-    datasets.Dataset.from_dict(rows, features=features).to_parquet(str(stage / f"{split}.parquet"))
-    builder = Parquet(dataset_name=repo.split("/")[1], config_name=config, hash="0123456789abcdef",
-                      data_files={split: str(stage / f"{split}.parquet")}, cache_dir=str(stage / "built"))
-    builder.download_and_prepare()
-    target = hf_home / "datasets" / repo.replace("/", "___") / config / "0.0.0"
-    target.mkdir(parents=True)
-    return Path(shutil.move(builder.cache_dir, target / "0123456789abcdef"))
 
 
 def _wav_bytes(seconds: float) -> bytes:
@@ -54,7 +35,7 @@ def cached(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
-    return _cache_dataset(tmp_path / "hf", "someone/amharic-speech", "am", "train", rows)
+    return cache_hub_dataset(tmp_path / "hf", "someone/amharic-speech", "am", "train", rows)
 
 
 def test_a_cached_hub_dataset_imports_by_id_with_rejects(cli, workspace: Path, cached: Path) -> None:

@@ -5,13 +5,16 @@ audio column.
 The audio column holds the `datasets.Audio` struct (`bytes` and/or `path`) or a file path (relative to
 the input folder); the text and the optional speaker column are named by options. A row's id is its
 audio file's stem (else `row<N>`); its line in the rejects is its row number, counted from 1 per table.
-Other scalar columns are kept as manifest metadata.
+Other scalar columns are kept as manifest metadata. Parquet and arrow files (a Hub dataset's among them) are read
+one record batch at a time, first for the rows' text and audio columns (the audio itself left unread), then again
+for each clip's audio as the import converts them in order: the audio held at once does not grow with the split
+(a `save_to_disk` folder's tables stay as `datasets` maps them).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from core.confine import inside_folder
 from core.errors import InputError
@@ -23,22 +26,74 @@ DEFAULT_SPEAKER = "hf"
 SAVED_MARKERS = ("state.json", "dataset_dict.json")
 HUB_PREFIX = "hf:"
 TABLE_EXTENSIONS = (".parquet", ".arrow")
+PARQUET_BATCH_ROWS = 100  # rows of a parquet table held at a time (`datasets` writes audio in batches of 100)
 
 
-def _read_table(path: Path) -> Any:
+def _open_batches(path: Path) -> tuple[list[str], Iterator[Any]]:
+    """Return (column names, record batches) of a parquet or arrow (IPC stream or file) table, read from the file as
+    they are taken, neither mapped nor read whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if path.suffix == ".parquet":
+        table = pq.ParquetFile(path)
+        return table.schema_arrow.names, table.iter_batches(batch_size=PARQUET_BATCH_ROWS)
+    source = pa.OSFile(str(path))
     try:
-        if path.suffix == ".parquet":
-            return pq.read_table(path)
-        with pa.memory_map(str(path)) as source:
-            try:
-                return pa.ipc.open_stream(source).read_all()
-            except pa.ArrowInvalid:
-                return pa.ipc.open_file(source).read_all()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{path}: not a readable {path.suffix[1:]} table ({exc}).") from exc
+        stream = pa.ipc.open_stream(source)
+        return stream.schema.names, iter(stream)
+    except pa.ArrowInvalid:
+        reader = pa.ipc.open_file(source)
+        return reader.schema.names, (reader.get_batch(i) for i in range(reader.num_record_batches))
+
+
+class _FileBatches:
+    """A parquet or arrow file's record batches, one held at a time: the rows of a split larger than memory flow
+    through. `batch(i)` reads on from the one held, from the start only when asked for an earlier one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.column_names = self._guarded(lambda: _open_batches(path)[0])
+        self._rest: Iterator[Any] | None = None
+        self._index, self._held = -1, None
+
+    def _guarded(self, read: Callable[[], Any]) -> Any:
+        import pyarrow as pa
+
+        try:
+            return read()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise InputError(f"{self.path}: not a readable {self.path.suffix[1:]} table ({exc}).") from exc
+
+    def batches(self) -> Iterator[Any]:
+        """Yield the file's record batches from the start."""
+        batches = self._guarded(lambda: _open_batches(self.path)[1])
+        while (batch := self._guarded(lambda: next(batches, None))) is not None:
+            yield batch
+
+    def batch(self, index: int) -> Any:
+        """Return record batch `index`."""
+        if self._rest is None or index < self._index:
+            self._rest, self._index = self.batches(), -1
+        while self._index < index:
+            self._held, self._index = next(self._rest), self._index + 1
+        return self._held
+
+
+class _TableBatches:
+    """A table `datasets` loaded (memory-mapped), by record batch."""
+
+    def __init__(self, table: Any) -> None:
+        self.column_names = table.column_names
+        self._batches = table.to_batches()
+
+    def batches(self) -> Iterator[Any]:
+        """Yield the table's record batches."""
+        return iter(self._batches)
+
+    def batch(self, index: int) -> Any:
+        """Return record batch `index`."""
+        return self._batches[index]
 
 
 def _json_object(path: Path) -> dict[str, Any]:
@@ -87,7 +142,7 @@ def _saved_folders(source: Path) -> list[tuple[str | None, Path]]:
     return folders
 
 
-def _saved_tables(source: Path) -> list[tuple[Path, Any]]:
+def _saved_tables(source: Path) -> list[tuple[Path, _TableBatches]]:
     from datasets import Dataset
 
     def table_of(dataset: Any) -> Any:
@@ -101,7 +156,7 @@ def _saved_tables(source: Path) -> list[tuple[Path, Any]]:
         except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
             raise InputError(f"{folder}: not a readable datasets.save_to_disk folder ({type(exc).__name__}: {exc}). "
                              "Save the dataset again with save_to_disk, or pass its parquet/arrow files.") from None
-        tables.append((source / split if split is not None else source, table_of(loaded)))
+        tables.append((source / split if split is not None else source, _TableBatches(table_of(loaded))))
     return tables
 
 
@@ -142,9 +197,9 @@ def hub_dataset(spec: str) -> tuple[Path, tuple[Path, ...]]:
     return files[0].parent, files
 
 
-def _tables(source: Path, options: ImportOptions) -> list[tuple[Path, Any]]:
+def _tables(source: Path, options: ImportOptions) -> list[tuple[Path, _FileBatches | _TableBatches]]:
     if options.tables:
-        return [(path, _read_table(path)) for path in options.tables]
+        return [(path, _FileBatches(path)) for path in options.tables]
     if source.is_dir() and any((source / marker).is_file() for marker in SAVED_MARKERS):
         return _saved_tables(source)
     files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.suffix in TABLE_EXTENSIONS)
@@ -152,7 +207,7 @@ def _tables(source: Path, options: ImportOptions) -> list[tuple[Path, Any]]:
     if not files:
         raise InputError(f"{source}: neither a datasets.save_to_disk folder nor parquet/arrow files. "
                          "Pass the folder written by save_to_disk, or a .parquet/.arrow file or a folder of them.")
-    return [(path, _read_table(path)) for path in files]
+    return [(path, _FileBatches(path)) for path in files]
 
 
 def _check_columns(where: Path, names: list[str], options: ImportOptions) -> None:
@@ -190,8 +245,25 @@ def _audio_of(value: Any, base: Path, table_file: Path) -> tuple[Path, str | Non
     return table_file, None, False
 
 
-def _loader(table: Any, column: str, row: int, name: str) -> Any:
-    return lambda: (table.column(column)[row].as_py()["bytes"], name)
+def _audio_cells(column: Any) -> list[Any]:
+    """Return a batch's audio cells as Python values without reading the audio: the `datasets.Audio` struct's
+    `bytes` stands as one byte when it holds some (b"" empty, None null); other columns as they are."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    index = kind.get_field_index("bytes") if pa.types.is_struct(kind) else -1
+    if index < 0 or not (pa.types.is_binary(kind.field(index).type) or pa.types.is_large_binary(kind.field(index).type)):
+        return column.to_pylist()
+    fields = column.flatten()  # the children, null where the struct is
+    values = {kind.field(i).name: fields[i].to_pylist() for i in range(kind.num_fields) if i != index}
+    values["bytes"] = [None if n is None else b"\0" if n else b"" for n in pc.binary_length(fields[index]).to_pylist()]
+    nulls = column.is_null().to_pylist()
+    return [None if null else {name: cells[row] for name, cells in values.items()} for row, null in enumerate(nulls)]
+
+
+def _loader(rows: _FileBatches | _TableBatches, batch: int, offset: int, column: str, name: str) -> Any:
+    return lambda: (rows.batch(batch).column(column)[offset].as_py()["bytes"], name)
 
 
 def _meta(record: dict[str, Any], skip: set[str]) -> dict[str, Any]:
@@ -207,39 +279,39 @@ def collect(source: Path, options: ImportOptions) -> tuple[list[Candidate], list
     candidates: list[Candidate] = []
     rejects: list[Reject] = []
     skip = {options.audio_column, options.text_column, options.speaker_column}
-    for where, table in _tables(source, options):
-        _check_columns(where, table.column_names, options)
-        scalar = [c for c in table.column_names if c != options.audio_column]
-        records = table.select(scalar).to_pylist()
-        audio_values = table.column(options.audio_column)
-        for index, record in enumerate(records):
-            number = index + 1
-            value = audio_values[index].as_py()
-            problem = _audio_problem(value)
-            if problem is not None:
-                rejects.append(Reject(str(where), number, f"column {options.audio_column!r}: {problem}"))
-                continue
-            if isinstance(value, dict):
-                value = {"path": value.get("path"), "bytes": bool(value.get("bytes"))}
-            audio, name, stored = _audio_of(value, base, where)
-            if not stored and name is None:
-                rejects.append(Reject(str(where), number, f"column {options.audio_column!r} holds no audio bytes or path"))
-                continue
-            clip_id = Path(name).stem if name else f"row{number:06d}"
-            text = record.get(options.text_column)
-            speaker = record.get(options.speaker_column) if options.speaker_column else None
-            cited = f"{where} row {number}" + (f": {name}" if name else "")
-            candidates.append(
-                Candidate(
-                    source=str(where),
-                    line=number,
-                    id=clip_id,
-                    audio=audio,
-                    text=text if isinstance(text, str) else "",
-                    speaker=str(speaker).strip() if speaker not in (None, "") else (options.speaker or DEFAULT_SPEAKER),
-                    language=options.language or str(record.get("locale") or record.get("language") or ""),
-                    data=_loader(table, options.audio_column, index, cited) if stored else None,
-                    meta=_meta(record, skip),
+    for where, rows in _tables(source, options):
+        _check_columns(where, rows.column_names, options)
+        scalar = [c for c in rows.column_names if c != options.audio_column]
+        number = 0
+        for batch_index, batch in enumerate(rows.batches()):
+            cells = _audio_cells(batch.column(options.audio_column))
+            for offset, (record, value) in enumerate(zip(batch.select(scalar).to_pylist(), cells)):
+                number += 1
+                problem = _audio_problem(value)
+                if problem is not None:
+                    rejects.append(Reject(str(where), number, f"column {options.audio_column!r}: {problem}"))
+                    continue
+                if isinstance(value, dict):
+                    value = {"path": value.get("path"), "bytes": bool(value.get("bytes"))}
+                audio, name, stored = _audio_of(value, base, where)
+                if not stored and name is None:
+                    rejects.append(Reject(str(where), number, f"column {options.audio_column!r} holds no audio bytes or path"))
+                    continue
+                clip_id = Path(name).stem if name else f"row{number:06d}"
+                text = record.get(options.text_column)
+                speaker = record.get(options.speaker_column) if options.speaker_column else None
+                cited = f"{where} row {number}" + (f": {name}" if name else "")
+                candidates.append(
+                    Candidate(
+                        source=str(where),
+                        line=number,
+                        id=clip_id,
+                        audio=audio,
+                        text=text if isinstance(text, str) else "",
+                        speaker=str(speaker).strip() if speaker not in (None, "") else (options.speaker or DEFAULT_SPEAKER),
+                        language=options.language or str(record.get("locale") or record.get("language") or ""),
+                        data=_loader(rows, batch_index, offset, options.audio_column, cited) if stored else None,
+                        meta=_meta(record, skip),
+                    )
                 )
-            )
     return candidates, rejects
