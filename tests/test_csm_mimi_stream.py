@@ -15,8 +15,9 @@ from core.families.csm.mimi_stream import MimiFrameDecoder
 from tests.csm_helpers import CODEBOOK_SIZE, CODEBOOKS, reduced_mimi
 
 torch.set_num_threads(2)
-#: the largest |streamed − whole| sample allowed (measured 0 on this machine; audio peaks near 0.5)
-TOLERANCE = 1e-5
+#: the largest |streamed − whole| sample allowed: float32 rounding (measured 1.5e-5 over 40 frames on this machine's
+#: CPU; a frame decoded without its context, or a missed overlap, is off by the audio's own size, above 0.05)
+TOLERANCE = 5e-5
 
 
 @pytest.fixture(scope="module")
