@@ -87,8 +87,8 @@ class ExactStream(Protocol):
 
     chunks: int
 
-    def add(self, token: int, extra: Any = None) -> list[torch.Tensor]:
-        """Take the next token (and its extra); return the audio now ready."""
+    def add(self, token: int, extra: Any) -> list[torch.Tensor]:
+        """Take the next token and its extra (None where the family has none); return the audio now ready."""
         ...
 
     def finish(self) -> list[torch.Tensor]:
