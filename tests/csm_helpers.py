@@ -107,15 +107,31 @@ def write_processor(folder: Path, tokenizer_json: str) -> None:
                  chat_template=CHAT_TEMPLATE).save_pretrained(folder)
 
 
+def random_centroids(mimi: Any) -> None:
+    """Give a random-initialised Mimi's codebooks random centroids (Mimi initialises them at zero: every frame would
+    be code 0)."""
+    for name, buffer in mimi.named_buffers():
+        if name.endswith("codebook.embed_sum"):
+            buffer.copy_(torch.randn_like(buffer))
+
+
+def reduced_mimi(**changes: Any) -> Any:
+    """Return the reduced folder's `MimiModel` (its codec_config with `changes`) random-initialised, in eval mode."""
+    from transformers import MimiConfig, MimiModel
+
+    torch.manual_seed(0)
+    mimi = MimiModel(MimiConfig.from_dict({**reduced_config().codec_config.to_dict(), **changes}))
+    random_centroids(mimi)
+    return mimi.eval()
+
+
 def _build(folder: Path) -> None:
     from transformers import CsmForConditionalGeneration
 
     torch.manual_seed(0)
     folder.mkdir(parents=True, exist_ok=True)
     model = CsmForConditionalGeneration(reduced_config())
-    for name, buffer in model.codec_model.named_buffers():
-        if name.endswith("codebook.embed_sum"):  # Mimi initialises its centroids at zero: every frame would be code 0
-            buffer.copy_(torch.randn_like(buffer))
+    random_centroids(model.codec_model)
     model.save_pretrained(folder)
     write_processor(folder, llama3_tokenizer_json())
 

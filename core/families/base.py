@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # torch is imported where a model is built, so the CLI's pars
     from core.data.feature_cache import CacheInfo
     from core.data.shards import Shard
     from core.families.contract import TaskData
-    from core.speech.stream import ChunkPlan, WindowVocoder
+    from core.speech.stream import ChunkPlan, ExactStream, WindowVocoder
     from core.tokenizers.tokenizer import Tokenizer
     from models.rows import _SplitRows
 
@@ -191,10 +191,17 @@ class Utterance(ABC):
     def report(self, samples: int) -> dict[str, Any]:
         """Return the family's report once the tokens are exhausted or stopped; `samples` is the audio's length."""
 
+    def exact_stream(self) -> ExactStream | None:
+        """Return a vocoder that turns each token into its own audio as it comes, exactly as the whole utterance's
+        (no window, lookahead or cross-fade), for a stream to use in place of `ChunkedVocoder`; None (the
+        default) when the family's vocoder needs windows."""
+        return None
+
 
 class SpeechStream:
     """One utterance's audio in chunks (iterate it once): tokens are vocoded in chunks as they are generated
-    (`plan`; None = one whole-utterance window once generation ends). `stop` (checked before each token)
+    (`plan`, or token by token where the utterance gives an `exact_stream`; None = one whole-utterance window
+    once generation ends). `stop` (checked before each token)
     ends generation early. `report`, after the last chunk: the utterance's report plus seconds,
     sample_rate, chunks, first_audio_s (from the call to the first chunk), synthesis_s, rtf and stopped_early."""
 
@@ -203,7 +210,8 @@ class SpeechStream:
         from core.speech.stream import ChunkedVocoder
 
         self.utterance, self.sample_rate, self.stop = utterance, sample_rate, stop
-        self.chunker = ChunkedVocoder(utterance.vocoder, plan, tokens_per_second)
+        exact = utterance.exact_stream() if plan is not None else None
+        self.chunker = exact if exact is not None else ChunkedVocoder(utterance.vocoder, plan, tokens_per_second)
         self.started = time.perf_counter() if started is None else started
         self.report: dict[str, Any] | None = None
 

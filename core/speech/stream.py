@@ -8,7 +8,8 @@ and `lookahead` tokens ahead, keeps the chunk's own span plus `fade` samples, an
 samples with the next chunk's start (raised-cosine, the two weights summing to 1), so the joins do
 not click. The first chunk is small (`ChunkPlan.first_s`), each later one `growth` times the last,
 up to `max_s`. With no plan (`None`) it vocodes one window over every token once generation ends:
-the whole-utterance audio.
+the whole-utterance audio. A family whose vocoder is exact token by token (a causal codec with its
+streaming state, as CSM's Mimi) gives an `ExactStream` instead, used in place of the chunker.
 
 Chunk boundaries sit at token `i` → sample `round(i × samples_per_token)`, and the last chunk ends
 at the vocoder's `total_samples(n)`, so a streamed utterance is exactly as long as the whole one of
@@ -78,6 +79,20 @@ class WindowVocoder(Protocol):
 
     def __call__(self, window: TokenWindow) -> WindowAudio:
         """Return the audio of `window`."""
+        ...
+
+
+class ExactStream(Protocol):
+    """A streaming vocoder with `ChunkedVocoder`'s interface whose chunks join into the whole utterance's audio."""
+
+    chunks: int
+
+    def add(self, token: int, extra: Any) -> list[torch.Tensor]:
+        """Take the next token and its extra (None where the family has none); return the audio now ready."""
+        ...
+
+    def finish(self) -> list[torch.Tensor]:
+        """Return the audio left once generation has ended."""
         ...
 
 
