@@ -164,11 +164,11 @@ def build(case: Case, config: dict[str, Any], device: torch.device) -> torch.nn.
     return model
 
 
-def plan_of(case: Case, config: dict[str, Any]) -> Any:
-    """Return the memory plan of `case` (what the doctor's `memory.batch` check plans)."""
+def plan_of(case: Case, config: dict[str, Any], accumulate: int = 1) -> Any:
+    """Return the memory plan of `case`, `accumulate` micro-batches a step (what the doctor's `memory.batch` check plans)."""
     from core.training.run_config import AdapterConfig
 
-    step = StepShape(case.batch, case.text, case.speech, case.half, False, case.device)
+    step = StepShape(case.batch, case.text, case.speech, case.half, False, case.device, accumulate)
     return plan_memory(get_model_family(case.family), config, step, frozen_rows=base_rows(case.family),
                        freeze_mode="base-rows", adapter=AdapterConfig(kind="lora") if case.lora else None)
 
@@ -316,7 +316,7 @@ def auto_batch(case: Case, device: torch.device, upper: int) -> dict[str, Any]:
     budget = device_budget(str(device), None)
     if budget is None:
         raise RuntimeError(f"the free memory of {device} is unknown")
-    return choose_batch(lambda b: plan_of(case._replace(batch=b), config), *budget, upper).to_dict()
+    return choose_batch(lambda b, accumulate=1: plan_of(case._replace(batch=b), config, accumulate), *budget, upper).to_dict()
 
 
 def rows(device: torch.device, smoke: bool, compile_modes: tuple[bool, ...] | None = None,

@@ -40,12 +40,14 @@ def _planner(family: str) -> StepPlanner:
 def test_the_auto_batch_is_the_largest_the_plan_fits(family: str, device_gib: int) -> None:
     planner = _planner(family)
     budget = int(device_gib * GIB * NAMED_HEADROOM)
-    choice = choose_batch(lambda b: planner.plan(b), budget, f"{device_gib} GiB", EFFECTIVE)
-    assert choice.largest >= 1
-    assert planner.plan(choice.largest).peak <= budget < planner.plan(choice.largest + 1).peak  # the next size up does not fit
+    choice = choose_batch(planner.plan, budget, f"{device_gib} GiB", EFFECTIVE)
+    assert choice.largest >= 1 and choice.accumulate > 1  # 720 samples are more than one micro-batch may take
+    # planned accumulating: the next size up does not fit
+    assert planner.plan(choice.largest, accumulate=2).peak <= budget < planner.plan(choice.largest + 1, accumulate=2).peak
     assert EFFECTIVE % choice.size == 0 and choice.size * choice.accumulate == EFFECTIVE
     assert choice.size == max(d for d in range(1, choice.largest + 1) if EFFECTIVE % d == 0)
-    assert choice.peak == planner.plan(choice.size).peak and choice.headroom == budget - choice.peak >= 0
+    assert choice.peak == planner.plan(choice.size, accumulate=choice.accumulate).peak
+    assert choice.headroom == budget - choice.peak >= 0
     assert f"micro-batch {choice.size} × accumulate {choice.accumulate} = {EFFECTIVE}" in choice.describe()
 
 
@@ -61,6 +63,25 @@ def test_the_requested_batch_caps_the_micro_batch() -> None:
     planner = _planner("linguaforge")
     choice = choose_batch(planner.plan, int(80 * GIB * NAMED_HEADROOM), "80 GiB", 12)
     assert (choice.size, choice.accumulate, choice.largest) == (12, 1, 12)
+
+
+def test_an_accumulating_step_holds_one_micro_batchs_gradients_with_the_next_ones_activations() -> None:
+    """With accumulation the first micro-batch's gradients stay while the next one's activations are built: the peak
+    is their sum, not the larger; under DDP the no_sync micro-batches make them beside the buckets. So a micro-batch
+    that fits alone can be too large to accumulate, and the auto batch takes a smaller one."""
+    planner = _planner("chatterbox")
+    alone, accumulating = planner.plan(8), planner.plan(8, accumulate=4)
+    backward, gradients = alone.parts["activations"] + alone.parts["logits"], alone.parts["gradients"]
+    assert accumulating.peak - alone.peak == min(backward, gradients) > 0
+    assert planner.plan(8, accumulate=2).peak == accumulating.peak  # two micro-batches or four: the same overlap
+    ranks = StepPlanner(**{**planner.__dict__, "ranks": 2})
+    assert ranks.plan(8).parts["gradients"] == 0 < ranks.plan(8, accumulate=4).parts["gradients"] == gradients
+    assert ranks.plan(8, accumulate=4).parts["DDP gradient buckets"] == gradients
+    budget = alone.peak  # micro-batch 8 fits alone, but not accumulating to 16
+    choice = choose_batch(planner.plan, budget, "test", 16)
+    assert choice.accumulate > 1 and choice.size < 8 and choice.peak <= budget
+    assert choice.peak == planner.plan(choice.size, accumulate=choice.accumulate).peak
+    assert choose_batch(planner.plan, planner.plan(16).peak, "test", 16).size == 16  # all 16 at once fit: no accumulation
 
 
 def test_the_own_models_plan_at_its_data_not_its_position_limits() -> None:
@@ -88,9 +109,9 @@ def test_the_run_config_takes_size_auto_with_effective_and_refuses_the_rest() ->
 
 
 def test_a_run_with_size_auto_takes_the_choice_records_it_and_trains_as_the_explicit_split(workspace, capsys) -> None:
-    """An lm run with `batch: {size: auto, effective: 8}` on a device named so small that 3 samples fit: it trains
-    micro-batches of 2 × 4 accumulations (the largest divisor of 8 that fits), prints and records the choice,
-    and its weights equal those of the same run written as `batch: {size: 2, accumulate: 4}`."""
+    """An lm run with `batch: {size: auto, effective: 8}` on a device named so small that 3 samples fit (planned
+    accumulating): it trains micro-batches of 2 × 4 accumulations (the largest divisor of 8 that fits), prints and
+    records the choice, and its weights equal those of the same run written as `batch: {size: 2, accumulate: 4}`."""
     from core.config import load_settings
     from core.recipe import prepare_trainer
     from core.training.run_config import load_run_config
@@ -104,7 +125,7 @@ def test_a_run_with_size_auto_takes_the_choice_records_it_and_trains_as_the_expl
     assert (probe.batch.size, probe.batch.accumulate) == (8, 1)    # everything fits: no accumulation
     planner = probe.batch_planner(None)
     assert planner.lengths.text == max(probe.data.train.lengths) and planner.device == "cpu" and not planner.half
-    named = int(planner.plan(3).peak / NAMED_HEADROOM) + 1
+    named = int(planner.plan(3, accumulate=2).peak / NAMED_HEADROOM) + 1  # 3 samples fit, accumulating
     probe.log.close()
     trainer = prepare_trainer(load_run_config(auto), auto, load_settings(), device_memory=named, fresh=True)
     result = trainer.run()

@@ -361,8 +361,9 @@ def test_ddp_buckets_are_the_trainable_gradients_the_trainers_ddp_allocates(fami
 
 
 def test_the_doctor_plans_each_rank_with_ddps_buckets_under_nproc(ws: Path, capsys: pytest.CaptureFixture) -> None:
-    """`doctor --nproc 2` (a run under torchrun, two ranks): each rank holds the gradients in DDP's buckets all step;
-    the buckets are the size of the one-process plan's gradients, and fewer micro-batches fit."""
+    """`doctor --nproc 2` (a run under torchrun, two ranks): each rank holds DDP's buckets all step, the size of the
+    one-process plan's gradients; the run accumulates (batch 4 × 2), so its no_sync micro-batch makes its gradients
+    beside them; fewer micro-batches fit."""
     import re
 
     _, alone, _ = _doctor(ws, capsys, "--device-memory", "24GiB")
@@ -370,7 +371,8 @@ def test_the_doctor_plans_each_rank_with_ddps_buckets_under_nproc(ws: Path, caps
     assert code == 0 and ranks["status"] == "pass", ranks
     gradients = re.search(r"\(trainable weights [^,]+, gradients ([0-9.]+ [MG]iB)", alone["message"]).group(1)
     assert f"DDP gradient buckets {gradients}" in ranks["message"] and "DDP" not in alone["message"]
-    assert ", gradients " not in ranks["message"] and "each of 2 ranks (DDP: the gradients are views into its buckets" in ranks["message"]
+    assert f", gradients {gradients}" in ranks["message"]
+    assert "each of 2 ranks (DDP: the no_sync micro-batches' gradients beside its buckets)" in ranks["message"]
     fit = {name: int(re.search(r"micro-batches up to (\d+) fit", check["message"]).group(1)) for name, check in
            (("alone", alone), ("ranks", ranks))}
     assert fit["ranks"] <= fit["alone"]

@@ -167,9 +167,11 @@ class RunMemory:
                            self.model.host_bytes, self.lengths, "cuda" if self.device.startswith("cuda") else "cpu",
                            _half(self.run.precision, self.device), self.run.activation_checkpointing, self.ranks)
 
-    def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run") -> MemoryPlan | None:
-        """Return the plan at micro-batch `batch` with the run's settings, or those given (`StepPlanner.plan`)."""
-        return self.planner.plan(batch, checkpointing, half, adapter)
+    def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None, adapter: Any = "run",
+             accumulate: int = 1) -> MemoryPlan | None:
+        """Return the plan at micro-batch `batch`, `accumulate` a step, with the run's settings, or those given
+        (`StepPlanner.plan`)."""
+        return self.planner.plan(batch, checkpointing, half, adapter, accumulate)
 
 
 @register_check(CHECK_ID, order=80)
@@ -185,8 +187,9 @@ def check_memory(ctx: DoctorContext) -> CheckResult | None:
     auto = run.batch.auto
     batch = 1 if auto else run.batch.size  # auto: whether one sample fits decides pass or fail
     effective = (run.batch.effective or AUTO_EFFECTIVE) if auto else run.batch.size * run.batch.accumulate
+    accumulate = effective // batch  # auto: micro-batch 1 accumulates to the samples a step asks for
     try:
-        plan = memory.plan(batch)
+        plan = memory.plan(batch, accumulate=accumulate)
     except InputError as exc:  # adapter targets that match no module: the adapter check names them
         return CheckResult(CHECK_ID, "warn", f"no memory plan: {exc}")
     if plan is None:
@@ -200,16 +203,17 @@ def check_memory(ctx: DoctorContext) -> CheckResult | None:
     usable = f"{where}, {format_size(budget)} usable"
     if plan.peak <= budget and auto:
         choice = choose_batch(memory.plan, budget, where, effective)
-        plan = memory.plan(choice.size)
+        plan = memory.plan(choice.size, accumulate=choice.accumulate)
         described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
         return CheckResult(CHECK_ID, "pass", f"{described}; {choice.describe()}.")
     described = f"{_described(memory.model, plan, lengths, lora)}: peak {format_size(plan.peak)} ({plan.describe()})"
     if plan.peak <= budget:
-        largest = largest_fitting_batch(memory.plan, budget, MICRO_BATCH_CAP)
-        message = f"{described}; {usable}; micro-batches up to {largest} fit."
-        size, steps = micro_batch_plan(effective, largest)
-        if size > run.batch.size:
-            message += f" Faster with the same effective batch {effective}: batch.size: {size}, batch.accumulate: {steps}."
+        largest = largest_fitting_batch(lambda b: memory.plan(b, accumulate=2), budget, MICRO_BATCH_CAP)
+        message = f"{described}; {usable}; micro-batches up to {largest} fit (accumulating)."
+        choice = choose_batch(memory.plan, budget, where, effective)
+        if choice.size > run.batch.size:
+            message += (f" Faster with the same effective batch {effective}: batch.size: {choice.size}, "
+                        f"batch.accumulate: {choice.accumulate}.")
         return CheckResult(CHECK_ID, "pass", message)
     fixes = _what_fits(memory.plan, budget, batch, effective, plan.step.device, lora is None, AdapterConfig(kind="lora"))
     return CheckResult(CHECK_ID, "fail", f"{described} does not fit: {usable}.", fixes)
@@ -220,7 +224,9 @@ def _described(model: RunModel, plan: MemoryPlan, lengths: Lengths, lora: Any) -
     kind = f"LoRA rank {lora.rank}" if lora is not None else "full fine-tune"
     extras = ", activation checkpointing" if step.checkpointing else ""
     if plan.ranks > 1:
-        extras += f", each of {plan.ranks} ranks (DDP: the gradients are views into its buckets, no second copy)"
+        copies = ("the no_sync micro-batches' gradients beside its buckets" if step.accumulate > 1
+                  else "the gradients are views into its buckets, no second copy")
+        extras += f", each of {plan.ranks} ranks (DDP: {copies})"
     return (f"{model.family.name} {kind} ({plan.parameters.trainable / 1e6:.1f}M trainable), micro-batch {step.batch} × "
             f"{plan.positions} positions ({lengths.text} text + {lengths.speech} speech tokens: {lengths.source}), "
             f"{'bf16' if step.half else 'fp32'}{extras}")
@@ -228,14 +234,17 @@ def _described(model: RunModel, plan: MemoryPlan, lengths: Lengths, lora: Any) -
 
 def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, batch: int, effective: int, device: str, can_lora: bool,
                lora: Any) -> str:
-    """Return the fix for micro-batch `batch`: each change that alone makes the step fit, with its peak; else the
-    changes together; else the size needed."""
+    """Return the fix for micro-batch `batch` (`effective` samples a step): each change that alone makes the step fit,
+    with its peak; else the changes together; else the size needed. A smaller micro-batch accumulates to `effective`
+    and is planned so (gradients and activations held together)."""
+    accumulate = effective // batch
     options: list[str] = []
-    fits = largest_fitting_batch(plan_at, budget, batch)
+    upper = min(batch, effective - 1)
+    fits = largest_fitting_batch(lambda b: plan_at(b, accumulate=2), budget, upper) if upper >= 1 else 0
     if fits:
         size, steps = micro_batch_plan(effective, fits)
         options.append(f"batch.size: {size} with batch.accumulate: {steps}, the same effective batch {effective} "
-                       f"→ peak {format_size(plan_at(size).peak)}")
+                       f"→ peak {format_size(plan_at(size, accumulate=steps).peak)}")
     changes: list[tuple[str, dict[str, Any]]] = []
     if not plan_at(batch).step.checkpointing:
         changes.append(("activation_checkpointing: true", {"checkpointing": True}))
@@ -244,18 +253,18 @@ def _what_fits(plan_at: Callable[..., MemoryPlan], budget: int, batch: int, effe
     if device == "cuda" and not plan_at(batch).step.half:
         changes.append(("precision: bf16", {"half": True}))
     for label, change in changes:
-        peak = plan_at(batch, **change).peak
+        peak = plan_at(batch, accumulate=accumulate, **change).peak
         if peak <= budget:
             options.append(f"{label} → peak {format_size(peak)}")
     if options:
         return "Any one of these fits: " + "; ".join(options) + "."
     together = {k: v for _, change in changes for k, v in change.items()}
     labels = ", ".join(label for label, _ in changes)
-    fits = largest_fitting_batch(lambda b: plan_at(b, **together), budget, batch)
+    fits = largest_fitting_batch(lambda b: plan_at(b, accumulate=2, **together), budget, upper) if upper >= 1 else 0
     if fits and changes:
         size, steps = micro_batch_plan(effective, fits)
         return (f"Together, {labels} and batch.size: {size} with batch.accumulate: {steps} fit "
-                f"→ peak {format_size(plan_at(size, **together).peak)}.")
-    smallest = plan_at(1, **together).peak
+                f"→ peak {format_size(plan_at(size, accumulate=steps, **together).peak)}.")
+    smallest = plan_at(1, accumulate=min(2, effective), **together).peak
     return (f"Even micro-batch 1{' with ' + labels if labels else ''} peaks at {format_size(smallest)}: use a device with at least "
             f"{format_size(math.ceil(smallest / NAMED_HEADROOM))}, or shorter clips.")

@@ -7,9 +7,10 @@ text and speech (`Lengths`). The lengths are what the longest bucket of a run pa
 micro-batch to: the longest text and speech of the data (the feature cache's items, a manifest's longest clip
 at the family's or the codec's speech-token rate, the corpus's longest line), and the model's position limits
 only when the data is not known. `device_budget` is the memory a run may plan to use: 90 % of a size the user
-names (`--device-memory`), else 80 % of the device's free memory. `choose_batch` bisects the largest fitting
-micro-batch and splits the effective batch into that many samples × accumulation steps
-(`micro_batch_plan`: the optimisation does not change). The doctor's `memory.batch` check and the trainer
+names (`--device-memory`), else 80 % of the device's free memory. `choose_batch` takes the effective batch at
+once when it fits, else bisects the largest micro-batch that fits with accumulation (its gradients held while the
+next micro-batch's activations are built) and splits the effective batch into that many samples × accumulation
+steps (`micro_batch_plan`: the optimisation does not change). The doctor's `memory.batch` check and the trainer
 both decide through here, so the choice the doctor prints is the one the run takes.
 """
 
@@ -67,13 +68,14 @@ class StepPlanner:
     ranks: int = 1
 
     def plan(self, batch: int, checkpointing: bool | None = None, half: bool | None = None,
-             adapter: Any = "run") -> MemoryPlan | None:
-        """Return the plan at micro-batch `batch` with the run's settings, or those given (None: the family states no shape).
+             adapter: Any = "run", accumulate: int = 1) -> MemoryPlan | None:
+        """Return the plan at micro-batch `batch`, `accumulate` of them a step, with the run's settings, or those given
+        (None: the family states no shape).
 
         Raises InputError for adapter targets that match no module of the model.
         """
         step = StepShape(batch, self.lengths.text, self.lengths.speech, self.half if half is None else half,
-                         self.checkpointing if checkpointing is None else checkpointing, self.device)
+                         self.checkpointing if checkpointing is None else checkpointing, self.device, accumulate)
         return plan_memory(self.family, self.model_config, step, frozen_rows=self.frozen_rows, freeze_mode=self.freeze_mode,
                            adapter=self.adapter if adapter == "run" else adapter, host_bytes=self.host_bytes,
                            ranks=self.ranks)
@@ -82,7 +84,8 @@ class StepPlanner:
 @dataclass(frozen=True)
 class BatchChoice:
     """What `batch: {size: auto}` chose: `size` samples per micro-batch × `accumulate` = `effective`;
-    `largest` the largest micro-batch that fits; the plan's `peak` at `size` and the `budget` it was held to."""
+    `largest` the largest micro-batch that fits (with accumulation, unless it is the whole `effective`); the plan's
+    `peak` at `size` and `accumulate` and the `budget` it was held to."""
 
     size: int
     accumulate: int
@@ -121,18 +124,24 @@ def device_budget(device: str, device_memory: int | None) -> tuple[int, str] | N
     return int(free * HEADROOM), f"{device} has {format_size(free)} free"
 
 
-def choose_batch(plan_at: Callable[[int], MemoryPlan], budget: int, where: str, effective: int) -> BatchChoice:
-    """Return the largest micro-batch whose plan (`plan_at(batch)`) peaks within `budget` and divides `effective`,
-    with the accumulation that reaches `effective` samples per step.
+def choose_batch(plan_at: Callable[..., MemoryPlan], budget: int, where: str, effective: int) -> BatchChoice:
+    """Return how to take `effective` samples per step within `budget`: all at once when their plan
+    (`plan_at(batch)`) fits, else the largest micro-batch whose plan with accumulation (`plan_at(batch, accumulate=n)`,
+    n > 1: gradients and activations held together) fits and divides `effective`, with the accumulation that
+    reaches it.
 
     Raises InputError when not even a micro-batch of 1 fits (the doctor's `memory.batch` check names what would).
     """
-    largest = largest_fitting_batch(plan_at, budget, min(MICRO_BATCH_CAP, effective))
+    if effective <= MICRO_BATCH_CAP and plan_at(effective).peak <= budget:
+        return BatchChoice(effective, 1, effective, effective, plan_at(effective).peak, budget, where)
+    upper = min(MICRO_BATCH_CAP, effective - 1)
+    largest = largest_fitting_batch(lambda batch: plan_at(batch, accumulate=2), budget, upper) if upper >= 1 else 0
     if largest == 0:
         raise InputError(f"batch.size auto: not even a micro-batch of 1 fits {format_size(budget)} usable ({where}): "
-                         f"plan peak {format_size(plan_at(1).peak)}. Run `doctor --config` for what would fit.")
+                         f"plan peak {format_size(plan_at(1, accumulate=min(2, effective)).peak)}. "
+                         "Run `doctor --config` for what would fit.")
     size, accumulate = micro_batch_plan(effective, largest)
-    return BatchChoice(size, accumulate, effective, largest, plan_at(size).peak, budget, where)
+    return BatchChoice(size, accumulate, effective, largest, plan_at(size, accumulate=accumulate).peak, budget, where)
 
 
 def cache_lengths(entries: list[dict[str, Any]], limits: tuple[int, int]) -> Lengths | None:

@@ -23,17 +23,21 @@ the rows of the two heads. The parts, in bytes:
 - `DDP gradient buckets`: under several ranks (torchrun), DistributedDataParallel's flat buckets, one gradient
   per trainable weight (frozen ones get none), held from its start to the run's end. The trainer builds DDP with
   `gradient_as_bucket_view` (`core.training.trainer.data_parallel`): the gradients are views into the buckets,
-  so they are no second copy — under DDP the `gradients` part is empty and the buckets hold them all step.
+  so they are no second copy — under DDP the `gradients` part is empty and the buckets hold them all step, unless
+  the step accumulates (below).
 
 The step's peak is the persistent parts plus the larger of what the start of the backward pass holds
 (activations and logits) and what its end holds (the gradients): gradients grow while activations are freed.
+A step that accumulates several micro-batches holds both at once — the first micro-batch's gradients stay while
+the next one's activations are built — so its peak is their sum; under DDP those micro-batches run under `no_sync`
+and make their gradients beside the buckets (`gradients` is then the trainable weights' size again).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -94,7 +98,8 @@ class ParameterCount:
 @dataclass(frozen=True)
 class StepShape:
     """What one step is sized at: the micro-batch, the longest text and speech (tokens, without the
-    layout's extra positions) a micro-batch holds, 16-bit autocast, activation checkpointing, the device type."""
+    layout's extra positions) a micro-batch holds, 16-bit autocast, activation checkpointing, the device type
+    and the micro-batches one optimiser step accumulates (`batch.accumulate`)."""
 
     batch: int
     text_tokens: int
@@ -102,6 +107,7 @@ class StepShape:
     half: bool
     checkpointing: bool
     device: str = "cuda"
+    accumulate: int = 1
 
 
 @dataclass
@@ -117,9 +123,13 @@ class MemoryPlan:
 
     @property
     def peak(self) -> int:
-        """Return the step's peak: persistent parts + max(backward start: activations + logits, backward end: gradients)."""
+        """Return the step's peak: persistent parts + max(backward start: activations + logits, backward end: gradients);
+        accumulating micro-batches, the sum: the first one's gradients stay while the next one's activations are built."""
         persistent = sum(v for k, v in self.parts.items() if k not in ("gradients", "activations", "logits"))
-        return persistent + max(self.parts["activations"] + self.parts["logits"], self.parts["gradients"])
+        backward = self.parts["activations"] + self.parts["logits"]
+        if self.step.accumulate > 1:
+            return persistent + backward + self.parts["gradients"]
+        return persistent + max(backward, self.parts["gradients"])
 
     def describe(self) -> str:
         """Return the parts as `name SIZE` pairs, the empty ones left out."""
@@ -130,7 +140,7 @@ class MemoryPlan:
         return {"peak": self.peak, "parts": dict(self.parts), "trainable_parameters": self.parameters.trainable,
                 "batch": self.step.batch, "text_tokens": self.step.text_tokens, "speech_tokens": self.step.speech_tokens,
                 "positions": self.positions, "half": self.step.half, "checkpointing": self.step.checkpointing,
-                "device": self.step.device, "ranks": self.ranks}
+                "device": self.step.device, "accumulate": self.step.accumulate, "ranks": self.ranks}
 
 
 def format_size(n: int | float) -> str:
@@ -217,7 +227,9 @@ def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: St
     """Return the memory plan of one optimiser step of the family's model (`model_config`: its `to_dict()`) at
     `step`, with `frozen_rows` frozen text rows and the run's freeze mode or LoRA `adapter`; `host_bytes`
     (the base checkpoint the trainer keeps loaded) counts on the CPU. None when the family states no `memory_shape`.
-    With `ranks` > 1 (DDP under torchrun) each rank's plan: the gradients live in DDP's buckets the whole step.
+    With `ranks` > 1 (DDP under torchrun) each rank's plan: the gradients live in DDP's buckets the whole step; when the
+    step accumulates, the micro-batches before the last run under `no_sync` and make their gradients beside the buckets
+    (the trainer sets them to None between steps), one more copy.
 
     With `step.checkpointing` False, a model that recomputes its blocks by itself (`MemoryShape.recomputes`) still does.
     """
@@ -225,7 +237,7 @@ def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: St
     if shape is None:
         return None
     if shape.recomputes and not step.checkpointing:
-        step = StepShape(step.batch, step.text_tokens, step.speech_tokens, step.half, True, step.device)
+        step = replace(step, checkpointing=True)
     params = count_parameters(family, model_config, frozen_rows, freeze_mode, adapter)
     activations, logits = activation_bytes(shape, step, params.split_rows)
     cost = BLOCKS[shape.block]
@@ -234,7 +246,7 @@ def plan_memory(family: "ModelFamily", model_config: Mapping[str, Any], step: St
     ddp = ranks > 1
     parts = {
         "trainable weights": params.trainable_bytes,
-        "gradients": 0 if ddp else params.trainable_bytes,
+        "gradients": 0 if ddp and step.accumulate == 1 else params.trainable_bytes,
         "optimizer state": 2 * 4 * params.trainable,
         "frozen weights": params.frozen_bytes,
         "16-bit weight copies": copies if step.half else 0,
