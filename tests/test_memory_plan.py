@@ -372,7 +372,7 @@ def test_the_doctor_plans_each_rank_with_ddps_buckets_under_nproc(ws: Path, caps
     gradients = re.search(r"\(trainable weights [^,]+, gradients ([0-9.]+ [MG]iB)", alone["message"]).group(1)
     assert f"DDP gradient buckets {gradients}" in ranks["message"] and "DDP" not in alone["message"]
     assert f", gradients {gradients}" in ranks["message"]
-    assert "each of 2 ranks (DDP: the no_sync micro-batches' gradients beside its buckets)" in ranks["message"]
+    assert "each of 2 ranks (DDP: the unsynchronised micro-batches' gradients beside its buckets)" in ranks["message"]
     fit = {name: int(re.search(r"micro-batches up to (\d+) fit", check["message"]).group(1)) for name, check in
            (("alone", alone), ("ranks", ranks))}
     assert fit["ranks"] <= fit["alone"]

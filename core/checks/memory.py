@@ -224,7 +224,7 @@ def _described(model: RunModel, plan: MemoryPlan, lengths: Lengths, lora: Any) -
     kind = f"LoRA rank {lora.rank}" if lora is not None else "full fine-tune"
     extras = ", activation checkpointing" if step.checkpointing else ""
     if plan.ranks > 1:
-        copies = ("the no_sync micro-batches' gradients beside its buckets" if step.accumulate > 1
+        copies = ("the unsynchronised micro-batches' gradients beside its buckets" if step.accumulate > 1
                   else "the gradients are views into its buckets, no second copy")
         extras += f", each of {plan.ranks} ranks (DDP: {copies})"
     return (f"{model.family.name} {kind} ({plan.parameters.trainable / 1e6:.1f}M trainable), micro-batch {step.batch} × "
