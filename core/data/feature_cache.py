@@ -24,6 +24,7 @@ import io
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 import zipfile
@@ -162,10 +163,17 @@ def write_item(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# numpy parses each .npy header with `ast.literal_eval`, and CPython 3.11's AST builder counts its recursion depth in
+# state every thread shares: two threads parsing at once can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905; it failed a training's batch reader once in a CI run). The training data reads
+# items in threads, so the parse of the bytes in memory takes turns; reading and checksumming the files does not.
+_PARSE = threading.Lock()
+
+
 def _arrays(data: bytes) -> dict[str, np.ndarray] | None:
     """Return every array of `.npz` bytes, or None when they are not a readable `.npz`."""
     try:
-        with np.load(io.BytesIO(data)) as npz:
+        with _PARSE, np.load(io.BytesIO(data)) as npz:
             return {key: npz[key] for key in npz.files}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):
         return None
