@@ -132,8 +132,9 @@ def choose_batch(plan_at: Callable[..., MemoryPlan], budget: int, where: str, ef
 
     Raises InputError when not even a micro-batch of 1 fits (the doctor's `memory.batch` check names what would).
     """
-    if effective <= MICRO_BATCH_CAP and plan_at(effective).peak <= budget:
-        return BatchChoice(effective, 1, effective, effective, plan_at(effective).peak, budget, where)
+    whole = plan_at(effective).peak if effective <= MICRO_BATCH_CAP else None
+    if whole is not None and whole <= budget:
+        return BatchChoice(effective, 1, effective, effective, whole, budget, where)
     upper = min(MICRO_BATCH_CAP, effective - 1)
     largest = largest_fitting_batch(lambda batch: plan_at(batch, accumulate=2), budget, upper) if upper >= 1 else 0
     if largest == 0:
