@@ -200,11 +200,26 @@ def follow_request(runner: JobRunner, followed: dict[str, Any] | None, shown: st
     return request_message(followed["asked"], job)
 
 
-def keep_request_current(timer: gr.Timer, runner: JobRunner, message: gr.Markdown, followed: gr.State) -> None:
-    """Have `timer` keep the request line a Stop, Cancel or Resume click left in `message` current
-    (`follow_request`); `followed` is the State those clicks set (`request_message`)."""
-    timer.tick(lambda asked, shown: follow_request(runner, asked, shown), inputs=[followed, message],
-               outputs=[message, followed], show_progress="hidden")
+@dataclass(frozen=True)
+class LiveTimer:
+    """The timer that keeps a tab's live parts current (its progress, charts, request line), ticking only while
+    `tab` is the one in view: each tick is an event every open page pays for, seen or not (Gradio updates every
+    component's loading status on each of its status messages), so a tab has one tick handler, sent off the queue
+    (one response instead of a queue's several messages)."""
+
+    tab: gr.Tab
+    timer: gr.Timer
+
+
+def run_timers_in_view(tabs: gr.Tabs, live: list[LiveTimer]) -> None:
+    """Start the timer of the tab a person selects in `tabs` and stop every other one of `live`."""
+    if not live:
+        return
+
+    def in_view(evt: gr.SelectData) -> list[gr.Timer]:
+        return [gr.Timer(active=evt.value == item.tab.label) for item in live]
+
+    tabs.select(in_view, None, [item.timer for item in live], show_progress="hidden")
 
 
 def follow_job(runner: JobRunner, job_id: str, poll: float = 1.0) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,7 @@ import time
 import gradio as gr
 
 from gradio_app.browser import workspace_explorer
-from gradio_app.common import UIContext, relative
+from gradio_app.common import UIContext, relative, run_timers_in_view
 from gradio_app.tabs import (dataset, embeddings, export, finetune, inference, jobs, quality, quickstart, tensorboard, tokenizer,
                              training)
 
@@ -34,10 +34,10 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
             browser.change(lambda path: relative(ctx.settings, path) if path else "", browser, picked,
                            show_progress="hidden")
         opened = gr.State(0.0)
-        with gr.Tabs():
-            for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training, inference, quality, export, jobs,
-                        tensorboard):
-                tab.build(ctx, demo)
+        with gr.Tabs() as tabs:
+            built = [tab.build(ctx, demo) for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training,
+                                                      inference, quality, export, jobs, tensorboard)]
+        run_timers_in_view(tabs, [live for live in built if live is not None])
         timer = gr.Timer(ANNOUNCE_EVERY_S)
 
         def announcement(since: float) -> tuple[str, float]:
@@ -46,6 +46,6 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
             return jobs.finished_lines(ctx.runner.list(50), max(since, time.time() - jobs.ANNOUNCE_FOR_S)), since
 
         demo.load(lambda: ("", time.time()), None, [announce, opened])
-        timer.tick(announcement, opened, [announce, opened], show_progress="hidden")
+        timer.tick(announcement, opened, [announce, opened], show_progress="hidden", queue=False)  # see LiveTimer
     demo.queue(default_concurrency_limit=4)
     return demo

@@ -10,7 +10,7 @@ import gradio as gr
 
 from core.errors import InputError
 from core.runs import format_seconds, progress_view
-from gradio_app.common import (UIContext, job_duration, keep_request_current, kind_words, plain_text,
+from gradio_app.common import (LiveTimer, UIContext, follow_request, job_duration, kind_words, plain_text,
                                request_message, ui_action)
 from gradio_app.runner import job_states, job_subject
 
@@ -91,8 +91,8 @@ def job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-def build(ctx: UIContext, demo: gr.Blocks) -> None:
-    """Lay out the Jobs tab."""
+def build(ctx: UIContext, demo: gr.Blocks) -> LiveTimer:
+    """Lay out the Jobs tab; return its live timer."""
     runner = ctx.runner
 
     def refresh(selected: str | None) -> tuple[Any, Any, Any]:
@@ -120,7 +120,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     def resume(job_id: str | None) -> tuple[str, Any]:
         return request_message("Resume", runner.resume(selected(job_id)))
 
-    with gr.Tab("Jobs", id="jobs"):
+    with gr.Tab("Jobs", id="jobs") as tab:
         gr.Markdown("Every job runs on the queue, not in this page: closing the tab stops nothing.")
         table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=True, elem_id="jobs-table",
                              column_widths=COLUMN_WIDTHS)
@@ -134,14 +134,19 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         message = gr.Markdown(elem_id="jobs-message")
         followed = gr.State(None)  # the Cancel or Resume request the message shows, kept current by the timer
         log = gr.Textbox(label="Log", lines=16, max_lines=30, interactive=False, elem_id="jobs-log")
-        timer = gr.Timer(REFRESH_S)
+        timer = gr.Timer(REFRESH_S, active=False)  # ticking while the tab is in view
+
+    def tick(job_id: str | None, asked: dict[str, Any] | None, shown: str | None) -> tuple[Any, ...]:
+        return (*refresh(job_id), *follow_request(runner, asked, shown))
 
     listing = [table, job_id, cancel_btn]
-    timer.tick(refresh, inputs=job_id, outputs=listing, show_progress="hidden")
+    timer.tick(tick, inputs=[job_id, followed, message], outputs=[*listing, message, followed], show_progress="hidden",
+               queue=False)  # a tick off the queue costs the page a third of a queued one
+    tab.select(refresh, inputs=job_id, outputs=listing, show_progress="hidden")
     refresh_btn.click(refresh, inputs=job_id, outputs=listing)
     job_id.input(refresh, inputs=job_id, outputs=listing, show_progress="hidden")
     log_btn.click(show_log, inputs=job_id, outputs=[message, log])
     cancel_btn.click(cancel, inputs=job_id, outputs=[message, followed])
     resume_btn.click(resume, inputs=job_id, outputs=[message, followed])
-    keep_request_current(timer, runner, message, followed)
     demo.load(refresh, inputs=job_id, outputs=listing)
+    return LiveTimer(tab, timer)

@@ -26,6 +26,7 @@ from core.progress import JourneyView, format_seconds, journey_view
 from core.workspace_files import quickstart_preset_files
 from gradio_app.charts import LOSS_MEASURES, metrics_figure, plot
 from gradio_app.common import (
+    LiveTimer,
     UIContext,
     inside_workspace,
     job_line,
@@ -150,8 +151,8 @@ def report_view(job: dict[str, Any] | None, settings: Settings) -> tuple[Any, An
     return text, clips.get("am"), clips.get("en"), [paths["json"], paths["markdown"]], curve, english_kept(saved)
 
 
-def build(ctx: UIContext, demo: gr.Blocks) -> None:
-    """Lay out the Quickstart tab."""
+def build(ctx: UIContext, demo: gr.Blocks) -> LiveTimer:
+    """Lay out the Quickstart tab; return its live timer."""
     runner, settings = ctx.runner, ctx.settings
     start_lock = threading.Lock()
 
@@ -188,7 +189,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         report = (gr.update(),) * 6 if key == shown else report_view(job, settings)
         return (job_line(job, with_progress=False), journey_html(view), *report, buttons, buttons, key)
 
-    with gr.Tab("Quickstart", id="quickstart"):
+    with gr.Tab("Quickstart", id="quickstart") as tab:
         gr.Markdown(intro(), elem_id="qs-intro")
         with gr.Row():
             preset = gr.Dropdown(preset_choices(settings), value="quick", elem_id="qs-preset",
@@ -211,7 +212,9 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     outputs = [status, progress, report, am_clip, en_clip, files, val_plot, english, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
-    timer.tick(follow, shown, outputs, show_progress="hidden")  # a tick never overlaps the page's previous one
+    # a tick never overlaps the page's previous one (trigger mode "once"); off the queue it costs the page a third
+    timer.tick(follow, shown, outputs, show_progress="hidden", queue=False)
     # the first reading, then the ticks: a slow first reading never lands after a newer tick's (the bar never goes back)
     demo.load(follow, shown, outputs).then(lambda: gr.Timer(active=True), None, timer, show_progress="hidden")
     demo.load(lambda: gr.update(choices=preset_choices(settings)), None, preset)
+    return LiveTimer(tab, timer)

@@ -26,7 +26,7 @@ from core.training.run_form import OWN_FAMILY, FORM_KEYS, config_from_form, dict
 from core.runs import RunFolder, progress_view, run_folder
 from core.workspace_files import CHECKPOINTS, CODECS, PRESETS, RUN_CONFIGS, TOKENIZERS, TRAINING_MANIFESTS, find_files
 from gradio_app.charts import LOSS_MEASURES, TOP1_MEASURES, metrics_figure, plot
-from gradio_app.common import (UIContext, escape_markdown, form_message, keep_request_current, plain_text,
+from gradio_app.common import (LiveTimer, UIContext, escape_markdown, follow_request, form_message, plain_text,
                                relative, request_message, run_loss_weights, ui_action)
 from gradio_app.runner import job_states
 from gradio_app.style import PATH_FIELD
@@ -273,8 +273,8 @@ def progress_html(status: dict[str, Any] | None, job: dict[str, Any] | None, las
     )
 
 
-def build(ctx: UIContext, demo: gr.Blocks) -> None:
-    """Lay out the Training tab."""
+def build(ctx: UIContext, demo: gr.Blocks) -> LiveTimer:
+    """Lay out the Training tab; return its live timer."""
     settings, runner = ctx.settings, ctx.runner
     tokenizers = find_files(settings, TOKENIZERS)
 
@@ -392,7 +392,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         with gr.Accordion("Details: the job's log", open=False):
             log = gr.Textbox(label="Job log (tail)", lines=10, max_lines=20, interactive=False, elem_id="train-log")
         gr.HTML(f'<a href="{ctx.tensorboard_path}" target="_blank">Open TensorBoard in a new tab</a>')
-        timer = gr.Timer(LIVE_S)
+        timer = gr.Timer(LIVE_S, active=False)  # ticking while the tab is in view
 
     fields = [name, task, tokenizer, base_checkpoint, codec, manifest, corpus, val_ratio, model_preset, freeze_mode,
               lr, batch_size, accumulate, max_steps, val_every, save_every, precision, seed, family, model_dir, freeze_until,
@@ -450,7 +450,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
         job = runner.resume(current)  # it continues from its last checkpoint
         return (str(job["id"]), *request_message("Resume", job))
 
-    def live(current: str, run_name: str, shown: str) -> tuple[Any, ...]:
+    def live(current: str, run_name: str, shown: str, asked: dict[str, Any] | None,
+             said: str | None) -> tuple[Any, ...]:
         job = None
         if current:
             try:
@@ -470,7 +471,8 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
             weights = run_loss_weights(folder.path) if folder else {}
             charts = (metrics_figure(rows, LOSS_MEASURES, LOSS_TITLE, weights),
                       metrics_figure(rows, TOP1_MEASURES, TOP1_TITLE))
-        return (progress_html(status, job, last), *charts, tail, gr.update(interactive=active), failure_line(job), key)
+        return (progress_html(status, job, last), *charts, tail, gr.update(interactive=active), failure_line(job), key,
+                *follow_request(runner, asked, said))
 
     def adapt_to_family(base_value: dict[str, Any], chosen: str) -> tuple[Any, ...]:
         data, dropped = for_family(base_value or {}, chosen)
@@ -508,13 +510,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> None:
     start_btn.click(start, inputs=[nproc, base, *fields], outputs=[job_id, message])
     stop_btn.click(stop, inputs=job_id, outputs=[message, followed])
     resume_btn.click(resume, inputs=job_id, outputs=[job_id, message, followed])
-    keep_request_current(timer, runner, message, followed)
-    timer.tick(live, inputs=[job_id, name, drawn], outputs=[bar, loss_plot, top1_plot, log, stop_btn, job_error, drawn],
-               show_progress="hidden")
+    watched = {"fn": live, "inputs": [job_id, name, drawn, followed, message], "show_progress": "hidden",
+               "outputs": [bar, loss_plot, top1_plot, log, stop_btn, job_error, drawn, message, followed]}
+    timer.tick(**watched, queue=False)  # a tick off the queue costs the page a third of a queued one
+    tab.select(**watched)  # current the moment the tab opens, not a tick later
     family.change(adapt_to_family, inputs=[base, family], outputs=[base, family_note, model_preset, codec]).then(**check)
     choice_fields = [preset, tokenizer, base_checkpoint, codec, manifest]
     tab.select(choices, outputs=choice_fields, show_progress="hidden")
     demo.load(on_load, outputs=[job_id, base, *fields, *choice_fields]).then(**check)
+    return LiveTimer(tab, timer)
 
 
 def _run_folder(ctx: UIContext, job: dict[str, Any] | None, run_name: str) -> RunFolder | None:
