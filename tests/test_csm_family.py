@@ -10,6 +10,7 @@ padded batch; the backbone's and the depth decoder's losses come apart.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,20 @@ def test_a_folder_without_a_csm_config_is_refused_in_one_line(tmp_path: Path) ->
     (tmp_path / "config.json").write_text('{"model_type": "llama"}')
     with pytest.raises(InputError, match=r"model_type 'llama', not 'csm'"):
         read_folder_config(tmp_path)
+
+
+def test_a_mimi_codec_at_another_rate_or_frame_is_refused_in_one_line(folder: Path) -> None:
+    """The decoder, the cache and the server's frames assume the published Mimi (24 kHz, 1,920-sample frames): a
+    folder whose codec_config differs is refused before its tensors are read, naming both figures."""
+    config = json.loads((folder / "config.json").read_text())
+    weights = folder / "model.safetensors"
+    assert load_mimi(config, weights).config.frame_size == 1920  # the reduced folder's codec is the published frame
+    for change, said in (({"sampling_rate": 16000}, "runs at 16000 Hz in frames of 1920 samples"),
+                         ({"upsampling_ratios": [8, 6, 5, 2]}, "runs at 24000 Hz in frames of 960 samples")):
+        changed = {**config, "codec_config": {**config["codec_config"], **change}}
+        with pytest.raises(InputError, match=said) as refused:
+            load_mimi(changed, tmp := folder / "absent.safetensors")
+        assert str(tmp) in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_a_tokenizer_whose_specials_sit_elsewhere_is_refused(folder: Path) -> None:

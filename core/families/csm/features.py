@@ -30,7 +30,8 @@ from core.tokenizers.tokenizer import Tokenizer
 FEATURE_FORMAT = "csm-mimi-features-1"
 TEXT_PREP_VERSION = "csm-text-1"
 CODEC_PREFIX = "codec_model."
-MIMI_RATE = 24000
+MIMI_RATE = 24000     # the published Mimi's sample rate …
+FRAME_SAMPLES = 1920  # … and its frame: 12.5 frames a second; load_mimi refuses a codec that differs
 
 
 def codec_tensors(weights: Path) -> dict[str, torch.Tensor]:
@@ -50,11 +51,16 @@ def codec_tensors(weights: Path) -> dict[str, torch.Tensor]:
 
 def load_mimi(config: dict[str, Any], weights: Path) -> Any:
     """Return the folder's `MimiModel` (its config.json's `codec_config`, the `codec_model.*` tensors loaded strictly
-    through transformers' key conversion) in eval mode. Raises InputError when the tensors do not fit the config."""
+    through transformers' key conversion) in eval mode. Raises InputError when the tensors do not fit the config, or
+    the codec's rate or frame is not the published Mimi's (what the decoder and the server's frames assume)."""
     from transformers import MimiConfig, MimiModel
 
-    return published_keys_loaded(MimiModel, MimiConfig.from_dict(config["codec_config"]), codec_tensors(weights),
-                                 str(weights)).eval()
+    mimi = MimiConfig.from_dict(config["codec_config"])
+    if (mimi.sampling_rate, mimi.frame_size) != (MIMI_RATE, FRAME_SAMPLES):
+        raise InputError(f"{weights}: its Mimi codec runs at {mimi.sampling_rate} Hz in frames of {mimi.frame_size} "
+                         f"samples; the CSM family speaks the published Mimi's {MIMI_RATE} Hz and {FRAME_SAMPLES}-sample "
+                         "frames (sesame/csm-1b): use a folder with that release's codec_config.")
+    return published_keys_loaded(MimiModel, mimi, codec_tensors(weights), str(weights)).eval()
 
 
 @torch.inference_mode()

@@ -25,13 +25,12 @@ import torch
 from core.errors import InputError
 from core.families.base import Speaker, Utterance, VoiceCache
 from core.families.csm.decode import frame_steps, greedy
-from core.families.csm.features import MIMI_RATE, encode_clip, load_mimi
+from core.families.csm.features import FRAME_SAMPLES, MIMI_RATE, encode_clip, load_mimi
 from core.families.csm.layout import layout_ids, segment_text_ids
 from core.families.csm.mimi_stream import MimiFrameDecoder
 from core.families.csm.model import SEGMENT_EXTRA, CsmModelConfig, read_folder_config
 from core.speech.stream import TokenWindow, WindowAudio
 
-FRAME_SAMPLES = 1920        # Mimi: 24 kHz at 12.5 frames a second
 DEFAULT_TEMPERATURE = 0.9   # LinguaForge's CSM sampling when none is asked: temperature 0.9 over the 50 likeliest codes
 DEFAULT_TOP_K = 50
 
