@@ -52,7 +52,7 @@ def page(dashboard: AppProcess):
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-            tab.set_default_timeout(30_000)
+            tab.set_default_timeout(60_000)  # a ceiling, not a pace: a loaded 2-core machine took 30 s for one tab click
             tab.goto(dashboard.url)
             tab.get_by_label("username").fill(USER)
             tab.get_by_label("password").fill(PASSWORD)

@@ -65,7 +65,7 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(60_000)  # a ceiling, not a pace (see test_ui_dashboard)
             page.goto(app.url)
             page.get_by_role("tab", name="Quality", exact=True).first.click()
             field = page.locator("#q-folder input").first
