@@ -31,6 +31,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"manifest": manifest, "codec": make_codec(manifest, root / "codec.pt")}
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_preprocess_cli_writes_index_and_items(cli, data, chatterbox_tokenizer: Path, tmp_path: Path) -> None:
     run = cli("preprocess", "--manifest", data["manifest"], "--tokenizer", chatterbox_tokenizer,
               "--codec", data["codec"], "--output", tmp_path / "cache", "--json")

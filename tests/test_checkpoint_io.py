@@ -133,6 +133,7 @@ def test_atomic_write_helpers(tmp_path: Path) -> None:
     assert os.listdir(target.parent) == ["a.json"]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_cli_inspect_foreign_and_refused(tmp_path: Path, cli) -> None:
     path = tmp_path / "gpt.pth"
     torch.save({"model": {**_indextts_state(), "gpt.wte.weight": torch.zeros(8194, 8)}}, path)

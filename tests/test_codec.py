@@ -34,6 +34,7 @@ def wav(manifest: Path) -> torch.Tensor:
     return read_audio(rows[0].path, 16000)[0]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_encode_decode_shapes_and_rates(codec: SpeechCodec, wav: torch.Tensor) -> None:
     assert (codec.sample_rate, codec.hop_length, codec.n_mels, codec.codebook_size) == (16000, 256, 80, 64)
     assert codec.frame_rate == 62.5

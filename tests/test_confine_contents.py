@@ -48,6 +48,7 @@ def _tone(path: Path, seconds: float = 1.0, rate: int = 16000) -> Path:
 # ------------------------------------------------------------------ run configs (CLI)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_train_config_with_an_outside_eval_file_exits_2_before_any_work(workspace: Path, outside: Path, cli) -> None:
     """The issue's case: a workspace config with `eval: {sentences: /outside/secret.txt}` — refused in one
     line naming the key, nothing of the run written (a real `python -m core train` process)."""
@@ -306,6 +307,7 @@ def jobs_env(tmp_path: Path):
         yield from make_jobs_env(workspace, tmp_path)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_dataset_import_job_always_confines_its_audio(jobs_env, outside: Path) -> None:
     """`jobs submit dataset.import` asking for no confinement (as a script could): the real worker runs it
     confined; the manifest row reaching outside is rejected and its audio is not copied."""
@@ -330,6 +332,7 @@ def test_a_dataset_import_job_always_confines_its_audio(jobs_env, outside: Path)
     assert sorted(p.name for p in (dataset / "audio").iterdir()) == ["inside.wav"]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_dataset_import_job_refuses_an_hf_folder_whose_state_names_an_outside_arrow(jobs_env, outside: Path) -> None:
     """The third audit's finding 1: an HF save_to_disk folder in the workspace whose state.json names its arrow
     file outside (absolute, or `../`) is refused by the real worker's job in one line; nothing of the outside
@@ -363,6 +366,7 @@ def test_a_dataset_import_job_refuses_an_hf_folder_whose_state_names_an_outside_
     assert SECRET not in "".join(p.read_text(errors="ignore") for p in workspace.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_indextts_processed_paths_stay_inside_the_input_folder(tmp_path: Path, outside: Path, indextts_bpe: Path) -> None:
     """A community manifest whose feature paths climb out (`../`, absolute, a symlink) has those clips rejected
     with the reason; only the clip inside is imported."""

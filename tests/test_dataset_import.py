@@ -197,6 +197,7 @@ def test_manifest_import_revalidates_every_row(clips, tmp_path: Path, indextts_b
     assert [(r.id, r.text) for r in rows] == [("a", "HELLO WORLD"), ("e", "ABSOLUTE PATH")]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_import_cli_strict_json_and_input_guard(cli, clips, tmp_path: Path) -> None:
     src = tmp_path / "m"
     src.mkdir()

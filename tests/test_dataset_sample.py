@@ -17,6 +17,7 @@ from core.data.splits import split_of
 from tests.data_helpers import require_espeak
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_sample_cli_renders_two_speakers_per_language(cli, tmp_path: Path) -> None:
     require_espeak()
     out = tmp_path / "sample"

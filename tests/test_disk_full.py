@@ -49,6 +49,7 @@ print(json.dumps({"error": error, "files": sorted(os.listdir(sys.argv[1])), "ste
 """
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_checkpoint_save_that_runs_out_of_disk_names_the_file_and_keeps_the_old_one(tmp_path: Path) -> None:
     folder = tmp_path / "small"
     done = _on_small_disk(folder, 512, [sys.executable, "-c", SAVE_TWICE, str(folder)])

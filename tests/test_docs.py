@@ -45,6 +45,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_the_site_builds_strictly_with_the_cli_and_library_reference_made_from_the_code(site: Path) -> None:
     from core.cli import build_parser
 

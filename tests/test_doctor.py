@@ -56,6 +56,7 @@ def _chatterbox_tokenizer_of(base: Path, size: int, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_field_three_way_mismatch_fails_and_declared_vocab_is_overridden(
     workspace: Path, chatterbox_tokenizer: Path, cli
 ) -> None:

@@ -145,6 +145,7 @@ def test_shrinking_needs_allow_truncate(chatterbox_tokenizer: Path) -> None:
         extend_state_dict(_chatterbox_state(1000), family, base, new)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_cli_extend_chatterbox(tmp_path: Path, chatterbox_tokenizer: Path, cli) -> None:
     new = _chatterbox_with(chatterbox_tokenizer, ["ሰ", "ላ", "ም"], "am.json")
     src = save_checkpoint(tmp_path / "t3.safetensors", _chatterbox_state(2454), None)

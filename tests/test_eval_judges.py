@@ -94,6 +94,7 @@ def test_dtw_judge_identifies_sentences_far_above_chance_and_shuffled_pairs_at_c
     assert identification_accuracy(shuffled) <= 2 * CHANCE, shuffled
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_sphinx_grammar_judge_identifies_sentences_far_above_chance(sphinx, renderings):
     assert sphinx.out_of_vocabulary == []
     for name in ("reference", "other"):
@@ -105,6 +106,7 @@ def test_sphinx_grammar_judge_identifies_sentences_far_above_chance(sphinx, rend
     assert identification_accuracy(shuffled) <= 2 * CHANCE, shuffled
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_sphinx_free_decoding_word_error_rate(sphinx, renderings):
     hypotheses = [sphinx.transcribe(clip) for clip in renderings["reference"][:1]]
     assert any(hypotheses)

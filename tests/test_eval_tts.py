@@ -50,6 +50,7 @@ def tiny_checkpoint(workspace: Path) -> Path:
                            {"tokenizer_path": str(tokenizer.path), "codec_path": str(codec_path)})
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_eval_tts_cli_writes_eval_json_tensorboard_and_the_three_rows(cli, workspace, tiny_checkpoint):
     sentences = workspace / "heldout.txt"
     sentences.write_text("# held-out\n" + "\n".join(SENTENCES) + "\n", encoding="utf-8")
@@ -105,6 +106,7 @@ def test_an_evaluation_written_into_the_run_that_trained_it_reads_back_from_tens
     assert [(p.step, round(p.value, 6)) for p in board.Scalars("eval/mcd_db")] == [(20, 9.5)]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_bad_inputs_name_the_file(tmp_path: Path, cli, workspace):
     one = tmp_path / "one.txt"
     one.write_text("Only one sentence.\n", encoding="utf-8")
@@ -122,6 +124,7 @@ def test_bad_inputs_name_the_file(tmp_path: Path, cli, workspace):
     assert run.code == 2 and "one.txt" in run.json()["error"]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_checkpoint_with_malformed_length_bounds_is_refused_in_one_line(cli, workspace, tiny_checkpoint):
     from core.checkpoint import load_checkpoint
 
@@ -136,6 +139,7 @@ def test_a_checkpoint_with_malformed_length_bounds_is_refused_in_one_line(cli, w
     assert not (bad.parent / "eval_audio" / "bad_bounds").exists()  # refused before any synthesis
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_base_sentences_measure_the_base_language_in_a_section_of_the_same_entry(cli, workspace, tiny_checkpoint):
     """`--base-sentences`: the same rows and quality report on a second held-out set, its clips in a folder of its
     language, and one eval.json entry whose `sections` hold both languages (as periodic evaluation writes them)."""
@@ -202,6 +206,7 @@ def test_collect_evaluations_reads_a_runs_eval_json_in_step_order(tmp_path: Path
     assert collect_evaluations(tmp_path / "broken") == []
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_eval_tts_speaks_a_family_run_checkpoint_with_the_runs_model_dir(cli, workspace: Path) -> None:
     """Without --model-dir, `eval tts` hands the voice the `model_dir:` of the run config beside the checkpoint;
     an empty folder there is then refused in one line naming it (nothing is synthesized)."""

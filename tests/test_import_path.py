@@ -38,6 +38,7 @@ def dataset_files(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_the_same_pass_cache_is_the_cache_preprocess_builds_and_the_dataset_is_unchanged(
         release: dict[str, Path], chatterbox_tokenizer: Path, tmp_path: Path) -> None:
     plain = import_dataset("commonvoice", release["release"], tmp_path / "plain" / "ds", RATE, filters=FilterConfig(), workers=2)

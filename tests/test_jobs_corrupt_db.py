@@ -83,6 +83,7 @@ def test_jobs_list_names_the_file_and_the_recovery(workspace: Path, cli, damage)
     assert run_file.read_text() == '{"state": "finished"}'
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 @pytest.mark.parametrize("damage", [bad_header, malformed_page])
 def test_app_start_names_the_file_and_the_recovery(workspace: Path, damage) -> None:  # noqa: ANN001
     path = _fill(workspace)

@@ -56,6 +56,7 @@ def test_list_show_logs_resume_name_the_damage(damaged, capsys: pytest.CaptureFi
     assert "damaged record" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_worker_starts_skips_damaged_and_runs_the_rest(damaged) -> None:
     runner, ids, good = damaged
     worker = Worker(load_settings(), workers=1)

@@ -31,6 +31,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsEnv]:
         yield from make_jobs_env(workspace, tmp)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: JobsEnv, tmp_path: Path) -> None:
     runner = env.runner
     override = tmp_path / "gpu.yaml"

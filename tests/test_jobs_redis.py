@@ -17,6 +17,7 @@ def env(workspace: Path, tmp_path: Path) -> Iterator[JobsEnv]:
         yield from make_jobs_env(workspace, tmp_path, url=url)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_redis_queue_runs_cancels_and_recovers_jobs(env: JobsEnv) -> None:
     runner = env.runner
     assert runner.huey.__class__.__name__ == "RedisHuey"

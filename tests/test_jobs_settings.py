@@ -87,6 +87,7 @@ def check(job: dict[str, Any], check_id: str) -> dict[str, Any]:
     return next(c for c in report["checks"] if c["id"] == check_id)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_family_job_loads_the_settings_file_it_was_submitted_with(place: Place) -> None:
     worker = place.worker(place.plain)  # its own file does not set the model folder
     try:
@@ -106,6 +107,7 @@ def test_a_family_job_loads_the_settings_file_it_was_submitted_with(place: Place
     assert UNSET in plain["error"] and check(plain, "chatterbox.files")["status"] == "fail"
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_job_submitted_without_settings_loads_its_workers_file(place: Place) -> None:
     worker = place.worker(place.family)
     try:
@@ -119,6 +121,7 @@ def test_a_job_submitted_without_settings_loads_its_workers_file(place: Place) -
     assert f"[jobs] settings: {place.family}" in Path(job["log_path"]).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_data_roots_reach_a_dataset_import_job(place: Place, tmp_path: Path) -> None:
     """The manifest lies in one data root, its audio in another (`models/`): with --confine-to-roots the job
     keeps the clip only when its process knows both roots from the settings file."""
@@ -145,6 +148,7 @@ def test_data_roots_reach_a_dataset_import_job(place: Place, tmp_path: Path) -> 
     assert [r["id"] for r in kept] == ["a1"]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_app_config_reaches_the_jobs_of_its_worker(place: Place) -> None:
     """`app.py --config FILE`: a job submitted from outside with the defaults runs with the app's file."""
     port = free_port()

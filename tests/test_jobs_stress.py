@@ -28,6 +28,7 @@ def env(workspace: Path, tmp_path: Path) -> Iterator[JobsEnv]:
     yield from make_jobs_env(workspace, tmp_path, workers=2, term_grace_s=2)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_200_jobs_from_8_threads_all_finish_without_lock_errors(env: JobsEnv) -> None:
     env.start_worker()
     runner = env.runner

@@ -76,6 +76,7 @@ def test_tiny_training_job_finishes_with_progress(env: JobsEnv) -> None:
     ("overfrozen", {"freeze": {"mode": "base-rows", "until": 100000}}, "freeze.range", "freeze_until 100000 is outside",
      "Set freeze_until to the base tokenizer's size"),
 ])
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_failing_doctor_fails_the_job_with_its_table_before_training(
     env: JobsEnv, name: str, override: dict[str, Any], check: str, found: str, fix: str,
 ) -> None:

@@ -40,6 +40,7 @@ def _real_counts(model: torch.nn.Module) -> tuple[int, int]:
     return trainable, frozen + sum(b.numel() * b.element_size() for b in model.buffers())
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 @pytest.mark.parametrize("mode", ["base-rows", "all-but-new-rows", "lora"])
 def test_parameters_counted_on_the_meta_device_equal_the_real_model(mode: str) -> None:
     family = get_model_family("chatterbox")
@@ -181,6 +182,7 @@ def test_each_block_kind_keeps_what_the_plan_says(kind: str, half: bool) -> None
     assert kept[2] - kept[1] == pytest.approx(expected, rel=0.02)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_activation_checkpointing_through_the_family_keeps_the_step_and_keeps_less() -> None:
     """`activation_checkpointing: true` reaches T3's Llama backbone (the trainer calls the family hook): the loss and
     gradients are those of the plain step, and autograd keeps only each layer's input."""
@@ -240,6 +242,7 @@ def _doctor(ws: Path, capsys: pytest.CaptureFixture, *options: str) -> tuple[int
     return code, check, out.err
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_doctor_refuses_a_chatterbox_run_that_does_not_fit_a_named_size_and_passes_one_that_does(
     ws: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -317,6 +320,7 @@ def _ddp_case(family: str, lora: bool) -> tuple[dict[str, Any], int, torch.nn.Mo
     return config, 2454, build(case, config, torch.device("cpu")), lambda module: forward(module, batch)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 @pytest.mark.parametrize("family", ["linguaforge", "chatterbox"])
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_ddp_buckets_are_the_trainable_gradients_the_trainers_ddp_allocates(family: str, lora: bool) -> None:

@@ -109,6 +109,7 @@ def test_a_release_whose_content_is_not_what_its_names_say_is_refused_with_the_p
         "has 2454 ids: the two come from different releases; pull the release whole: `python -m core models pull chatterbox:v3`.")
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_turbo_and_nano_are_told_apart_by_their_width(settings) -> None:
     from core.families.registry import get_model_family
     from tests.turbo_helpers import make_turbo_folder

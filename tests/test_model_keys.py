@@ -29,6 +29,7 @@ def _refusal(run) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_doctor_and_train_refuse_a_model_key_the_family_does_not_take_with_the_same_line(workspace: Path, cli) -> None:
     config = workspace / "runs" / "cb" / "config.yaml"
     config.parent.mkdir(parents=True)

@@ -143,6 +143,7 @@ def crashed(module_tmp: Path) -> Iterator[tuple[Path, list[str], subprocess.Comp
         yield run, after_kill, resumed
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_save_killed_mid_write_leaves_a_temporary_file_that_the_next_start_removes(crashed) -> None:
     run, after_kill, resumed = crashed
     orphans = [name for name in after_kill if name.startswith(".step_0000006.pt.") and name.endswith(".tmp")]

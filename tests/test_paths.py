@@ -66,6 +66,7 @@ def test_command_line_paths_resolve_against_the_current_directory(elsewhere: Pat
     assert not (workspace / "out").exists()
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_run_config_found_from_the_cwd_names_workspace_files(elsewhere: Path, workspace: Path) -> None:
     """`doctor --config run.yaml` finds the config in the current directory; the tokenizer the config
     names resolves in the workspace, not beside the config (elsewhere/tokenizers/bpe.model exists too)."""

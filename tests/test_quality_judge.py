@@ -88,6 +88,7 @@ def test_the_whole_report_is_quiet_on_codec_round_trips(speech: dict, tmp_path: 
     assert quality_score({"quality": ignored, "rows": {}}, 1.0) > quality_score({"quality": report, "rows": {}}, 9.0)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_asr_hook_gives_cer_through_pocketsphinx_and_refuses_bad_specs(speech: dict, tmp_path: Path) -> None:
     paths = [str(r.path) for r in speech["rows"][:3]]
     texts = [r.text for r in speech["rows"][:3]]

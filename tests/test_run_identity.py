@@ -26,6 +26,7 @@ def env(module_tmp: Path) -> Iterator[JobsEnv]:
     yield from lm_jobs_env(module_tmp)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_job_whose_config_has_no_name_shows_live_progress_and_stops_on_stop(env: JobsEnv) -> None:
     """The config file is `nameless.yaml` without `name:`: the trainer writes `runs/run/` (the run
     config's default name), and so the job follows that folder and puts its STOP file there."""
@@ -54,6 +55,7 @@ def test_a_job_whose_config_has_no_name_shows_live_progress_and_stops_on_stop(en
     assert not (env.workspace / "runs" / "nameless").exists()
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_the_runner_and_the_trainer_name_the_same_folder(env: JobsEnv) -> None:
     """A name set in the file wins over the file's stem, as the trainer has it."""
     from tests.trainer_helpers import lm_config

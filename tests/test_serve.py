@@ -68,6 +68,7 @@ def _samples(sentences: int) -> int:
     return sentences * SENTENCE_SAMPLES[0] + (sentences - 1) * GAP
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_openai_client_gets_wav_and_flac_at_the_model_rate(server: ServerProcess) -> None:
     client = _client(server)
     wav = client.audio.speech.create(model="tts", input=TWO, voice="anna", response_format="wav").content
@@ -151,6 +152,7 @@ def test_openai_client_sees_unknown_model_as_not_found(server: ServerProcess) ->
         _client(server).audio.speech.create(model="tts-hd", input=ONE, voice="anna")
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_full_queue_answers_429_and_the_token_is_required(served: tuple[Path, Path, Path]) -> None:
     workspace, checkpoint, voices = served
     with running_server(workspace, checkpoint, voices, workspace / "serve-token.log", "--queue-limit", "1",

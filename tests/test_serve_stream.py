@@ -131,6 +131,7 @@ def test_the_openai_client_hears_the_first_audio_long_before_the_whole_utterance
     assert mcd_dtw(streamed, reference) <= OWN_TOLERANCE_DB
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 @pytest.mark.parametrize("audio_format", ["wav", "flac", "pcm", "mp3", "opus"])
 def test_every_format_streams_to_a_file_that_decodes(server: ServerProcess, audio_format: str) -> None:
     """The concatenated stream of each response format decodes to the sentence's duration (mp3 adds its
@@ -210,6 +211,7 @@ def test_a_client_that_goes_away_stops_its_generation_and_frees_its_place(server
     assert httpx.post(f"{server.url}/v1/audio/speech", json=_body(), timeout=300).status_code == 200
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_the_codec_streams_real_speech_within_the_tolerance(tmp_path: Path) -> None:
     """The codes of espeak recordings, vocoded in chunks while they come, against the same codes vocoded
     whole: the same length to the sample, MCD-DTW within OWN_TOLERANCE_DB, and `speed` the same way."""

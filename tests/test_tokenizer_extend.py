@@ -143,6 +143,7 @@ def test_bad_corpus_exits_2_with_line_number(indextts_bpe, tmp_path, cli):
     assert not (tmp_path / "o.model").exists()
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_extend_a_bpe_base(tmp_path):
     from core.tokenizers.train import train_tokenizer
 

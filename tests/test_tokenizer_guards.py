@@ -52,6 +52,7 @@ def test_indextts_spanish_extension_keeps_heldout_english(indextts_bpe: Path, tm
     assert heldout["source"].startswith("built-in lexicon") and heldout["lines_checked"] > 1900 and heldout["rate"] <= 0.02
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_chatterbox_amharic_merge_keeps_heldout_english_and_its_numbers(chatterbox_tokenizer: Path, tmp_path: Path) -> None:
     base = load_tokenizer(chatterbox_tokenizer)
     english = lines_without_unk(base, HELDOUT_EN)

@@ -32,6 +32,7 @@ def _run_command(*argv) -> Result:
     return args.handler(args)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_amharic_merge_keeps_base_and_adds_tag(chatterbox_tokenizer, tmp_path):
     corpus = _write(tmp_path / "am.txt", AMHARIC_SENTENCES)
     out = tmp_path / "merged.json"
@@ -69,6 +70,7 @@ def test_amharic_merge_keeps_base_and_adds_tag(chatterbox_tokenizer, tmp_path):
         assert a + b in merged_spec["model"]["vocab"]
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_add_existing_tokenizer_file(chatterbox_tokenizer, tmp_path):
     addition = train_hf_bpe_json(AMHARIC_SENTENCES, 300)
     add_path = tmp_path / "am.json"
@@ -80,12 +82,14 @@ def test_add_existing_tokenizer_file(chatterbox_tokenizer, tmp_path):
     assert report["language_tag_id"] == report["new_size"] - 1
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_existing_tag_keeps_its_id(chatterbox_tokenizer, tmp_path):
     report = merge_hf_tokenizer(chatterbox_tokenizer, tmp_path / "o.json", corpus_lines=AMHARIC_SENTENCES,
                                 vocab_size=300, language_tag="en")
     assert report["language_tag_id"] == 708
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_spanish_merge_drift_and_protection(chatterbox_tokenizer, tmp_path):
     spanish = [s.lower() for s in SPANISH_SENTENCES]
     base = load_tokenizer(chatterbox_tokenizer)

@@ -93,6 +93,7 @@ def test_resume_inside_a_log_window_logs_what_the_uninterrupted_run_logs(lm_ws: 
             assert paused[step][key] == pytest.approx(straight[step][key], rel=1e-6), (step, key)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_a_failing_compile_falls_back_to_eager_with_the_same_results(lm_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import core.training.trainer as trainer_module
 

@@ -336,6 +336,7 @@ def test_dashboard_paths_show_relative_to_the_workspace_whatever_the_cwd(tmp_pat
     assert relative(settings, elsewhere / "x.wav") == str((elsewhere / "x.wav").resolve())
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_preflight_loads_the_base_checkpoint_once_per_file_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

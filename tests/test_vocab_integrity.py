@@ -59,6 +59,7 @@ def _chatterbox_config(path: Path, size: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_foreign_configs_declaring_887_fail_the_doctor(
     tmp_path: Path, indextts_bpe: Path, indextts_config: Path, chatterbox_tokenizer: Path, cli
 ) -> None:
@@ -93,6 +94,7 @@ def test_foreign_configs_declaring_887_fail_the_doctor(
         read_target_config(empty)
 
 
+@pytest.mark.slow  # quick loop: over 6 s at load 4 (docs/benchmarks.md, the quick loop)
 def test_write_config_corrects_a_copy_and_never_an_input(
     tmp_path: Path, indextts_bpe: Path, indextts_config: Path, grow_sentencepiece, cli
 ) -> None:
