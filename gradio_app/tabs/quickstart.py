@@ -212,7 +212,7 @@ def build(ctx: UIContext, demo: gr.Blocks) -> LiveTimer:
     outputs = [status, progress, report, am_clip, en_clip, files, val_plot, english, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
-    # a tick never overlaps the page's previous one (trigger mode "once"); off the queue it costs the page a third
+    # a tick never overlaps the page's previous one (trigger mode "once"); off the queue it costs the page about half
     timer.tick(follow, shown, outputs, show_progress="hidden", queue=False)
     # the first reading, then the ticks: a slow first reading never lands after a newer tick's (the bar never goes back)
     demo.load(follow, shown, outputs).then(lambda: gr.Timer(active=True), None, timer, show_progress="hidden")
