@@ -27,6 +27,7 @@ from core.runs import RunFolder, run_folder
 from jobs.kinds import JobCatalogue
 from core.eval.quality.retention import retention_verdict
 from core.training.retention import DEFAULT_RETENTION, retention_overlay
+from core.training.run_config import check_cpu_threads
 from journeys.report import base_language_summary, new_language_summary, write_report
 from journeys.stages import StageRunner, expected_seconds
 from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
@@ -132,7 +133,7 @@ def write_run_config(path: Path, data: dict[str, Any]) -> str:
 def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str, Any], data: dict[str, Any],
                     **fields: Any) -> dict[str, Any]:
     """Return a run config (`train --config` shape) for a preset's training step: steps, batch, lr, warmup, cosine,
-    and the step's `loss` weights when it sets them."""
+    the step's `loss` weights when it sets them, and the preset's `cpu_threads` when it sets them."""
     steps = int(step["steps"])
     return {
         "name": name, "task": task, **fields,
@@ -144,6 +145,7 @@ def run_config_data(name: str, task: str, step: dict[str, Any], preset: dict[str
         "schedule": {"max_steps": steps, "val_every": step.get("val_every", steps), "save_every": steps,
                      "keep_last": 1, "log_every": max(1, min(10, steps // 5))},
         "precision": preset.get("precision", "auto"),
+        **({"cpu_threads": preset["cpu_threads"]} if "cpu_threads" in preset else {}),
         **({"loss": step["loss"]} if "loss" in step else {}),
     }
 
@@ -176,6 +178,7 @@ def _check_preset(preset: dict[str, Any]) -> tuple[list[str], list[str]]:
     if strategy not in JOURNEY_STRATEGIES:
         raise InputError(f"{preset['preset_path']}: finetune.retention.strategy {strategy!r}: the journey runs "
                          f"{', '.join(JOURNEY_STRATEGIES)} (LoRA strategies: bench/retention.py).")
+    check_cpu_threads(preset.get("cpu_threads", "auto"), f"{preset['preset_path']}: cpu_threads")
     recombined = preset["sample"].get("recombined", 0)
     if not isinstance(recombined, int) or isinstance(recombined, bool) or recombined < 0:
         raise InputError(f"{preset['preset_path']}: sample.recombined {recombined!r}: give a whole number ≥ 0 (clips per "

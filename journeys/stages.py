@@ -258,8 +258,13 @@ class StageRunner:
         return job_id, job.get("artifacts") or {}
 
     def _inline(self, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+        import torch  # a stage that trains may set this process's threads (run config `cpu_threads`): restored after it
+
+        from core.torch_threads import torch_threads
+
         argv = self.catalogue.build_argv(kind, params)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), detached_progress_file():
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), detached_progress_file(), \
+                torch_threads(torch.get_num_threads()):
             outcome = _run_quietly(self.catalogue, argv)
         result = json.loads(json.dumps(outcome.data, ensure_ascii=False, default=str))
         if outcome.exit_code != 0:

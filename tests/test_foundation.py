@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,16 @@ def test_run_config_rejects_unknown_keys() -> None:
         run_config_from_dict({"freeze": {"until": -3}})
     config = run_config_from_dict({"task": "lm", "optim": {"lr": 1}})
     assert config.optim.lr == 1.0 and config.task == "lm"
+
+
+@pytest.mark.parametrize("threads, message", [
+    (0, "give `auto` (one thread per core) or a whole number from 1 to 1024"), (1025, "from 1 to 1024"),
+    ("two", "'two': give `auto`"), (True, "expected int or str, got True"), (1.5, "expected int or str, got 1.5")])
+def test_run_config_refuses_cpu_threads_that_are_not_auto_or_a_count(threads, message: str) -> None:
+    """`cpu_threads` is `auto` or a whole number from 1 to 1024; anything else is one line naming the key."""
+    with pytest.raises(InputError, match=r"^config\.cpu_threads: .*" + re.escape(message)):
+        run_config_from_dict({"cpu_threads": threads})
+    assert run_config_from_dict({}).cpu_threads == "auto" and run_config_from_dict({"cpu_threads": 1}).cpu_threads == 1
 
 
 def test_run_config_eval_fields() -> None:

@@ -42,6 +42,7 @@ REDUCED_TTS = {
                  "loss": {"text_weight": 0.0, "mel_weight": 1.0}},
     "synthesis": {"sentences": 1, "temperature": 0.8},
     "eval": {"sentences": 2},
+    "cpu_threads": 1,
     "stage_timeout_s": 600,
 }
 REDUCED_LM = {
@@ -90,6 +91,8 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
         assert (job["kind"], job["status"]) == (stage["kind"], "succeeded")
         assert job["gpu"] == is_gpu_kind(stage["kind"])
     assert kinds["validate.start"] == "validate" and is_gpu_kind("validate")  # it builds the model: a GPU slot
+    for run in ("base_run", "finetune_run"):  # the preset's cpu_threads reached each training
+        assert json.loads((Path(report["training"][run]) / "status.json").read_text())["cpu_threads"] == 1
 
     tokenizer = report["tokenizer"]
     assert (tokenizer["base_size"], tokenizer["size"]) == (200, 700)

@@ -33,6 +33,7 @@ TASKS = ("tts", "lm")
 FREEZE_MODES = ("base-rows", "none", "all-but-new-rows")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 COMPILE_MODES = (True, False, "auto")
+MAX_CPU_THREADS = 1024
 BATCH_AUTO = "auto"
 AUTO_EFFECTIVE = 16  # samples per step of `batch: {size: auto}` without `effective`
 # How `best.pt` may be chosen: the metric and whether lower is better.
@@ -203,6 +204,7 @@ class RunConfig:
     precision: str = "auto"
     compile: bool | str = "auto"  # regional torch.compile of the blocks: auto = on CUDA where measured faster (core.training.compile), off on the CPU
     activation_checkpointing: bool = False
+    cpu_threads: int | str = "auto"  # torch's intra-op threads on the CPU: auto = torch's own choice (one per core)
     seed: int = 0
     source: str | None = None
 
@@ -268,6 +270,15 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     return cls(**kwargs)
 
 
+def check_cpu_threads(threads: Any, where: str) -> None:
+    """Raise InputError naming `where` unless `threads` is `auto` or a whole number from 1 to MAX_CPU_THREADS."""
+    if threads != "auto" and (not isinstance(threads, int) or isinstance(threads, bool)
+                              or not 1 <= threads <= MAX_CPU_THREADS):
+        raise InputError(f"{where}: {threads!r}: give `auto` (one thread per core) or a whole number from 1 to "
+                         f"{MAX_CPU_THREADS}; a small model often trains faster on 1 (docs/benchmarks.md, "
+                         "\"One thread per training\").")
+
+
 def _validate(config: RunConfig, where: str) -> None:
     check_name(config.name, f"{where}.name")
     if config.task not in TASKS:
@@ -289,6 +300,7 @@ def _validate(config: RunConfig, where: str) -> None:
         raise InputError(f"{where}.precision: {config.precision!r} is not one of {', '.join(PRECISIONS)}.")
     if config.compile not in COMPILE_MODES:
         raise InputError(f"{where}.compile: {config.compile!r} must be true, false or auto.")
+    check_cpu_threads(config.cpu_threads, f"{where}.cpu_threads")
     if config.data.prefetch < 0:
         raise InputError(f"{where}.data.prefetch: {config.data.prefetch} must be 0 (no background thread) or positive.")
     if not 0.0 <= config.data.val_ratio < 1.0:

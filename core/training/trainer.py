@@ -204,6 +204,8 @@ class Trainer:
         self.settings = settings or load_settings()
         self.rank, self.world = _distributed()
         self.device = _device(self.rank)
+        if self.device.type == "cpu" and config.cpu_threads != "auto":
+            torch.set_num_threads(int(config.cpu_threads))  # for the process: a job, a rank, a CLI call (inline stages restore it)
         self.amp_dtype = _autocast_dtype(config.precision, self.device)
         self.folder = run_folder_of_config(self.settings, config)
         self.run_dir = self.folder.path
@@ -725,7 +727,8 @@ class Trainer:
         padding = self.batcher.padding_share(self.batcher.epoch)
         info = {"padding_share": round(padding, 4), "filtered": self.data.filtered, "train_samples": len(self.data.train),
                 "val_samples": len(self.data.val), "frozen_rows": self.frozen_rows, "world_size": self.world,
-                "device": str(self.device), "resumed_from": self.resumed_from, "compile": self.compiled,
+                "device": str(self.device), "cpu_threads": torch.get_num_threads() if self.device.type == "cpu" else None,
+                "resumed_from": self.resumed_from, "compile": self.compiled,
                 "replay": self.replay, "adapter": self._adapter_summary(), "compile_seconds": None,
                 "batch": self.batch_choice.to_dict() if self.batch_choice else {"size": self.batch.size, "accumulate": self.batch.accumulate}}
         self.log.line(f"run {cfg.name}: {info}; base rows sha256 {sha['start']}")
