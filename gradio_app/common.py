@@ -205,21 +205,35 @@ class LiveTimer:
     """The timer that keeps a tab's live parts current (its progress, charts, request line), ticking only while
     `tab` is the one in view: each tick is an event every open page pays for, seen or not (Gradio updates every
     component's loading status on each of its status messages), so a tab has one tick handler, sent off the queue
-    (one response instead of a queue's several messages)."""
+    (one response instead of a queue's several messages). `first_reading`, when given, is the page-load event
+    after which the timer starts if its tab is then in view (the timer is created inactive)."""
 
     tab: gr.Tab
     timer: gr.Timer
+    first_reading: Any = None  # a Gradio event dependency (`demo.load(...)`), or None
 
 
-def run_timers_in_view(tabs: gr.Tabs, live: list[LiveTimer]) -> None:
-    """Start the timer of the tab a person selects in `tabs` and stop every other one of `live`."""
+TIMERS_IN_VIEW = "timers-in-view"  # one at a time, in order: a tab switch and a timer's first start never cross
+
+
+def run_timers_in_view(tabs: gr.Tabs, live: list[LiveTimer], opened_on: str) -> None:
+    """Start the timer of the tab a person selects in `tabs` and stop every other one of `live`; a timer with a
+    `first_reading` starts after it only when its tab is still in view. `opened_on` is the label of the tab a
+    page opens on. The switches and the first starts run one at a time in the order they were sent, so a start
+    sent before a switch is undone by it, and one sent after it sees it."""
     if not live:
         return
+    in_view = gr.State(opened_on)
+    serial = {"concurrency_id": TIMERS_IN_VIEW, "concurrency_limit": 1, "show_progress": "hidden"}
 
-    def in_view(evt: gr.SelectData) -> list[gr.Timer]:
-        return [gr.Timer(active=evt.value == item.tab.label) for item in live]
+    def select(evt: gr.SelectData) -> list[Any]:
+        return [*(gr.Timer(active=evt.value == item.tab.label) for item in live), evt.value]
 
-    tabs.select(in_view, None, [item.timer for item in live], show_progress="hidden")
+    tabs.select(select, None, [*(item.timer for item in live), in_view], **serial)
+    for item in live:
+        if item.first_reading is not None:
+            item.first_reading.then(lambda label, tab=item.tab.label: gr.Timer(active=label == tab), in_view,
+                                    item.timer, **serial)
 
 
 def follow_job(runner: JobRunner, job_id: str, poll: float = 1.0) -> Iterator[dict[str, Any]]:

@@ -37,7 +37,7 @@ def build_ui(ctx: UIContext) -> gr.Blocks:
         with gr.Tabs() as tabs:
             built = [tab.build(ctx, demo) for tab in (quickstart, finetune, dataset, tokenizer, embeddings, training,
                                                       inference, quality, export, jobs, tensorboard)]
-        run_timers_in_view(tabs, [live for live in built if live is not None])
+        run_timers_in_view(tabs, [live for live in built if live is not None], opened_on="Quickstart")  # the first tab
         timer = gr.Timer(ANNOUNCE_EVERY_S)
 
         def announcement(since: float) -> tuple[str, float]:

@@ -207,14 +207,15 @@ def build(ctx: UIContext, demo: gr.Blocks) -> LiveTimer:
         val_plot = plot("qs-val-plot", val_curve_figure({}))
         report = gr.Markdown(elem_id="qs-report", elem_classes=["lf-report"])
         shown = gr.State("")
-        timer = gr.Timer(FOLLOW_S, active=False)  # started once the page's first reading has landed
+        timer = gr.Timer(FOLLOW_S, active=False)  # started after the page's first reading while the tab is in view
 
     outputs = [status, progress, report, am_clip, en_clip, files, val_plot, english, tts_btn, lm_btn, shown]
     tts_btn.click(run_tts, [preset], [message, tts_btn, lm_btn])
     lm_btn.click(run_lm, None, [message, tts_btn, lm_btn])
     # a tick never overlaps the page's previous one (trigger mode "once"); off the queue it costs the page about half
     timer.tick(follow, shown, outputs, show_progress="hidden", queue=False)
-    # the first reading, then the ticks: a slow first reading never lands after a newer tick's (the bar never goes back)
-    demo.load(follow, shown, outputs).then(lambda: gr.Timer(active=True), None, timer, show_progress="hidden")
+    # the first reading, then the ticks: a slow first reading never lands after a newer tick's (the bar never goes
+    # back); run_timers_in_view starts the timer after it while the tab is in view
+    first_reading = demo.load(follow, shown, outputs)
     demo.load(lambda: gr.update(choices=preset_choices(settings)), None, preset)
-    return LiveTimer(tab, timer)
+    return LiveTimer(tab, timer, first_reading)
