@@ -200,3 +200,14 @@ def test_indextts2_and_its_four_companions_are_assembled_side_by_side(cli, hub, 
         assert placed[name].read_bytes() == files[name].read_bytes(), name
     by_file = {name: digest for s in record["sources"] for name, digest in s["files"].items()}  # paths in the folder
     assert by_file == {name: _sha(placed[name]) for name in placed if name != "hub_release.json"}
+
+
+def test_the_pull_help_names_every_release(cli) -> None:
+    """`models pull --help` lists each name `core.families.releases` pulls (written out there, so checked here)."""
+    from core.families.releases import RELEASES
+
+    run = cli("models", "pull", "--help")
+    assert run.code == 0
+    listed = " ".join(run.stdout.split())
+    assert all(f"{name} |" in listed or f"{name}," in listed for name in RELEASES), (sorted(RELEASES), listed)
+    assert "hf:owner/repo[@revision]" in listed

@@ -12,7 +12,7 @@ from core.tables import render_mapping
 
 def _pull(args: argparse.Namespace) -> Result:
     """Pull a published release (chatterbox, chatterbox:v3, chatterbox:english, chatterbox-turbo, chatterbox-nano,
-    indextts2, or hf:owner/repo[@revision] of their repositories) into a model folder.
+    csm, indextts2, or hf:owner/repo[@revision] of their repositories) into a model folder.
 
     Only the files the family reads are fetched, into your Hugging Face cache (resumable; HF_HOME says where);
     with HF_HUB_OFFLINE=1 the cache alone answers. The folder (default workspace/models/NAME) gets hard links
@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = add_group(subparsers, "models", "published model releases from the Hugging Face Hub")
     parser = add_command(group, "pull", _pull)
     # `release` (shown as NAME): a job's `name` parameter is a run name, one path segment, and `chatterbox:v3` is not
+    # the names of core.families.releases.RELEASES, written out: importing it here would import torch for every command
     parser.add_argument("release", metavar="NAME", help="chatterbox | chatterbox:v3 | chatterbox:english | chatterbox-turbo | chatterbox-nano | "
-                                     "indextts2 | hf:owner/repo[@revision]")
+                                     "csm | indextts2 | hf:owner/repo[@revision]")
     parser.add_argument("--revision", help="branch, tag or commit of the release's repository (default: main)")
     parser.add_argument("--output", type=CLI_PATH, help="model folder to fill (default: workspace/models/NAME)")
