@@ -218,6 +218,10 @@ def test_bad_presets_and_existing_runs_are_refused(workspace: Path, tmp_path: Pa
     broken = _preset(tmp_path, "broken3", {**REDUCED_TTS, "codec": {"codebook_size": 64, "iterations": 20, "hop_length": 1024}})
     run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
     assert run.code == 2 and "codec.hop_length 1024: choose 1 to 512" in run.stderr and not (workspace / "datasets").exists()
+    broken = _preset(tmp_path, "broken4", {**REDUCED_TTS, "cpu_threads": 0})
+    run = run_cli("quickstart", "tts", "--preset", broken, "--inline")
+    assert run.code == 2 and run.stderr.count("\n") == 1 and not (workspace / "datasets").exists()
+    assert f"{broken}: cpu_threads: 0: give `auto` (one thread per core) or a whole number from 1 to 1024" in run.stderr
     (workspace / "runs" / "taken").mkdir(parents=True)
     run = run_cli("quickstart", "lm", "--name", "taken", "--inline")
     assert run.code == 2 and "runs/taken already exists" in run.stderr

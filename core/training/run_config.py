@@ -275,7 +275,7 @@ def check_cpu_threads(threads: Any, where: str) -> None:
     if threads != "auto" and (not isinstance(threads, int) or isinstance(threads, bool)
                               or not 1 <= threads <= MAX_CPU_THREADS):
         raise InputError(f"{where}: {threads!r}: give `auto` (one thread per core) or a whole number from 1 to "
-                         f"{MAX_CPU_THREADS}; a small model often trains faster on 1 (docs/benchmarks.md, "
+                         f"{MAX_CPU_THREADS}; the quick preset's tiny model trains faster on 1 than on 2 (docs/benchmarks.md, "
                          "\"One thread per training\").")
 
 
