@@ -69,7 +69,8 @@ class JobRunner:
                 "params": params,
                 "argv": argv,
                 "resume": resume,
-                "gpu": int(is_gpu_kind(kind, self.settings.get("queue.gpu_kinds"))),
+                # a job told to run on the CPU takes no device slot: it runs beside the one training on the device
+                "gpu": int(is_gpu_kind(kind, self.settings.get("queue.gpu_kinds")) and params.get("device") != "cpu"),
                 "nproc": nproc,
                 "run_dir": str(run_dir) if run_dir else None,
                 "log_path": str(logs / f"{job_id}.log"),

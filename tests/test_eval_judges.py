@@ -10,6 +10,7 @@ import random
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,6 +22,8 @@ from core.eval.metrics import (
     SAMPLE_RATE,
     duration_ratio,
     dtw_cost,
+    dtw_costs,
+    dtw_distance_matrix,
     dtw_path,
     identification_accuracy,
     identify_by_dtw,
@@ -75,6 +78,18 @@ def test_dtw_path_is_diagonal_on_identical_sequences_and_monotone_otherwise():
     assert all(0 <= i2 - i1 <= 1 and 0 <= j2 - j1 <= 1 for (i1, j1), (i2, j2) in zip(path, path[1:]))
     with pytest.raises(ValueError):
         dtw_cost(a, torch.zeros(0, 5))
+
+
+def test_dtw_costs_to_many_references_equal_each_pairs_cost_bit_for_bit():
+    generator = torch.Generator().manual_seed(2)
+    query = torch.randn(37, 6, generator=generator)
+    references = [torch.randn(length, 6, generator=generator) for length in (5, 61, 37, 1, 40)]
+    assert list(dtw_costs(query, references)) == [dtw_cost(query, r) for r in references]
+    assert dtw_costs(query, [query])[0] == 0.0
+    matrix = dtw_distance_matrix(references, references)
+    assert matrix.shape == (5, 5) and np.allclose(matrix, matrix.T) and (matrix.diagonal() == 0).all()
+    with pytest.raises(ValueError):
+        dtw_costs(query, [torch.zeros(3, 5)])
 
 
 def test_f0_and_duration_ratios_follow_voice_and_speed(renderings):

@@ -49,6 +49,9 @@ def test_jobs_finish_gpu_jobs_take_turns_and_queued_cancel_never_starts(env: Job
     assert failed["status"] == "failed" and not failed["gpu"]
     assert failed["exit_code"] == 2
     assert "missing.model" in failed["error"]
+    beside = gpu_runner.submit("doctor", {"tokenizer": JOB_BPE, "device": "cpu"})  # a GPU kind told to use the CPU
+    ran = runner.wait(beside, 120)  # takes no device slot: it runs while the GPU job holds the slot
+    assert (ran["status"], ran["gpu"]) == ("succeeded", 0), runner.read_log(beside)
     assert runner.get_job(holder)["status"] == "running"
     queued = runner.get_job(waiting)
     assert queued["status"] == "queued" and queued["started_at"] is None, "two GPU jobs shared one slot"

@@ -94,20 +94,22 @@ def judge_features(wav: torch.Tensor | np.ndarray, sample_rate: int = SAMPLE_RAT
 
 
 def _accumulated_cost(cost: np.ndarray) -> np.ndarray:
-    """Return the DTW accumulated-cost matrix (steps (1,0), (0,1), (1,1)), padded with an inf border.
+    """Return the DTW accumulated-cost matrix (steps (1,0), (0,1), (1,1)) of `cost` [..., n, m], padded with an
+    inf border: [..., n + 1, m + 1]. Leading dimensions are separate alignments of the same n rows, computed together.
 
     Row by row: with t[j] = cost[i, j] + min(acc[i-1, j-1], acc[i-1, j]), the in-row recurrence
     acc[i, j] = min(t[j], cost[i, j] + acc[i, j-1]) is a min-plus scan, solved in one pass as
-    C[j] + running_min(t - C) where C is the row's cumulative cost.
+    C[j] + running_min(t - C) where C is the row's cumulative cost. Column j depends on columns ≤ j only,
+    so columns appended to the right (padding) leave the others exactly as they are.
     """
-    n, m = cost.shape
-    acc = np.full((n + 1, m + 1), np.inf)
-    acc[0, 0] = 0.0
+    n, m = cost.shape[-2:]
+    acc = np.full(cost.shape[:-2] + (n + 1, m + 1), np.inf)
+    acc[..., 0, 0] = 0.0
     for i in range(1, n + 1):
-        row = cost[i - 1]
-        t = row + np.minimum(acc[i - 1, :-1], acc[i - 1, 1:])
-        cumulative = np.cumsum(row)
-        acc[i, 1:] = cumulative + np.minimum.accumulate(t - cumulative)
+        row = cost[..., i - 1, :]
+        t = row + np.minimum(acc[..., i - 1, :-1], acc[..., i - 1, 1:])
+        cumulative = np.cumsum(row, axis=-1)
+        acc[..., i, 1:] = cumulative + np.minimum.accumulate(t - cumulative, axis=-1)
     return acc
 
 
@@ -195,12 +197,28 @@ def duration_ratio(test: torch.Tensor | np.ndarray, reference: torch.Tensor | np
     return trim_silence(test).numel() / trim_silence(reference).numel()
 
 
+def dtw_costs(query: torch.Tensor, references: Sequence[torch.Tensor]) -> np.ndarray:
+    """Return `dtw_cost(query, r)` for each of `references`, equal to it bit for bit: the alignments share the query's
+    rows, so they run together, each cost matrix zero-padded on the right to the longest reference.
+
+    Raises ValueError as `dtw_cost` does.
+    """
+    costs = [_cost_matrix(query, reference) for reference in references]
+    if not costs:
+        return np.zeros(0)
+    widths = [cost.shape[1] for cost in costs]
+    stacked = np.zeros((len(costs), costs[0].shape[0], max(widths)))
+    for k, cost in enumerate(costs):
+        stacked[k, :, : cost.shape[1]] = cost
+    last_row = _accumulated_cost(stacked)[:, -1]
+    return np.array([last_row[k, width] / (stacked.shape[1] + width) for k, width in enumerate(widths)])
+
+
 def dtw_distance_matrix(queries: Sequence[torch.Tensor], references: Sequence[torch.Tensor]) -> np.ndarray:
     """Return the [queries, references] matrix of length-normalised DTW costs between feature sequences."""
     matrix = np.zeros((len(queries), len(references)))
     for qi, query in enumerate(queries):
-        for ri, reference in enumerate(references):
-            matrix[qi, ri] = dtw_cost(query, reference)
+        matrix[qi] = dtw_costs(query, references)
     return matrix
 
 

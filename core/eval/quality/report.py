@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from core.eval.metrics import dtw_cost, dtw_distance_matrix, judge_features
+from core.eval.metrics import dtw_costs, dtw_distance_matrix, judge_features
 from core.eval.quality import detectors
 from core.eval.quality.asr_hook import Transcriber, character_error_rate, transcribe_all
 from core.eval.quality.listeners import Embed, mos_estimates, speaker_similarity
@@ -50,9 +50,8 @@ def _distances(samples: Sequence[SpokenSample]) -> tuple[np.ndarray, np.ndarray]
     outputs = [judge_features(s.output if s.output.numel() >= 1600 else silent) for s in samples]
     references = [judge_features(s.reference) for s in samples]
     between = np.zeros((len(outputs), len(outputs)))
-    for i in range(len(outputs)):  # DTW cost is symmetric: align each pair of outputs once
-        for j in range(i + 1, len(outputs)):
-            between[i, j] = between[j, i] = dtw_cost(outputs[i], outputs[j])
+    for i in range(len(outputs) - 1):  # DTW cost is symmetric: align each pair of outputs once
+        between[i, i + 1:] = between[i + 1:, i] = dtw_costs(outputs[i], outputs[i + 1:])
     return dtw_distance_matrix(outputs, references), between
 
 
