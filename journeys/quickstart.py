@@ -62,19 +62,7 @@ def tts_stage_names(spec: dict[str, Any]) -> list[str]:
     return ["sample", "codec", "tokenizer.base", "train.base", "tokenizer.extend", "embeddings.extend", "preprocess.am",
             "validate.start", "validate.en.start", "train.finetune", "prune", "validate.en.end",
             *(f"synthesize.{lang}.{i + 1}" for lang in ("am", "en") for i in range(synth)),
-            *(["eval.tts"] if evaluates(spec) else [])]
-
-
-def tts_side_stage_names(spec: dict[str, Any]) -> list[str]:
-    """Return the stages a TTS quickstart with the preset `spec` runs beside the others (`StageRunner.beside`):
-    the English base model's evaluation, started once the base is trained, runs on the CPU through the Amharic
-    stages (a job that takes no device slot: `jobs.runner`)."""
-    return ["eval.en.base"] if evaluates(spec) else []
-
-
-def evaluates(spec: dict[str, Any]) -> bool:
-    """Return whether a TTS quickstart with the preset `spec` runs `eval tts` (2 held-out sentences or more)."""
-    return int(spec["eval"]["sentences"]) >= 2
+            *(["eval.en.base", "eval.tts"] if int(spec["eval"]["sentences"]) >= 2 else [])]
 
 
 def load_preset(preset: str, journey: str) -> dict[str, Any]:
@@ -319,10 +307,6 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
             f"{name}-en-base", "tts", spec["base"], spec, {"manifest": manifests["en"]}, tokenizer=str(tok_dir / "en.model"),
             codec=codec_path))
         base = stages.run("train.base", "train", {"config": base_cfg})
-        sampling = {"temperature": spec["eval"]["temperature"]} if "temperature" in spec["eval"] else {}
-        en_before = stages.beside("eval.en.base", "eval.tts", {  # the base's English, measured beside the Amharic stages
-            "checkpoint": base["last_checkpoint"], "sentences": heldout_en, "references": "espeak", "language": "en",
-            "no_wer": True, "device": "cpu", **sampling}) if evaluates(spec) else None
         extended = stages.run("tokenizer.extend", "tokenizer.extend", {
             "base": str(tok_dir / "en.model"), "corpus": [am_txt], "target_size": spec["tokenizer"]["extended_size"],
             "output": str(tok_dir / "en_am.model"), "protect_corpus": [en_txt]})
@@ -357,8 +341,12 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         stages.run("prune", "prune", {"checkpoint": fine["last_checkpoint"], "output": str(final), "force": True})
         en_val_end = english_val("validate.en.end", final)
         audio = _speak(stages, spec, final, run_dir, data_dir / "sample" / "audio", held_en, held_am)
-        evaluation = english_before = None
-        if en_before is not None:
+        evaluation = en_before = None
+        if int(spec["eval"]["sentences"]) >= 2:
+            sampling = {"temperature": spec["eval"]["temperature"]} if "temperature" in spec["eval"] else {}
+            en_before = stages.run("eval.en.base", "eval.tts", {
+                "checkpoint": base["last_checkpoint"], "sentences": heldout_en, "references": "espeak", "language": "en",
+                "no_wer": True, **sampling})
             evaluation = stages.run("eval.tts", "eval.tts", {
                 "checkpoint": str(final), "sentences": heldout_am, "references": "espeak", "language": "am",
                 "base_sentences": heldout_en, "base_references": "espeak", "base_language": "en", "no_wer": True,
@@ -368,7 +356,6 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
             from core.eval.tts import write_entry_scalars  # torch: imported when a journey evaluates
 
             write_entry_scalars(RunFolder(Path(fine["run_dir"])).tensorboard, evaluation)
-            english_before = stages.collect(en_before)
     report = {
         "name": name, "journey": "tts", "preset": spec["preset"], "preset_sha256": fingerprint, "mode": mode,
         "run_dir": str(run_dir),
@@ -386,7 +373,7 @@ def run_tts_quickstart(preset: str = "quick", name: str | None = None, settings:
         "eval": None if evaluation is None else _eval_summary(evaluation),
         "retention": {**retention, "replay_manifest": keep.get("data", {}).get("replay", {}).get("manifest"),
                       "measured_by": "bench/retention.py (docs/benchmarks.md, \"Keeping English\")"},
-        "base_language": _base_language(en_val_start, en_val_end, english_before, evaluation),
+        "base_language": _base_language(en_val_start, en_val_end, en_before, evaluation),
     }
     report["base_language"]["summary"] = base_language_summary(report["base_language"])
     report["new_language"] = {"language": "am", "summary": new_language_summary(report["eval"], "Amharic")}

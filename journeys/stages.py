@@ -113,18 +113,6 @@ class StageRecord:
                 "job_id": self.job_id}
 
 
-@dataclass
-class SideStage:
-    """A stage started with `StageRunner.beside`: its job id (None inline), when it started, and its result once
-    it ran (inline at once, queued when collected)."""
-
-    name: str
-    kind: str
-    job_id: str | None
-    started: float
-    result: dict[str, Any] | None = None
-
-
 class StageRunner:
     """Runs stages one after another and remembers them; use as a context manager.
 
@@ -135,9 +123,6 @@ class StageRunner:
     `stage_title`) turns a stage name into the plain words the dashboard shows for it; the journey's
     progress carries it as `current_title`, the run name `journey`, and every stage job so far as
     `stage_jobs` (job id → title), so the Jobs tab names each stage job by its run and stage.
-    A stage that nothing needs until later can run beside the others (`beside`, then `collect`): queued, it is a
-    job of its own in another work slot, left out of the progress line, whose plan weighs only the stages the
-    journey waits for.
     Raises InputError for an unknown mode.
     """
 
@@ -159,7 +144,6 @@ class StageRunner:
         self._runner: Any = None
         self._worker: Any = None
         self._current: str | None = None
-        self._beside: list[SideStage] = []  # side stages started and not yet collected
         self._stage_start = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -184,11 +168,9 @@ class StageRunner:
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
-        if self._runner is not None:
-            for job_id in [self._current, *(side.job_id for side in self._beside)]:
-                if job_id is not None:
-                    with contextlib.suppress(LinguaForgeError):
-                        self._runner.cancel(job_id)
+        if self._current is not None and self._runner is not None:
+            with contextlib.suppress(LinguaForgeError):
+                self._runner.cancel(self._current)
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
@@ -205,7 +187,6 @@ class StageRunner:
         or does not finish within the stage timeout.
         """
         start, cpu_start = time.monotonic(), cpu_seconds()
-        shared = bool(self._beside)  # a side job ending meanwhile adds its CPU time to this process's children's
         with self._lock:
             self.clock.current, self._stage_start = name, start
             self.metrics.update(current=name, current_title=self.title(name), current_job=None)
@@ -215,7 +196,7 @@ class StageRunner:
         else:
             job_id, result = None, self._inline(name, kind, params)
         # CPU time is seen for stages run here or by the worker inside this process (its job processes are our children)
-        cpu = cpu_seconds() - cpu_start if (self.mode == "inline" or self.embedded_worker) and not shared else None
+        cpu = cpu_seconds() - cpu_start if self.mode == "inline" or self.embedded_worker else None
         record = StageRecord(name, kind, time.monotonic() - start, cpu, job_id, result)
         self.records.append(record)
         with self._lock:
@@ -224,44 +205,6 @@ class StageRunner:
             self.metrics.update(current=None, current_title=None, current_job=None)
         self._report()
         return result
-
-    def beside(self, name: str, kind: str, params: dict[str, Any]) -> SideStage:
-        """Start stage `name` (command `kind`, CLI-named `params`) to run beside the stages that follow; `collect`
-        waits for it and returns its result. Queued, it is a job of its own (another work slot runs it while the
-        journey goes on) and the progress line leaves it out; inline, it runs now, as `run` runs a stage.
-
-        Raises InputError when the parameters are invalid, and StageFailed inline when the command fails.
-        """
-        if self.mode != "queue":
-            return SideStage(name, kind, None, time.monotonic(), self.run(name, kind, params))
-        job_id = self._runner.submit(kind, params)
-        side = SideStage(name, kind, job_id, time.monotonic())
-        self._beside.append(side)
-        with self._lock:
-            self.metrics["stage_jobs"][job_id] = self.title(name)
-        return side
-
-    def collect(self, side: SideStage) -> dict[str, Any]:
-        """Return the result of `side` (from `beside`), waiting for its job while it runs; record it as a stage of
-        the journey with the wall seconds its job ran (its CPU seconds are not told apart from the other stages').
-
-        Raises StageFailed when its job failed or did not end within the stage timeout of its start.
-        """
-        if side.result is not None:
-            return side.result
-        try:
-            job = self._runner.wait(str(side.job_id), max(self.timeout_s - (time.monotonic() - side.started), 1.0))
-        except TimeoutError:
-            raise StageFailed(f"stage {side.name}: job {side.job_id} ({side.kind}) did not end within "
-                              f"{self.timeout_s:.0f} s; it was cancelled. Raise stage_timeout_s in the preset.") from None
-        self._beside.remove(side)
-        if job["status"] != SUCCEEDED:
-            raise StageFailed(f"stage {side.name}: job {side.job_id} ({side.kind}) {job['status']}: "
-                              f"{job.get('error') or 'no error text'}. Full log: `python -m core jobs logs {side.job_id}`.")
-        side.result = job.get("artifacts") or {}
-        ran = (job.get("finished_at") or 0.0) - (job.get("started_at") or 0.0)
-        self.records.append(StageRecord(side.name, side.kind, max(ran, 0.0), None, side.job_id, side.result))
-        return side.result
 
     def _tick_until_stopped(self) -> None:
         while not self._stop.wait(TICK_S):

@@ -89,16 +89,8 @@ def test_tts_quickstart_job_learns_amharic_and_keeps_base_rows(workspace: Path, 
         assert stage["seconds"] >= 0
         job = jobs.get_job(stage["job_id"])
         assert (job["kind"], job["status"]) == (stage["kind"], "succeeded")
-        assert job["gpu"] == (is_gpu_kind(stage["kind"]) and stage["name"] != "eval.en.base")
+        assert job["gpu"] == is_gpu_kind(stage["kind"])
     assert kinds["validate.start"] == "validate" and is_gpu_kind("validate")  # it builds the model: a GPU slot
-    # the English base's evaluation ran on the CPU (no device slot) beside the stages after the base, not before them
-    ran = {stage["name"]: jobs.get_job(stage["job_id"]) for stage in report["stages"]}
-    side = ran["eval.en.base"]
-    assert (kinds["eval.en.base"], side["params"]["device"]) == ("eval.tts", "cpu")
-    beside = [name for name, job in ran.items() if name != "eval.en.base"
-              and job["started_at"] < side["finished_at"] and job["finished_at"] > side["started_at"]]
-    assert beside and "train.base" not in beside, beside
-    assert [stage["cpu_seconds"] for stage in report["stages"] if stage["name"] in beside] == [None] * len(beside)
     for run in ("base_run", "finetune_run"):  # the preset's cpu_threads reached each training
         assert json.loads((Path(report["training"][run]) / "status.json").read_text())["cpu_threads"] == 1
 
@@ -269,34 +261,3 @@ def test_stages_report_the_cpu_seconds_of_their_job_processes(workspace: Path) -
     # the stage's job process ran and was reaped inside the stage, and the stage's figure includes its CPU time
     assert job_process_cpu > 0 and summary["seconds"] > 0
     assert summary["cpu_seconds"] >= round(job_process_cpu, 2) - 0.01, (summary, job_process_cpu)
-
-
-def test_a_side_stage_runs_beside_the_next_and_its_failure_is_named_when_collected(workspace: Path) -> None:
-    """`beside` starts a stage as a job of its own while the journey goes on; `collect` records it with its job
-    and wall seconds, or names the stage, its job and its log when it failed. A stage that ran while a side job
-    was pending has no CPU figure of its own (the side job's would be counted in it). Inline, it runs at once."""
-    from journeys.stages import StageFailed
-
-    corpus = workspace / "corpus.txt"
-    corpus.write_text("\n".join(f"the quick brown fox number {i} jumps over the lazy dog" for i in range(200)) + "\n")
-    params = {"corpus": [str(corpus)], "vocab_size": 60}
-    with StageRunner(load_settings(), "queue", embedded_worker=True, catalogue=CATALOGUE) as stages:
-        side = stages.beside("tokenizer.side", "tokenizer.train", {**params, "output": str(workspace / "side.model")})
-        too_large = stages.beside("tokenizer.huge", "tokenizer.train",
-                                  {**params, "vocab_size": 50_000, "output": str(workspace / "huge.model")})
-        stages.run("tokenizer.main", "tokenizer.train", {**params, "output": str(workspace / "main.model")})
-        result = stages.collect(side)
-        with pytest.raises(StageFailed, match=rf"stage tokenizer.huge: job {too_large.job_id} \(tokenizer.train\) failed: "
-                                              rf".*python -m core jobs logs {too_large.job_id}"):
-            stages.collect(too_large)
-    assert Path(result["path"]).is_file() and stages.collect(side) is result
-    records = {record.name: record.summary() for record in stages.records}
-    assert list(records) == ["tokenizer.main", "tokenizer.side"]  # the failed side stage is not a stage that ran
-    assert records["tokenizer.side"]["job_id"] == side.job_id and records["tokenizer.side"]["seconds"] > 0
-    assert records["tokenizer.side"]["cpu_seconds"] is None and records["tokenizer.main"]["cpu_seconds"] is None
-    assert JobRunner(catalogue=CATALOGUE).get_job(side.job_id)["status"] == "succeeded"
-
-    with StageRunner(load_settings(), "inline", catalogue=CATALOGUE) as inline:
-        ran = inline.beside("tokenizer.side", "tokenizer.train", {**params, "output": str(workspace / "inline.model")})
-        assert ran.job_id is None and Path(ran.result["path"]).is_file()  # it ran before `beside` returned
-        assert inline.collect(ran) is ran.result and [r.name for r in inline.records] == ["tokenizer.side"]

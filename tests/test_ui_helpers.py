@@ -460,15 +460,14 @@ def test_compare_and_quality_open_the_evaluation_written_last(tmp_path: Path, mo
 def test_the_built_in_quick_preset_weighs_every_stage_it_runs_by_a_measured_figure(tmp_path: Path, monkeypatch) -> None:
     """Each stage the quick preset's journey runs (the English measures included) has its measured seconds in
     the preset, so its progress line is weighed, not guessed; a stage added to the journey fails here first."""
-    from journeys.quickstart import load_preset, preset_fingerprint, tts_side_stage_names, tts_stage_names
+    from journeys.quickstart import load_preset, preset_fingerprint, tts_stage_names
     from journeys.stages import PRESET_FIGURES, expected_seconds
 
     monkeypatch.setenv("LINGUAFORGE_WORKSPACE", str(tmp_path))
     spec = load_preset("quick", "tts")
     names = tts_stage_names(spec)
-    assert {"validate.en.start", "validate.en.end", "eval.tts"} <= set(names)
+    assert {"validate.en.start", "validate.en.end", "eval.en.base", "eval.tts"} <= set(names)
     assert set(spec["stage_seconds"]) == set(names)
-    assert tts_side_stage_names(spec) == ["eval.en.base"]  # beside the Amharic stages: the journey does not wait for it
     plan = expected_seconds(load_settings(), "tts", spec, preset_fingerprint(spec), names)
     assert plan.source == PRESET_FIGURES and plan.names == tuple(names)
 

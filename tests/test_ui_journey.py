@@ -36,7 +36,7 @@ expect.set_options(timeout=60_000)  # a slow shared machine: generous waits, nev
 STAGE_SECONDS = {"sample": 21.4, "codec": 11.9, "tokenizer.base": 2.6, "train.base": 29.3, "tokenizer.extend": 7.0,
                  "embeddings.extend": 15.4, "preprocess.am": 14.1, "validate.start": 25.4, "validate.en.start": 25.6,
                  "train.finetune": 30.9, "prune": 11.8, "validate.en.end": 19.0, "synthesize.am.1": 12.3,
-                 "synthesize.en.1": 12.4, "eval.tts": 59.2}
+                 "synthesize.en.1": 12.4, "eval.en.base": 41.2, "eval.tts": 59.2}
 REDUCED_TTS = {  # the whole journey cut to its smallest useful size: a few minutes on an idle 2-core CPU
     "journey": "tts",
     "sample": {"per_language": 12},
