@@ -127,8 +127,10 @@ def open_page(browser, url: str):
 
 
 def open_tab(page, name: str) -> None:
-    """Click the top-level tab `name`."""
-    page.get_by_role("tab", name=name, exact=True).first.click()
+    """Click the top-level tab `name`. A tab never navigates: the click does not wait for navigations a busy page may
+    still have scheduled (at load 7–13 one such wait outlasted 60 s after the click was done); what the test reads
+    next waits for the tab's own content."""
+    page.get_by_role("tab", name=name, exact=True).first.click(no_wait_after=True)
 
 
 def quickstart_jobs(workspace: Path) -> list[dict]:

@@ -57,8 +57,9 @@ def page(dashboard: AppProcess):
 
 
 def open_tab(page, name: str) -> None:
-    """Click the top-level tab `name`."""
-    page.get_by_role("tab", name=name, exact=True).first.click()
+    """Click the top-level tab `name`, without waiting for navigations a busy page may still have scheduled (a tab
+    never navigates; what the test reads next waits for the tab's own content)."""
+    page.get_by_role("tab", name=name, exact=True).first.click(no_wait_after=True)
 
 
 def ljspeech_zip(clips: Path, target: Path, folder: str = "ljs") -> Path:
