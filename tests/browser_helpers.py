@@ -166,3 +166,10 @@ def internal_words(text: str) -> list[tuple[str, str]]:
     """Return (kind, the words) of every INTERNAL_WORDS match in `text` (a page's inner text: a closed details fold's
     contents are not in it)."""
     return [(kind, match.group(0)) for kind, pattern in INTERNAL_WORDS.items() for match in re.finditer(pattern, text)]
+
+
+def open_tab(page, name: str) -> None:
+    """Click the top-level tab `name`. A tab never navigates, so the click does not wait for navigations a busy page
+    may still have scheduled (at load 7–13 one such wait outlasted 60 s after the click was done: docs/benchmarks.md,
+    runs 12 and 13); what the test reads next waits for the tab's own content."""
+    page.get_by_role("tab", name=name, exact=True).first.click(no_wait_after=True)

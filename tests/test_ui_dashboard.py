@@ -17,7 +17,7 @@ from core.data.sample_text import AMHARIC_SENTENCES, ENGLISH_SENTENCES
 from core.runs import RunFolder, progress_view
 from jobs.records import JobStore
 from tests.fixture_paths import INDEXTTS_BPE
-from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, running_app, wait_http
+from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, open_tab, running_app, wait_http
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -112,12 +112,6 @@ def last_checkpoint(workspace: Path) -> str:
     """Return the workspace-relative last checkpoint of the UI training run (from its status.json)."""
     status = json.loads((workspace / "runs" / RUN / "status.json").read_text(encoding="utf-8"))
     return str(Path(status["last_checkpoint"]).resolve().relative_to(workspace.resolve()))
-
-
-def open_tab(page, name: str) -> None:
-    """Click the top-level tab `name`, without waiting for navigations a busy page may still have scheduled (a tab
-    never navigates; what the test reads next waits for the tab's own content)."""
-    page.get_by_role("tab", name=name, exact=True).first.click(no_wait_after=True)
 
 
 def test_auth_rejects_unauthenticated_requests(dashboard: AppProcess) -> None:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, internal_words, running_app
+from tests.browser_helpers import CHROMIUM_ARGS, AppProcess, chromium_path, internal_words, open_tab, running_app
 from jobs.records import JobStore
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -124,13 +124,6 @@ def open_page(browser, url: str):
     page.goto(url)
     page.get_by_role("tab", name="Quickstart").wait_for()
     return page
-
-
-def open_tab(page, name: str) -> None:
-    """Click the top-level tab `name`. A tab never navigates: the click does not wait for navigations a busy page may
-    still have scheduled (at load 7–13 one such wait outlasted 60 s after the click was done); what the test reads
-    next waits for the tab's own content."""
-    page.get_by_role("tab", name=name, exact=True).first.click(no_wait_after=True)
 
 
 def quickstart_jobs(workspace: Path) -> list[dict]:

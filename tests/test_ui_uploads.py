@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.browser_helpers import AppProcess, choose, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, choose, chromium_page, chromium_path, open_tab, running_app
 from tests.data_helpers import make_espeak_dataset
 from tests.test_ui_dashboard import fill
 
@@ -54,12 +54,6 @@ def page(dashboard: AppProcess):
     """One chromium page for the module's tests, on the Dataset tab."""
     with chromium_page(dashboard.url, "Dataset", height=1100) as tab:
         yield tab
-
-
-def open_tab(page, name: str) -> None:
-    """Click the top-level tab `name`, without waiting for navigations a busy page may still have scheduled (a tab
-    never navigates; what the test reads next waits for the tab's own content)."""
-    page.get_by_role("tab", name=name, exact=True).first.click(no_wait_after=True)
 
 
 def ljspeech_zip(clips: Path, target: Path, folder: str = "ljs") -> Path:
