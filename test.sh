@@ -8,9 +8,9 @@ ensure_system_packages espeak-ng:espeak-ng redis-server:redis-server chromium:ch
     /usr/share/fonts/truetype/noto/NotoSansEthiopic-Regular.ttf:fonts-noto-core  # screenshots show Amharic
 ensure_venv
 export PYTHONUNBUFFERED=1
-# One pytest-xdist worker per core (at most 4), whole test files to a worker (their module fixtures
-# build family workspaces once); torch in each worker gets its share of the cores, not all of them.
+# One pytest-xdist worker per core (at most 4); pytest.ini gives each worker whole test files (their module
+# fixtures build family workspaces once); torch in each worker gets its share of the cores, not all of them.
 cores="$(nproc)"
 workers=$(( cores < 4 ? cores : 4 ))
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( cores / workers ))}"
-exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -n "$workers" "$@"
