@@ -134,7 +134,7 @@ def chromium_page(url: str, tab: str, width: int = 1400, height: int = 1000, tim
             page = browser.new_page(viewport={"width": width, "height": height})
             page.set_default_timeout(timeout_ms)
             page.goto(url)
-            page.get_by_role("tab", name=tab, exact=True).first.click()
+            open_tab(page, tab)
             yield page
         finally:
             browser.close()

@@ -20,7 +20,7 @@ import soundfile
 import yaml
 
 from core.data.sample_text import AMHARIC_SENTENCES
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page, chromium_path, open_tab, running_app
 from tests.chatterbox_helpers import REDUCED, make_chatterbox_speech_folder
 from tests.data_helpers import make_espeak_dataset
 
@@ -142,7 +142,7 @@ def test_the_trained_run_exported_from_the_export_tab_loads_strictly_into_the_pu
 
     if not (dashboard.workspace / TRAINED).is_file():
         pytest.skip("the guided run did not train (see the test before)")
-    page.get_by_role("tab", name="Export", exact=True).first.click()
+    open_tab(page, "Export")
     box = field(page, "export-checkpoint")
     expect(box).to_have_value(re.compile(rf"runs/{NAME}/checkpoints/(?:step_{STEPS:07d}|best)\.pt"))  # the newest
     box.fill(TRAINED)

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.browser_helpers import AppProcess, chromium_page, internal_words
+from tests.browser_helpers import AppProcess, chromium_page, internal_words, open_tab
 from tests.test_ui_finetune import amharic_dashboard, click_and_wait, field, grown_trained_and_spoken
 from tests.turbo_helpers import make_turbo_speech_folder
 
@@ -59,7 +59,7 @@ def test_without_a_folder_the_tab_names_the_release_its_files_and_how_to_get_the
         expect(guide).not_to_contain_text("No Chatterbox-Turbo model folder")
         found = {}
         for visit in PAGES:
-            page.get_by_role("tab", name=visit[0], exact=True).first.click()
+            open_tab(page, visit[0])
             for sub in visit[1:]:
                 page.get_by_role("tab", name=sub, exact=True).click()
             page.wait_for_timeout(1500)  # the tab's own refresh lands
@@ -67,7 +67,7 @@ def test_without_a_folder_the_tab_names_the_release_its_files_and_how_to_get_the
             if shown:
                 found[" / ".join(visit)] = shown
         assert not found, found
-        page.get_by_role("tab", name="Export", exact=True).first.click()
+        open_tab(page, "Export")
         expect(page.locator("#export-force")).to_be_visible()  # Prune's "replace the file"…
         page.locator("#export-mode label").filter(has_text="Export").click()
         expect(page.locator("#export-force")).to_be_hidden()  # … has no meaning for an export's folder

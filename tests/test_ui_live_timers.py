@@ -17,7 +17,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.browser_helpers import AppProcess, chromium_page, chromium_path, running_app
+from tests.browser_helpers import AppProcess, chromium_page, chromium_path, open_tab, running_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -56,7 +56,7 @@ def ticks_in_view(page, ticks: set[int], tabs: tuple[str, ...], expected: dict[s
     page.on("request", record)
     seen: dict[str, set[int]] = {}
     for tab in tabs:
-        page.get_by_role("tab", name=tab, exact=True).first.click()
+        open_tab(page, tab)
         deadline = time.monotonic() + SETTLE_S
         while True:
             sent.clear()

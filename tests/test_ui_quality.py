@@ -13,7 +13,7 @@ import torch
 
 from core.audio import write_wav
 from core.eval.tts import update_eval_json
-from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, running_app
+from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, open_tab, running_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -67,7 +67,7 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)  # a ceiling, not a pace (see test_ui_dashboard)
             page.goto(app.url)
-            page.get_by_role("tab", name="Quality", exact=True).first.click()
+            open_tab(page, "Quality")
             field = page.locator("#q-folder input").first
             field.fill("runs/qrun")
             field.press("Enter")
