@@ -13,10 +13,10 @@ import torch
 
 from core.audio import write_wav
 from core.eval.tts import update_eval_json
-from tests.browser_helpers import CHROMIUM_ARGS, chromium_path, open_tab, running_app
+from tests.browser_helpers import chromium_page, chromium_path, running_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 SENTENCES = ["The morning train was late.", "She opened the window.", "We walked to the river."]
 
@@ -61,37 +61,29 @@ def test_quality_tab_shows_flags_in_words_best_reason_charts_and_audio(tmp_path:
                            "val_loss": 2.5}},
         "retention": {"val_base_loss": 3.9, "start": 3.0, "change": 0.3, "step": 4, "warn_share": 0.1,
                       "warning": "base-language loss (val_base_loss) rose 30% since step 0"}}))
-    with running_app(workspace, tmp_path / "app.log") as app, playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)  # a ceiling, not a pace (see test_ui_dashboard)
-            page.goto(app.url)
-            open_tab(page, "Quality")
-            field = page.locator("#q-folder input").first
-            field.fill("runs/qrun")
-            field.press("Enter")
-            field.blur()
-            page.wait_for_function("() => document.querySelector('#q-table').innerText"
-                                   ".includes('FLAG — 67% of outputs repeat one stretch')")
-            table = page.locator("#q-table").inner_text()
-            assert "ok — 0% of outputs loop" in table and "step_0000002.pt" in table and "0.71" in table
-            assert "de (4 sentences): FLAG — text ignored, sentence identification 0.25" in table
-            assert "de (4 sentences): ok — no flag, sentence identification 0.75" in table
-            page.set_viewport_size({"width": 1280, "height": 1000})  # the base-language column on screen, not past it
-            last = page.locator("#q-table th").filter(has_text="base language").first
-            assert last.evaluate("el => el.getBoundingClientRect().right") <= 1280
-            note = page.locator("#q-note").inner_text()
-            assert "best.pt" in note and "no failure flag" in note and "rose 30% since step 0" in note
-            assert "failure flags none · sentence identification (DTW) 1.0 · validation loss 2.5" in note
-            page.wait_for_function("() => (document.querySelector('#q-chart .js-plotly-plot') || {}).data?.length >= 5")
-            traces = page.evaluate("""() => document.querySelector('#q-chart .js-plotly-plot').data.map(
-                t => [t.name, Array.from(t.x), Array.from(t.y)])""")
-            assert ["base-language validation loss", [2, 4], [3.1, 3.9]] in traces, traces
-            assert ["failure flags raised", [2, 4], [1, 0]] in traces, traces
-            for i in range(3):
-                page.locator(f"#q-audio-{i}").wait_for(state="visible")
-            assert page.locator("#q-audio-0").get_by_text("1. The morning train was late.").count() >= 1
-            assert not page.locator("#q-audio-3").is_visible()
-        finally:
-            browser.close()
+    with running_app(workspace, tmp_path / "app.log") as app, chromium_page(app.url, "Quality") as page:
+        field = page.locator("#q-folder input").first
+        field.fill("runs/qrun")
+        field.press("Enter")
+        field.blur()
+        page.wait_for_function("() => document.querySelector('#q-table').innerText"
+                               ".includes('FLAG — 67% of outputs repeat one stretch')")
+        table = page.locator("#q-table").inner_text()
+        assert "ok — 0% of outputs loop" in table and "step_0000002.pt" in table and "0.71" in table
+        assert "de (4 sentences): FLAG — text ignored, sentence identification 0.25" in table
+        assert "de (4 sentences): ok — no flag, sentence identification 0.75" in table
+        page.set_viewport_size({"width": 1280, "height": 1000})  # the base-language column on screen, not past it
+        last = page.locator("#q-table th").filter(has_text="base language").first
+        assert last.evaluate("el => el.getBoundingClientRect().right") <= 1280
+        note = page.locator("#q-note").inner_text()
+        assert "best.pt" in note and "no failure flag" in note and "rose 30% since step 0" in note
+        assert "failure flags none · sentence identification (DTW) 1.0 · validation loss 2.5" in note
+        page.wait_for_function("() => (document.querySelector('#q-chart .js-plotly-plot') || {}).data?.length >= 5")
+        traces = page.evaluate("""() => document.querySelector('#q-chart .js-plotly-plot').data.map(
+            t => [t.name, Array.from(t.x), Array.from(t.y)])""")
+        assert ["base-language validation loss", [2, 4], [3.1, 3.9]] in traces, traces
+        assert ["failure flags raised", [2, 4], [1, 0]] in traces, traces
+        for i in range(3):
+            page.locator(f"#q-audio-{i}").wait_for(state="visible")
+        assert page.locator("#q-audio-0").get_by_text("1. The morning train was late.").count() >= 1
+        assert not page.locator("#q-audio-3").is_visible()
