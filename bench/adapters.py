@@ -14,7 +14,6 @@ English validation loss (the same held-out English clips for every variant) at t
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -30,15 +29,13 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from bench import train as bench_train  # noqa: E402
 from core.checkpoint import load_checkpoint  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from core.recipe import prepare_trainer, train  # noqa: E402
 from core.training.adapter import export_merged  # noqa: E402
 from core.training.embeddings import extend_checkpoint  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_train", REPO_ROOT / "bench" / "train.py")
-bench_train = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_train)
 prepare, run_config = bench_train.prepare, bench_train.run_config
 
 LORA = {"kind": "lora", "rank": 8, "alpha": 16.0, "dropout": 0.0}

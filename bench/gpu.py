@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import os
 import platform
@@ -37,6 +36,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from bench import families as bench_families  # noqa: E402
 from bench.common import peak_tflops  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from core.data.sample import sample_dataset  # noqa: E402
@@ -167,20 +167,6 @@ def generation_rows(device: torch.device, codes: int, smoke: bool) -> list[dict[
     return rows
 
 
-def family_rows(device: torch.device, smoke: bool) -> tuple[list[dict[str, Any]], str | None]:
-    """Return the family rows from `bench/families.py` and a note when they were skipped."""
-    path = REPO_ROOT / "bench" / "families.py"
-    if not path.is_file():
-        return [], "bench/families.py does not exist yet: the Chatterbox T3 and IndexTTS2 UnifiedVoice rows are skipped."
-    spec = importlib.util.spec_from_file_location("bench_families", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rows = getattr(module, "rows", None)
-    if not callable(rows):
-        return [], "bench/families.py has no rows(device, smoke) function: the family rows are skipped."
-    return list(rows(device, smoke)), None
-
-
 def refused_or_row(name: str, shape: dict[str, Any], precision: str, plan: dict[str, Any], peak: float | None,
                    partial: Path | None) -> dict[str, Any]:
     """Return `train_row`, or, when the doctor's memory plan refuses the batch on this device, the row at half
@@ -217,7 +203,8 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
                     for name, shape in plan["shapes"].items() for precision in PRECISIONS
                     if only is None or (name, precision) in only]
     generation = generation_rows(device, plan["codes"], smoke)
-    families, note = family_rows(device, smoke) if with_families else ([], "family rows skipped (--skip-families).")
+    families = bench_families.rows(device, smoke) if with_families else []
+    note = None if with_families else "family rows skipped (--skip-families)."
     for row in families:
         if peak and row.get("parameters") and row.get("tokens_per_s") and row.get("mfu") is None:
             row["mfu"] = round(6 * row["parameters"] * row["tokens_per_s"] / (peak * 1e12), 6)

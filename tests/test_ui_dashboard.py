@@ -253,12 +253,8 @@ def test_doctor_failure_disables_start(dashboard: AppProcess, page, screens: Pat
 
 def test_synthesize_in_browser(dashboard: AppProcess, page, screens: Path) -> None:
     """Generate speech from the trained checkpoint; the streamed player's audio has a non-zero duration."""
-    from core.cli.catalogue import cli_catalogue
-
     open_tab(page, "Inference")
     page.screenshot(path=str(screens / "inference.png"), full_page=True)
-    if "synthesize" not in cli_catalogue().kinds():
-        pytest.skip("the `synthesize` command (issue 5) does not exist yet")
     fill(page, "inf-checkpoint", last_checkpoint(dashboard.workspace), commit=True)
     wait_text(page, "inf-meta", "tokenizer", 60)
     fill(page, "inf-text", "Hello.")

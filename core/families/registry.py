@@ -39,8 +39,6 @@ def get_model_family(name: str) -> ModelFamily:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                raise InputError(f"model family {name!r} is not implemented in this version ({module_name} missing).") from exc
             raise InputError(
                 f"model family {name!r} needs the package providing {exc.name!r}; install requirements.txt."
             ) from exc
