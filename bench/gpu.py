@@ -203,8 +203,8 @@ def run(smoke: bool, device: torch.device, peak_override: float | None, steps: i
                     for name, shape in plan["shapes"].items() for precision in PRECISIONS
                     if only is None or (name, precision) in only]
     generation = generation_rows(device, plan["codes"], smoke)
-    families = bench_families.rows(device, smoke) if with_families else []
-    note = None if with_families else "family rows skipped (--skip-families)."
+    families, note = ((bench_families.rows(device, smoke), None) if with_families
+                      else ([], "family rows skipped (--skip-families)."))
     for row in families:
         if peak and row.get("parameters") and row.get("tokens_per_s") and row.get("mfu") is None:
             row["mfu"] = round(6 * row["parameters"] * row["tokens_per_s"] / (peak * 1e12), 6)
