@@ -8,12 +8,9 @@ ensure_system_packages espeak-ng:espeak-ng redis-server:redis-server chromium:ch
     /usr/share/fonts/truetype/noto/NotoSansEthiopic-Regular.ttf:fonts-noto-core  # screenshots show Amharic
 ensure_venv
 export PYTHONUNBUFFERED=1
-# One pytest-xdist worker more than the cores (at most 4): a worker waits a fifth of its time (a page's tick, a
-# server answering, a checkpoint written), and the extra one works meanwhile (docs/benchmarks.md, suite runs 27
-# and 28). pytest.ini gives each worker whole test files (their module fixtures build family workspaces once);
-# torch in each worker gets its share of the cores, at least one thread.
+# One pytest-xdist worker per core (at most 4); pytest.ini gives each worker whole test files (their module
+# fixtures build family workspaces once); torch in each worker gets its share of the cores, not all of them.
 cores="$(nproc)"
-workers=$(( cores + 1 < 4 ? cores + 1 : 4 ))
-threads=$(( cores / workers ))
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( threads > 1 ? threads : 1 ))}"
+workers=$(( cores < 4 ? cores : 4 ))
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( cores / workers ))}"
 exec .venv/bin/python -m pytest -n "$workers" "$@"
