@@ -18,15 +18,17 @@ ensure_venv() {
 
 UV_VERSION=0.13.9
 
-# install_requirements — requirements.txt into .venv with uv (the same pins, downloads and unpacking in parallel,
-# no byte-compiling of every file: 51 s against pip's 4.5 min on the 2-core test machine, docs/benchmarks.md), with
-# pip's own package sources on this machine; with pip alone where uv cannot be installed.
+# install_requirements — requirements.txt into .venv with uv (the same pins; downloads, unpacking and byte-compiling
+# in parallel: docs/benchmarks.md has its time against pip's 4.5 min on the 2-core test machine), with pip's own
+# package sources on this machine; with pip alone where uv cannot be installed. The byte-compiling is not left to
+# the first import: with PYTHONDONTWRITEBYTECODE set (as on the test machine) every process would compile torch,
+# transformers and gradio from source again.
 install_requirements() {
     echo "setup: installing requirements.txt into .venv" >&2
     if .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1; then
         local sources
         mapfile -t sources < <(.venv/bin/python scripts/pip_sources.py)
-        .venv/bin/uv pip install --quiet --python .venv/bin/python --index-strategy unsafe-best-match \
+        .venv/bin/uv pip install --quiet --python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode \
             "${sources[@]}" -r requirements.txt
     else
         echo "setup: uv $UV_VERSION is not installable here; pip installs instead (a few minutes)" >&2
