@@ -18,18 +18,20 @@ ensure_venv() {
 
 UV_VERSION=0.13.9
 
-# install_requirements — requirements.txt into .venv with uv (the same pins; downloads, unpacking and byte-compiling
-# in parallel: docs/benchmarks.md has its time against pip's 4.5 min on the 2-core test machine), with pip's own
-# package sources on this machine; with pip alone where uv cannot be installed. The byte-compiling is not left to
-# the first import: with PYTHONDONTWRITEBYTECODE set (as on the test machine) every process would compile torch,
-# transformers and gradio from source again.
+# install_requirements — requirements.txt into .venv: pip resolves it (its configuration and its choice among the
+# machine's indexes), uv installs the very files pip chose (scripts/pinned_wheels.py), downloading, unpacking and
+# byte-compiling in parallel: docs/benchmarks.md has its time against pip's 4.5 min on the 2-core test machine.
+# The byte-compiling is not left to the first import: with PYTHONDONTWRITEBYTECODE set (as on the test machine)
+# every process would compile torch, transformers and gradio from source again. pip alone where uv cannot be
+# installed.
 install_requirements() {
     echo "setup: installing requirements.txt into .venv" >&2
     if .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1; then
-        local sources
-        mapfile -t sources < <(.venv/bin/python scripts/pip_sources.py)
-        .venv/bin/uv pip install --quiet --python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode \
-            "${sources[@]}" -r requirements.txt
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed \
+            --report .venv/pip-report.json -r requirements.txt
+        .venv/bin/python scripts/pinned_wheels.py .venv/pip-report.json > .venv/pinned-wheels.txt
+        .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --compile-bytecode \
+            -r .venv/pinned-wheels.txt
     else
         echo "setup: uv $UV_VERSION is not installable here; pip installs instead (a few minutes)" >&2
         .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
