@@ -22,20 +22,25 @@ UV_VERSION=0.13.9
 # machine's indexes), uv installs the very files pip chose (scripts/pinned_wheels.py), downloading, unpacking and
 # byte-compiling in parallel: docs/benchmarks.md has its time against pip's 4.5 min on the 2-core test machine.
 # The byte-compiling is not left to the first import: with PYTHONDONTWRITEBYTECODE set (as on the test machine)
-# every process would compile torch, transformers and gradio from source again. pip alone where uv cannot be
-# installed.
+# every process would compile torch, transformers and gradio from source again. pip alone where uv cannot
+# install.
 install_requirements() {
     echo "setup: installing requirements.txt into .venv" >&2
-    if .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1; then
+    if install_with_uv; then
+        return 0
+    fi
+    echo "setup: uv $UV_VERSION could not install here; pip installs instead (a few minutes)" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+}
+
+# install_with_uv — uv into .venv, pip's resolution of requirements.txt, uv's install of the files pip chose.
+install_with_uv() {
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1 &&
         .venv/bin/python -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed \
-            --report .venv/pip-report.json -r requirements.txt
-        .venv/bin/python scripts/pinned_wheels.py .venv/pip-report.json > .venv/pinned-wheels.txt
+            --report .venv/pip-report.json -r requirements.txt &&
+        .venv/bin/python scripts/pinned_wheels.py .venv/pip-report.json > .venv/pinned-wheels.txt &&
         .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --compile-bytecode \
             -r .venv/pinned-wheels.txt
-    else
-        echo "setup: uv $UV_VERSION is not installable here; pip installs instead (a few minutes)" >&2
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-    fi
 }
 
 # ensure_system_packages COMMAND:PACKAGE ... — install the Debian package of each missing command
